@@ -1,0 +1,104 @@
+#include "ckpt/checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "util/durable_file.h"
+#include "util/input_error.h"
+
+namespace fs = std::filesystem;
+
+namespace xtrain::ckpt {
+
+namespace {
+
+constexpr const char* kStepPrefix = "step-";
+constexpr const char* kTempPrefix = ".tmp-step-";
+
+std::optional<int64_t> step_of(const std::string& folder_name) {
+  if (folder_name.rfind(kStepPrefix, 0) != 0) return std::nullopt;
+  const std::string digits = folder_name.substr(std::string(kStepPrefix).size());
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return std::nullopt;
+  return std::stoll(digits);
+}
+
+}  // namespace
+
+CheckpointStore::CheckpointStore(std::string run_dir, int64_t keep)
+    : dir_(std::move(run_dir) + "/checkpoints"), keep_(keep) {}
+
+std::string CheckpointStore::save(int64_t step, const CheckpointContents& contents) const {
+  fs::create_directories(dir_);
+  const std::string name = fmt::format("{}{}", kStepPrefix, step);
+  const std::string final_dir = dir_ + "/" + name;
+  const std::string temp_dir = fmt::format("{}/{}{}-{}", dir_, kTempPrefix, step, ::getpid());
+  fs::remove_all(temp_dir);
+  fs::create_directories(temp_dir);
+
+  save_safetensors(temp_dir + "/model.safetensors", contents.model, {{"format", "pt"}});
+  util::write_file_durable(temp_dir + "/config.json", contents.model_config.dump(2) + "\n");
+  save_safetensors(temp_dir + "/optimizer.safetensors", contents.optimizer);
+  util::write_file_durable(temp_dir + "/trainer_state.json", contents.trainer_state.dump(2) + "\n");
+  util::write_file_durable(temp_dir + "/recipe.yaml", contents.recipe_yaml);
+  util::fsync_path(temp_dir);
+
+  // Re-saving a step (a rerun of --stop-at-step) replaces the old folder.
+  if (fs::exists(final_dir)) {
+    if (latest() == final_dir) fs::remove(dir_ + "/latest");
+    fs::remove_all(final_dir);
+  }
+  fs::rename(temp_dir, final_dir);
+  util::fsync_path(dir_);
+  util::replace_symlink_atomic(name, dir_ + "/latest");
+  prune();
+  return final_dir;
+}
+
+std::optional<std::string> CheckpointStore::latest() const {
+  const std::string link = dir_ + "/latest";
+  std::error_code error;
+  if (!fs::is_symlink(link, error)) return std::nullopt;
+  auto target = fs::read_symlink(link, error);
+  if (error) return std::nullopt;
+  return dir_ + "/" + target.string();
+}
+
+void CheckpointStore::remove_stale_temp_folders() const {
+  if (!fs::is_directory(dir_)) return;
+  for (const auto& entry : fs::directory_iterator(dir_))
+    if (entry.path().filename().string().rfind(kTempPrefix, 0) == 0) fs::remove_all(entry.path());
+}
+
+void CheckpointStore::prune() const {
+  std::vector<std::pair<int64_t, fs::path>> checkpoints;
+  for (const auto& entry : fs::directory_iterator(dir_))
+    if (auto step = step_of(entry.path().filename().string()); step && entry.is_directory())
+      checkpoints.emplace_back(*step, entry.path());
+  std::sort(checkpoints.begin(), checkpoints.end());
+  const auto current = latest();
+  const int64_t excess = static_cast<int64_t>(checkpoints.size()) - keep_;
+  for (int64_t i = 0; i < excess; ++i)
+    if (checkpoints[i].second.string() != current) fs::remove_all(checkpoints[i].second);
+}
+
+LoadedCheckpoint load_checkpoint(const std::string& dir) {
+  if (!fs::is_directory(dir)) throw InputError(fmt::format("checkpoint folder not found: {}", dir));
+  LoadedCheckpoint loaded;
+  loaded.dir = dir;
+  loaded.model = load_safetensors(dir + "/model.safetensors").tensors;
+  loaded.optimizer = load_safetensors(dir + "/optimizer.safetensors").tensors;
+  const std::string state_path = dir + "/trainer_state.json";
+  try {
+    loaded.trainer_state = nlohmann::json::parse(util::read_file(state_path));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(fmt::format("{}: invalid JSON: {}", state_path, e.what()));
+  }
+  loaded.recipe_yaml = util::read_file(dir + "/recipe.yaml");
+  return loaded;
+}
+
+}  // namespace xtrain::ckpt

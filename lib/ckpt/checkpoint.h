@@ -1,0 +1,59 @@
+// Training checkpoints: <run.dir>/checkpoints/step-<N>/ holding
+//   model.safetensors + config.json   a Hugging Face Llama folder (loadable by HF as is)
+//   optimizer.safetensors             optimizer state
+//   trainer_state.json                step, data position, RNG state, ...
+//   recipe.yaml                       the resolved recipe the run used
+// A checkpoint is written into a hidden temp folder, every file and the folder fsynced, then
+// renamed into place; `checkpoints/latest` (a symlink) is re-pointed last, atomically. A kill
+// at any instant leaves `latest` naming a complete checkpoint. Older ones beyond `keep` are
+// removed after `latest` moves.
+#pragma once
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/safetensors.h"
+
+namespace xtrain::ckpt {
+
+struct CheckpointContents {
+  TensorMap model;
+  nlohmann::json model_config;  // HF config.json
+  TensorMap optimizer;
+  nlohmann::json trainer_state;
+  std::string recipe_yaml;
+};
+
+class CheckpointStore {
+ public:
+  CheckpointStore(std::string run_dir, int64_t keep);
+
+  std::string dir() const { return dir_; }
+  // Writes step-<step> durably and moves `latest` to it. Returns the checkpoint folder.
+  std::string save(int64_t step, const CheckpointContents& contents) const;
+  // The folder `latest` points at, if any.
+  std::optional<std::string> latest() const;
+  // Removes temp folders left by a writer that was killed mid-save.
+  void remove_stale_temp_folders() const;
+
+ private:
+  void prune() const;
+
+  std::string dir_;
+  int64_t keep_;
+};
+
+struct LoadedCheckpoint {
+  std::string dir;
+  TensorMap model;
+  TensorMap optimizer;
+  nlohmann::json trainer_state;
+  std::string recipe_yaml;
+};
+
+// Reads every file of a checkpoint folder; a missing or corrupt file is an InputError that
+// names it.
+LoadedCheckpoint load_checkpoint(const std::string& dir);
+
+}  // namespace xtrain::ckpt

@@ -1,0 +1,231 @@
+#include "config/option_registry.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace xtrain::config {
+
+const char* value_type_name(ValueType type) {
+  switch (type) {
+    case ValueType::Integer: return "integer";
+    case ValueType::Float: return "float";
+    case ValueType::Boolean: return "bool";
+    case ValueType::String: return "string";
+    case ValueType::FloatList: return "list of floats";
+  }
+  return "?";
+}
+
+namespace {
+
+template <class T> constexpr ValueType value_type_of();
+template <> constexpr ValueType value_type_of<int64_t>() { return ValueType::Integer; }
+template <> constexpr ValueType value_type_of<double>() { return ValueType::Float; }
+template <> constexpr ValueType value_type_of<bool>() { return ValueType::Boolean; }
+template <> constexpr ValueType value_type_of<std::string>() { return ValueType::String; }
+template <> constexpr ValueType value_type_of<std::vector<double>>() { return ValueType::FloatList; }
+
+std::string describe(const YAML::Node& node) {
+  if (node.IsNull()) return "nothing";
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a mapping";
+  return "'" + node.Scalar() + "'";
+}
+
+std::optional<double> parse_double(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  double value = std::strtod(begin, &end);
+  if (end != begin + text.size() || errno == ERANGE || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+template <>
+std::optional<std::string> parse_value(const YAML::Node& node, int64_t& out) {
+  if (!node.IsScalar()) return "expected an integer, got " + describe(node);
+  const std::string& text = node.Scalar();
+  char* end = nullptr;
+  errno = 0;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE)
+    return "expected an integer, got " + describe(node);
+  out = value;
+  return std::nullopt;
+}
+
+template <>
+std::optional<std::string> parse_value(const YAML::Node& node, double& out) {
+  if (!node.IsScalar()) return "expected a number, got " + describe(node);
+  auto value = parse_double(node.Scalar());
+  if (!value) return "expected a number, got " + describe(node);
+  out = *value;
+  return std::nullopt;
+}
+
+template <>
+std::optional<std::string> parse_value(const YAML::Node& node, bool& out) {
+  if (node.IsScalar() && (node.Scalar() == "true" || node.Scalar() == "false")) {
+    out = node.Scalar() == "true";
+    return std::nullopt;
+  }
+  return "expected true or false, got " + describe(node);
+}
+
+template <>
+std::optional<std::string> parse_value(const YAML::Node& node, std::string& out) {
+  if (!node.IsScalar()) return "expected a string, got " + describe(node);
+  out = node.Scalar();
+  return std::nullopt;
+}
+
+template <>
+std::optional<std::string> parse_value(const YAML::Node& node, std::vector<double>& out) {
+  if (!node.IsSequence()) return "expected a list of numbers like [0.9, 0.95], got " + describe(node);
+  std::vector<double> values;
+  for (const auto& item : node) {
+    double value;
+    if (parse_value(item, value)) return "expected a list of numbers, got item " + describe(item);
+    values.push_back(value);
+  }
+  out = std::move(values);
+  return std::nullopt;
+}
+
+template <> std::string render_value(const int64_t& value) { return std::to_string(value); }
+// Shortest text that parses back to the same double, so a dumped recipe reloads exactly.
+template <> std::string render_value(const double& value) {
+  std::string text = fmt::format("{}", value);
+  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+  return text;
+}
+template <> std::string render_value(const bool& value) { return value ? "true" : "false"; }
+template <> std::string render_value(const std::string& value) {
+  YAML::Emitter emitter;
+  emitter << value;
+  return emitter.c_str();
+}
+template <> std::string render_value(const std::vector<double>& value) {
+  std::string text = "[";
+  for (size_t i = 0; i < value.size(); ++i) text += (i ? ", " : "") + render_value(value[i]);
+  return text + "]";
+}
+
+template <class T>
+void OptionRegistry::add(std::string path, std::function<T&(Recipe&)> field, T default_value,
+                         std::string doc, Check<T> check) {
+  auto dot = path.find('.');
+  if (dot != std::string::npos) {
+    std::string section = path.substr(0, dot);
+    if (std::find(sections_.begin(), sections_.end(), section) == sections_.end())
+      sections_.push_back(section);
+  }
+  Option option;
+  option.path = path;
+  option.type = value_type_of<T>();
+  option.doc = std::move(doc);
+  option.default_text = render_value(default_value);
+  option.assign = [field, check, default_value](const YAML::Node& node,
+                                                 Recipe& recipe) -> std::optional<std::string> {
+    T value = default_value;
+    if (auto problem = parse_value(node, value)) return problem;
+    if (check) {
+      if (auto problem = check(value)) return problem;
+    }
+    field(recipe) = value;
+    return std::nullopt;
+  };
+  option.render = [field](const Recipe& recipe) {
+    return render_value<T>(field(const_cast<Recipe&>(recipe)));
+  };
+  options_.push_back(std::move(option));
+}
+
+template void OptionRegistry::add<int64_t>(std::string, std::function<int64_t&(Recipe&)>, int64_t,
+                                           std::string, Check<int64_t>);
+template void OptionRegistry::add<double>(std::string, std::function<double&(Recipe&)>, double,
+                                          std::string, Check<double>);
+template void OptionRegistry::add<bool>(std::string, std::function<bool&(Recipe&)>, bool,
+                                        std::string, Check<bool>);
+template void OptionRegistry::add<std::string>(std::string, std::function<std::string&(Recipe&)>,
+                                               std::string, std::string, Check<std::string>);
+template void OptionRegistry::add<std::vector<double>>(
+    std::string, std::function<std::vector<double>&(Recipe&)>, std::vector<double>, std::string,
+    Check<std::vector<double>>);
+
+void OptionRegistry::mark_required(const std::string& path) {
+  for (auto& option : options_)
+    if (option.path == path) option.required = true;
+}
+
+const Option* OptionRegistry::find(const std::string& path) const {
+  for (const auto& option : options_)
+    if (option.path == path) return &option;
+  return nullptr;
+}
+
+bool OptionRegistry::is_section(const std::string& name) const {
+  return std::find(sections_.begin(), sections_.end(), name) != sections_.end();
+}
+
+std::optional<std::string> OptionRegistry::suggest(const std::string& path) const {
+  std::optional<std::string> best;
+  size_t best_distance = std::max<size_t>(2, path.size() / 4) + 1;
+  auto consider = [&](const std::string& candidate) {
+    size_t distance = edit_distance(path, candidate);
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = candidate;
+    }
+  };
+  for (const auto& option : options_) consider(option.path);
+  for (const auto& section : sections_) {
+    consider(section);
+    // "optimizer" for "optim", "check" for "checkpoint".
+    if (!best && path.find('.') == std::string::npos && path.size() >= 3 &&
+        (path.rfind(section, 0) == 0 || section.rfind(path, 0) == 0))
+      best = section;
+  }
+  // A key placed in the wrong section: "hidden_size" at top level or "train.lr".
+  auto leaf = path.substr(path.rfind('.') == std::string::npos ? 0 : path.rfind('.') + 1);
+  if (!best) {
+    for (const auto& option : options_) {
+      auto option_leaf = option.path.substr(option.path.rfind('.') + 1);
+      if (option_leaf == leaf && option.path != path) return option.path;
+    }
+  }
+  return best;
+}
+
+Recipe OptionRegistry::defaults() const {
+  Recipe recipe;
+  for (const auto& option : options_) {
+    YAML::Node node = YAML::Load(option.default_text);
+    option.assign(node, recipe);
+  }
+  return recipe;
+}
+
+}  // namespace xtrain::config

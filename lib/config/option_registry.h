@@ -1,0 +1,66 @@
+// OptionRegistry: the one declaration of every recipe key (path, type, default, check, doc).
+// The YAML loader, --set overrides, `xtrain validate` and the README's recipe reference are
+// all driven from it, so a key cannot exist in one place and be missing in another.
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "config/recipe.h"
+
+namespace xtrain::config {
+
+enum class ValueType { Integer, Float, Boolean, String, FloatList };
+const char* value_type_name(ValueType type);
+
+// A check returns nullopt when the value is fine, else what is wrong ("must be >= 1").
+template <class T>
+using Check = std::function<std::optional<std::string>(const T&)>;
+
+struct Option {
+  std::string path;  // "model.hidden_size"
+  ValueType type;
+  std::string doc;
+  // Parses and checks node into the recipe field; returns the problem or nullopt.
+  std::function<std::optional<std::string>(const YAML::Node&, Recipe&)> assign;
+  // The field's value rendered as YAML text (a plain scalar or a flow list).
+  std::function<std::string(const Recipe&)> render;
+  std::string default_text;
+  bool required = false;
+};
+
+class OptionRegistry {
+ public:
+  // The registry of all recipe keys, in documentation order.
+  static const OptionRegistry& instance();
+
+  const std::vector<Option>& options() const { return options_; }
+  const Option* find(const std::string& path) const;
+  bool is_section(const std::string& name) const;
+  // Closest known key to a misspelled one, if it is close enough to be a likely typo.
+  std::optional<std::string> suggest(const std::string& path) const;
+
+  // Declares a key bound to a field of Recipe through an accessor.
+  template <class T>
+  void add(std::string path, std::function<T&(Recipe&)> field, T default_value, std::string doc,
+           Check<T> check = {});
+  void mark_required(const std::string& path);
+
+  // A recipe with every default applied.
+  Recipe defaults() const;
+
+ private:
+  std::vector<Option> options_;
+  std::vector<std::string> sections_;
+};
+
+// Parses a YAML node as T; returns the problem ("expected an integer, got 'abc'") on failure.
+template <class T>
+std::optional<std::string> parse_value(const YAML::Node& node, T& out);
+template <class T>
+std::string render_value(const T& value);
+
+}  // namespace xtrain::config

@@ -1,0 +1,86 @@
+// Recipe: the fully resolved, typed training recipe. Every field is declared once, with its
+// type, default, check and documentation, in the option registry (recipe_options.cpp);
+// load_recipe() fills it from YAML plus --set overrides and reports every problem at once.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace xtrain::config {
+
+struct RunSection {
+  std::string dir;  // "" resolves to runs/<name>
+  int64_t seed = 0;
+};
+
+struct ModelSection {
+  std::string family;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t intermediate_size = 0;
+  int64_t max_seq_len = 0;
+  double rope_theta = 0;
+  double norm_eps = 0;
+  bool tie_embeddings = false;
+  double init_std = 0;
+};
+
+struct DataSection {
+  std::string train;
+  std::string eval;
+  std::string tokenizer;
+  int64_t seq_len = 0;
+  bool shuffle = true;
+};
+
+struct TrainSection {
+  int64_t steps = 0;
+  int64_t global_batch_size = 0;
+  int64_t micro_batch_size = 0;
+  std::string dtype;
+  int64_t log_every = 0;
+  int64_t eval_every = 0;
+  int64_t eval_batches = 0;
+  int64_t threads = 0;
+};
+
+struct OptimSection {
+  std::string name;
+  double lr = 0;
+  double min_lr = 0;
+  int64_t warmup_steps = 0;
+  std::string schedule;
+  std::vector<double> betas;
+  double eps = 0;
+  double weight_decay = 0;
+  double grad_clip = 0;
+};
+
+struct CheckpointSection {
+  int64_t every = 0;
+  int64_t keep = 0;
+  std::string resume;
+};
+
+struct Recipe {
+  std::string name;
+  RunSection run;
+  ModelSection model;
+  DataSection data;
+  TrainSection train;
+  OptimSection optim;
+  CheckpointSection checkpoint;
+
+  // Micro batches per optimizer step on one data-parallel rank.
+  int64_t accumulation_steps(int64_t data_parallel_ranks = 1) const {
+    return global_batch_size_per_rank(data_parallel_ranks) / train.micro_batch_size;
+  }
+  int64_t global_batch_size_per_rank(int64_t data_parallel_ranks) const {
+    return train.global_batch_size / data_parallel_ranks;
+  }
+};
+
+}  // namespace xtrain::config

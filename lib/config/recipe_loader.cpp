@@ -1,0 +1,265 @@
+#include "config/recipe_loader.h"
+
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "config/option_registry.h"
+#include "data/text_source.h"
+#include "data/tokenizer.h"
+#include "util/durable_file.h"
+
+namespace xtrain::config {
+
+std::string Diagnostic::str() const {
+  return key.empty() ? fmt::format("{}: {}", where, message)
+                     : fmt::format("{}: {}: {}", where, key, message);
+}
+
+namespace {
+
+std::string join_diagnostics(const std::vector<Diagnostic>& diagnostics) {
+  std::string text;
+  for (const auto& d : diagnostics) text += (text.empty() ? "" : "\n") + d.str();
+  return text;
+}
+
+std::string mark_text(const std::string& file, const YAML::Mark& mark) {
+  return fmt::format("{}:{}:{}", file, mark.line + 1, mark.column + 1);
+}
+
+// Builds one Recipe from a YAML document and overrides, collecting every problem.
+class RecipeBuilder {
+ public:
+  RecipeBuilder(std::string display_name, const LoadOptions& options)
+      : file_(std::move(display_name)), options_(options),
+        registry_(OptionRegistry::instance()), recipe_(registry_.defaults()) {}
+
+  Recipe build(const std::string& text) {
+    YAML::Node root;
+    try {
+      root = YAML::Load(text);
+    } catch (const YAML::ParserException& e) {
+      report(mark_text(file_, e.mark), "", "invalid YAML: " + e.msg);
+      throw RecipeError(diagnostics_);
+    }
+    read_document(root);
+    for (const auto& override_text : options_.overrides) apply_override(override_text);
+    check_required();
+    resolve_derived();
+    check_consistency();
+    if (options_.check_files) check_files();
+    if (!diagnostics_.empty()) throw RecipeError(diagnostics_);
+    return recipe_;
+  }
+
+ private:
+  void report(std::string where, std::string key, std::string message) {
+    diagnostics_.push_back({std::move(where), std::move(key), std::move(message)});
+  }
+
+  void report_unknown(const std::string& where, const std::string& path) {
+    auto suggestion = registry_.suggest(path);
+    report(where, path,
+           suggestion ? fmt::format("unknown key (did you mean {}?)", *suggestion)
+                      : std::string("unknown key (run `xtrain options` for the list of keys)"));
+  }
+
+  void assign(const Option& option, const YAML::Node& value, const std::string& where) {
+    if (auto problem = option.assign(value, recipe_)) report(where, option.path, *problem);
+    set_at_[option.path] = where;
+  }
+
+  void read_document(const YAML::Node& root) {
+    if (root.IsNull()) {
+      report(file_ + ":1:1", "", "the recipe is empty (start with `name: my-run`)");
+      return;
+    }
+    if (!root.IsMap()) {
+      report(mark_text(file_, root.Mark()), "",
+             "a recipe is a mapping of sections (name:, model:, data:, train:, ...)");
+      return;
+    }
+    for (const auto& entry : root) {
+      const std::string key = entry.first.Scalar();
+      const std::string key_where = mark_text(file_, entry.first.Mark());
+      if (const Option* option = registry_.find(key)) {
+        assign(*option, entry.second, mark_text(file_, entry.second.Mark()));
+      } else if (registry_.is_section(key)) {
+        read_section(key, entry.second, key_where);
+      } else {
+        report_unknown(key_where, key);
+      }
+    }
+  }
+
+  void read_section(const std::string& section, const YAML::Node& node, const std::string& where) {
+    if (node.IsNull()) return;
+    if (!node.IsMap()) {
+      report(where, section, "expected a mapping of keys under this section");
+      return;
+    }
+    for (const auto& entry : node) {
+      const std::string path = section + "." + entry.first.Scalar();
+      if (const Option* option = registry_.find(path)) {
+        assign(*option, entry.second, mark_text(file_, entry.second.Mark()));
+        set_at_[path] = mark_text(file_, entry.first.Mark());
+      } else {
+        report_unknown(mark_text(file_, entry.first.Mark()), path);
+      }
+    }
+  }
+
+  void apply_override(const std::string& text) {
+    const std::string where = "--set " + text;
+    auto equals = text.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      report(where, "", "expected key.path=value, e.g. --set train.steps=100");
+      return;
+    }
+    const std::string path = text.substr(0, equals);
+    const Option* option = registry_.find(path);
+    if (!option) {
+      report_unknown(where, path);
+      return;
+    }
+    YAML::Node value;
+    try {
+      value = YAML::Load(text.substr(equals + 1));
+    } catch (const YAML::ParserException& e) {
+      report(where, path, "invalid YAML value: " + e.msg);
+      return;
+    }
+    assign(*option, value, where);
+  }
+
+  void check_required() {
+    for (const auto& option : registry_.options())
+      if (option.required && !set_at_.count(option.path))
+        report(file_ + ":1:1", option.path,
+               fmt::format("required key missing (add `{}: ...` to the recipe)", option.path));
+  }
+
+  // Where a key was set, or the file itself for a defaulted key.
+  std::string where(const std::string& path) const {
+    auto it = set_at_.find(path);
+    return it == set_at_.end() ? file_ : it->second;
+  }
+
+  void resolve_derived() {
+    auto& m = recipe_.model;
+    if (recipe_.run.dir.empty()) recipe_.run.dir = "runs/" + recipe_.name;
+    if (m.num_kv_heads == 0) m.num_kv_heads = m.num_heads;
+    if (m.max_seq_len == 0) m.max_seq_len = recipe_.data.seq_len;
+    if (m.intermediate_size == 0) m.intermediate_size = (8 * m.hidden_size / 3 + 63) / 64 * 64;
+    if (auto problem = data::check_tokenizer_spec(recipe_.data.tokenizer)) {
+      report(where("data.tokenizer"), "data.tokenizer", *problem);
+    } else {
+      tokenizer_vocab_ = data::make_tokenizer(recipe_.data.tokenizer)->vocab_size();
+      if (m.vocab_size == 0) m.vocab_size = tokenizer_vocab_;
+    }
+  }
+
+  void check_consistency() {
+    const auto& m = recipe_.model;
+    if (m.hidden_size % m.num_heads != 0)
+      report(where("model.num_heads"), "model.num_heads",
+             fmt::format("{} heads do not divide hidden_size {} (hidden_size must be a multiple of num_heads)",
+                         m.num_heads, m.hidden_size));
+    else if ((m.hidden_size / m.num_heads) % 2 != 0)
+      report(where("model.num_heads"), "model.num_heads",
+             fmt::format("head size hidden_size/num_heads = {} must be even for rotary embeddings",
+                         m.hidden_size / m.num_heads));
+    if (m.num_kv_heads > 0 && m.num_heads % m.num_kv_heads != 0)
+      report(where("model.num_kv_heads"), "model.num_kv_heads",
+             fmt::format("{} kv heads do not divide num_heads {} (each kv head serves a whole group of query heads)",
+                         m.num_kv_heads, m.num_heads));
+    if (tokenizer_vocab_ > 0 && m.vocab_size < tokenizer_vocab_)
+      report(where("model.vocab_size"), "model.vocab_size",
+             fmt::format("{} is smaller than the {} ids of tokenizer '{}'", m.vocab_size,
+                         tokenizer_vocab_, recipe_.data.tokenizer));
+    if (m.max_seq_len < recipe_.data.seq_len)
+      report(where("model.max_seq_len"), "model.max_seq_len",
+             fmt::format("{} is shorter than data.seq_len {}", m.max_seq_len, recipe_.data.seq_len));
+    const auto& t = recipe_.train;
+    if (t.global_batch_size % t.micro_batch_size != 0)
+      report(where("train.global_batch_size"), "train.global_batch_size",
+             fmt::format("{} is not a multiple of train.micro_batch_size {} (global batch = micro batch x accumulation steps x data-parallel ranks)",
+                         t.global_batch_size, t.micro_batch_size));
+    const auto& o = recipe_.optim;
+    if (o.min_lr > o.lr)
+      report(where("optim.min_lr"), "optim.min_lr",
+             fmt::format("{} is above optim.lr {}", o.min_lr, o.lr));
+    if (o.warmup_steps > t.steps)
+      report(where("optim.warmup_steps"), "optim.warmup_steps",
+             fmt::format("{} is more than train.steps {}", o.warmup_steps, t.steps));
+  }
+
+  void check_files() {
+    if (auto problem = data::check_source(recipe_.data.train))
+      report(where("data.train"), "data.train", *problem);
+    if (!recipe_.data.eval.empty())
+      if (auto problem = data::check_source(recipe_.data.eval))
+        report(where("data.eval"), "data.eval", *problem);
+    const auto& resume = recipe_.checkpoint.resume;
+    if (resume != "auto" && resume != "never" && !std::filesystem::is_directory(resume))
+      report(where("checkpoint.resume"), "checkpoint.resume",
+             fmt::format("checkpoint folder not found: {} (use auto, never, or a checkpoint folder)", resume));
+  }
+
+  std::string file_;
+  const LoadOptions& options_;
+  const OptionRegistry& registry_;
+  Recipe recipe_;
+  std::map<std::string, std::string> set_at_;
+  std::vector<Diagnostic> diagnostics_;
+  int64_t tokenizer_vocab_ = 0;
+};
+
+}  // namespace
+
+RecipeError::RecipeError(std::vector<Diagnostic> diagnostics)
+    : InputError(join_diagnostics(diagnostics)), diagnostics_(std::move(diagnostics)) {}
+
+Recipe load_recipe_text(const std::string& text, const std::string& display_name,
+                        const LoadOptions& options) {
+  return RecipeBuilder(display_name, options).build(text);
+}
+
+Recipe load_recipe(const std::string& path, const LoadOptions& options) {
+  std::string text;
+  try {
+    text = util::read_file(path);
+  } catch (const InputError& e) {
+    throw RecipeError({{path, "", "cannot read the recipe (check the path)"}});
+  }
+  return load_recipe_text(text, path, options);
+}
+
+std::string dump_recipe(const Recipe& recipe) {
+  std::string text;
+  std::string section;
+  for (const auto& option : OptionRegistry::instance().options()) {
+    auto dot = option.path.find('.');
+    std::string option_section = dot == std::string::npos ? "" : option.path.substr(0, dot);
+    if (option_section != section && !option_section.empty()) text += option_section + ":\n";
+    section = option_section;
+    std::string leaf = dot == std::string::npos ? option.path : option.path.substr(dot + 1);
+    text += fmt::format("{}{}: {}\n", section.empty() ? "" : "  ", leaf, option.render(recipe));
+  }
+  return text;
+}
+
+std::string options_markdown() {
+  std::string text = "| key | type | default | meaning |\n|---|---|---|---|\n";
+  for (const auto& option : OptionRegistry::instance().options()) {
+    std::string default_text = option.required ? "required" : "`" + option.default_text + "`";
+    text += fmt::format("| `{}` | {} | {} | {} |\n", option.path, value_type_name(option.type),
+                        default_text, option.doc);
+  }
+  return text;
+}
+
+}  // namespace xtrain::config

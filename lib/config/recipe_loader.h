@@ -1,0 +1,46 @@
+// Loading a recipe: YAML file + `--set key.path=value` overrides -> a checked Recipe.
+// Every problem is collected as a Diagnostic of the form
+//   recipe.yaml:12:5: model.hiden_size: unknown key (did you mean model.hidden_size?)
+//   --set train.steps=abc: train.steps: expected an integer, got 'abc'
+// and load_recipe throws RecipeError holding all of them (an InputError: exit code 2).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "config/recipe.h"
+#include "util/input_error.h"
+
+namespace xtrain::config {
+
+struct Diagnostic {
+  std::string where;  // "file:line:col" or "--set key=value"
+  std::string key;    // dotted key path, may be empty for file-level problems
+  std::string message;
+  std::string str() const;
+};
+
+class RecipeError : public InputError {
+ public:
+  explicit RecipeError(std::vector<Diagnostic> diagnostics);
+  const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
+
+ private:
+  std::vector<Diagnostic> diagnostics_;
+};
+
+struct LoadOptions {
+  std::vector<std::string> overrides;  // "key.path=value", YAML-parsed values
+  // Check that data files and the resume path exist (off when reading a checkpoint's copy).
+  bool check_files = true;
+};
+
+Recipe load_recipe(const std::string& path, const LoadOptions& options = {});
+Recipe load_recipe_text(const std::string& text, const std::string& display_name,
+                        const LoadOptions& options = {});
+
+// The fully resolved recipe as YAML (every key, defaults filled in), loadable again.
+std::string dump_recipe(const Recipe& recipe);
+// The recipe reference as a Markdown table, for the README.
+std::string options_markdown();
+
+}  // namespace xtrain::config

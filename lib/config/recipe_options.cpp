@@ -1,0 +1,87 @@
+// Declaration of every recipe key. The README's recipe reference is generated from this
+// table (`xtrain options`), and a test keeps the two identical.
+#include <fmt/ranges.h>
+
+#include "config/checks.h"
+#include "config/option_registry.h"
+
+namespace xtrain::config {
+
+namespace {
+
+using namespace checks;
+using Floats = std::vector<double>;
+
+#define FIELD(member) [](Recipe& r) -> auto& { return r.member; }
+
+Check<Floats> adam_betas() {
+  return [](const Floats& betas) -> std::optional<std::string> {
+    if (betas.size() != 2) return fmt::format("expected two values [beta1, beta2], got {}", betas.size());
+    for (double beta : betas)
+      if (beta < 0 || beta >= 1) return fmt::format("each beta must be in [0, 1), got {}", beta);
+    return std::nullopt;
+  };
+}
+
+OptionRegistry build_registry() {
+  OptionRegistry r;
+  r.add<std::string>("name", FIELD(name), "", "Run name; names the run folder runs/<name>.", not_empty());
+  r.mark_required("name");
+
+  r.add<std::string>("run.dir", FIELD(run.dir), "", "Run folder for checkpoints and metrics; empty means runs/<name>.");
+  r.add<int64_t>("run.seed", FIELD(run.seed), 1234, "Seed for weight init and data order.", at_least<int64_t>(0));
+
+  r.add<std::string>("model.family", FIELD(model.family), "llama", "Model family.", one_of({"llama"}));
+  r.add<int64_t>("model.vocab_size", FIELD(model.vocab_size), 0, "Vocabulary size; 0 means the tokenizer's.", at_least<int64_t>(0));
+  r.add<int64_t>("model.hidden_size", FIELD(model.hidden_size), 256, "Width of the residual stream.", at_least<int64_t>(1));
+  r.add<int64_t>("model.num_layers", FIELD(model.num_layers), 4, "Number of transformer blocks.", at_least<int64_t>(1));
+  r.add<int64_t>("model.num_heads", FIELD(model.num_heads), 4, "Attention (query) heads.", at_least<int64_t>(1));
+  r.add<int64_t>("model.num_kv_heads", FIELD(model.num_kv_heads), 0, "Key/value heads (grouped-query attention); 0 means num_heads.", at_least<int64_t>(0));
+  r.add<int64_t>("model.intermediate_size", FIELD(model.intermediate_size), 0, "SwiGLU hidden width; 0 means 8/3 x hidden_size rounded up to a multiple of 64.", at_least<int64_t>(0));
+  r.add<int64_t>("model.max_seq_len", FIELD(model.max_seq_len), 0, "Longest sequence the model supports; 0 means data.seq_len.", at_least<int64_t>(0));
+  r.add<double>("model.rope_theta", FIELD(model.rope_theta), 10000.0, "Rotary embedding base.", positive());
+  r.add<double>("model.norm_eps", FIELD(model.norm_eps), 1e-5, "RMSNorm epsilon.", positive());
+  r.add<bool>("model.tie_embeddings", FIELD(model.tie_embeddings), false, "Share the token embedding with the output projection.");
+  r.add<double>("model.init_std", FIELD(model.init_std), 0.02, "Std of the normal weight init (output projections of each block use init_std/sqrt(2*num_layers)).", positive());
+
+  r.add<std::string>("data.train", FIELD(data.train), "builtin:demo", "Training text: builtin:demo, a text file, a folder of text files, or a .jsonl file with a \"text\" field.", not_empty());
+  r.add<std::string>("data.eval", FIELD(data.eval), "", "Evaluation text, same forms as data.train; empty means none.");
+  r.add<std::string>("data.tokenizer", FIELD(data.tokenizer), "byte", "Tokenizer: byte (UTF-8 bytes plus an end-of-text token).", not_empty());
+  r.add<int64_t>("data.seq_len", FIELD(data.seq_len), 256, "Tokens per training sequence.", at_least<int64_t>(2));
+  r.add<bool>("data.shuffle", FIELD(data.shuffle), true, "Shuffle samples each epoch (seeded by run.seed).");
+
+  r.add<int64_t>("train.steps", FIELD(train.steps), 1000, "Optimizer steps.", at_least<int64_t>(1));
+  r.add<int64_t>("train.global_batch_size", FIELD(train.global_batch_size), 8, "Sequences per optimizer step, over all ranks.", at_least<int64_t>(1));
+  r.add<int64_t>("train.micro_batch_size", FIELD(train.micro_batch_size), 8, "Sequences per forward/backward pass; the rest is gradient accumulation.", at_least<int64_t>(1));
+  r.add<std::string>("train.dtype", FIELD(train.dtype), "fp32", "Compute dtype: fp32, or bf16 (autocast with fp32 master weights).", one_of({"fp32", "bf16"}));
+  r.add<int64_t>("train.log_every", FIELD(train.log_every), 10, "Print a progress line every N steps.", at_least<int64_t>(1));
+  r.add<int64_t>("train.eval_every", FIELD(train.eval_every), 0, "Evaluate on data.eval every N steps; 0 means only at the end (if data.eval is set).", at_least<int64_t>(0));
+  r.add<int64_t>("train.eval_batches", FIELD(train.eval_batches), 16, "Micro batches per evaluation; 0 means the whole eval set.", at_least<int64_t>(0));
+  r.add<int64_t>("train.threads", FIELD(train.threads), 0, "Intra-op CPU threads; 0 means LibTorch's default (all cores).", at_least<int64_t>(0));
+
+  r.add<std::string>("optim.name", FIELD(optim.name), "adamw", "Optimizer.", one_of({"adamw"}));
+  r.add<double>("optim.lr", FIELD(optim.lr), 3e-4, "Peak learning rate.", positive());
+  r.add<double>("optim.min_lr", FIELD(optim.min_lr), 0.0, "Learning rate at the end of the decay.", at_least(0.0));
+  r.add<int64_t>("optim.warmup_steps", FIELD(optim.warmup_steps), 0, "Linear warmup steps from 0 to optim.lr.", at_least<int64_t>(0));
+  r.add<std::string>("optim.schedule", FIELD(optim.schedule), "cosine", "Decay after warmup: cosine, linear or constant.", one_of({"cosine", "linear", "constant"}));
+  r.add<Floats>("optim.betas", FIELD(optim.betas), Floats{0.9, 0.95}, "AdamW betas [beta1, beta2].", adam_betas());
+  r.add<double>("optim.eps", FIELD(optim.eps), 1e-8, "AdamW epsilon.", positive());
+  r.add<double>("optim.weight_decay", FIELD(optim.weight_decay), 0.1, "Decoupled weight decay on matrices (not on norms, biases).", at_least(0.0));
+  r.add<double>("optim.grad_clip", FIELD(optim.grad_clip), 1.0, "Clip the global gradient norm to this; 0 disables clipping.", at_least(0.0));
+
+  r.add<int64_t>("checkpoint.every", FIELD(checkpoint.every), 0, "Save every N steps; 0 means only at the end (and on --stop-at-step or SIGTERM).", at_least<int64_t>(0));
+  r.add<int64_t>("checkpoint.keep", FIELD(checkpoint.keep), 3, "Keep the last N checkpoints.", at_least<int64_t>(1));
+  r.add<std::string>("checkpoint.resume", FIELD(checkpoint.resume), "auto", "auto (continue from checkpoints/latest if present), never, or a checkpoint folder.", not_empty());
+  return r;
+}
+
+#undef FIELD
+
+}  // namespace
+
+const OptionRegistry& OptionRegistry::instance() {
+  static const OptionRegistry registry = build_registry();
+  return registry;
+}
+
+}  // namespace xtrain::config

@@ -1,0 +1,31 @@
+// Tokenizer: text <-> token ids. make_tokenizer() turns a recipe's `data.tokenizer` value
+// into an instance; an unknown or unreadable spec is an InputError.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace xtrain::data {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  virtual std::vector<int64_t> encode(std::string_view text) const = 0;
+  virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
+  // Number of distinct ids the tokenizer can produce; the model's vocab must be at least this.
+  virtual int64_t vocab_size() const = 0;
+  // Id appended after every document to separate documents in a token stream.
+  virtual int64_t eos_id() const = 0;
+  virtual std::string name() const = 0;
+};
+
+// "byte": ids 0..255 are the UTF-8 bytes, 256 is <|endoftext|>.
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
+
+// Returns a problem description (e.g. "unknown tokenizer 'bpe' (expected: byte)") or nullopt.
+std::optional<std::string> check_tokenizer_spec(const std::string& spec);
+
+}  // namespace xtrain::data

@@ -1,0 +1,90 @@
+#include "model/llama.h"
+
+#include <cmath>
+
+#include <torch/torch.h>
+
+namespace xtrain::model {
+
+DecoderLayerImpl::DecoderLayerImpl(const LlamaConfig& config) {
+  input_layernorm = register_module("input_layernorm", RMSNorm(config.hidden_size, config.norm_eps));
+  self_attn = register_module("self_attn", Attention(config));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", RMSNorm(config.hidden_size, config.norm_eps));
+  mlp = register_module("mlp", SwiGLU(config.hidden_size, config.intermediate_size));
+}
+
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const RotaryTables& rotary) {
+  auto h = x + self_attn(input_layernorm(x), rotary);
+  return h + mlp(post_attention_layernorm(h));
+}
+
+LlamaBodyImpl::LlamaBodyImpl(const LlamaConfig& config)
+    : config_(config), rotary_(rotary_tables(config.max_seq_len, config.head_dim(), config.rope_theta)) {
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config.num_layers; ++i) layers->push_back(DecoderLayer(config));
+  norm = register_module("norm", RMSNorm(config.hidden_size, config.norm_eps));
+}
+
+torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids) {
+  TORCH_CHECK(input_ids.size(1) <= config_.max_seq_len, "sequence of ", input_ids.size(1),
+              " tokens exceeds model.max_seq_len ", config_.max_seq_len);
+  auto x = embed_tokens(input_ids);
+  for (const auto& layer : *layers) x = layer->as<DecoderLayer>()->forward(x, rotary_);
+  return norm(x);
+}
+
+LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaConfig& config) : config_(config) {
+  model = register_module("model", LlamaBody(config));
+  if (!config.tie_embeddings)
+    lm_head = register_module(
+        "lm_head", torch::nn::Linear(torch::nn::LinearOptions(config.hidden_size, config.vocab_size).bias(false)));
+  init_weights();
+}
+
+torch::Tensor LlamaForCausalLMImpl::output_weight() const {
+  return lm_head ? lm_head->weight : model->embed_tokens->weight;
+}
+
+torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& input_ids) {
+  return torch::nn::functional::linear(model(input_ids), output_weight());
+}
+
+void LlamaForCausalLMImpl::init_weights() {
+  torch::NoGradGuard no_grad;
+  const double std = config_.init_std;
+  const double residual_std = std / std::sqrt(2.0 * config_.num_layers);
+  for (auto& item : named_parameters()) {
+    const std::string& name = item.key();
+    auto& p = item.value();
+    if (p.dim() == 1) {
+      p.fill_(1.0);  // norm gains
+    } else if (name.find("o_proj") != std::string::npos || name.find("down_proj") != std::string::npos) {
+      p.normal_(0.0, residual_std);
+    } else {
+      p.normal_(0.0, std);
+    }
+  }
+}
+
+int64_t LlamaForCausalLMImpl::num_parameters() const {
+  int64_t total = 0;
+  for (const auto& p : parameters()) total += p.numel();
+  return total;
+}
+
+torch::Tensor next_token_loss(LlamaForCausalLM& model, const torch::Tensor& tokens) {
+  const int64_t seq = tokens.size(1) - 1;
+  auto inputs = tokens.narrow(1, 0, seq);
+  auto targets = tokens.narrow(1, 1, seq);
+  auto logits = model(inputs);
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat32),
+                                              targets.reshape({-1}));
+}
+
+bool decays(const std::string& /*parameter_name*/, const torch::Tensor& parameter) {
+  return parameter.dim() >= 2;
+}
+
+}  // namespace xtrain::model

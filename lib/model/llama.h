@@ -1,0 +1,81 @@
+// The Llama-style decoder: token embedding, N x [RMSNorm -> GQA attention with RoPE ->
+// residual, RMSNorm -> SwiGLU -> residual], final RMSNorm, output projection (optionally
+// tied to the embedding). Parameter names equal Hugging Face's LlamaForCausalLM
+// (model.layers.0.self_attn.q_proj.weight, ..., lm_head.weight), so a state dict maps 1:1
+// onto an HF checkpoint.
+//
+// Init (init_weights): every embedding and linear weight ~ N(0, init_std^2), except the two
+// projections that write into the residual stream (o_proj, down_proj), which use
+// init_std / sqrt(2 * num_layers) so that the residual variance does not grow with depth
+// (GPT-2, Megatron); norm weights are 1.
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/pimpl.h>
+
+#include "model/attention.h"
+#include "model/llama_config.h"
+#include "model/rms_norm.h"
+#include "model/swiglu.h"
+
+namespace xtrain::model {
+
+class DecoderLayerImpl : public torch::nn::Module {
+ public:
+  explicit DecoderLayerImpl(const LlamaConfig& config);
+  torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary);
+
+  RMSNorm input_layernorm{nullptr};
+  Attention self_attn{nullptr};
+  RMSNorm post_attention_layernorm{nullptr};
+  SwiGLU mlp{nullptr};
+};
+TORCH_MODULE(DecoderLayer);
+
+// The body: embeddings, blocks, final norm (HF's LlamaModel).
+class LlamaBodyImpl : public torch::nn::Module {
+ public:
+  explicit LlamaBodyImpl(const LlamaConfig& config);
+  // input_ids: [B, T] int64 -> final hidden states [B, T, hidden].
+  torch::Tensor forward(const torch::Tensor& input_ids);
+
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  RMSNorm norm{nullptr};
+
+ private:
+  LlamaConfig config_;
+  RotaryTables rotary_;
+};
+TORCH_MODULE(LlamaBody);
+
+class LlamaForCausalLMImpl : public torch::nn::Module {
+ public:
+  explicit LlamaForCausalLMImpl(const LlamaConfig& config);
+
+  // input_ids: [B, T] -> logits [B, T, vocab].
+  torch::Tensor forward(const torch::Tensor& input_ids);
+  // Weight of the output projection [vocab, hidden] (the embedding when tied).
+  torch::Tensor output_weight() const;
+
+  void init_weights();
+  int64_t num_parameters() const;
+  const LlamaConfig& config() const { return config_; }
+
+  LlamaBody model{nullptr};
+  torch::nn::Linear lm_head{nullptr};  // null when embeddings are tied
+
+ private:
+  LlamaConfig config_;
+};
+TORCH_MODULE(LlamaForCausalLM);
+
+// Mean next-token cross-entropy. tokens: [B, T + 1]; the model sees tokens[:, :-1] and is
+// scored on tokens[:, 1:].
+torch::Tensor next_token_loss(LlamaForCausalLM& model, const torch::Tensor& tokens);
+
+// Parameters that get weight decay: matrices (embeddings, projections), not norm gains.
+bool decays(const std::string& parameter_name, const torch::Tensor& parameter);
+
+}  // namespace xtrain::model

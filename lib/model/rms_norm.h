@@ -1,0 +1,21 @@
+// RMSNorm (Zhang & Sennrich 2019) as Llama uses it: y = w * x / sqrt(mean(x^2) + eps),
+// with the statistics computed in fp32 whatever the input dtype, then cast back.
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+namespace xtrain::model {
+
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t dim, double eps);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::Tensor weight;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(RMSNorm);
+
+}  // namespace xtrain::model

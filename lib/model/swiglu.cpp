@@ -1,0 +1,20 @@
+#include "model/swiglu.h"
+
+#include <torch/torch.h>
+
+namespace xtrain::model {
+
+SwiGLUImpl::SwiGLUImpl(int64_t hidden_size, int64_t intermediate_size) {
+  auto linear = [](int64_t in, int64_t out) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+  };
+  gate_proj = register_module("gate_proj", linear(hidden_size, intermediate_size));
+  up_proj = register_module("up_proj", linear(hidden_size, intermediate_size));
+  down_proj = register_module("down_proj", linear(intermediate_size, hidden_size));
+}
+
+torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x) {
+  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+}
+
+}  // namespace xtrain::model

@@ -1,0 +1,52 @@
+// AdamW (Loshchilov & Hutter 2019) over named parameters, with the update written exactly as
+// torch.optim.AdamW's single-tensor path, so xtrain and the PyTorch reference agree to
+// rounding. Weight decay is decoupled and applied only to parameters marked `decay`.
+// State (exp_avg, exp_avg_sq per parameter and the step count) is exposed as named tensors
+// for checkpoints.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+namespace xtrain::optim {
+
+struct AdamWOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+struct NamedParameter {
+  std::string name;
+  torch::Tensor tensor;
+  bool decay = true;
+};
+
+class AdamW {
+ public:
+  AdamW(std::vector<NamedParameter> parameters, AdamWOptions options);
+
+  // One update with learning rate lr from the parameters' current .grad().
+  void step(double lr);
+  int64_t steps_taken() const { return step_; }
+
+  // "exp_avg.<name>", "exp_avg_sq.<name>" and "step" (int64 scalar).
+  std::map<std::string, torch::Tensor> state() const;
+  // Restores state(); a missing or mis-shaped entry is an InputError naming it.
+  void load_state(const std::map<std::string, torch::Tensor>& state);
+
+ private:
+  struct Slot {
+    NamedParameter parameter;
+    torch::Tensor exp_avg;
+    torch::Tensor exp_avg_sq;
+  };
+  std::vector<Slot> slots_;
+  AdamWOptions options_;
+  int64_t step_ = 0;
+};
+
+}  // namespace xtrain::optim

@@ -1,0 +1,18 @@
+#include "optim/lr_schedule.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace xtrain::optim {
+
+double LrSchedule::at(int64_t step) const {
+  if (step <= warmup_steps) return peak_lr * static_cast<double>(step) / std::max<int64_t>(1, warmup_steps);
+  if (decay == "constant") return peak_lr;
+  const double progress = static_cast<double>(step - warmup_steps) /
+                          static_cast<double>(std::max<int64_t>(1, total_steps - warmup_steps));
+  const double clamped = std::min(1.0, std::max(0.0, progress));
+  if (decay == "linear") return peak_lr - (peak_lr - min_lr) * clamped;
+  return min_lr + (peak_lr - min_lr) * 0.5 * (1.0 + std::cos(M_PI * clamped));
+}
+
+}  // namespace xtrain::optim

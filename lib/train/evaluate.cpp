@@ -1,0 +1,36 @@
+#include "train/evaluate.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "train/precision.h"
+
+namespace xtrain::train {
+
+EvalResult evaluate(model::LlamaForCausalLM& model, const data::TokenDataset& dataset,
+                    int64_t micro_batch_size, int64_t max_batches, const std::string& dtype) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  int64_t samples = dataset.num_samples();
+  if (max_batches > 0) samples = std::min(samples, max_batches * micro_batch_size);
+  double loss_sum = 0;
+  int64_t tokens = 0;
+  for (int64_t first = 0; first < samples; first += micro_batch_size) {
+    const int64_t count = std::min(micro_batch_size, samples - first);
+    auto batch = dataset.batch(first, count);
+    AutocastScope autocast(dtype);
+    const int64_t batch_tokens = count * (batch.size(1) - 1);
+    loss_sum += model::next_token_loss(model, batch).item<double>() * batch_tokens;
+    tokens += batch_tokens;
+  }
+  model->train();
+  EvalResult result;
+  result.tokens = tokens;
+  result.loss = tokens ? loss_sum / tokens : 0.0;
+  result.perplexity = std::exp(result.loss);
+  return result;
+}
+
+}  // namespace xtrain::train

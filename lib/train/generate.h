@@ -1,0 +1,27 @@
+// Text generation from a trained model: temperature and top-k sampling, or greedy decoding
+// at temperature 0. The context is cropped to the model's max_seq_len.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "data/tokenizer.h"
+#include "model/llama.h"
+
+namespace xtrain::train {
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 200;
+  double temperature = 0.8;
+  int64_t top_k = 40;  // 0: no top-k filtering
+  uint64_t seed = 0;
+  bool stop_at_eos = true;
+};
+
+// Returns the generated continuation (without the prompt). on_text, if set, receives each
+// piece of text as soon as it decodes, for streaming output.
+std::string generate(model::LlamaForCausalLM& model, const data::Tokenizer& tokenizer,
+                     const std::string& prompt, const GenerateOptions& options,
+                     const std::function<void(const std::string&)>& on_text = {});
+
+}  // namespace xtrain::train

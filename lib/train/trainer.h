@@ -1,0 +1,23 @@
+// The single-process training loop: data -> forward/backward with gradient accumulation ->
+// clip -> AdamW -> log, evaluate and checkpoint; resumes bit-exactly from a checkpoint.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "config/recipe.h"
+
+namespace xtrain::train {
+
+struct TrainOptions {
+  // End cleanly after this step with a checkpoint (0: run to train.steps). The schedule is
+  // still that of train.steps, so a later run resumes as if never stopped.
+  int64_t stop_at_step = 0;
+};
+
+// Returns the process exit code. Bad input throws InputError before the run folder is touched.
+int train(const config::Recipe& recipe, const TrainOptions& options);
+
+// `xtrain eval`: loss and perplexity of a checkpoint (default: the run's latest) on data.eval.
+int evaluate_checkpoint(const config::Recipe& recipe, const std::string& checkpoint_dir);
+
+}  // namespace xtrain::train

@@ -1,0 +1,22 @@
+// Which BLAS LibTorch is running on, and how fast it is. Debian's LibTorch links the
+// generic libblas.so.3; unless OpenBLAS provides it, fp32 matmuls run about 40x slower.
+#pragma once
+#include <string>
+
+namespace xtrain::util {
+
+struct BlasInfo {
+  std::string library;  // resolved path of the loaded libblas, or "" if none is mapped
+  bool optimized = false;  // an optimized implementation (OpenBLAS, MKL, BLIS) is loaded
+};
+
+BlasInfo loaded_blas();
+
+// Measured fp32 matmul rate (GFLOP/s) for an n x n x n product, median of `repeats`.
+double measure_matmul_gflops(int64_t n, int repeats);
+
+// Prints a warning to stderr when the loaded BLAS is the slow reference one; returns true
+// when it warned.
+bool warn_if_slow_blas();
+
+}  // namespace xtrain::util

@@ -1,0 +1,1 @@
+// Anchors the target that owns the precompiled header.

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Configures and builds xtrain into build/ (the executable is build/xtrain).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup-deps.sh
+build_type=${BUILD_TYPE:-Release}
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$build_type" >/dev/null
+cmake --build build -j "$(nproc)"

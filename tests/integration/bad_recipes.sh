@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Each bad recipe must exit 2 with the exact `file:line:col: key: message` and leave no run
+# folder behind.
+set -uo pipefail
+xtrain=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+failures=0
+cases=0
+
+# expect NAME EXPECTED_STDERR RECIPE_TEXT [xtrain train args...]
+expect() {
+  local name=$1 expected=$2 text=$3
+  shift 3
+  cases=$((cases + 1))
+  printf '%s' "$text" > "$name.yaml"
+  local stderr status
+  stderr=$("$xtrain" train "$name.yaml" "$@" 2>&1 >/dev/null)
+  status=$?
+  if [[ $status -ne 2 || "$stderr" != "$expected" ]]; then
+    echo "FAIL $name: exit $status"
+    echo "  expected: $expected"
+    echo "  got:      $stderr"
+    failures=$((failures + 1))
+  fi
+  if [[ -e "$work/run" ]]; then
+    echo "FAIL $name: the run folder was created"
+    failures=$((failures + 1))
+    rm -rf "$work/run"
+  fi
+}
+
+head="name: bad
+run:
+  dir: run
+"
+
+expect unknown_key "unknown_key.yaml:5:3: model.hiden_size: unknown key (did you mean model.hidden_size?)" \
+"${head}model:
+  hiden_size: 128
+"
+expect unknown_section "unknown_section.yaml:4:1: optimizer: unknown key (did you mean optim?)" \
+"${head}optimizer:
+  lr: 0.1
+"
+expect wrong_type "wrong_type.yaml:5:10: train.steps: expected an integer, got 'ten'" \
+"${head}train:
+  steps: ten
+"
+expect out_of_range "out_of_range.yaml:5:7: optim.lr: must be > 0, got -0.001" \
+"${head}optim:
+  lr: -0.001
+"
+expect bad_choice "bad_choice.yaml:5:13: optim.schedule: must be one of cosine, linear, constant, got 'step'" \
+"${head}optim:
+  schedule: step
+"
+expect heads_vs_hidden "heads_vs_hidden.yaml:6:3: model.num_heads: 5 heads do not divide hidden_size 128 (hidden_size must be a multiple of num_heads)" \
+"${head}model:
+  hidden_size: 128
+  num_heads: 5
+"
+expect kv_heads_vs_heads "kv_heads_vs_heads.yaml:6:3: model.num_kv_heads: 3 kv heads do not divide num_heads 8 (each kv head serves a whole group of query heads)" \
+"${head}model:
+  num_heads: 8
+  num_kv_heads: 3
+"
+expect batch_vs_micro "batch_vs_micro.yaml:5:3: train.global_batch_size: 12 is not a multiple of train.micro_batch_size 8 (global batch = micro batch x accumulation steps x data-parallel ranks)" \
+"${head}train:
+  global_batch_size: 12
+  micro_batch_size: 8
+"
+expect missing_file "missing_file.yaml:5:3: data.train: file not found: corpus/missing.txt" \
+"${head}data:
+  train: corpus/missing.txt
+"
+expect missing_name "missing_name.yaml:1:1: name: required key missing (add \`name: ...\` to the recipe)" \
+"run:
+  dir: run
+"
+expect set_bad_value "--set train.steps=abc: train.steps: expected an integer, got 'abc'" \
+"${head}" --set train.steps=abc
+expect set_unknown_key "--set optim.lrr=0.1: optim.lrr: unknown key (did you mean optim.lr?)" \
+"${head}" --set optim.lrr=0.1
+expect all_at_once "all_at_once.yaml:5:3: model.hiden_size: unknown key (did you mean model.hidden_size?)
+all_at_once.yaml:7:10: train.dtype: must be one of fp32, bf16, got 'fp8'
+--set optim.warmup_steps=-1: optim.warmup_steps: must be >= 0, got -1" \
+"${head}model:
+  hiden_size: 128
+train:
+  dtype: fp8
+" --set optim.warmup_steps=-1
+expect yaml_syntax "yaml_syntax.yaml:6:1: invalid YAML: end of sequence flow not found" \
+"${head}model:
+  hidden_size: [128
+"
+cases=$((cases + 1))
+stderr=$("$xtrain" train no_such_recipe.yaml 2>&1 >/dev/null)
+if [[ $? -ne 2 || "$stderr" != "no_such_recipe.yaml: cannot read the recipe (check the path)" ]]; then
+  echo "FAIL missing_recipe: $stderr"
+  failures=$((failures + 1))
+fi
+
+echo "bad recipes: $((cases - failures)) passed, $failures failed"
+[[ $failures -eq 0 ]]

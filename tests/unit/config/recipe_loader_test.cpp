@@ -1,0 +1,120 @@
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "config/option_registry.h"
+#include "config/recipe_loader.h"
+
+using namespace xtrain::config;
+
+namespace {
+
+std::vector<std::string> problems(const std::string& text, std::vector<std::string> overrides = {}) {
+  LoadOptions options;
+  options.overrides = std::move(overrides);
+  try {
+    load_recipe_text(text, "r.yaml", options);
+  } catch (const RecipeError& e) {
+    std::vector<std::string> lines;
+    for (const auto& d : e.diagnostics()) lines.push_back(d.str());
+    return lines;
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("a minimal recipe resolves every default", "[config]") {
+  auto recipe = load_recipe_text("name: tiny\n", "r.yaml");
+  CHECK(recipe.run.dir == "runs/tiny");
+  CHECK(recipe.model.num_kv_heads == recipe.model.num_heads);
+  CHECK(recipe.model.vocab_size == 257);  // the byte tokenizer's
+  CHECK(recipe.model.max_seq_len == recipe.data.seq_len);
+  CHECK(recipe.model.intermediate_size == 704);  // 8/3 * 256 rounded up to 64
+  CHECK(recipe.optim.betas == std::vector<double>{0.9, 0.95});
+}
+
+TEST_CASE("unknown keys name file:line:col and suggest the likely key", "[config]") {
+  CHECK(problems("name: x\nmodel:\n  hiden_size: 64\n") ==
+        std::vector<std::string>{"r.yaml:3:3: model.hiden_size: unknown key (did you mean model.hidden_size?)"});
+  CHECK(problems("name: x\nmodle:\n  hidden_size: 64\n") ==
+        std::vector<std::string>{"r.yaml:2:1: modle: unknown key (did you mean model?)"});
+  CHECK(problems("name: x\ntrain:\n  lr: 0.1\n") ==
+        std::vector<std::string>{"r.yaml:3:3: train.lr: unknown key (did you mean optim.lr?)"});
+}
+
+TEST_CASE("wrong types and ranges point at the value", "[config]") {
+  CHECK(problems("name: x\ntrain:\n  steps: many\n") ==
+        std::vector<std::string>{"r.yaml:3:10: train.steps: expected an integer, got 'many'"});
+  CHECK(problems("name: x\noptim:\n  lr: -1\n") ==
+        std::vector<std::string>{"r.yaml:3:7: optim.lr: must be > 0, got -1"});
+  CHECK(problems("name: x\noptim:\n  betas: [0.9]\n") ==
+        std::vector<std::string>{"r.yaml:3:10: optim.betas: expected two values [beta1, beta2], got 1"});
+  CHECK(problems("name: x\ntrain:\n  dtype: fp8\n") ==
+        std::vector<std::string>{"r.yaml:3:10: train.dtype: must be one of fp32, bf16, got 'fp8'"});
+  CHECK(problems("name: x\nmodel:\n  tie_embeddings: 1\n") ==
+        std::vector<std::string>{"r.yaml:3:19: model.tie_embeddings: expected true or false, got '1'"});
+}
+
+TEST_CASE("inconsistent values are reported, all at once", "[config]") {
+  auto lines = problems(
+      "name: x\nmodel:\n  hidden_size: 100\n  num_heads: 3\ntrain:\n  global_batch_size: 10\n  micro_batch_size: 4\n");
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] == "r.yaml:4:3: model.num_heads: 3 heads do not divide hidden_size 100 (hidden_size must be a multiple of num_heads)");
+  CHECK(lines[1] == "r.yaml:6:3: train.global_batch_size: 10 is not a multiple of train.micro_batch_size 4 "
+                    "(global batch = micro batch x accumulation steps x data-parallel ranks)");
+  CHECK(problems("name: x\nmodel:\n  num_heads: 4\n  num_kv_heads: 3\n") ==
+        std::vector<std::string>{"r.yaml:4:3: model.num_kv_heads: 3 kv heads do not divide num_heads 4 "
+                                 "(each kv head serves a whole group of query heads)"});
+}
+
+TEST_CASE("--set overrides are checked and named", "[config]") {
+  CHECK(problems("name: x\n", {"train.steps=abc"}) ==
+        std::vector<std::string>{"--set train.steps=abc: train.steps: expected an integer, got 'abc'"});
+  CHECK(problems("name: x\n", {"optim.lrr=1"}) ==
+        std::vector<std::string>{"--set optim.lrr=1: optim.lrr: unknown key (did you mean optim.lr?)"});
+  CHECK(problems("name: x\n", {"steps"}) ==
+        std::vector<std::string>{"--set steps: expected key.path=value, e.g. --set train.steps=100"});
+  LoadOptions options;
+  options.overrides = {"optim.betas=[0.8, 0.99]", "model.hidden_size=128"};
+  auto recipe = load_recipe_text("name: x\n", "r.yaml", options);
+  CHECK(recipe.optim.betas == std::vector<double>{0.8, 0.99});
+  CHECK(recipe.model.hidden_size == 128);
+}
+
+TEST_CASE("missing files, missing name and YAML syntax errors", "[config]") {
+  CHECK(problems("name: x\ndata:\n  train: /nonexistent/corpus.txt\n") ==
+        std::vector<std::string>{"r.yaml:3:3: data.train: file not found: /nonexistent/corpus.txt"});
+  CHECK(problems("model:\n  hidden_size: 64\n") ==
+        std::vector<std::string>{"r.yaml:1:1: name: required key missing (add `name: ...` to the recipe)"});
+  auto syntax = problems("name: x\nmodel:\n  hidden_size: [64\n");
+  REQUIRE(syntax.size() == 1);
+  CHECK(syntax[0].rfind("r.yaml:", 0) == 0);
+  CHECK(syntax[0].find("invalid YAML") != std::string::npos);
+}
+
+TEST_CASE("a dumped recipe reloads to the same recipe", "[config]") {
+  LoadOptions options;
+  options.overrides = {"optim.lr=0.000123456789", "model.rope_theta=500000", "name=a b: c"};
+  auto recipe = load_recipe_text("name: x\n", "r.yaml", options);
+  auto dumped = dump_recipe(recipe);
+  auto reloaded = load_recipe_text(dumped, "dump.yaml");
+  CHECK(dump_recipe(reloaded) == dumped);
+  CHECK(reloaded.optim.lr == recipe.optim.lr);
+  CHECK(reloaded.name == "a b: c");
+}
+
+TEST_CASE("the README's recipe reference is generated from the registry", "[config]") {
+  std::ifstream in(std::string(XTRAIN_SOURCE_DIR) + "/README.md");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string readme = buffer.str();
+  const std::string begin = "<!-- recipe-reference:begin (xtrain options) -->\n";
+  const std::string end = "<!-- recipe-reference:end -->";
+  auto first = readme.find(begin);
+  auto last = readme.find(end);
+  REQUIRE(first != std::string::npos);
+  REQUIRE(last != std::string::npos);
+  CHECK(readme.substr(first + begin.size(), last - first - begin.size()) == options_markdown());
+}

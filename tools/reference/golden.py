@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""Produces golden forward/backward/optimizer outputs for a Llama checkpoint.
+
+Usage:
+    golden.py --checkpoint DIR --tokens TOKENS.safetensors --out OUT.safetensors
+              [--train-steps K --lr LR --betas B1 B2 --eps EPS
+               --weight-decay WD --grad-clip C --threads N]
+
+Inputs:
+    DIR                  HF-style folder with config.json + model.safetensors
+    TOKENS.safetensors   tensor `input_ids`, integer [B, T+1]
+
+Outputs (one safetensors file, all float32 unless noted):
+    logits               [B, T, V] for inputs tokens[:, :-1]
+    loss                 0-dim mean cross-entropy against tokens[:, 1:]
+    grad.<hf name>       d loss / d parameter, at the loaded weights
+  and when K > 0, after K AdamW steps on the same batch:
+    train_losses         float64 [K], loss of each step before its update
+    train_grad_norms     float64 [K], global L2 gradient norm before clipping
+    final.<hf name>      parameters after the last step
+"""
+
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_np  # noqa: E402
+from llama_ref import LlamaRef  # noqa: E402
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--checkpoint", required=True, help="folder with config.json + model.safetensors")
+    p.add_argument("--tokens", required=True, help="safetensors file holding input_ids [B, T+1]")
+    p.add_argument("--out", required=True, help="output safetensors file")
+    p.add_argument("--train-steps", type=int, default=0)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--betas", type=float, nargs=2, default=(0.9, 0.95), metavar=("B1", "B2"))
+    p.add_argument("--eps", type=float, default=1e-8)
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--grad-clip", type=float, default=1.0, help="max global grad norm; <= 0 disables")
+    p.add_argument("--threads", type=int, default=1)
+    return p.parse_args(argv)
+
+
+def param_groups(model, weight_decay):
+    """Matrices (embeddings, projections) decay; 1-D params (norm weights) do not."""
+    named = list(model.named_parameters())  # tied weights appear once
+    return [
+        {"params": [p for _, p in named if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for _, p in named if p.dim() < 2], "weight_decay": 0.0},
+    ]
+
+
+def load_tokens(path, vocab_size):
+    tensors = safetensors_np.load_file(path)
+    if "input_ids" not in tensors:
+        raise KeyError(f"{path}: no tensor named input_ids")
+    tokens = tensors["input_ids"]
+    if tokens.dim() != 2 or tokens.shape[1] < 2 or tokens.dtype.is_floating_point:
+        raise ValueError(f"input_ids must be integer [B, T+1] with T >= 1, got "
+                         f"{tokens.dtype} {list(tokens.shape)}")
+    tokens = tokens.long()
+    if tokens.min() < 0 or tokens.max() >= vocab_size:
+        raise ValueError(f"input_ids out of range [0, {vocab_size})")
+    return tokens
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    # Reproducibility across runs; CPU kernels used here all have
+    # deterministic implementations, so this never raises in practice.
+    torch.use_deterministic_algorithms(True)
+
+    model = LlamaRef.from_pretrained(args.checkpoint, dtype=torch.float32)
+    tokens = load_tokens(args.tokens, model.cfg.vocab_size)
+    out = {}
+
+    logits, loss = model.loss(tokens)
+    loss.backward()
+    out["logits"] = logits.detach().float()
+    out["loss"] = loss.detach().float()
+    for name, p in model.named_parameters():
+        out[f"grad.{name}"] = p.grad.detach().clone()
+
+    if args.train_steps > 0:
+        # foreach=False pins the plain per-tensor update; maximize/amsgrad off.
+        opt = torch.optim.AdamW(param_groups(model, args.weight_decay), lr=args.lr,
+                                betas=tuple(args.betas), eps=args.eps, foreach=False)
+        losses, norms = [], []
+        for _ in range(args.train_steps):
+            opt.zero_grad(set_to_none=True)
+            _, step_loss = model.loss(tokens)
+            step_loss.backward()
+            params = [p for p in model.parameters() if p.grad is not None]
+            if args.grad_clip > 0:
+                norm = torch.nn.utils.clip_grad_norm_(params, max_norm=args.grad_clip)
+            else:
+                norm = torch.linalg.vector_norm(
+                    torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
+            losses.append(step_loss.item())
+            norms.append(float(norm))
+            opt.step()
+        out["train_losses"] = torch.tensor(losses, dtype=torch.float64)
+        out["train_grad_norms"] = torch.tensor(norms, dtype=torch.float64)
+        for name, p in model.named_parameters():
+            out[f"final.{name}"] = p.detach().clone()
+
+    metadata = {
+        "checkpoint": os.path.abspath(args.checkpoint),
+        "train_steps": args.train_steps,
+        "lr": repr(args.lr),
+        "betas": f"{args.betas[0]!r} {args.betas[1]!r}",
+        "eps": repr(args.eps),
+        "weight_decay": repr(args.weight_decay),
+        "grad_clip": repr(args.grad_clip),
+        "torch": torch.__version__,
+    }
+    safetensors_np.save_file(out, args.out, metadata=metadata)
+    print(f"loss {loss.item():.6f}" + (f"  final-step loss {losses[-1]:.6f}"
+                                       if args.train_steps > 0 else ""))
+
+
+if __name__ == "__main__":
+    main()
