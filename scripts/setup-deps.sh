@@ -7,6 +7,7 @@ packages=(
   libtorch-dev libgloo-dev libopenblas0-pthread
   libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev catch2
   python3-torch python3-numpy
+  libblas3  # the reference BLAS, only so that a test can provoke the slow-BLAS warning
 )
 missing=()
 for package in "${packages[@]}"; do

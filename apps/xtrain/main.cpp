@@ -54,6 +54,7 @@ int run_generate(const std::string& dir, const std::string& prompt, const train:
 }
 
 int run_env() {
+  util::warn_if_slow_blas();
   auto blas = util::loaded_blas();
   fmt::print("{}\n", version_text());
   fmt::print("threads: {}\n", torch::get_num_threads());

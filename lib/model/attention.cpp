@@ -14,7 +14,9 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
   auto scores = torch::matmul(q, keys.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
   auto future = torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
   scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
-  auto probs = torch::softmax(scores.to(torch::kFloat32), -1).to(q.scalar_type());
+  // Softmax in at least fp32: bf16/fp16 scores lose too much in the exponent sum.
+  auto probs = torch::softmax(scores, -1, at::promote_types(scores.scalar_type(), torch::kFloat32))
+                   .to(q.scalar_type());
   return torch::matmul(probs, values);
 }
 

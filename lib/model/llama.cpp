@@ -79,8 +79,8 @@ torch::Tensor next_token_loss(LlamaForCausalLM& model, const torch::Tensor& toke
   auto inputs = tokens.narrow(1, 0, seq);
   auto targets = tokens.narrow(1, 1, seq);
   auto logits = model(inputs);
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat32),
-                                              targets.reshape({-1}));
+  auto wide = logits.to(at::promote_types(logits.scalar_type(), torch::kFloat32));
+  return torch::nn::functional::cross_entropy(wide.reshape({-1, wide.size(-1)}), targets.reshape({-1}));
 }
 
 bool decays(const std::string& /*parameter_name*/, const torch::Tensor& parameter) {

@@ -1,8 +1,11 @@
 #include "util/blas_probe.h"
 
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdlib.h>
+
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <vector>
 
 #include <fmt/format.h>
@@ -11,27 +14,17 @@
 namespace xtrain::util {
 
 BlasInfo loaded_blas() {
-  // Touch BLAS so that the lazily loaded library is mapped before we look.
-  auto a = torch::ones({8, 8});
-  (void)torch::mm(a, a);
+  // The library that resolves sgemm_ in the global scope is the one LibTorch's fp32 matmuls
+  // call. Several BLAS libraries can be mapped at once (LAPACK pulls in OpenBLAS even when
+  // libblas.so.3 is the reference one), so looking at what is mapped is not enough.
   BlasInfo info;
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    auto slash = line.find('/');
-    if (slash == std::string::npos) continue;
-    std::string path = line.substr(slash);
-    std::string file = path.substr(path.rfind('/') + 1);
-    bool blas_like = file.find("blas") != std::string::npos || file.find("mkl") != std::string::npos ||
-                     file.find("blis") != std::string::npos;
-    if (!blas_like) continue;
-    info.library = path;
-    if (path.find("openblas") != std::string::npos || path.find("mkl") != std::string::npos ||
-        path.find("blis") != std::string::npos) {
-      info.optimized = true;
-      break;
-    }
-  }
+  void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
+  Dl_info where{};
+  if (sgemm == nullptr || dladdr(sgemm, &where) == 0 || where.dli_fname == nullptr) return info;
+  char resolved[PATH_MAX];
+  info.library = realpath(where.dli_fname, resolved) ? resolved : where.dli_fname;
+  for (const char* fast : {"openblas", "mkl", "blis", "atlas"})
+    if (info.library.find(fast) != std::string::npos) info.optimized = true;
   return info;
 }
 
@@ -56,7 +49,7 @@ bool warn_if_slow_blas() {
   fmt::print(stderr,
              "warning: LibTorch is using the reference BLAS ({}); fp32 matmuls run ~40x slower.\n"
              "         Install OpenBLAS: apt-get install libopenblas0-pthread\n",
-             info.library.empty() ? "no BLAS library mapped" : info.library);
+             info.library.empty() ? "sgemm_ not found" : info.library);
   return true;
 }
 

@@ -6,7 +6,7 @@
 namespace xtrain::util {
 
 struct BlasInfo {
-  std::string library;  // resolved path of the loaded libblas, or "" if none is mapped
+  std::string library;  // resolved path of the library providing sgemm_, or ""
   bool optimized = false;  // an optimized implementation (OpenBLAS, MKL, BLIS) is loaded
 };
 

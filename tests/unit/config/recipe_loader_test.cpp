@@ -69,7 +69,7 @@ TEST_CASE("inconsistent values are reported, all at once", "[config]") {
                                  "(each kv head serves a whole group of query heads)"});
 }
 
-TEST_CASE("--set overrides are checked and named", "[config]") {
+TEST_CASE("overrides given with --set are checked and named", "[config]") {
   CHECK(problems("name: x\n", {"train.steps=abc"}) ==
         std::vector<std::string>{"--set train.steps=abc: train.steps: expected an integer, got 'abc'"});
   CHECK(problems("name: x\n", {"optim.lrr=1"}) ==
@@ -96,7 +96,7 @@ TEST_CASE("missing files, missing name and YAML syntax errors", "[config]") {
 
 TEST_CASE("a dumped recipe reloads to the same recipe", "[config]") {
   LoadOptions options;
-  options.overrides = {"optim.lr=0.000123456789", "model.rope_theta=500000", "name=a b: c"};
+  options.overrides = {"optim.lr=0.000123456789", "model.rope_theta=500000", "name='a b: c'"};
   auto recipe = load_recipe_text("name: x\n", "r.yaml", options);
   auto dumped = dump_recipe(recipe);
   auto reloaded = load_recipe_text(dumped, "dump.yaml");
