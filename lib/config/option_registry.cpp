@@ -96,6 +96,10 @@ std::optional<std::string> parse_value(const YAML::Node& node, bool& out) {
 
 template <>
 std::optional<std::string> parse_value(const YAML::Node& node, std::string& out) {
+  if (node.IsNull()) {  // `eval:` or `--set data.eval=`: the empty string, i.e. none
+    out.clear();
+    return std::nullopt;
+  }
   if (!node.IsScalar()) return "expected a string, got " + describe(node);
   out = node.Scalar();
   return std::nullopt;

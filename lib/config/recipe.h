@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "model/llama_config.h"
+
 namespace xtrain::config {
 
 struct RunSection {
@@ -13,19 +15,9 @@ struct RunSection {
   int64_t seed = 0;
 };
 
-struct ModelSection {
+// The model shape is the model's own config; the recipe only adds which family to build.
+struct ModelSection : model::LlamaConfig {
   std::string family;
-  int64_t vocab_size = 0;
-  int64_t hidden_size = 0;
-  int64_t num_layers = 0;
-  int64_t num_heads = 0;
-  int64_t num_kv_heads = 0;
-  int64_t intermediate_size = 0;
-  int64_t max_seq_len = 0;
-  double rope_theta = 0;
-  double norm_eps = 0;
-  bool tie_embeddings = false;
-  double init_std = 0;
 };
 
 struct DataSection {

@@ -53,6 +53,14 @@ set +e; "$xtrain" generate "$work/nope" --prompt x >/dev/null 2>"$work/err"; sta
 [[ $status -eq 2 ]]
 grep -q "nope/config.json" "$work/err"
 
+# bf16 autocast and a JSONL source train too; the loss falls.
+for i in $(seq 1 200); do echo "{\"text\": \"the cat sat on the mat number $i. the dog sat on the log.\"}"; done > "$work/docs.jsonl"
+"$xtrain" train "$work/tiny.yaml" --set run.dir="$work/bf16" --set train.dtype=bf16 --set data.train="$work/docs.jsonl" \
+  --set data.eval= --set train.steps=20 --set optim.lr=1e-2 > "$work/bf16.log"
+first=$(sed -n '1s/.*"loss":\([0-9.e+-]*\).*/\1/p' "$work/bf16/metrics.jsonl")
+last=$(sed -n '20s/.*"loss":\([0-9.e+-]*\).*/\1/p' "$work/bf16/metrics.jsonl")
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1.0) }'
+
 # kill -9 during training: latest still names a complete checkpoint and the run resumes.
 "$xtrain" train "$work/tiny.yaml" --set run.dir="$work/killed" --set train.steps=400 \
   --set checkpoint.every=1 > "$work/killed.log" &
