@@ -1,24 +1,19 @@
 #include "ckpt/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "util/input_error.h"
+#include "util/posix_file.h"
 
 // Tensor bytes are copied to and from the file as they lie in memory, and the format is
 // little-endian.
@@ -61,46 +56,6 @@ const char* dtype_name(torch::ScalarType type) {
     if (type == entry.type) return entry.name;
   }
   return nullptr;
-}
-
-std::string errno_message(int error) { return std::generic_category().message(error); }
-
-[[noreturn]] void throw_errno(const std::string& action, const std::string& path) {
-  const int error = errno;
-  throw std::runtime_error("cannot " + action + " " + path + ": " + errno_message(error));
-}
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  // Returns close's result: after writes, a failed close can be the only report of lost data.
-  int release_and_close() {
-    const int fd = fd_;
-    fd_ = -1;
-    return ::close(fd);
-  }
-
- private:
-  int fd_;
-};
-
-void write_all(int fd, const void* data, size_t size, const std::string& path) {
-  const char* bytes = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t written = ::write(fd, bytes, size);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      throw_errno("write", path);
-    }
-    bytes += written;
-    size -= static_cast<size_t>(written);
-  }
 }
 
 std::string shape_string(const std::vector<int64_t>& shape) {
@@ -208,19 +163,11 @@ class HeaderParser {
 };
 
 // Reads exactly size bytes at offset; the caller has checked that they lie inside the file.
-void read_exact(int fd, void* data, size_t size, uint64_t offset, const std::string& path) {
-  char* bytes = static_cast<char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::pread(fd, bytes, size, static_cast<off_t>(offset));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw InputError("cannot read " + path + ": " + errno_message(errno));
-    }
-    // The file shrank after we measured it: someone else is writing it.
-    if (n == 0) throw InputError(path + ": truncated while reading (is it being written?)");
-    bytes += n;
-    size -= static_cast<size_t>(n);
-    offset += static_cast<uint64_t>(n);
+void read_exact(util::InputFile& file, void* data, size_t size, uint64_t offset,
+                const std::string& path) {
+  // The file shrank after we measured it: someone else is writing it.
+  if (file.read_at(data, size, offset) != size) {
+    throw InputError(path + ": truncated while reading (is it being written?)");
   }
 }
 
@@ -257,27 +204,21 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
   const uint64_t header_length = prefix_and_header.size() - kLengthPrefixBytes;
   std::memcpy(prefix_and_header.data(), &header_length, sizeof(header_length));
 
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) throw_errno("create", path);
-  write_all(fd.get(), prefix_and_header.data(), prefix_and_header.size(), path);
+  util::OutputFile file = util::OutputFile::create(path);
+  file.write(prefix_and_header.data(), prefix_and_header.size());
   for (const auto& [name, tensor] : tensors) {
     // One CPU copy at a time: a model on an accelerator is never copied to host memory whole.
     const torch::Tensor cpu = tensor.detach().to(torch::kCPU).contiguous();
-    write_all(fd.get(), cpu.data_ptr(), cpu.nbytes(), path);
+    file.write(cpu.data_ptr(), cpu.nbytes());
   }
-  if (::fsync(fd.get()) != 0) throw_errno("fsync", path);
-  if (fd.release_and_close() != 0) throw_errno("close", path);
+  file.sync();
+  file.close();
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) throw InputError("cannot read " + path + ": " + errno_message(errno));
-  struct stat info {};
-  if (::fstat(fd.get(), &info) != 0) {
-    throw InputError("cannot read " + path + ": " + errno_message(errno));
-  }
-  if (!S_ISREG(info.st_mode)) throw InputError(path + ": not a regular file");
-  const auto file_size = static_cast<uint64_t>(info.st_size);
+  util::InputFile input(path);
+  if (!input.is_regular()) throw InputError(path + ": not a regular file");
+  const uint64_t file_size = input.size();
   const HeaderParser parser(path);
 
   if (file_size < kLengthPrefixBytes) {
@@ -285,7 +226,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
                 " bytes, too short for the 8-byte header length");
   }
   uint64_t header_length = 0;
-  read_exact(fd.get(), &header_length, sizeof(header_length), 0, path);
+  read_exact(input, &header_length, sizeof(header_length), 0, path);
   const uint64_t after_prefix = file_size - kLengthPrefixBytes;
   if (header_length > after_prefix) {
     parser.fail("truncated or not a safetensors file: header length says " +
@@ -294,7 +235,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   }
 
   std::string header_text(header_length, '\0');
-  read_exact(fd.get(), header_text.data(), header_text.size(), kLengthPrefixBytes, path);
+  read_exact(input, header_text.data(), header_text.size(), kLengthPrefixBytes, path);
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(header_text);
@@ -327,7 +268,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   // of the file in RAM.
   for (const Entry& entry : entries) {
     torch::Tensor tensor = torch::empty(entry.shape, torch::TensorOptions().dtype(entry.type));
-    read_exact(fd.get(), tensor.data_ptr(), tensor.nbytes(), data_start + entry.begin, path);
+    read_exact(input, tensor.data_ptr(), tensor.nbytes(), data_start + entry.begin, path);
     if (entry.type == torch::kBool) {
       // Any byte other than 0 or 1 is not a valid bool, and torch's kernels assume it is.
       const auto* bytes = static_cast<const uint8_t*>(tensor.data_ptr());
