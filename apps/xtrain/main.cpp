@@ -60,7 +60,8 @@ int run_env() {
   fmt::print("threads: {}\n", torch::get_num_threads());
   fmt::print("blas: {} ({})\n", blas.library.empty() ? "none mapped" : blas.library,
              blas.optimized ? "optimized" : "reference implementation: slow");
-  fmt::print("fp32 matmul 1024^3: {:.1f} GFLOP/s\n", util::measure_matmul_gflops(1024, 5));
+  fmt::print("fp32 matmul 1024^3: {:.1f} GFLOP/s\n", util::measure_matmul_gflops(1024, 5, torch::kFloat32));
+  fmt::print("bf16 matmul 1024^3: {:.1f} GFLOP/s\n", util::measure_matmul_gflops(1024, 5, torch::kBFloat16));
   return 0;
 }
 

@@ -28,10 +28,10 @@ BlasInfo loaded_blas() {
   return info;
 }
 
-double measure_matmul_gflops(int64_t n, int repeats) {
+double measure_matmul_gflops(int64_t n, int repeats, c10::ScalarType dtype) {
   torch::NoGradGuard no_grad;
-  auto a = torch::randn({n, n});
-  auto b = torch::randn({n, n});
+  auto a = torch::randn({n, n}).to(dtype);
+  auto b = torch::randn({n, n}).to(dtype);
   auto c = torch::mm(a, b);  // warm-up
   std::vector<double> seconds;
   for (int i = 0; i < repeats; ++i) {

@@ -3,6 +3,8 @@
 #pragma once
 #include <string>
 
+#include <c10/core/ScalarType.h>
+
 namespace xtrain::util {
 
 struct BlasInfo {
@@ -12,8 +14,8 @@ struct BlasInfo {
 
 BlasInfo loaded_blas();
 
-// Measured fp32 matmul rate (GFLOP/s) for an n x n x n product, median of `repeats`.
-double measure_matmul_gflops(int64_t n, int repeats);
+// Measured matmul rate (GFLOP/s) for an n x n x n product in `dtype`, median of `repeats`.
+double measure_matmul_gflops(int64_t n, int repeats, c10::ScalarType dtype = c10::kFloat);
 
 // Prints a warning to stderr when the loaded BLAS is the slow reference one; returns true
 // when it warned.
