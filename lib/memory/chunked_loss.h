@@ -1,0 +1,30 @@
+// Fused output projection + cross-entropy that never materialises the [N, V] logits.
+//
+// chunked_cross_entropy(hidden, weight, targets) == cross_entropy(hidden @ weight^T, targets)
+// (mean over targets != ignore_index; 0 when every target is ignored). The forward pass walks
+// the rows in chunks of chunk_tokens: for each chunk it forms the logits in fp32 (fp64 for
+// fp64 inputs), takes the loss, turns the logits in place into d loss / d logits, and folds that
+// into the gradients of hidden ([N, H]) and weight ([V, H], accumulated in fp32). Backward only
+// scales those saved gradients by grad_output. Peak extra memory is one [chunk, V] buffer plus
+// the two gradients, instead of a few [N, V] tensors (the same scheme as Liger's
+// FusedLinearCrossEntropy). Gradients are computed only for inputs that need them.
+//
+// The result is a scalar in the compute dtype (fp32, or fp64 for fp64 inputs). Not twice
+// differentiable.
+#pragma once
+#include <cstdint>
+
+#include <torch/types.h>
+
+namespace xtrain::memory {
+
+// hidden: [N, H] any float dtype; weight: [V, H] (the output projection); targets: [N] int64.
+torch::Tensor chunked_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
+                                    const torch::Tensor& targets, int64_t chunk_tokens,
+                                    int64_t ignore_index = -100);
+
+// Largest chunk whose fp32 logits and one same-sized temporary fit in budget_bytes, clamped to
+// [1, num_tokens].
+int64_t auto_chunk_tokens(int64_t vocab_size, int64_t num_tokens, int64_t budget_bytes = 256 << 20);
+
+}  // namespace xtrain::memory
