@@ -51,6 +51,12 @@ struct OptimSection {
   double grad_clip = 0;
 };
 
+struct MemorySection {
+  std::string recompute;
+  double recompute_ratio = 1.0;
+  bool offload_activations = false;
+};
+
 struct CheckpointSection {
   int64_t every = 0;
   int64_t keep = 0;
@@ -64,6 +70,7 @@ struct Recipe {
   DataSection data;
   TrainSection train;
   OptimSection optim;
+  MemorySection memory;
   CheckpointSection checkpoint;
 
   // Micro batches per optimizer step on one data-parallel rank.

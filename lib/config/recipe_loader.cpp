@@ -188,6 +188,10 @@ class RecipeBuilder {
       report(where("train.global_batch_size"), "train.global_batch_size",
              fmt::format("{} is not a multiple of train.micro_batch_size {} (global batch = micro batch x accumulation steps x data-parallel ranks)",
                          t.global_batch_size, t.micro_batch_size));
+    if (recipe_.memory.offload_activations && recipe_.memory.recompute != "full")
+      report(where("memory.offload_activations"), "memory.offload_activations",
+             fmt::format("needs memory.recompute: full (it offloads the block inputs that recompute keeps), got '{}'",
+                         recipe_.memory.recompute));
     const auto& o = recipe_.optim;
     if (o.min_lr > o.lr)
       report(where("optim.min_lr"), "optim.min_lr",

@@ -69,6 +69,10 @@ OptionRegistry build_registry() {
   r.add<double>("optim.weight_decay", FIELD(optim.weight_decay), 0.1, "Decoupled weight decay on matrices (not on norms, biases).", at_least(0.0));
   r.add<double>("optim.grad_clip", FIELD(optim.grad_clip), 1.0, "Clip the global gradient norm to this; 0 disables clipping.", at_least(0.0));
 
+  r.add<std::string>("memory.recompute", FIELD(memory.recompute), "none", "Activation recompute: none, full (whole blocks) or selective (the attention kernel only).", one_of({"none", "full", "selective"}));
+  r.add<double>("memory.recompute_ratio", FIELD(memory.recompute_ratio), 1.0, "Fraction of the blocks (the first ones) that recompute.", in_range(0.0, 1.0));
+  r.add<bool>("memory.offload_activations", FIELD(memory.offload_activations), false, "Keep the block inputs that full recompute needs in host memory until backward.");
+
   r.add<int64_t>("checkpoint.every", FIELD(checkpoint.every), 0, "Save every N steps; 0 means only at the end (and on --stop-at-step or SIGTERM).", at_least<int64_t>(0));
   r.add<int64_t>("checkpoint.keep", FIELD(checkpoint.keep), 3, "Keep the last N checkpoints.", at_least<int64_t>(1));
   r.add<std::string>("checkpoint.resume", FIELD(checkpoint.resume), "auto", "auto (continue from checkpoints/latest if present), never, or a checkpoint folder.", not_empty());

@@ -6,15 +6,39 @@
 
 namespace xtrain::model {
 
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+torch::Tensor document_ids(const torch::Tensor& cu_seqlens, int64_t seq) {
+  TORCH_CHECK(cu_seqlens.dim() == 1 && cu_seqlens.scalar_type() == torch::kInt64,
+              "cu_seqlens must be a 1-D int64 tensor, got ", cu_seqlens.dim(), "-D ", cu_seqlens.scalar_type());
+  TORCH_CHECK(cu_seqlens.numel() >= 2, "cu_seqlens must hold at least [0, seq_len], got ", cu_seqlens.numel(),
+              " entries");
+  auto bounds = cu_seqlens.to(torch::kCPU).contiguous();
+  const int64_t* b = bounds.data_ptr<int64_t>();
+  const int64_t n = bounds.numel();
+  TORCH_CHECK(b[0] == 0, "cu_seqlens must start at 0, got ", b[0]);
+  TORCH_CHECK(b[n - 1] == seq, "cu_seqlens must end at the sequence length ", seq, ", got ", b[n - 1]);
+  for (int64_t i = 1; i < n; ++i)
+    TORCH_CHECK(b[i] >= b[i - 1], "cu_seqlens must be non-decreasing, got ", b[i], " after ", b[i - 1],
+                " at index ", i);
+  // Position p lies in document d when cu_seqlens[d] <= p < cu_seqlens[d + 1]: d counts the
+  // inner boundaries at or below p (right=true), which also steps over empty documents.
+  return torch::bucketize(torch::arange(seq, torch::kInt64), bounds.narrow(0, 1, n - 1), /*out_int32=*/false,
+                          /*right=*/true);
+}
+
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& cu_seqlens) {
   const int64_t groups = q.size(1) / k.size(1);
   auto keys = groups == 1 ? k : k.repeat_interleave(groups, /*dim=*/1);
   auto values = groups == 1 ? v : v.repeat_interleave(groups, /*dim=*/1);
   const int64_t seq = q.size(2);
   // Scaling q ([T, D]) instead of the scores ([T, T]) touches seq/head_dim times fewer elements.
   auto scores = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(q.size(-1)))), keys.transpose(-2, -1));
-  auto future = torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
-  scores.masked_fill_(future, -std::numeric_limits<float>::infinity());
+  auto hidden = torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
+  if (cu_seqlens.defined()) {
+    auto doc = document_ids(cu_seqlens, seq);
+    hidden.logical_or_(doc.unsqueeze(1) != doc.unsqueeze(0));
+  }
+  scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity());
   // Softmax in at least fp32: bf16/fp16 scores lose too much in the exponent sum.
   auto probs = torch::softmax(scores, -1, at::promote_types(scores.scalar_type(), torch::kFloat32))
                    .to(q.scalar_type());
@@ -42,7 +66,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const RotaryTables&
   auto q = apply_rotary(heads(q_proj(x), num_heads_), cos, sin);
   auto k = apply_rotary(heads(k_proj(x), num_kv_heads_), cos, sin);
   auto v = heads(v_proj(x), num_kv_heads_);
-  auto out = causal_attention(q, k, v).transpose(1, 2).reshape({batch, seq, num_heads_ * head_dim_});
+  auto attended = kernel ? kernel(q, k, v) : causal_attention(q, k, v);
+  auto out = attended.transpose(1, 2).reshape({batch, seq, num_heads_ * head_dim_});
   return o_proj(out);
 }
 

@@ -1,5 +1,7 @@
 // Grouped-query self-attention with rotary embeddings and a causal mask.
 #pragma once
+#include <functional>
+
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
@@ -11,7 +13,19 @@ namespace xtrain::model {
 
 // Causal scaled dot-product attention. q: [B, H, T, D]; k, v: [B, KV, T, D] with H a multiple
 // of KV (kv head j serves query heads j*H/KV .. (j+1)*H/KV - 1). Softmax runs in fp32.
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+// cu_seqlens, when defined, packs several documents into the sequence (see document_ids) and
+// restricts each query to the keys of its own document.
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& cu_seqlens = {});
+
+// Validates cu_seqlens, the cumulative document lengths [0, l1, l1 + l2, ..., seq] of a packed
+// sequence (shared by every batch row; empty documents allowed), and returns the document index
+// of each position: int64 [seq].
+torch::Tensor document_ids(const torch::Tensor& cu_seqlens, int64_t seq);
+
+// The attention kernel a layer calls with rotated q, k and v. Memory policies swap it (for a
+// blockwise kernel, or to recompute it in backward).
+using AttentionKernel = std::function<torch::Tensor(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v)>;
 
 class AttentionImpl : public torch::nn::Module {
  public:
@@ -20,6 +34,7 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary);
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  AttentionKernel kernel;  // empty: causal_attention
 
  private:
   int64_t num_heads_, num_kv_heads_, head_dim_;

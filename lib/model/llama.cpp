@@ -31,7 +31,12 @@ torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids) {
   TORCH_CHECK(input_ids.size(1) <= config_.max_seq_len, "sequence of ", input_ids.size(1),
               " tokens exceeds model.max_seq_len ", config_.max_seq_len);
   auto x = embed_tokens(input_ids);
-  for (const auto& layer : *layers) x = layer->as<DecoderLayer>()->forward(x, rotary_);
+  for (size_t i = 0; i < layers->size(); ++i) {
+    auto* layer = (*layers)[i]->as<DecoderLayer>();
+    // Captures by value: a recompute policy keeps this callable until backward.
+    auto block = [this, layer](const torch::Tensor& input) { return layer->forward(input, rotary_); };
+    x = block_runner ? block_runner(static_cast<int64_t>(i), x, block) : block(x);
+  }
   return norm(x);
 }
 

@@ -9,6 +9,8 @@
 // init_std / sqrt(2 * num_layers) so that the residual variance does not grow with depth
 // (GPT-2, Megatron); norm weights are 1.
 #pragma once
+#include <functional>
+
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
@@ -33,12 +35,19 @@ class DecoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(DecoderLayer);
 
+// Runs block `layer` on x; `block` is the plain forward. Memory policies install one to
+// recompute or offload blocks without the model knowing about them.
+using BlockRunner = std::function<torch::Tensor(int64_t layer, const torch::Tensor& x,
+                                                const std::function<torch::Tensor(const torch::Tensor&)>& block)>;
+
 // The body: embeddings, blocks, final norm (HF's LlamaModel).
 class LlamaBodyImpl : public torch::nn::Module {
  public:
   explicit LlamaBodyImpl(const LlamaConfig& config);
   // input_ids: [B, T] int64 -> final hidden states [B, T, hidden].
   torch::Tensor forward(const torch::Tensor& input_ids);
+
+  BlockRunner block_runner;  // empty: run every block directly
 
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};

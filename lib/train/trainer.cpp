@@ -16,6 +16,7 @@
 #include "data/text_source.h"
 #include "data/token_dataset.h"
 #include "data/tokenizer.h"
+#include "memory/memory_policy.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
@@ -126,6 +127,8 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
   std::optional<data::TokenDataset> eval_data;
   if (!recipe.data.eval.empty()) eval_data.emplace(load_dataset(recipe.data.eval, *tokenizer, recipe, false));
   auto model = build_model(recipe);
+  auto offloader = memory::apply_memory_policy(
+      model, {recipe.memory.recompute, recipe.memory.recompute_ratio, recipe.memory.offload_activations});
   optim::AdamW optimizer(named_parameters(model),
                          {recipe.optim.betas[0], recipe.optim.betas[1], recipe.optim.eps, recipe.optim.weight_decay});
   ckpt::CheckpointStore store(recipe.run.dir, recipe.checkpoint.keep);
@@ -209,6 +212,7 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
     for (int64_t micro = 0; micro < accumulation; ++micro) {
       auto batch = train_data.batch(samples_consumed + micro * t.micro_batch_size, t.micro_batch_size);
       torch::Tensor loss;
+      if (offloader) offloader->begin_forward();
       {
         AutocastScope autocast(t.dtype);
         loss = model::next_token_loss(model, batch);

@@ -1,0 +1,43 @@
+#include "memory/memory_policy.h"
+
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "memory/recompute.h"
+
+namespace xtrain::memory {
+
+int64_t recomputed_blocks(const MemoryOptions& options, int64_t num_layers) {
+  if (options.recompute == "none") return 0;
+  return static_cast<int64_t>(std::ceil(options.recompute_ratio * static_cast<double>(num_layers) - 1e-9));
+}
+
+std::shared_ptr<ActivationOffloader> apply_memory_policy(model::LlamaForCausalLM& model, const MemoryOptions& options) {
+  const int64_t count = recomputed_blocks(options, model->config().num_layers);
+  std::shared_ptr<ActivationOffloader> offloader;
+  if (options.recompute == "full") {
+    if (options.offload_activations) offloader = std::make_shared<ActivationOffloader>();
+    ActivationOffloader* raw = offloader.get();
+    model->model->block_runner = [count, raw](int64_t layer, const torch::Tensor& x,
+                                              const std::function<torch::Tensor(const torch::Tensor&)>& block) {
+      if (layer >= count) return block(x);
+      return recompute([block](const std::vector<torch::Tensor>& in) { return block(in[0]); }, {x}, raw);
+    };
+  } else if (options.recompute == "selective") {
+    for (int64_t i = 0; i < count; ++i) {
+      auto& attention = (*model->model->layers)[i]->as<model::DecoderLayer>()->self_attn;
+      model::AttentionKernel inner = attention->kernel;
+      attention->kernel = [inner](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+        return recompute(
+            [inner](const std::vector<torch::Tensor>& in) {
+              return inner ? inner(in[0], in[1], in[2]) : model::causal_attention(in[0], in[1], in[2]);
+            },
+            {q, k, v});
+      };
+    }
+  }
+  return offloader;
+}
+
+}  // namespace xtrain::memory

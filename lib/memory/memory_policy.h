@@ -1,0 +1,30 @@
+// Memory policy: how a built model trades compute for memory. Installed on a model after it
+// is built (the model itself knows nothing about recompute or offload):
+//   recompute none       keep every activation
+//   recompute full       keep only each block's input; recompute the block in backward
+//   recompute selective  recompute only the attention kernel (its scores/probabilities)
+//   recompute_ratio      fraction of blocks (the first ones) that recompute
+//   offload              with full recompute, keep the block inputs in host memory
+#pragma once
+#include <memory>
+#include <string>
+
+#include "memory/activation_offload.h"
+#include "model/llama.h"
+
+namespace xtrain::memory {
+
+struct MemoryOptions {
+  std::string recompute = "none";
+  double recompute_ratio = 1.0;
+  bool offload_activations = false;
+};
+
+// Number of blocks that recompute under these options.
+int64_t recomputed_blocks(const MemoryOptions& options, int64_t num_layers);
+
+// Installs the policy on the model. The returned offloader (null without offload) must
+// outlive the model's use and have begin_forward() called before each forward pass.
+std::shared_ptr<ActivationOffloader> apply_memory_policy(model::LlamaForCausalLM& model, const MemoryOptions& options);
+
+}  // namespace xtrain::memory
