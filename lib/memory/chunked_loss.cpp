@@ -1,0 +1,104 @@
+#include "memory/chunked_loss.h"
+
+#include <algorithm>
+
+#include <torch/torch.h>
+
+namespace xtrain::memory {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,
+                               const torch::Tensor& targets, int64_t chunk_tokens, int64_t ignore_index,
+                               bool grad_enabled) {
+    const auto compute = at::promote_types(at::promote_types(hidden.scalar_type(), weight.scalar_type()),
+                                           torch::kFloat32);
+    // Grad mode is always off inside forward, so the caller's is passed in: under NoGradGuard
+    // only the loss is computed.
+    const bool want_hidden = grad_enabled && hidden.requires_grad();
+    const bool want_weight = grad_enabled && weight.requires_grad();
+
+    const auto valid = targets.ne(ignore_index);
+    const int64_t count = valid.sum().item<int64_t>();
+    const double inv_count = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
+
+    // One widened copy of a low-precision weight for the whole call; a no-op for fp32.
+    const auto w = weight.to(compute);
+    auto loss_sum = torch::zeros({}, w.options());
+    torch::Tensor grad_hidden, grad_weight;
+    if (want_hidden) grad_hidden = torch::empty(hidden.sizes(), hidden.options());
+    if (want_weight) grad_weight = torch::zeros(w.sizes(), w.options());  // accumulated in compute dtype
+
+    const int64_t n = hidden.size(0);
+    for (int64_t start = 0; start < n; start += chunk_tokens) {
+      const int64_t rows = std::min(chunk_tokens, n - start);
+      const auto row_valid = valid.narrow(0, start, rows);
+      // Ignored rows gather index 0 (always in range); their weight of 0 cancels it below.
+      const auto index = targets.narrow(0, start, rows).masked_fill(row_valid.logical_not(), 0).unsqueeze(1);
+      const auto h = hidden.narrow(0, start, rows).to(compute);
+
+      // The chunk's [rows, V] logits: the only large buffer. Everything below works on it in
+      // place (at::logsumexp would allocate a second one).
+      auto z = torch::mm(h, w.t());
+      const auto target_logit = z.gather(1, index);
+      const auto max = z.amax(1, /*keepdim=*/true);
+      const auto sum_exp = z.sub_(max).exp_().sum(1, /*keepdim=*/true);  // z = exp(logits - max)
+      const auto lse = sum_exp.log().add_(max);
+      const auto row_weight = row_valid.to(compute).mul_(inv_count).unsqueeze(1);  // d loss / d row loss
+      loss_sum.add_((lse - target_logit).mul_(row_weight).sum());
+      if (!want_hidden && !want_weight) continue;
+
+      // d loss / d logits = row_weight * (softmax - onehot(target)), built in z.
+      z.mul_(row_weight / sum_exp);
+      z.scatter_add_(1, index, -row_weight);
+      if (want_hidden) grad_hidden.narrow(0, start, rows).copy_(torch::mm(z, w));
+      if (want_weight) grad_weight.addmm_(z.t(), h);
+    }
+
+    // Held until backward in the inputs' dtypes: half the memory for bf16.
+    if (want_weight) grad_weight = grad_weight.to(weight.scalar_type());
+    ctx->save_for_backward({grad_hidden, grad_weight});
+    return loss_sum;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& grad_output = grad_outputs[0];
+    // loss.backward() passes 1: hand the buffers over unscaled. Once the graph frees them
+    // they are uniquely owned, so autograd adopts them as .grad instead of copying [V, H].
+    const bool unit = grad_output.item<double>() == 1.0;
+    auto scaled = [&](const torch::Tensor& grad) {
+      return (!grad.defined() || unit) ? grad : grad * grad_output;
+    };
+    return {scaled(saved[0]), scaled(saved[1]), torch::Tensor(), torch::Tensor(), torch::Tensor(),
+            torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor chunked_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
+                                    const torch::Tensor& targets, int64_t chunk_tokens, int64_t ignore_index) {
+  TORCH_CHECK(hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1),
+              "chunked_cross_entropy: expected hidden [N, H] and weight [V, H], got ", hidden.sizes(), " and ",
+              weight.sizes());
+  TORCH_CHECK(targets.dim() == 1 && targets.size(0) == hidden.size(0) && targets.scalar_type() == torch::kLong,
+              "chunked_cross_entropy: expected int64 targets [", hidden.size(0), "], got ", targets.sizes(), " ",
+              targets.scalar_type());
+  TORCH_CHECK(chunk_tokens > 0, "chunked_cross_entropy: chunk_tokens must be positive, got ", chunk_tokens);
+  return ChunkedCrossEntropy::apply(hidden, weight, targets, chunk_tokens, ignore_index,
+                                    torch::GradMode::is_enabled());
+}
+
+int64_t auto_chunk_tokens(int64_t vocab_size, int64_t num_tokens, int64_t budget_bytes) {
+  // Budgeted as two fp32 [chunk, V] buffers, the logits and the gradient they become; the
+  // forward pass reuses one buffer for both, so this is an upper bound.
+  const int64_t bytes_per_row = 2 * std::max<int64_t>(vocab_size, 1) * static_cast<int64_t>(sizeof(float));
+  return std::clamp<int64_t>(budget_bytes / bytes_per_row, 1, std::max<int64_t>(num_tokens, 1));
+}
+
+}  // namespace xtrain::memory

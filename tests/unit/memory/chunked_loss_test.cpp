@@ -1,0 +1,175 @@
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include "memory/chunked_loss.h"
+#include "model/gradcheck.h"
+
+using xtrain::memory::auto_chunk_tokens;
+using xtrain::memory::chunked_cross_entropy;
+
+namespace {
+
+constexpr int64_t kTokens = 23, kHidden = 16, kVocab = 37;
+
+double relative_error(const torch::Tensor& actual, const torch::Tensor& expected) {
+  return (actual.to(torch::kFloat64) - expected.to(torch::kFloat64)).norm().item<double>() /
+         expected.to(torch::kFloat64).norm().item<double>();
+}
+
+struct LossAndGrads {
+  torch::Tensor loss, grad_hidden, grad_weight;
+};
+
+// Runs loss(hidden, weight) forward and backward on fresh leaves.
+template <typename Loss>
+LossAndGrads run(const torch::Tensor& hidden, const torch::Tensor& weight, Loss loss_fn) {
+  auto h = hidden.detach().clone().requires_grad_(true);
+  auto w = weight.detach().clone().requires_grad_(true);
+  auto loss = loss_fn(h, w);
+  loss.backward();
+  return {loss.detach(), h.grad(), w.grad()};
+}
+
+// The reference: materialise all logits, then cross_entropy.
+LossAndGrads reference(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
+                       int64_t ignore_index = -100) {
+  return run(hidden, weight, [&](const torch::Tensor& h, const torch::Tensor& w) {
+    return torch::nn::functional::cross_entropy(
+        torch::mm(h, w.t()), targets, torch::nn::functional::CrossEntropyFuncOptions().ignore_index(ignore_index));
+  });
+}
+
+LossAndGrads chunked(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
+                     int64_t chunk_tokens, int64_t ignore_index = -100) {
+  return run(hidden, weight, [&](const torch::Tensor& h, const torch::Tensor& w) {
+    return chunked_cross_entropy(h, w, targets, chunk_tokens, ignore_index);
+  });
+}
+
+void check_matches(const LossAndGrads& actual, const LossAndGrads& expected) {
+  CHECK(actual.loss.scalar_type() == torch::kFloat32);
+  CHECK(relative_error(actual.loss, expected.loss) < 1e-6);
+  CHECK(relative_error(actual.grad_hidden, expected.grad_hidden) < 1e-6);
+  CHECK(relative_error(actual.grad_weight, expected.grad_weight) < 1e-6);
+}
+
+}  // namespace
+
+TEST_CASE("chunked cross-entropy equals the unchunked loss and gradients", "[memory]") {
+  torch::manual_seed(0);
+  auto hidden = torch::randn({kTokens, kHidden});
+  auto weight = torch::randn({kVocab, kHidden});
+  auto targets = torch::randint(kVocab, {kTokens});
+  const auto expected = reference(hidden, weight, targets);
+  // 7 does not divide 23: the last chunk is short. kTokens + 5 is one oversized chunk.
+  for (int64_t chunk : {int64_t{1}, int64_t{7}, kTokens, kTokens + 5}) {
+    INFO("chunk_tokens = " << chunk);
+    check_matches(chunked(hidden, weight, targets, chunk), expected);
+  }
+}
+
+TEST_CASE("chunked cross-entropy skips ignored targets", "[memory]") {
+  torch::manual_seed(1);
+  auto hidden = torch::randn({kTokens, kHidden});
+  auto weight = torch::randn({kVocab, kHidden});
+
+  SECTION("default ignore_index, including a whole ignored chunk") {
+    auto targets = torch::randint(kVocab, {kTokens});
+    targets.narrow(0, 7, 7).fill_(-100);
+    targets[0] = -100;
+    targets[kTokens - 1] = -100;
+    const auto expected = reference(hidden, weight, targets);
+    for (int64_t chunk : {int64_t{1}, int64_t{7}, kTokens}) {
+      INFO("chunk_tokens = " << chunk);
+      check_matches(chunked(hidden, weight, targets, chunk), expected);
+    }
+  }
+
+  SECTION("a vocabulary id as ignore_index") {
+    auto targets = torch::randint(kVocab, {kTokens});
+    targets.narrow(0, 0, 5).fill_(3);
+    check_matches(chunked(hidden, weight, targets, 4, /*ignore_index=*/3), reference(hidden, weight, targets, 3));
+  }
+
+  SECTION("every target ignored gives a zero loss and zero gradients") {
+    auto targets = torch::full({kTokens}, -100, torch::kLong);
+    const auto result = chunked(hidden, weight, targets, 5);
+    CHECK(result.loss.item<double>() == 0.0);
+    CHECK(result.grad_hidden.abs().max().item<double>() == 0.0);
+    CHECK(result.grad_weight.abs().max().item<double>() == 0.0);
+  }
+}
+
+TEST_CASE("chunked cross-entropy scales saved gradients by grad_output", "[memory]") {
+  torch::manual_seed(2);
+  auto hidden = torch::randn({kTokens, kHidden});
+  auto weight = torch::randn({kVocab, kHidden});
+  auto targets = torch::randint(kVocab, {kTokens});
+  const auto expected = reference(hidden, weight, targets);
+  const auto scaled = run(hidden, weight, [&](const torch::Tensor& h, const torch::Tensor& w) {
+    return chunked_cross_entropy(h, w, targets, 6) * 2.5;
+  });
+  CHECK(relative_error(scaled.grad_hidden, expected.grad_hidden * 2.5) < 1e-6);
+  CHECK(relative_error(scaled.grad_weight, expected.grad_weight * 2.5) < 1e-6);
+}
+
+TEST_CASE("chunked cross-entropy computes only the gradients that are needed", "[memory]") {
+  torch::manual_seed(3);
+  auto hidden = torch::randn({kTokens, kHidden});
+  auto weight = torch::randn({kVocab, kHidden});
+  auto targets = torch::randint(kVocab, {kTokens});
+  const auto expected = reference(hidden, weight, targets);
+
+  SECTION("frozen weight") {
+    auto h = hidden.clone().requires_grad_(true);
+    chunked_cross_entropy(h, weight, targets, 5).backward();
+    CHECK(relative_error(h.grad(), expected.grad_hidden) < 1e-6);
+    CHECK_FALSE(weight.grad().defined());
+  }
+  SECTION("frozen hidden") {
+    auto w = weight.clone().requires_grad_(true);
+    chunked_cross_entropy(hidden, w, targets, 5).backward();
+    CHECK(relative_error(w.grad(), expected.grad_weight) < 1e-6);
+  }
+  SECTION("no grad mode") {
+    auto h = hidden.clone().requires_grad_(true);
+    torch::NoGradGuard no_grad;
+    auto loss = chunked_cross_entropy(h, weight, targets, 5);
+    CHECK_FALSE(loss.requires_grad());
+    CHECK(relative_error(loss, expected.loss) < 1e-6);
+  }
+}
+
+TEST_CASE("fp64 finite differences: chunked cross-entropy", "[memory][gradcheck]") {
+  torch::manual_seed(4);
+  auto targets = torch::tensor({2, 0, -100, 5, 1}, torch::kLong);
+  auto error = xtrain::testing::max_gradcheck_error(
+      [&](const std::vector<torch::Tensor>& in) { return chunked_cross_entropy(in[0], in[1], targets, 2); },
+      {torch::randn({5, 4}), torch::randn({6, 4})});
+  CHECK(error < 1e-6);
+}
+
+TEST_CASE("bf16 chunked cross-entropy stays close to fp32", "[memory]") {
+  torch::manual_seed(5);
+  auto hidden = torch::randn({kTokens, kHidden});
+  auto weight = torch::randn({kVocab, kHidden}) * 0.3;
+  auto targets = torch::randint(kVocab, {kTokens});
+  const auto expected = reference(hidden, weight, targets);
+  const auto result = chunked(hidden.to(torch::kBFloat16), weight.to(torch::kBFloat16), targets, 7);
+  CHECK(result.loss.scalar_type() == torch::kFloat32);
+  CHECK(relative_error(result.loss, expected.loss) < 1e-2);
+  CHECK(result.grad_hidden.scalar_type() == torch::kBFloat16);
+  CHECK(result.grad_weight.scalar_type() == torch::kBFloat16);
+  CHECK(relative_error(result.grad_hidden, expected.grad_hidden) < 3e-2);
+  CHECK(relative_error(result.grad_weight, expected.grad_weight) < 3e-2);
+}
+
+TEST_CASE("auto_chunk_tokens fits the budget and stays in range", "[memory]") {
+  // Two fp32 rows of 1024 logits take 8 KiB.
+  CHECK(auto_chunk_tokens(1024, 1000, 8 << 10) == 1);
+  CHECK(auto_chunk_tokens(1024, 1000, 80 << 10) == 10);
+  CHECK(auto_chunk_tokens(1024, 4, 80 << 10) == 4);
+  CHECK(auto_chunk_tokens(1 << 20, 1000, 1024) == 1);
+  CHECK(auto_chunk_tokens(131072, 8192) == 256);
+}
