@@ -52,6 +52,9 @@ struct OptimSection {
 };
 
 struct MemorySection {
+  std::string chunked_loss;  // auto | off | tokens per chunk
+  std::string attention;     // auto | naive | blockwise
+  int64_t attention_block_size = 0;
   std::string recompute;
   double recompute_ratio = 1.0;
   bool offload_activations = false;

@@ -1,5 +1,7 @@
 // Declaration of every recipe key. The README's recipe reference is generated from this
 // table (`xtrain options`), and a test keeps the two identical.
+#include <cstdlib>
+
 #include <fmt/ranges.h>
 
 #include "config/checks.h"
@@ -20,6 +22,16 @@ Check<Floats> adam_betas() {
     for (double beta : betas)
       if (beta < 0 || beta >= 1) return fmt::format("each beta must be in [0, 1), got {}", beta);
     return std::nullopt;
+  };
+}
+
+Check<std::string> chunk_spec() {
+  return [](const std::string& value) -> std::optional<std::string> {
+    if (value == "auto" || value == "off") return std::nullopt;
+    char* end = nullptr;
+    const long long tokens = std::strtoll(value.c_str(), &end, 10);
+    if (!value.empty() && *end == '\0' && tokens >= 1) return std::nullopt;
+    return fmt::format("expected auto, off or a positive number of tokens per chunk, got '{}'", value);
   };
 }
 
@@ -69,6 +81,9 @@ OptionRegistry build_registry() {
   r.add<double>("optim.weight_decay", FIELD(optim.weight_decay), 0.1, "Decoupled weight decay on matrices (not on norms, biases).", at_least(0.0));
   r.add<double>("optim.grad_clip", FIELD(optim.grad_clip), 1.0, "Clip the global gradient norm to this; 0 disables clipping.", at_least(0.0));
 
+  r.add<std::string>("memory.chunked_loss", FIELD(memory.chunked_loss), "auto", "Output projection + cross-entropy in chunks of tokens so the [tokens x vocab] logits never exist: auto (chunk from a 256 MiB budget), off, or tokens per chunk.", chunk_spec());
+  r.add<std::string>("memory.attention", FIELD(memory.attention), "auto", "Attention kernel: naive ([T x T] scores), blockwise (online softmax, memory linear in T), or auto (blockwise above 2048 tokens).", one_of({"auto", "naive", "blockwise"}));
+  r.add<int64_t>("memory.attention_block_size", FIELD(memory.attention_block_size), 256, "Query/key tile size of blockwise attention.", at_least<int64_t>(1));
   r.add<std::string>("memory.recompute", FIELD(memory.recompute), "none", "Activation recompute: none, full (whole blocks) or selective (the attention kernel only).", one_of({"none", "full", "selective"}));
   r.add<double>("memory.recompute_ratio", FIELD(memory.recompute_ratio), 1.0, "Fraction of the blocks (the first ones) that recompute.", in_range(0.0, 1.0));
   r.add<bool>("memory.offload_activations", FIELD(memory.offload_activations), false, "Keep the block inputs that full recompute needs in host memory until backward.");

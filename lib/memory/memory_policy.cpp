@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "memory/recompute.h"
+#include "model/blockwise_attention.h"
 
 namespace xtrain::memory {
 
@@ -15,6 +16,14 @@ int64_t recomputed_blocks(const MemoryOptions& options, int64_t num_layers) {
 
 std::shared_ptr<ActivationOffloader> apply_memory_policy(model::LlamaForCausalLM& model, const MemoryOptions& options) {
   const int64_t count = recomputed_blocks(options, model->config().num_layers);
+  if (options.attention == "blockwise") {
+    const int64_t block_size = options.attention_block_size;
+    for (const auto& layer : *model->model->layers)
+      layer->as<model::DecoderLayer>()->self_attn->kernel = [block_size](const torch::Tensor& q, const torch::Tensor& k,
+                                                                         const torch::Tensor& v) {
+        return model::blockwise_causal_attention(q, k, v, {}, block_size);
+      };
+  }
   std::shared_ptr<ActivationOffloader> offloader;
   if (options.recompute == "full") {
     if (options.offload_activations) offloader = std::make_shared<ActivationOffloader>();

@@ -5,6 +5,7 @@
 //   recompute selective  recompute only the attention kernel (its scores/probabilities)
 //   recompute_ratio      fraction of blocks (the first ones) that recompute
 //   offload              with full recompute, keep the block inputs in host memory
+//   attention blockwise  the attention kernel with memory linear in sequence length
 #pragma once
 #include <memory>
 #include <string>
@@ -18,6 +19,8 @@ struct MemoryOptions {
   std::string recompute = "none";
   double recompute_ratio = 1.0;
   bool offload_activations = false;
+  std::string attention = "naive";  // naive | blockwise
+  int64_t attention_block_size = 256;
 };
 
 // Number of blocks that recompute under these options.

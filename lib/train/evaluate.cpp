@@ -6,11 +6,13 @@
 #include <torch/torch.h>
 
 #include "train/precision.h"
+#include "train/training_loss.h"
 
 namespace xtrain::train {
 
 EvalResult evaluate(model::LlamaForCausalLM& model, const data::TokenDataset& dataset,
-                    int64_t micro_batch_size, int64_t max_batches, const std::string& dtype) {
+                    int64_t micro_batch_size, int64_t max_batches, const std::string& dtype,
+                    int64_t loss_chunk_tokens) {
   torch::NoGradGuard no_grad;
   model->eval();
   int64_t samples = dataset.num_samples();
@@ -22,7 +24,7 @@ EvalResult evaluate(model::LlamaForCausalLM& model, const data::TokenDataset& da
     auto batch = dataset.batch(first, count);
     AutocastScope autocast(dtype);
     const int64_t batch_tokens = count * (batch.size(1) - 1);
-    loss_sum += model::next_token_loss(model, batch).item<double>() * batch_tokens;
+    loss_sum += training_loss(model, batch, loss_chunk_tokens).item<double>() * batch_tokens;
     tokens += batch_tokens;
   }
   model->train();

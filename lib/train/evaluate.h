@@ -15,6 +15,7 @@ struct EvalResult {
 
 // Scores the first max_batches micro batches (0: the whole dataset, each sample once).
 EvalResult evaluate(model::LlamaForCausalLM& model, const data::TokenDataset& dataset,
-                    int64_t micro_batch_size, int64_t max_batches, const std::string& dtype);
+                    int64_t micro_batch_size, int64_t max_batches, const std::string& dtype,
+                    int64_t loss_chunk_tokens = 0);
 
 }  // namespace xtrain::train

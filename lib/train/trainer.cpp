@@ -25,6 +25,7 @@
 #include "train/model_factory.h"
 #include "train/precision.h"
 #include "train/stop_signal.h"
+#include "train/training_loss.h"
 #include "util/blas_probe.h"
 #include "util/build_info.h"
 #include "util/input_error.h"
@@ -108,6 +109,13 @@ std::vector<optim::NamedParameter> named_parameters(model::LlamaForCausalLM& mod
   return parameters;
 }
 
+memory::MemoryOptions memory_options(const config::Recipe& recipe) {
+  const auto& m = recipe.memory;
+  const bool long_sequences = recipe.data.seq_len > 2048;
+  const std::string attention = m.attention == "auto" ? (long_sequences ? "blockwise" : "naive") : m.attention;
+  return {m.recompute, m.recompute_ratio, m.offload_activations, attention, m.attention_block_size};
+}
+
 void apply_threads(const config::Recipe& recipe) {
   if (recipe.train.threads > 0) torch::set_num_threads(static_cast<int>(recipe.train.threads));
 }
@@ -127,8 +135,8 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
   std::optional<data::TokenDataset> eval_data;
   if (!recipe.data.eval.empty()) eval_data.emplace(load_dataset(recipe.data.eval, *tokenizer, recipe, false));
   auto model = build_model(recipe);
-  auto offloader = memory::apply_memory_policy(
-      model, {recipe.memory.recompute, recipe.memory.recompute_ratio, recipe.memory.offload_activations});
+  auto offloader = memory::apply_memory_policy(model, memory_options(recipe));
+  const int64_t loss_chunk = loss_chunk_tokens(recipe);
   optim::AdamW optimizer(named_parameters(model),
                          {recipe.optim.betas[0], recipe.optim.betas[1], recipe.optim.eps, recipe.optim.weight_decay});
   ckpt::CheckpointStore store(recipe.run.dir, recipe.checkpoint.keep);
@@ -187,7 +195,7 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
   };
   auto run_eval = [&](int64_t at_step) {
     if (!eval_data) return;
-    auto result = evaluate(model, *eval_data, t.micro_batch_size, t.eval_batches, t.dtype);
+    auto result = evaluate(model, *eval_data, t.micro_batch_size, t.eval_batches, t.dtype, loss_chunk);
     fmt::print("eval step {}: loss {:.4f} | perplexity {:.3f} | {} tokens\n", at_step, result.loss,
                result.perplexity, result.tokens);
     nlohmann::ordered_json record = {{"step", at_step}, {"eval_loss", result.loss},
@@ -215,7 +223,7 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
       if (offloader) offloader->begin_forward();
       {
         AutocastScope autocast(t.dtype);
-        loss = model::next_token_loss(model, batch);
+        loss = training_loss(model, batch, loss_chunk);
       }
       (loss / static_cast<double>(accumulation)).backward();
       loss_value += loss.item<double>() / static_cast<double>(accumulation);

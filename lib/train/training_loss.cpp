@@ -1,0 +1,25 @@
+#include "train/training_loss.h"
+
+#include <torch/torch.h>
+
+#include "memory/chunked_loss.h"
+
+namespace xtrain::train {
+
+int64_t loss_chunk_tokens(const config::Recipe& recipe) {
+  const auto& spec = recipe.memory.chunked_loss;
+  if (spec == "off") return 0;
+  const int64_t tokens_per_micro_batch = recipe.train.micro_batch_size * recipe.data.seq_len;
+  if (spec == "auto") return memory::auto_chunk_tokens(recipe.model.vocab_size, tokens_per_micro_batch);
+  return std::stoll(spec);
+}
+
+torch::Tensor training_loss(model::LlamaForCausalLM& model, const torch::Tensor& tokens, int64_t chunk_tokens) {
+  if (chunk_tokens <= 0) return model::next_token_loss(model, tokens);
+  const int64_t seq = tokens.size(1) - 1;
+  auto hidden = model->model(tokens.narrow(1, 0, seq));
+  return memory::chunked_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model->output_weight(),
+                                       tokens.narrow(1, 1, seq).reshape({-1}), chunk_tokens);
+}
+
+}  // namespace xtrain::train

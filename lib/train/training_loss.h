@@ -1,0 +1,18 @@
+// The training loss of a batch: next-token cross-entropy, through the chunked output
+// projection + loss when a chunk size is set, so the [tokens x vocab] logits never exist.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "config/recipe.h"
+#include "model/llama.h"
+
+namespace xtrain::train {
+
+// Tokens per loss chunk for memory.chunked_loss (0: unchunked).
+int64_t loss_chunk_tokens(const config::Recipe& recipe);
+
+// tokens: [B, T + 1]; mean next-token loss over B * T predictions.
+torch::Tensor training_loss(model::LlamaForCausalLM& model, const torch::Tensor& tokens, int64_t chunk_tokens);
+
+}  // namespace xtrain::train
