@@ -90,6 +90,9 @@ torch::Tensor chunked_cross_entropy(const torch::Tensor& hidden, const torch::Te
               "chunked_cross_entropy: expected int64 targets [", hidden.size(0), "], got ", targets.sizes(), " ",
               targets.scalar_type());
   TORCH_CHECK(chunk_tokens > 0, "chunked_cross_entropy: chunk_tokens must be positive, got ", chunk_tokens);
+  // The loss picks its own precision (fp32 logits); autocast would turn the chunk matmuls to
+  // bf16 behind its back.
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   return ChunkedCrossEntropy::apply(hidden, weight, targets, chunk_tokens, ignore_index,
                                     torch::GradMode::is_enabled());
 }

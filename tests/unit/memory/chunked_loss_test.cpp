@@ -1,3 +1,4 @@
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -172,4 +173,19 @@ TEST_CASE("auto_chunk_tokens fits the budget and stays in range", "[memory]") {
   CHECK(auto_chunk_tokens(1024, 4, 80 << 10) == 4);
   CHECK(auto_chunk_tokens(1 << 20, 1000, 1024) == 1);
   CHECK(auto_chunk_tokens(131072, 8192) == 256);
+}
+
+TEST_CASE("chunked loss keeps fp32 logits under bf16 autocast", "[memory]") {
+  torch::manual_seed(9);
+  auto hidden = torch::randn({10, 8}, torch::requires_grad());
+  auto weight = torch::randn({13, 8}, torch::requires_grad());
+  auto targets = torch::randint(0, 13, {10}, torch::kInt64);
+  auto expected = torch::nn::functional::cross_entropy(torch::matmul(hidden, weight.t()), targets);
+  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  at::autocast::set_cpu_enabled(true);
+  auto loss = xtrain::memory::chunked_cross_entropy(hidden, weight, targets, 4);
+  at::autocast::set_cpu_enabled(false);
+  loss.backward();
+  CHECK(loss.scalar_type() == torch::kFloat32);
+  CHECK(std::abs(loss.item<double>() - expected.item<double>()) < 1e-5);
 }
