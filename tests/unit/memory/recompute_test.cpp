@@ -4,6 +4,7 @@
 #include "memory/memory_policy.h"
 #include "memory/recompute.h"
 #include "model/llama.h"
+#include "model/small_llama.h"
 
 // Catch after torch: c10 defines a CHECK macro of its own.
 #include <catch2/catch.hpp>
@@ -12,28 +13,16 @@ using namespace xtrain;
 
 namespace {
 
-model::LlamaConfig tiny_config() {
-  model::LlamaConfig c;
-  c.vocab_size = 50;
-  c.hidden_size = 32;
-  c.num_layers = 4;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.intermediate_size = 64;
-  c.max_seq_len = 16;
-  return c;
-}
-
 // Gradients of one forward/backward of a freshly seeded model under a memory policy.
 std::map<std::string, torch::Tensor> gradients(const memory::MemoryOptions& options,
                                                std::vector<std::string>* events = nullptr) {
   torch::manual_seed(21);
-  model::LlamaForCausalLM llama(tiny_config());
+  model::LlamaForCausalLM llama(testing::SmallLlama{50, 32, 4, 4, 2, 64, 16}.config());
   auto offloader = memory::apply_memory_policy(llama, options);
   auto tokens = torch::randint(0, 50, {3, 17}, torch::kInt64);
   if (offloader) offloader->begin_forward();
   auto loss = model::next_token_loss(llama, tokens);
-  if (offloader) CHECK(offloader->resident_slots() == tiny_config().num_layers);
+  if (offloader) CHECK(offloader->resident_slots() == 4);  // one slot per block
   loss.backward();
   if (offloader) {
     CHECK(offloader->resident_slots() == 0);

@@ -11,6 +11,7 @@
 #include "ckpt/hf_llama.h"
 #include "ckpt/safetensors.h"
 #include "model/llama.h"
+#include "model/small_llama.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
 #include "scratch_dir.h"
@@ -24,20 +25,6 @@ double relative_error(const torch::Tensor& actual, const torch::Tensor& expected
   return (a - e).abs().max().item<double>() / std::max(e.abs().max().item<double>(), 1e-30);
 }
 
-model::LlamaConfig small_config(bool tied) {
-  model::LlamaConfig c;
-  c.vocab_size = 97;
-  c.hidden_size = 64;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.intermediate_size = 160;
-  c.max_seq_len = 32;
-  c.rope_theta = 10000.0;
-  c.norm_eps = 1e-5;
-  c.tie_embeddings = tied;
-  return c;
-}
 
 }  // namespace
 
@@ -47,7 +34,7 @@ TEST_CASE("logits, loss, gradients and AdamW steps match the PyTorch reference",
   testing::ScratchDir scratch;
   const std::string dir = (scratch.path() / "model").string();
   torch::manual_seed(11);
-  model::LlamaForCausalLM llama(small_config(tied));
+  model::LlamaForCausalLM llama(testing::SmallLlama{97, 64, 2, 4, 2, 160, 32, tied}.config());
   ckpt::save_hf_folder(dir, llama, 96);
   auto tokens = torch::randint(0, 97, {2, 25}, torch::kInt64);
   const std::string tokens_path = (scratch.path() / "tokens.safetensors").string();
@@ -101,7 +88,7 @@ TEST_CASE("logits, loss, gradients and AdamW steps match the PyTorch reference",
 TEST_CASE("an HF folder written by xtrain loads back into an identical model", "[model][ckpt]") {
   testing::ScratchDir scratch;
   torch::manual_seed(3);
-  model::LlamaForCausalLM llama(small_config(false));
+  model::LlamaForCausalLM llama(testing::SmallLlama{97, 64, 2, 4, 2, 160, 32, false}.config());
   ckpt::save_hf_folder(scratch.path().string(), llama, 96);
   auto loaded = ckpt::load_hf_folder(scratch.path().string());
   auto input = torch::randint(0, 97, {1, 9}, torch::kInt64);

@@ -2,6 +2,7 @@
 
 #include "model/attention.h"
 #include "model/llama.h"
+#include "model/small_llama.h"
 #include "model/rms_norm.h"
 #include "model/rotary.h"
 #include "model/swiglu.h"
@@ -58,14 +59,7 @@ TEST_CASE("fp64 finite differences: SwiGLU input and weights", "[model][gradchec
 
 TEST_CASE("fp64 finite differences: a whole decoder layer", "[model][gradcheck]") {
   torch::manual_seed(5);
-  model::LlamaConfig config;
-  config.vocab_size = 11;
-  config.hidden_size = 8;
-  config.num_layers = 1;
-  config.num_heads = 2;
-  config.num_kv_heads = 1;
-  config.intermediate_size = 12;
-  config.max_seq_len = 4;
+  const auto config = testing::SmallLlama{11, 8, 1, 2, 1, 12, 4}.config();
   model::DecoderLayer layer(config);
   layer->to(torch::kFloat64);
   auto tables = model::rotary_tables(4, config.head_dim(), config.rope_theta);

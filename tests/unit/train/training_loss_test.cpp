@@ -3,6 +3,7 @@
 #include "config/recipe_loader.h"
 #include "memory/memory_policy.h"
 #include "model/llama.h"
+#include "model/small_llama.h"
 #include "train/training_loss.h"
 
 // Catch after torch: c10 defines a CHECK macro of its own.
@@ -12,18 +13,6 @@ using namespace xtrain;
 
 namespace {
 
-model::LlamaConfig small_config() {
-  model::LlamaConfig c;
-  c.vocab_size = 300;
-  c.hidden_size = 32;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.intermediate_size = 64;
-  c.max_seq_len = 40;
-  return c;
-}
-
 struct LossAndGrads {
   torch::Tensor loss;
   std::map<std::string, torch::Tensor> grads;
@@ -31,7 +20,7 @@ struct LossAndGrads {
 
 LossAndGrads run(int64_t chunk, const memory::MemoryOptions& options = {}) {
   torch::manual_seed(5);
-  model::LlamaForCausalLM llama(small_config());
+  model::LlamaForCausalLM llama(testing::SmallLlama{300, 32, 2, 4, 2, 64, 40}.config());
   memory::apply_memory_policy(llama, options);
   auto tokens = torch::randint(0, 300, {2, 38}, torch::kInt64);
   auto loss = train::training_loss(llama, tokens, chunk);
