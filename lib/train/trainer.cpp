@@ -148,10 +148,14 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
     check_same_model(recipe, checkpoint);
     ckpt::load_model_tensors(model, checkpoint.model, *resume_dir + "/model.safetensors");
     optimizer.load_state(checkpoint.optimizer);
-    step = checkpoint.trainer_state.at("step").get<int64_t>();
-    samples_consumed = checkpoint.trainer_state.at("samples_consumed").get<int64_t>();
-    at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one
-    generator.set_state(from_hex(checkpoint.trainer_state.at("rng_cpu").get<std::string>()));
+    try {
+      step = checkpoint.trainer_state.at("step").get<int64_t>();
+      samples_consumed = checkpoint.trainer_state.at("samples_consumed").get<int64_t>();
+      at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one
+      generator.set_state(from_hex(checkpoint.trainer_state.at("rng_cpu").get<std::string>()));
+    } catch (const std::exception& e) {  // missing field, wrong type, corrupt RNG state
+      throw InputError(fmt::format("{}/trainer_state.json: {}", *resume_dir, e.what()));
+    }
     fmt::print("resumed from {} at step {}\n", *resume_dir, step);
   }
 

@@ -53,6 +53,17 @@ set +e; "$xtrain" generate "$work/nope" --prompt x >/dev/null 2>"$work/err"; sta
 [[ $status -eq 2 ]]
 grep -q "nope/config.json" "$work/err"
 
+# A corrupt checkpoint is bad input (exit 2, naming the file), not a crash.
+cp -r "$work/run" "$work/corrupt"
+echo '{"step": 6}' > "$work/corrupt/checkpoints/step-6/trainer_state.json"
+set +e; "$xtrain" train "$work/tiny.yaml" --set run.dir="$work/corrupt" --set train.steps=8 >/dev/null 2>"$work/err"; status=$?; set -e
+[[ $status -eq 2 ]]
+grep -q "corrupt/checkpoints/step-6/trainer_state.json: .*samples_consumed" "$work/err"
+head -c 100 "$work/run/checkpoints/step-6/model.safetensors" > "$work/corrupt/checkpoints/step-6/model.safetensors"
+set +e; "$xtrain" train "$work/tiny.yaml" --set run.dir="$work/corrupt" --set train.steps=8 >/dev/null 2>"$work/err"; status=$?; set -e
+[[ $status -eq 2 ]]
+grep -q "step-6/model.safetensors: " "$work/err"
+
 # bf16 autocast and a JSONL source train too; the loss falls.
 for i in $(seq 1 200); do echo "{\"text\": \"the cat sat on the mat number $i. the dog sat on the log.\"}"; done > "$work/docs.jsonl"
 "$xtrain" train "$work/tiny.yaml" --set run.dir="$work/bf16" --set train.dtype=bf16 --set data.train="$work/docs.jsonl" \
