@@ -73,10 +73,15 @@ torch::Tensor from_hex(const std::string& hex) {
   return bytes;
 }
 
-data::TokenDataset load_dataset(const std::string& source, const data::Tokenizer& tokenizer,
+// key names the recipe entry ("data.train") so that a data problem points at the recipe too.
+data::TokenDataset load_dataset(const std::string& key, const std::string& source, const data::Tokenizer& tokenizer,
                                 const config::Recipe& recipe, bool shuffle) {
-  return data::TokenDataset(data::load_documents(source), tokenizer, recipe.data.seq_len,
-                            static_cast<uint64_t>(recipe.run.seed), shuffle);
+  try {
+    return data::TokenDataset(data::load_documents(source), tokenizer, recipe.data.seq_len,
+                              static_cast<uint64_t>(recipe.run.seed), shuffle);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{} ({}): {}", key, source, e.what()));
+  }
 }
 
 // A checkpoint can only continue a run of the same model.
@@ -131,9 +136,9 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
 
   // Everything that can fail on bad input happens before the run folder is created.
   auto tokenizer = data::make_tokenizer(recipe.data.tokenizer);
-  auto train_data = load_dataset(recipe.data.train, *tokenizer, recipe, recipe.data.shuffle);
+  auto train_data = load_dataset("data.train", recipe.data.train, *tokenizer, recipe, recipe.data.shuffle);
   std::optional<data::TokenDataset> eval_data;
-  if (!recipe.data.eval.empty()) eval_data.emplace(load_dataset(recipe.data.eval, *tokenizer, recipe, false));
+  if (!recipe.data.eval.empty()) eval_data.emplace(load_dataset("data.eval", recipe.data.eval, *tokenizer, recipe, false));
   auto model = build_model(recipe);
   auto offloader = memory::apply_memory_policy(model, memory_options(recipe));
   const int64_t loss_chunk = loss_chunk_tokens(recipe);
@@ -284,7 +289,7 @@ int evaluate_checkpoint(const config::Recipe& recipe, const std::string& checkpo
   if (recipe.data.eval.empty())
     throw InputError("data.eval is empty: set it in the recipe or with --set data.eval=PATH");
   auto tokenizer = data::make_tokenizer(recipe.data.tokenizer);
-  auto eval_data = load_dataset(recipe.data.eval, *tokenizer, recipe, false);
+  auto eval_data = load_dataset("data.eval", recipe.data.eval, *tokenizer, recipe, false);
   std::string dir = checkpoint_dir;
   if (dir.empty()) {
     auto latest = ckpt::CheckpointStore(recipe.run.dir, recipe.checkpoint.keep).latest();
