@@ -18,6 +18,19 @@ double relative_error(const torch::Tensor& actual, const torch::Tensor& expected
          expected.to(torch::kFloat64).norm().item<double>();
 }
 
+// Random hidden states, output weight and targets, drawn in that order from `seed`.
+struct Problem {
+  torch::Tensor hidden, weight, targets;
+};
+
+Problem random_problem(uint64_t seed) {
+  torch::manual_seed(seed);
+  auto hidden = torch::randn({kTokens, kHidden});
+  auto weight = torch::randn({kVocab, kHidden});
+  auto targets = torch::randint(kVocab, {kTokens});
+  return {hidden, weight, targets};
+}
+
 struct LossAndGrads {
   torch::Tensor loss, grad_hidden, grad_weight;
 };
@@ -58,10 +71,8 @@ void check_matches(const LossAndGrads& actual, const LossAndGrads& expected) {
 }  // namespace
 
 TEST_CASE("chunked cross-entropy equals the unchunked loss and gradients", "[memory]") {
-  torch::manual_seed(0);
-  auto hidden = torch::randn({kTokens, kHidden});
-  auto weight = torch::randn({kVocab, kHidden});
-  auto targets = torch::randint(kVocab, {kTokens});
+  const Problem problem = random_problem(0);
+  const auto &hidden = problem.hidden, &weight = problem.weight, &targets = problem.targets;
   const auto expected = reference(hidden, weight, targets);
   // 7 does not divide 23: the last chunk is short. kTokens + 5 is one oversized chunk.
   for (int64_t chunk : {int64_t{1}, int64_t{7}, kTokens, kTokens + 5}) {
@@ -103,10 +114,8 @@ TEST_CASE("chunked cross-entropy skips ignored targets", "[memory]") {
 }
 
 TEST_CASE("chunked cross-entropy scales saved gradients by grad_output", "[memory]") {
-  torch::manual_seed(2);
-  auto hidden = torch::randn({kTokens, kHidden});
-  auto weight = torch::randn({kVocab, kHidden});
-  auto targets = torch::randint(kVocab, {kTokens});
+  const Problem problem = random_problem(2);
+  const auto &hidden = problem.hidden, &weight = problem.weight, &targets = problem.targets;
   const auto expected = reference(hidden, weight, targets);
   const auto scaled = run(hidden, weight, [&](const torch::Tensor& h, const torch::Tensor& w) {
     return chunked_cross_entropy(h, w, targets, 6) * 2.5;
@@ -116,10 +125,8 @@ TEST_CASE("chunked cross-entropy scales saved gradients by grad_output", "[memor
 }
 
 TEST_CASE("chunked cross-entropy computes only the gradients that are needed", "[memory]") {
-  torch::manual_seed(3);
-  auto hidden = torch::randn({kTokens, kHidden});
-  auto weight = torch::randn({kVocab, kHidden});
-  auto targets = torch::randint(kVocab, {kTokens});
+  const Problem problem = random_problem(3);
+  const auto &hidden = problem.hidden, &weight = problem.weight, &targets = problem.targets;
   const auto expected = reference(hidden, weight, targets);
 
   SECTION("frozen weight") {
