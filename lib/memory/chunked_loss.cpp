@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 namespace xtrain::memory {
@@ -14,9 +15,12 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,
                                const torch::Tensor& targets, int64_t chunk_tokens, int64_t ignore_index,
-                               bool grad_enabled) {
+                               bool grad_enabled, bool bf16_matmuls) {
+    // Softmax, loss and gradient accumulation run in at least fp32; under bf16 training the two
+    // chunk matmuls take bf16 operands (fp32 accumulation inside the GEMM), as autocast would.
     const auto compute = at::promote_types(at::promote_types(hidden.scalar_type(), weight.scalar_type()),
                                            torch::kFloat32);
+    const auto matmul_type = bf16_matmuls ? torch::kBFloat16 : compute;
     // Grad mode is always off inside forward, so the caller's is passed in: under NoGradGuard
     // only the loss is computed.
     const bool want_hidden = grad_enabled && hidden.requires_grad();
@@ -26,12 +30,12 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
     const int64_t count = valid.sum().item<int64_t>();
     const double inv_count = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
 
-    // One widened copy of a low-precision weight for the whole call; a no-op for fp32.
-    const auto w = weight.to(compute);
-    auto loss_sum = torch::zeros({}, w.options());
+    // One converted copy of the weight for the whole call; a no-op for fp32.
+    const auto w = weight.to(matmul_type);
+    auto loss_sum = torch::zeros({}, w.options().dtype(compute));
     torch::Tensor grad_hidden, grad_weight;
     if (want_hidden) grad_hidden = torch::empty(hidden.sizes(), hidden.options());
-    if (want_weight) grad_weight = torch::zeros(w.sizes(), w.options());  // accumulated in compute dtype
+    if (want_weight) grad_weight = torch::zeros(w.sizes(), w.options().dtype(compute));
 
     const int64_t n = hidden.size(0);
     for (int64_t start = 0; start < n; start += chunk_tokens) {
@@ -39,11 +43,11 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
       const auto row_valid = valid.narrow(0, start, rows);
       // Ignored rows gather index 0 (always in range); their weight of 0 cancels it below.
       const auto index = targets.narrow(0, start, rows).masked_fill(row_valid.logical_not(), 0).unsqueeze(1);
-      const auto h = hidden.narrow(0, start, rows).to(compute);
+      const auto h = hidden.narrow(0, start, rows).to(matmul_type);
 
       // The chunk's [rows, V] logits: the only large buffer. Everything below works on it in
       // place (at::logsumexp would allocate a second one).
-      auto z = torch::mm(h, w.t());
+      auto z = torch::mm(h, w.t()).to(compute);
       const auto target_logit = z.gather(1, index);
       const auto max = z.amax(1, /*keepdim=*/true);
       const auto sum_exp = z.sub_(max).exp_().sum(1, /*keepdim=*/true);  // z = exp(logits - max)
@@ -55,8 +59,14 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
       // d loss / d logits = row_weight * (softmax - onehot(target)), built in z.
       z.mul_(row_weight / sum_exp);
       z.scatter_add_(1, index, -row_weight);
-      if (want_hidden) grad_hidden.narrow(0, start, rows).copy_(torch::mm(z, w));
-      if (want_weight) grad_weight.addmm_(z.t(), h);
+      const auto dz = z.to(matmul_type);
+      if (want_hidden) grad_hidden.narrow(0, start, rows).copy_(torch::mm(dz, w));
+      if (want_weight) {
+        if (matmul_type == compute)
+          grad_weight.addmm_(dz.t(), h);
+        else
+          grad_weight.add_(torch::mm(dz.t(), h));
+      }
     }
 
     // Held until backward in the inputs' dtypes: half the memory for bf16.
@@ -75,7 +85,7 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
       return (!grad.defined() || unit) ? grad : grad * grad_output;
     };
     return {scaled(saved[0]), scaled(saved[1]), torch::Tensor(), torch::Tensor(), torch::Tensor(),
-            torch::Tensor()};
+            torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -90,11 +100,12 @@ torch::Tensor chunked_cross_entropy(const torch::Tensor& hidden, const torch::Te
               "chunked_cross_entropy: expected int64 targets [", hidden.size(0), "], got ", targets.sizes(), " ",
               targets.scalar_type());
   TORCH_CHECK(chunk_tokens > 0, "chunked_cross_entropy: chunk_tokens must be positive, got ", chunk_tokens);
-  // The loss picks its own precision (fp32 logits); autocast would turn the chunk matmuls to
-  // bf16 behind its back.
+  // The loss picks its own precisions (see forward); autocast inside would also turn the
+  // softmax's elementwise work to bf16.
+  const bool bf16_matmuls = at::autocast::is_cpu_enabled() && at::autocast::get_autocast_cpu_dtype() == at::kBFloat16;
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   return ChunkedCrossEntropy::apply(hidden, weight, targets, chunk_tokens, ignore_index,
-                                    torch::GradMode::is_enabled());
+                                    torch::GradMode::is_enabled(), bf16_matmuls);
 }
 
 int64_t auto_chunk_tokens(int64_t vocab_size, int64_t num_tokens, int64_t budget_bytes) {

@@ -3,11 +3,12 @@
 // chunked_cross_entropy(hidden, weight, targets) == cross_entropy(hidden @ weight^T, targets)
 // (mean over targets != ignore_index; 0 when every target is ignored). The forward pass walks
 // the rows in chunks of chunk_tokens: for each chunk it forms the logits in fp32 (fp64 for
-// fp64 inputs), takes the loss, turns the logits in place into d loss / d logits, and folds that
-// into the gradients of hidden ([N, H]) and weight ([V, H], accumulated in fp32). Backward only
-// scales those saved gradients by grad_output. Peak extra memory is one [chunk, V] buffer plus
-// the two gradients, instead of a few [N, V] tensors (the same scheme as Liger's
-// FusedLinearCrossEntropy). Gradients are computed only for inputs that need them.
+// fp64 inputs; under bf16 autocast from bf16 matmul operands), takes the loss, turns the logits
+// in place into d loss / d logits, and folds that into the gradients of hidden ([N, H]) and
+// weight ([V, H], accumulated in fp32). Backward only scales those saved gradients by
+// grad_output. Peak extra memory is one [chunk, V] buffer plus the two gradients, instead of a
+// few [N, V] tensors (the same scheme as Liger's FusedLinearCrossEntropy). Gradients are
+// computed only for inputs that need them.
 //
 // The result is a scalar in the compute dtype (fp32, or fp64 for fp64 inputs). Not twice
 // differentiable.

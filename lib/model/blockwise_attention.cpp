@@ -94,11 +94,13 @@ struct BlockwiseAttention : torch::autograd::Function<BlockwiseAttention> {
     const int64_t groups = heads / kv_heads;
     const Tiling tiling(seq, block_size, bounds);
 
-    const auto compute = at::promote_types(q.scalar_type(), torch::kFloat32);
+    // Tile matmuls run in the inputs' dtype (bf16 GEMMs for bf16 inputs); the softmax statistics
+    // and the accumulators stay in at least fp32, as flash attention keeps them.
+    const auto matmul_type = q.scalar_type();
+    const auto stats_type = at::promote_types(matmul_type, torch::kFloat32);
     const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
-    auto qs = (q.to(compute) * scale).contiguous().view({batch, kv_heads, groups, seq, dim});
-    auto kc = k.to(compute), vc = v.to(compute);
-    auto options = qs.options();
+    auto qs = (q.to(stats_type) * scale).to(matmul_type).contiguous().view({batch, kv_heads, groups, seq, dim});
+    auto options = q.options().dtype(stats_type);
     auto out = torch::empty({batch, heads, seq, dim}, options);
     auto lse = torch::empty({batch, heads, seq}, options);
     // Head h = j * groups + g of kv group j: the [B, KV, G, T] views address whole groups.
@@ -113,7 +115,7 @@ struct BlockwiseAttention : torch::autograd::Function<BlockwiseAttention> {
       auto acc = torch::zeros({batch, kv_heads, groups * qn, dim}, options);
       for (int64_t j = tiling.first_key_block(i); j <= i; ++j) {
         const int64_t k0 = tiling.begin(j), kn = tiling.length(j);
-        auto p = torch::matmul(qb, kc.narrow(2, k0, kn).transpose(-2, -1));
+        auto p = torch::matmul(qb, k.narrow(2, k0, kn).transpose(-2, -1)).to(stats_type);
         mask_tile(p, tiling, i, j);
         auto new_max = torch::maximum(row_max, p.amax(-1));
         // A row that has seen no visible key yet keeps a -inf max; shifting it by 0 instead makes
@@ -122,7 +124,7 @@ struct BlockwiseAttention : torch::autograd::Function<BlockwiseAttention> {
         p.sub_(shift.unsqueeze(-1)).exp_();
         auto rescale = (row_max - shift).exp_();
         row_sum.mul_(rescale).add_(p.sum(-1));
-        acc.mul_(rescale.unsqueeze(-1)).add_(torch::matmul(p, vc.narrow(2, k0, kn)));
+        acc.mul_(rescale.unsqueeze(-1)).add_(torch::matmul(p.to(matmul_type), v.narrow(2, k0, kn)));
         row_max = new_max;
       }
       // Every query sees at least itself, so row_sum > 0 and row_max is finite here.
@@ -144,36 +146,36 @@ struct BlockwiseAttention : torch::autograd::Function<BlockwiseAttention> {
     const int64_t groups = heads / kv_heads;
     const Tiling tiling(seq, ctx->saved_data["block_size"].toInt(), ctx->saved_data["bounds"].toIntVector());
 
-    const auto compute = lse.scalar_type();
+    const auto matmul_type = q.scalar_type();
+    const auto stats_type = lse.scalar_type();
     const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
-    auto grouped = [&](const torch::Tensor& t) {
-      return t.to(compute).contiguous().view({batch, kv_heads, groups, seq, dim});
-    };
-    auto qs = grouped(q.to(compute) * scale);
-    auto kc = k.to(compute), vc = v.to(compute);
-    auto dout = grouped(grad_outputs[0]);
+    auto grouped = [&](const torch::Tensor& t) { return t.contiguous().view({batch, kv_heads, groups, seq, dim}); };
+    auto qs = grouped((q.to(stats_type) * scale).to(matmul_type));
+    auto dout = grouped(grad_outputs[0].to(matmul_type));
     auto lse_g = lse.view({batch, kv_heads, groups, seq});
     // delta = rowsum(dO * O) = sum_k P dP: the term of the softmax Jacobian shared by a whole row.
-    auto delta = (dout * grouped(output)).sum(-1);
-    auto dq = torch::zeros_like(qs);
-    auto dk = torch::zeros_like(kc, torch::MemoryFormat::Contiguous);
-    auto dv = torch::zeros_like(vc, torch::MemoryFormat::Contiguous);
+    auto delta = (dout.to(stats_type) * grouped(output.to(stats_type))).sum(-1);
+    auto dq = torch::zeros(qs.sizes(), lse.options());
+    auto dk = torch::zeros(k.sizes(), lse.options());
+    auto dv = torch::zeros(v.sizes(), lse.options());
 
     // Key blocks outermost: dk, dv of a block accumulate over its query blocks, dq over its keys.
     for (int64_t j = 0; j < tiling.count(); ++j) {
       const int64_t k0 = tiling.begin(j), kn = tiling.length(j);
-      auto kb = kc.narrow(2, k0, kn), vb = vc.narrow(2, k0, kn);
+      auto kb = k.narrow(2, k0, kn), vb = v.narrow(2, k0, kn);
       auto dkb = dk.narrow(2, k0, kn), dvb = dv.narrow(2, k0, kn);
       for (int64_t i = j; i <= tiling.last_query_block(j); ++i) {
         const int64_t q0 = tiling.begin(i), qn = tiling.length(i);
         auto qb = group_rows(qs, q0, qn), dob = group_rows(dout, q0, qn);
-        auto p = torch::matmul(qb, kb.transpose(-2, -1));
+        auto p = torch::matmul(qb, kb.transpose(-2, -1)).to(stats_type);
         mask_tile(p, tiling, i, j);
         p.sub_(group_rows(lse_g, q0, qn).unsqueeze(-1)).exp_();
-        dvb.add_(torch::matmul(p.transpose(-2, -1), dob));
-        auto ds = torch::matmul(dob, vb.transpose(-2, -1)).sub_(group_rows(delta, q0, qn).unsqueeze(-1)).mul_(p);
-        dkb.add_(torch::matmul(ds.transpose(-2, -1), qb));
-        dq.narrow(3, q0, qn).add_(torch::matmul(ds, kb).view({batch, kv_heads, groups, qn, dim}));
+        dvb.add_(torch::matmul(p.to(matmul_type).transpose(-2, -1), dob));
+        auto ds = torch::matmul(dob, vb.transpose(-2, -1)).to(stats_type);
+        ds.sub_(group_rows(delta, q0, qn).unsqueeze(-1)).mul_(p);
+        auto ds_mm = ds.to(matmul_type);
+        dkb.add_(torch::matmul(ds_mm.transpose(-2, -1), qb));
+        dq.narrow(3, q0, qn).add_(torch::matmul(ds_mm, kb).view({batch, kv_heads, groups, qn, dim}));
       }
     }
     // Scores are (q * scale) k^T: dk already used the scaled q, dq takes the scale here.

@@ -182,12 +182,14 @@ TEST_CASE("auto_chunk_tokens fits the budget and stays in range", "[memory]") {
   CHECK(auto_chunk_tokens(131072, 8192) == 256);
 }
 
-TEST_CASE("chunked loss keeps fp32 logits under bf16 autocast", "[memory]") {
+TEST_CASE("under bf16 autocast the chunk matmuls take bf16 operands and the loss stays fp32", "[memory]") {
   torch::manual_seed(9);
   auto hidden = torch::randn({10, 8}, torch::requires_grad());
   auto weight = torch::randn({13, 8}, torch::requires_grad());
   auto targets = torch::randint(0, 13, {10}, torch::kInt64);
-  auto expected = torch::nn::functional::cross_entropy(torch::matmul(hidden, weight.t()), targets);
+  // The reference rounds the operands to bf16 and does everything else in fp32.
+  auto logits = torch::matmul(hidden.detach().to(torch::kBFloat16), weight.detach().to(torch::kBFloat16).t());
+  auto expected = torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), targets);
   at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
   at::autocast::set_cpu_enabled(true);
   auto loss = xtrain::memory::chunked_cross_entropy(hidden, weight, targets, 4);
@@ -195,4 +197,8 @@ TEST_CASE("chunked loss keeps fp32 logits under bf16 autocast", "[memory]") {
   loss.backward();
   CHECK(loss.scalar_type() == torch::kFloat32);
   CHECK(std::abs(loss.item<double>() - expected.item<double>()) < 1e-5);
+  CHECK(hidden.grad().scalar_type() == torch::kFloat32);
+  CHECK(weight.grad().scalar_type() == torch::kFloat32);
+  auto fp32 = xtrain::memory::chunked_cross_entropy(hidden.detach(), weight.detach(), targets, 4);
+  CHECK(std::abs(loss.item<double>() - fp32.item<double>()) < 2e-2);
 }
