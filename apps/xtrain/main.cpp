@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "ckpt/checkpoint_export.h"
 #include "ckpt/hf_llama.h"
 #include "config/recipe_loader.h"
 #include "data/tokenizer.h"
@@ -104,6 +105,12 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   generate_cmd->add_option("--seed", generate_options.seed, "Sampling seed");
 
+  std::string export_out;
+  auto* export_cmd = app.add_subcommand(
+      "export", "Write a checkpoint (single-process or sharded) as one Hugging Face folder: model.safetensors + config.json");
+  export_cmd->add_option("checkpoint", checkpoint_dir, "Checkpoint folder (e.g. runs/NAME/checkpoints/latest)")->required();
+  export_cmd->add_option("out", export_out, "Output folder")->required();
+
   auto* options_cmd = app.add_subcommand("options", "Print every recipe key as a Markdown table");
   auto* env_cmd = app.add_subcommand("env", "Show versions, threads, the BLAS in use and its matmul rate");
 
@@ -137,6 +144,11 @@ int main(int argc, char** argv) {
       return train::evaluate_checkpoint(recipe, checkpoint_dir);
     }
     if (*generate_cmd) return run_generate(checkpoint_dir, prompt, generate_options);
+    if (*export_cmd) {
+      const int64_t tensors = ckpt::export_hf_folder(checkpoint_dir, export_out);
+      fmt::print("exported {} tensors from {} to {}\n", tensors, checkpoint_dir, export_out);
+      return 0;
+    }
     if (*options_cmd) {
       fmt::print("{}", config::options_markdown());
       return 0;

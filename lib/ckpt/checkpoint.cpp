@@ -33,8 +33,6 @@ CheckpointStore::CheckpointStore(std::string run_dir, int64_t keep)
 
 std::string CheckpointStore::save(int64_t step, const CheckpointContents& contents) const {
   fs::create_directories(dir_);
-  const std::string name = fmt::format("{}{}", kStepPrefix, step);
-  const std::string final_dir = dir_ + "/" + name;
   const std::string temp_dir = fmt::format("{}/{}{}-{}", dir_, kTempPrefix, step, ::getpid());
   fs::remove_all(temp_dir);
   fs::create_directories(temp_dir);
@@ -44,8 +42,27 @@ std::string CheckpointStore::save(int64_t step, const CheckpointContents& conten
   save_safetensors(temp_dir + "/optimizer.safetensors", contents.optimizer);
   util::write_file_durable(temp_dir + "/trainer_state.json", contents.trainer_state.dump(2) + "\n");
   util::write_file_durable(temp_dir + "/recipe.yaml", contents.recipe_yaml);
-  util::fsync_path(temp_dir);
 
+  return commit_folder(step, temp_dir);
+}
+
+std::string CheckpointStore::temp_folder(int64_t step) const {
+  return fmt::format("{}/{}{}-job", dir_, kTempPrefix, step);
+}
+
+std::string CheckpointStore::prepare_temp_folder(int64_t step) const {
+  const std::string temp_dir = temp_folder(step);
+  fs::remove_all(temp_dir);
+  fs::create_directories(temp_dir);
+  return temp_dir;
+}
+
+std::string CheckpointStore::commit(int64_t step) const { return commit_folder(step, temp_folder(step)); }
+
+std::string CheckpointStore::commit_folder(int64_t step, const std::string& temp_dir) const {
+  const std::string name = fmt::format("{}{}", kStepPrefix, step);
+  const std::string final_dir = dir_ + "/" + name;
+  util::fsync_path(temp_dir);
   // Re-saving a step (a rerun of --stop-at-step) replaces the old folder.
   if (fs::exists(final_dir)) {
     if (latest() == final_dir) fs::remove(dir_ + "/latest");

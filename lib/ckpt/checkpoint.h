@@ -32,6 +32,12 @@ class CheckpointStore {
   std::string dir() const { return dir_; }
   // Writes step-<step> durably and moves `latest` to it. Returns the checkpoint folder.
   std::string save(int64_t step, const CheckpointContents& contents) const;
+  // A writer that fills the folder itself (each rank of a distributed run writes its shard):
+  // prepare_temp_folder() creates the empty folder the step is written into, its path the same
+  // in every process of the job; commit() turns it into step-<step> as save() does.
+  std::string prepare_temp_folder(int64_t step) const;
+  std::string temp_folder(int64_t step) const;
+  std::string commit(int64_t step) const;
   // The folder `latest` points at, if any.
   std::optional<std::string> latest() const;
   // Removes temp folders left by a writer that was killed mid-save.
@@ -39,6 +45,7 @@ class CheckpointStore {
 
  private:
   void prune() const;
+  std::string commit_folder(int64_t step, const std::string& temp_dir) const;
 
   std::string dir_;
   int64_t keep_;

@@ -34,6 +34,14 @@ inline Check<double> positive() {
   };
 }
 
+// A parallel degree: a positive count, or -1 for "the ranks left over".
+inline Check<int64_t> degree() {
+  return [](const int64_t& value) -> std::optional<std::string> {
+    if (value == -1 || value >= 1) return std::nullopt;
+    return fmt::format("must be a positive number of ranks or -1 (the rest), got {}", value);
+  };
+}
+
 inline Check<std::string> one_of(std::vector<std::string> choices) {
   return [choices](const std::string& value) -> std::optional<std::string> {
     for (const auto& choice : choices)

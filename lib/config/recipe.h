@@ -60,6 +60,24 @@ struct MemorySection {
   bool offload_activations = false;
 };
 
+struct ParallelSection {
+  int64_t dp = 1;
+  int64_t fsdp = -1;
+  int64_t tp = 1;
+  int64_t pp = 1;
+  int64_t ep = 1;
+  bool reshard_after_forward = true;
+};
+
+struct DistSection {
+  double timeout_s = 0;
+};
+
+struct PrecisionSection {
+  double loss_scale_initial = 0;           // fp16 only
+  int64_t loss_scale_growth_interval = 0;  // fp16 only
+};
+
 struct CheckpointSection {
   int64_t every = 0;
   int64_t keep = 0;
@@ -74,6 +92,9 @@ struct Recipe {
   TrainSection train;
   OptimSection optim;
   MemorySection memory;
+  PrecisionSection precision;
+  ParallelSection parallel;
+  DistSection dist;
   CheckpointSection checkpoint;
 
   // Micro batches per optimizer step on one data-parallel rank.

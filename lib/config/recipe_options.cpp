@@ -65,7 +65,7 @@ OptionRegistry build_registry() {
   r.add<int64_t>("train.steps", FIELD(train.steps), 1000, "Optimizer steps.", at_least<int64_t>(1));
   r.add<int64_t>("train.global_batch_size", FIELD(train.global_batch_size), 8, "Sequences per optimizer step, over all ranks.", at_least<int64_t>(1));
   r.add<int64_t>("train.micro_batch_size", FIELD(train.micro_batch_size), 8, "Sequences per forward/backward pass; the rest is gradient accumulation.", at_least<int64_t>(1));
-  r.add<std::string>("train.dtype", FIELD(train.dtype), "fp32", "Compute dtype: fp32, or bf16 (autocast with fp32 master weights).", one_of({"fp32", "bf16"}));
+  r.add<std::string>("train.dtype", FIELD(train.dtype), "fp32", "Compute dtype: fp32; bf16 (autocast, fp32 master weights and optimizer state); or fp16 (fp32 master weights, dynamic loss scaling; on CPU emulated by fp16 rounding around fp32 matmuls).", one_of({"fp32", "bf16", "fp16"}));
   r.add<int64_t>("train.log_every", FIELD(train.log_every), 10, "Print a progress line every N steps.", at_least<int64_t>(1));
   r.add<int64_t>("train.eval_every", FIELD(train.eval_every), 0, "Evaluate on data.eval every N steps; 0 means only at the end (if data.eval is set).", at_least<int64_t>(0));
   r.add<int64_t>("train.eval_batches", FIELD(train.eval_batches), 16, "Micro batches per evaluation; 0 means the whole eval set.", at_least<int64_t>(0));
@@ -87,6 +87,17 @@ OptionRegistry build_registry() {
   r.add<std::string>("memory.recompute", FIELD(memory.recompute), "none", "Activation recompute: none, full (whole blocks) or selective (the attention kernel only).", one_of({"none", "full", "selective"}));
   r.add<double>("memory.recompute_ratio", FIELD(memory.recompute_ratio), 1.0, "Fraction of the blocks (the first ones) that recompute.", in_range(0.0, 1.0));
   r.add<bool>("memory.offload_activations", FIELD(memory.offload_activations), false, "Keep the block inputs that full recompute needs in host memory until backward.");
+
+  r.add<double>("precision.loss_scale_initial", FIELD(precision.loss_scale_initial), 65536.0, "fp16: the first loss scale; halved on every step whose gradients overflow (that step is skipped).", positive());
+  r.add<int64_t>("precision.loss_scale_growth_interval", FIELD(precision.loss_scale_growth_interval), 2000, "fp16: double the loss scale after this many steps in a row without overflow.", at_least<int64_t>(1));
+
+  r.add<int64_t>("parallel.dp", FIELD(parallel.dp), 1, "Data-parallel replicas (DDP, or the replica dimension of HSDP); -1 means the ranks left over.", degree());
+  r.add<int64_t>("parallel.fsdp", FIELD(parallel.fsdp), -1, "Ranks that shard parameters, gradients and optimizer state (FSDP); -1 means the ranks left over.", degree());
+  r.add<int64_t>("parallel.tp", FIELD(parallel.tp), 1, "Tensor-parallel degree (not yet supported: 1).", degree());
+  r.add<int64_t>("parallel.pp", FIELD(parallel.pp), 1, "Pipeline-parallel degree (not yet supported: 1).", degree());
+  r.add<int64_t>("parallel.ep", FIELD(parallel.ep), 1, "Expert-parallel degree (not yet supported: 1).", degree());
+  r.add<bool>("parallel.reshard_after_forward", FIELD(parallel.reshard_after_forward), true, "FSDP: free each block's gathered parameters after its forward and gather them again for backward (less memory, one more all-gather per block).");
+  r.add<double>("dist.timeout_s", FIELD(dist.timeout_s), 600.0, "Seconds a collective may take before the job ends with an error naming it (a dead or stalled rank).", positive());
 
   r.add<int64_t>("checkpoint.every", FIELD(checkpoint.every), 0, "Save every N steps; 0 means only at the end (and on --stop-at-step or SIGTERM).", at_least<int64_t>(0));
   r.add<int64_t>("checkpoint.keep", FIELD(checkpoint.keep), 3, "Keep the last N checkpoints.", at_least<int64_t>(1));

@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include "model/fp16_emulation.h"
+
 namespace xtrain::model {
 
 torch::Tensor document_ids(const torch::Tensor& cu_seqlens, int64_t seq) {
@@ -63,12 +65,12 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const RotaryTables&
   };
   auto cos = rotary.cos.narrow(0, 0, seq);
   auto sin = rotary.sin.narrow(0, 0, seq);
-  auto q = apply_rotary(heads(q_proj(x), num_heads_), cos, sin);
-  auto k = apply_rotary(heads(k_proj(x), num_kv_heads_), cos, sin);
-  auto v = heads(v_proj(x), num_kv_heads_);
+  auto q = apply_rotary(heads(project(q_proj, x), num_heads_), cos, sin);
+  auto k = apply_rotary(heads(project(k_proj, x), num_kv_heads_), cos, sin);
+  auto v = heads(project(v_proj, x), num_kv_heads_);
   auto attended = kernel ? kernel(q, k, v) : causal_attention(q, k, v);
   auto out = attended.transpose(1, 2).reshape({batch, seq, num_heads_ * head_dim_});
-  return o_proj(out);
+  return project(o_proj, out);
 }
 
 }  // namespace xtrain::model

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "model/fp16_emulation.h"
+
 namespace xtrain::model {
 
 SwiGLUImpl::SwiGLUImpl(int64_t hidden_size, int64_t intermediate_size) {
@@ -14,7 +16,7 @@ SwiGLUImpl::SwiGLUImpl(int64_t hidden_size, int64_t intermediate_size) {
 }
 
 torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x) {
-  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+  return project(down_proj, torch::silu(project(gate_proj, x)) * project(up_proj, x));
 }
 
 }  // namespace xtrain::model

@@ -22,7 +22,7 @@ EvalResult evaluate(model::LlamaForCausalLM& model, const data::TokenDataset& da
   for (int64_t first = 0; first < samples; first += micro_batch_size) {
     const int64_t count = std::min(micro_batch_size, samples - first);
     auto batch = dataset.batch(first, count);
-    AutocastScope autocast(dtype);
+    PrecisionScope precision(dtype);
     const int64_t batch_tokens = count * (batch.size(1) - 1);
     loss_sum += training_loss(model, batch, loss_chunk_tokens).item<double>() * batch_tokens;
     tokens += batch_tokens;

@@ -1,5 +1,6 @@
 #include "train/metrics_log.h"
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -16,7 +17,9 @@ std::string to_json_line(const nlohmann::ordered_json& record) {
     line += fmt::format("{}{}:", first ? "" : ",", nlohmann::json(key).dump());
     first = false;
     if (value.is_number_float()) {
-      line += fmt::format("{:.17g}", value.get<double>());
+      // JSON has no inf or NaN (a skipped step has no gradient norm): those become null.
+      const double number = value.get<double>();
+      line += std::isfinite(number) ? fmt::format("{:.17g}", number) : std::string("null");
     } else {
       line += value.dump();
     }

@@ -4,14 +4,15 @@
 
 namespace xtrain::train {
 
-AutocastScope::AutocastScope(const std::string& dtype) : enabled_(dtype == "bf16") {
-  if (!enabled_) return;
+PrecisionScope::PrecisionScope(const std::string& dtype) : autocast_(dtype == "bf16") {
+  if (dtype == "fp16") fp16_.emplace();
+  if (!autocast_) return;
   at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
   at::autocast::set_cpu_enabled(true);
 }
 
-AutocastScope::~AutocastScope() {
-  if (!enabled_) return;
+PrecisionScope::~PrecisionScope() {
+  if (!autocast_) return;
   at::autocast::set_cpu_enabled(false);
   at::autocast::clear_cache();
 }

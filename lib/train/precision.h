@@ -1,19 +1,25 @@
-// Compute precision for the forward pass. "bf16" runs matmuls in bfloat16 through LibTorch's
-// CPU autocast while parameters, gradients and optimizer state stay fp32 (master weights).
+// Compute precision of the forward pass, from the recipe's train.dtype. "bf16" runs matmuls in
+// bfloat16 through LibTorch's CPU autocast; "fp16" rounds each projection through fp16 (see
+// model/fp16_emulation.h). Parameters, gradients and optimizer state stay fp32 (master weights)
+// in both; fp16 also needs loss scaling (optim/loss_scaler.h), which the trainer applies.
 #pragma once
+#include <optional>
 #include <string>
+
+#include "model/fp16_emulation.h"
 
 namespace xtrain::train {
 
-class AutocastScope {
+class PrecisionScope {
  public:
-  explicit AutocastScope(const std::string& dtype);
-  ~AutocastScope();
-  AutocastScope(const AutocastScope&) = delete;
-  AutocastScope& operator=(const AutocastScope&) = delete;
+  explicit PrecisionScope(const std::string& dtype);
+  ~PrecisionScope();
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
 
  private:
-  bool enabled_;
+  bool autocast_;
+  std::optional<model::Fp16EmulationScope> fp16_;
 };
 
 }  // namespace xtrain::train

@@ -5,22 +5,32 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/checkpoint_reader.h"
+#include "ckpt/sharded_checkpoint.h"
 #include "ckpt/hf_llama.h"
 #include "config/option_registry.h"
 #include "config/recipe_loader.h"
 #include "data/text_source.h"
+#include "dist/device_mesh.h"
+#include "dist/fully_sharded.h"
+#include "dist/world.h"
 #include "data/token_dataset.h"
 #include "data/tokenizer.h"
 #include "memory/memory_policy.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "train/evaluate.h"
+#include "train/fault_injection.h"
 #include "train/metrics_log.h"
 #include "train/model_factory.h"
 #include "train/precision.h"
@@ -28,6 +38,7 @@
 #include "train/training_loss.h"
 #include "util/blas_probe.h"
 #include "util/build_info.h"
+#include "util/durable_file.h"
 #include "util/input_error.h"
 
 namespace fs = std::filesystem;
@@ -85,10 +96,10 @@ data::TokenDataset load_dataset(const std::string& key, const std::string& sourc
 }
 
 // A checkpoint can only continue a run of the same model.
-void check_same_model(const config::Recipe& recipe, const ckpt::LoadedCheckpoint& checkpoint) {
+void check_same_model(const config::Recipe& recipe, const ckpt::CheckpointReader& checkpoint) {
   config::LoadOptions options;
   options.check_files = false;
-  auto saved = config::load_recipe_text(checkpoint.recipe_yaml, checkpoint.dir + "/recipe.yaml", options);
+  auto saved = config::load_recipe_text(checkpoint.recipe_yaml, checkpoint.dir() + "/recipe.yaml", options);
   for (const auto& option : config::OptionRegistry::instance().options()) {
     if (option.path.rfind("model.", 0) != 0) continue;
     auto was = option.render(saved), now = option.render(recipe);
@@ -96,7 +107,7 @@ void check_same_model(const config::Recipe& recipe, const ckpt::LoadedCheckpoint
       throw InputError(fmt::format(
           "{}: this checkpoint was trained with {}={}, the recipe says {}; use the same model or "
           "set checkpoint.resume: never to start over",
-          checkpoint.dir, option.path, was, now));
+          checkpoint.dir(), option.path, was, now));
   }
 }
 
@@ -129,134 +140,286 @@ void apply_threads(const config::Recipe& recipe) {
 
 int train(const config::Recipe& recipe, const TrainOptions& options) {
   apply_threads(recipe);
-  util::warn_if_slow_blas();
+  const auto world = dist::discover_world();
+  const bool chief = world.rank == 0;
+  const auto degrees = dist::resolve_degrees({recipe.parallel.dp, recipe.parallel.fsdp, recipe.parallel.tp,
+                                              recipe.parallel.pp, recipe.parallel.ep},
+                                             world.size);
+  const int64_t data_ranks = degrees.dp * degrees.fsdp;
+  const auto& t = recipe.train;
+  if (t.global_batch_size % (data_ranks * t.micro_batch_size) != 0)
+    throw InputError(fmt::format(
+        "train.global_batch_size ({}) must be a multiple of train.micro_batch_size ({}) x data-parallel ranks ({}) "
+        "= {}; the global batch does not depend on the number of ranks",
+        t.global_batch_size, t.micro_batch_size, data_ranks, t.micro_batch_size * data_ranks));
+  if (chief) util::warn_if_slow_blas();
   if (options.stop_at_step < 0 || options.stop_at_step > recipe.train.steps)
     throw InputError(fmt::format("--stop-at-step {} is outside 1..train.steps ({})", options.stop_at_step,
                                  recipe.train.steps));
+  const auto fault = planned_fault(world.rank, world.restart_count);
 
   // Everything that can fail on bad input happens before the run folder is created.
   auto tokenizer = data::make_tokenizer(recipe.data.tokenizer);
   auto train_data = load_dataset("data.train", recipe.data.train, *tokenizer, recipe, recipe.data.shuffle);
   std::optional<data::TokenDataset> eval_data;
   if (!recipe.data.eval.empty()) eval_data.emplace(load_dataset("data.eval", recipe.data.eval, *tokenizer, recipe, false));
-  auto model = build_model(recipe);
+  auto model = build_model(recipe);  // the same seed on every rank: the same initial weights
   auto offloader = memory::apply_memory_policy(model, memory_options(recipe));
   const int64_t loss_chunk = loss_chunk_tokens(recipe);
-  optim::AdamW optimizer(named_parameters(model),
+
+  auto mesh = dist::build_mesh(world, degrees, recipe.dist.timeout_s);
+  std::unique_ptr<dist::FullyShardedModel> sharded;
+  std::vector<optim::NamedParameter> optimized;
+  std::vector<int64_t> piece_begin;               // first element of each optimized tensor in its parameter
+  std::vector<std::vector<int64_t>> piece_shape;  // and that parameter's whole shape
+  if (world.distributed()) {
+    sharded = std::make_unique<dist::FullyShardedModel>(model, mesh, recipe.parallel.reshard_after_forward);
+    for (auto* piece : sharded->parameters()) {
+      optimized.push_back({piece->name, piece->local, piece->shape.size() >= 2});
+      piece_begin.push_back(piece->begin);
+      piece_shape.push_back(piece->shape);
+    }
+  } else {
+    optimized = named_parameters(model);
+    piece_begin.assign(optimized.size(), 0);
+    for (const auto& p : optimized) piece_shape.push_back(p.tensor.sizes().vec());
+  }
+  optim::AdamW optimizer(optimized,
                          {recipe.optim.betas[0], recipe.optim.betas[1], recipe.optim.eps, recipe.optim.weight_decay});
+  std::vector<torch::Tensor> parameters;  // what the optimizer updates: whole tensors, or this rank's pieces
+  for (const auto& p : optimized) parameters.push_back(p.tensor);
   ckpt::CheckpointStore store(recipe.run.dir, recipe.checkpoint.keep);
+  std::optional<optim::DynamicLossScaler> loss_scaler;
+  if (recipe.train.dtype == "fp16") {
+    optim::LossScalerOptions scaling;
+    scaling.initial_scale = recipe.precision.loss_scale_initial;
+    scaling.growth_interval = recipe.precision.loss_scale_growth_interval;
+    loss_scaler.emplace(scaling);
+  }
 
   int64_t step = 0;
   int64_t samples_consumed = 0;
   if (auto resume_dir = checkpoint_to_resume(recipe, store)) {
-    auto checkpoint = ckpt::load_checkpoint(*resume_dir);
+    ckpt::CheckpointReader checkpoint(*resume_dir);
     check_same_model(recipe, checkpoint);
-    ckpt::load_model_tensors(model, checkpoint.model, *resume_dir + "/model.safetensors");
-    optimizer.load_state(checkpoint.optimizer);
+    torch::NoGradGuard no_grad;
+    std::map<std::string, torch::Tensor> optimizer_state;
+    for (size_t i = 0; i < optimized.size(); ++i) {
+      const auto& [name, tensor, decay] = optimized[i];
+      const int64_t numel = tensor.numel();
+      auto read = [&](const std::string& kind) {
+        return checkpoint.read(kind, name, piece_begin[i], numel).view(tensor.sizes());
+      };
+      if (checkpoint.shape(name) != piece_shape[i])
+        throw InputError(fmt::format("{}: '{}' has shape {}, the model needs {}", *resume_dir, name,
+                                     fmt::join(checkpoint.shape(name), "x"), fmt::join(piece_shape[i], "x")));
+      tensor.copy_(read("model"));
+      optimizer_state["exp_avg." + name] = read("exp_avg");
+      optimizer_state["exp_avg_sq." + name] = read("exp_avg_sq");
+    }
+    optimizer_state["step"] = torch::tensor(checkpoint.optimizer_step(), torch::kInt64);
+    optimizer.load_state(optimizer_state);
     try {
       step = checkpoint.trainer_state.at("step").get<int64_t>();
       samples_consumed = checkpoint.trainer_state.at("samples_consumed").get<int64_t>();
       at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one
       generator.set_state(from_hex(checkpoint.trainer_state.at("rng_cpu").get<std::string>()));
+      if (loss_scaler && checkpoint.trainer_state.contains("loss_scale"))
+        loss_scaler->load_state({checkpoint.trainer_state.at("loss_scale").get<double>(),
+                                 checkpoint.trainer_state.at("loss_scale_finite_steps").get<int64_t>()});
     } catch (const std::exception& e) {  // missing field, wrong type, corrupt RNG state
       throw InputError(fmt::format("{}/trainer_state.json: {}", *resume_dir, e.what()));
     }
-    fmt::print("resumed from {} at step {}\n", *resume_dir, step);
+    if (chief) fmt::print("resumed from {} at step {}\n", *resume_dir, step);
   }
 
-  fs::create_directories(recipe.run.dir);
-  store.remove_stale_temp_folders();
-  MetricsLog metrics(recipe.run.dir + "/metrics.jsonl", step);
+  if (chief) {
+    fs::create_directories(recipe.run.dir);
+    store.remove_stale_temp_folders();
+  }
+  mesh.world_comm->barrier();
+  std::optional<MetricsLog> metrics;
+  if (chief) metrics.emplace(recipe.run.dir + "/metrics.jsonl", step);
   const std::string recipe_yaml = config::dump_recipe(recipe);
   install_stop_signal_handlers();
 
-  const auto& t = recipe.train;
-  const int64_t accumulation = recipe.accumulation_steps();
+  const int64_t per_rank = t.global_batch_size / data_ranks;
+  const int64_t accumulation = per_rank / t.micro_batch_size;
   const int64_t tokens_per_step = t.global_batch_size * recipe.data.seq_len;
   const int64_t last_step = options.stop_at_step > 0 ? options.stop_at_step : t.steps;
   const optim::LrSchedule schedule{recipe.optim.lr, recipe.optim.min_lr, recipe.optim.warmup_steps, t.steps,
                                    recipe.optim.schedule};
-  std::vector<torch::Tensor> parameters = model->parameters();
+  auto state_bytes = [&] {  // parameters + gradients + optimizer state held by this rank
+    int64_t optimizer_bytes = 0;
+    for (const auto& p : parameters) optimizer_bytes += 2 * p.numel() * static_cast<int64_t>(sizeof(float));
+    if (sharded) return sharded->resident_bytes() + optimizer_bytes;
+    return 2 * optimizer_bytes;  // parameters and gradients, as many bytes as the two moments
+  };
 
-  fmt::print("model: {} parameters ({} layers, hidden {}, heads {}/{} kv, vocab {})\n", model->num_parameters(),
-             recipe.model.num_layers, recipe.model.hidden_size, recipe.model.num_heads, recipe.model.num_kv_heads,
-             recipe.model.vocab_size);
-  fmt::print("data: {} tokens, {} samples of {} tokens; unigram entropy {:.4f} nats/token\n",
-             train_data.num_tokens(), train_data.num_samples(), recipe.data.seq_len, train_data.unigram_entropy());
-  fmt::print("train: {} steps x {} sequences ({} micro batches of {}), {} tokens/step, dtype {}, {} threads\n",
-             t.steps, t.global_batch_size, accumulation, t.micro_batch_size, tokens_per_step, t.dtype,
-             torch::get_num_threads());
+  if (chief) {
+    fmt::print("model: {} parameters ({} layers, hidden {}, heads {}/{} kv, vocab {})\n", model->num_parameters(),
+               recipe.model.num_layers, recipe.model.hidden_size, recipe.model.num_heads, recipe.model.num_kv_heads,
+               recipe.model.vocab_size);
+    fmt::print("data: {} tokens, {} samples of {} tokens; unigram entropy {:.4f} nats/token\n",
+               train_data.num_tokens(), train_data.num_samples(), recipe.data.seq_len, train_data.unigram_entropy());
+    fmt::print("parallel: {}\n", mesh.describe());
+    fmt::print("train: {} steps x {} sequences ({} per rank: {} micro batches of {}), {} tokens/step, dtype {}, {} "
+               "threads\n",
+               t.steps, t.global_batch_size, per_rank, accumulation, t.micro_batch_size, tokens_per_step, t.dtype,
+               torch::get_num_threads());
+  }
 
   auto save = [&](int64_t at_step) {
-    ckpt::CheckpointContents contents;
-    contents.model = ckpt::model_tensors(model);
-    contents.model_config = ckpt::hf_config(model->config(), tokenizer->eos_id());
-    contents.optimizer = optimizer.state();
-    contents.trainer_state = {
+    nlohmann::json trainer_state = {
         {"step", at_step},
         {"samples_consumed", samples_consumed},
         {"tokens_seen", samples_consumed * recipe.data.seq_len},
         {"rng_cpu", to_hex(at::detail::getDefaultCPUGenerator().get_state())},
         {"xtrain_version", XTRAIN_VERSION},
+        {"world_size", world.size},
+        {"parallel", {{"dp", degrees.dp}, {"fsdp", degrees.fsdp}}},
     };
-    contents.recipe_yaml = recipe_yaml;
-    fmt::print("checkpoint: {}\n", store.save(at_step, contents));
+    if (loss_scaler) {
+      trainer_state["loss_scale"] = loss_scaler->state().scale;
+      trainer_state["loss_scale_finite_steps"] = loss_scaler->state().finite_steps;
+    }
+    const auto model_config = ckpt::hf_config(model->config(), tokenizer->eos_id());
+    if (!sharded) {
+      ckpt::CheckpointContents contents;
+      contents.model = ckpt::model_tensors(model);
+      contents.model_config = model_config;
+      contents.optimizer = optimizer.state();
+      contents.trainer_state = trainer_state;
+      contents.recipe_yaml = recipe_yaml;
+      fmt::print("checkpoint: {}\n", store.save(at_step, contents));
+      return;
+    }
+    // Every rank of the first replica writes its shard into one folder, which rank 0 commits
+    // once all of them are durable.
+    if (chief) store.prepare_temp_folder(at_step);
+    mesh.world_comm->barrier();
+    const std::string folder = store.temp_folder(at_step);
+    if (mesh.dp->rank() == 0) {
+      auto state = optimizer.state();
+      std::vector<ckpt::ParameterPiece> pieces;
+      for (size_t i = 0; i < optimized.size(); ++i) {
+        const auto& name = optimized[i].name;
+        pieces.push_back({name, piece_shape[i], piece_begin[i], optimized[i].tensor,
+                          state.at("exp_avg." + name), state.at("exp_avg_sq." + name)});
+      }
+      ckpt::write_checkpoint_shard(folder, world.rank, pieces, optimizer.steps_taken());
+    }
+    mesh.world_comm->barrier();
+    if (chief) {
+      util::write_file_durable(folder + "/config.json", model_config.dump(2) + "\n");
+      util::write_file_durable(folder + "/trainer_state.json", trainer_state.dump(2) + "\n");
+      util::write_file_durable(folder + "/recipe.yaml", recipe_yaml);
+      fmt::print("checkpoint: {} ({} shards)\n", store.commit(at_step), degrees.fsdp);
+    }
+    mesh.world_comm->barrier();
   };
   auto run_eval = [&](int64_t at_step) {
     if (!eval_data) return;
+    // Every rank evaluates the same batches: the gathers need all of them.
+    if (sharded) sharded->begin_inference();
     auto result = evaluate(model, *eval_data, t.micro_batch_size, t.eval_batches, t.dtype, loss_chunk);
+    if (sharded) sharded->end_inference();
+    if (!chief) return;
     fmt::print("eval step {}: loss {:.4f} | perplexity {:.3f} | {} tokens\n", at_step, result.loss,
                result.perplexity, result.tokens);
     nlohmann::ordered_json record = {{"step", at_step}, {"eval_loss", result.loss},
                                      {"eval_perplexity", result.perplexity}, {"eval_tokens", result.tokens}};
-    metrics.write(record);
+    metrics->write(record);
+  };
+  // A sum over all ranks, so that every rank takes the same decisions.
+  auto sum_over_ranks = [&](double value) {
+    if (!world.distributed()) return value;
+    auto total = torch::tensor({value}, torch::kFloat64);
+    mesh.world_comm->all_reduce_sum(total).wait();
+    return total.item<double>();
   };
 
   if (step >= last_step) {
-    fmt::print("nothing to do: the checkpoint is at step {} and the run ends at step {}\n", step, last_step);
+    if (chief) fmt::print("nothing to do: the checkpoint is at step {} and the run ends at step {}\n", step, last_step);
+    mesh.world_comm->barrier();
     return 0;
   }
   const int64_t first_step = step + 1;
   double interval_seconds = 0, session_seconds = 0;
   int64_t interval_steps = 0;
+  int64_t peak_state_bytes = 0;
   model->train();
   while (step < last_step) {
     const auto started = Clock::now();
     ++step;
+    inject_fault(fault, step);
     const double lr = schedule.at(step);
-    for (auto& p : parameters) p.mutable_grad() = torch::Tensor();
+    if (sharded)
+      sharded->zero_grad();
+    else
+      for (auto& p : parameters) p.mutable_grad() = torch::Tensor();
     double loss_value = 0;
+    // This rank's share of the global batch: the sample order does not depend on the layout.
+    const int64_t rank_first_sample = samples_consumed + mesh.data_rank() * per_rank;
     for (int64_t micro = 0; micro < accumulation; ++micro) {
-      auto batch = train_data.batch(samples_consumed + micro * t.micro_batch_size, t.micro_batch_size);
+      auto batch = train_data.batch(rank_first_sample + micro * t.micro_batch_size, t.micro_batch_size);
+      if (sharded) sharded->begin_micro_batch(micro + 1 == accumulation);
       torch::Tensor loss;
       if (offloader) offloader->begin_forward();
       {
-        AutocastScope autocast(t.dtype);
+        PrecisionScope precision(t.dtype);
         loss = training_loss(model, batch, loss_chunk);
       }
-      (loss / static_cast<double>(accumulation)).backward();
+      const double loss_multiplier = (loss_scaler ? loss_scaler->scale() : 1.0) / static_cast<double>(accumulation);
+      (loss * loss_multiplier).backward();
+      if (sharded) sharded->end_micro_batch();
       loss_value += loss.item<double>() / static_cast<double>(accumulation);
     }
     samples_consumed += t.global_batch_size;
+    loss_value = sum_over_ranks(loss_value) / static_cast<double>(world.size);
     if (!std::isfinite(loss_value))
       throw std::runtime_error(fmt::format("loss is {} at step {}; lower optim.lr or check the data", loss_value, step));
-    const double grad_norm = optim::clip_grad_norm(parameters, recipe.optim.grad_clip);
-    optimizer.step(lr);
+    // fp16: a step whose gradients overflowed is skipped (no update) and the loss scale shrinks.
+    const double loss_scale = loss_scaler ? loss_scaler->scale() : 1.0;
+    bool finite_gradients = true;
+    if (loss_scaler) finite_gradients = sum_over_ranks(loss_scaler->unscale(parameters) ? 0.0 : 1.0) == 0.0;
+    double grad_norm = std::numeric_limits<double>::quiet_NaN();
+    if (finite_gradients) {
+      grad_norm = sharded ? sharded->clip_grad_norm(recipe.optim.grad_clip)
+                          : optim::clip_grad_norm(parameters, recipe.optim.grad_clip);
+      optimizer.step(lr);
+    }
+    if (loss_scaler) {
+      loss_scaler->update(finite_gradients);
+      if (!finite_gradients && chief)
+        fmt::print("step {}: fp16 gradients overflowed at loss scale {:g}; step skipped, loss scale now {:g}\n", step,
+                   loss_scale, loss_scaler->scale());
+    }
+    peak_state_bytes = std::max(peak_state_bytes, sharded ? sharded->peak_resident_bytes() + state_bytes() -
+                                                                sharded->resident_bytes()
+                                                          : state_bytes());
     const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
     interval_seconds += seconds;
     session_seconds += seconds;
     ++interval_steps;
 
-    nlohmann::ordered_json record = {{"step", step},
-                                     {"loss", loss_value},
-                                     {"lr", lr},
-                                     {"grad_norm", grad_norm},
-                                     {"tokens_per_s", tokens_per_step / seconds},
-                                     {"step_s", seconds},
-                                     {"tokens_seen", samples_consumed * recipe.data.seq_len},
-                                     {"peak_rss_mib", peak_rss_mib()}};
-    metrics.write(record);
-    if (step % t.log_every == 0 || step == last_step || step == first_step) {
+    if (chief) {
+      nlohmann::ordered_json record = {{"step", step},
+                                       {"loss", loss_value},
+                                       {"lr", lr},
+                                       {"grad_norm", grad_norm},
+                                       {"tokens_per_s", tokens_per_step / seconds},
+                                       {"step_s", seconds},
+                                       {"tokens_seen", samples_consumed * recipe.data.seq_len},
+                                       {"peak_rss_mib", peak_rss_mib()},
+                                       {"state_mib", static_cast<double>(peak_state_bytes) / (1 << 20)}};
+      if (loss_scaler) {
+        record["loss_scale"] = loss_scale;
+        record["skipped"] = !finite_gradients;
+      }
+      metrics->write(record);
+    }
+    if (chief && (step % t.log_every == 0 || step == last_step || step == first_step)) {
       const double mean_step = session_seconds / static_cast<double>(step - first_step + 1);
       fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {} tok/s | {:.0f} MiB | eta {}\n",
                  step, std::to_string(t.steps).size(), t.steps, loss_value, lr, grad_norm,
@@ -266,21 +429,28 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
       interval_seconds = 0;
       interval_steps = 0;
     }
-    const bool stopping = stop_requested();
+    const bool stopping = sum_over_ranks(stop_requested() ? 1.0 : 0.0) > 0;
     if ((recipe.checkpoint.every > 0 && step % recipe.checkpoint.every == 0) || step == last_step || stopping) {
       save(step);
     }
     if (t.eval_every > 0 && step % t.eval_every == 0 && step != t.steps) run_eval(step);
     if (stopping) {
-      fmt::print("stopped by signal {} after step {}; resume with the same command\n", stop_signal_number(), step);
+      if (chief)
+        fmt::print("stopped by signal {} after step {}; resume with the same command\n", stop_signal_number(), step);
+      mesh.world_comm->barrier();
       return 0;
     }
   }
   if (step == t.steps) run_eval(step);
-  if (options.stop_at_step > 0 && step < t.steps)
-    fmt::print("stopped at step {} of {} (--stop-at-step); run again to continue\n", step, t.steps);
-  else
-    fmt::print("done: {} steps\n", step);
+  if (chief) {
+    if (options.stop_at_step > 0 && step < t.steps)
+      fmt::print("stopped at step {} of {} (--stop-at-step); run again to continue\n", step, t.steps);
+    else
+      fmt::print("done: {} steps\n", step);
+    fmt::print("memory per rank: parameters + gradients + optimizer state {:.1f} MiB (peak, with gathered blocks)\n",
+               static_cast<double>(peak_state_bytes) / (1 << 20));
+  }
+  mesh.world_comm->barrier();
   return 0;
 }
 

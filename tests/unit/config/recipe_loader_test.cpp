@@ -52,7 +52,7 @@ TEST_CASE("wrong types and ranges point at the value", "[config]") {
   CHECK(problems("name: x\noptim:\n  betas: [0.9]\n") ==
         std::vector<std::string>{"r.yaml:3:10: optim.betas: expected two values [beta1, beta2], got 1"});
   CHECK(problems("name: x\ntrain:\n  dtype: fp8\n") ==
-        std::vector<std::string>{"r.yaml:3:10: train.dtype: must be one of fp32, bf16, got 'fp8'"});
+        std::vector<std::string>{"r.yaml:3:10: train.dtype: must be one of fp32, bf16, fp16, got 'fp8'"});
   CHECK(problems("name: x\nmodel:\n  tie_embeddings: 1\n") ==
         std::vector<std::string>{"r.yaml:3:19: model.tie_embeddings: expected true or false, got '1'"});
 }

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -17,6 +18,13 @@ TEST_CASE("metrics records keep key order and round-trip doubles exactly", "[tra
   auto parsed = nlohmann::json::parse(line);
   CHECK(parsed["loss"].get<double>() == loss);  // bit-exact, not approximately
   CHECK(parsed["lr"].get<double>() == 1e-4);
+}
+
+TEST_CASE("non-finite numbers are written as null, keeping every line valid JSON", "[train]") {
+  nlohmann::ordered_json record = {{"step", 3}, {"grad_norm", std::nan("")}, {"x", INFINITY}};
+  const std::string line = train::to_json_line(record);
+  CHECK(line == "{\"step\":3,\"grad_norm\":null,\"x\":null}");
+  CHECK(nlohmann::json::parse(line)["grad_norm"].is_null());
 }
 
 TEST_CASE("resuming drops records written after the checkpoint, and a torn last line", "[train]") {

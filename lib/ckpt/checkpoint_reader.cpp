@@ -1,0 +1,132 @@
+#include "ckpt/checkpoint_reader.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "ckpt/safetensors.h"
+#include "util/durable_file.h"
+#include "util/input_error.h"
+
+namespace fs = std::filesystem;
+
+namespace xtrain::ckpt {
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  try {
+    return nlohmann::json::parse(util::read_file(path));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(fmt::format("{}: invalid JSON: {}", path, e.what()));
+  }
+}
+
+}  // namespace
+
+CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
+  if (!fs::is_directory(dir_)) throw InputError(fmt::format("checkpoint folder not found: {}", dir_));
+  std::vector<std::string> shard_files;
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    const auto file = entry.path().filename().string();
+    if (file.rfind("shard-", 0) == 0 && entry.path().extension() == ".safetensors") shard_files.push_back(file);
+  }
+  std::sort(shard_files.begin(), shard_files.end());
+  sharded_ = !shard_files.empty();
+  if (sharded_) {
+    for (const auto& file : shard_files) {
+      const std::string path = dir_ + "/" + file;
+      auto loaded = load_safetensors(path);
+      for (const auto& [key, value] : loaded.metadata) {
+        if (key == "format") continue;
+        if (key == "optimizer_step") {
+          optimizer_step_ = std::stoll(value);
+          continue;
+        }
+        nlohmann::json layout;
+        try {
+          layout = nlohmann::json::parse(value);
+        } catch (const nlohmann::json::parse_error&) {
+          throw InputError(fmt::format("{}: metadata of '{}' is not JSON", path, key));
+        }
+        const auto shape = layout.at("shape").get<std::vector<int64_t>>();
+        const auto begin = layout.at("begin").get<int64_t>();
+        for (const char* kind : {"model", "exp_avg", "exp_avg_sq"}) {
+          auto it = loaded.tensors.find(std::string(kind) + "/" + key);
+          if (it == loaded.tensors.end())
+            throw InputError(fmt::format("{}: no tensor {}/{} for the piece its metadata lists", path, kind, key));
+          add_piece(kind, key, shape, {begin, it->second.to(torch::kFloat32).reshape(-1)}, path);
+        }
+      }
+    }
+  } else {
+    const std::string model_path = dir_ + "/model.safetensors", optimizer_path = dir_ + "/optimizer.safetensors";
+    for (auto& [name, tensor] : load_safetensors(model_path).tensors)
+      add_piece("model", name, tensor.sizes().vec(), {0, tensor.to(torch::kFloat32).reshape(-1)}, model_path);
+    for (auto& [key, tensor] : load_safetensors(optimizer_path).tensors) {
+      if (key == "step") {
+        optimizer_step_ = tensor.item<int64_t>();
+        continue;
+      }
+      const auto dot = key.find('.');
+      if (dot == std::string::npos) throw InputError(fmt::format("{}: unexpected entry '{}'", optimizer_path, key));
+      add_piece(key.substr(0, dot), key.substr(dot + 1), tensor.sizes().vec(),
+                {0, tensor.to(torch::kFloat32).reshape(-1)}, optimizer_path);
+    }
+  }
+  trainer_state = read_json(dir_ + "/trainer_state.json");
+  model_config = read_json(dir_ + "/config.json");
+  recipe_yaml = util::read_file(dir_ + "/recipe.yaml");
+}
+
+void CheckpointReader::add_piece(const std::string& kind, const std::string& name, std::vector<int64_t> shape,
+                                 Piece piece, const std::string& file) {
+  auto [it, inserted] = shapes_.emplace(name, shape);
+  if (!inserted && it->second != shape)
+    throw InputError(fmt::format("{}: '{}' has shape {} here and {} elsewhere in the checkpoint", file, name,
+                                 fmt::join(shape, "x"), fmt::join(it->second, "x")));
+  pieces_[kind + "/" + name].push_back(std::move(piece));
+}
+
+std::vector<std::string> CheckpointReader::names() const {
+  std::vector<std::string> names;
+  for (const auto& [key, pieces] : pieces_)
+    if (key.rfind("model/", 0) == 0) names.push_back(key.substr(6));
+  return names;
+}
+
+std::vector<int64_t> CheckpointReader::shape(const std::string& name) const {
+  auto it = shapes_.find(name);
+  if (it == shapes_.end()) throw InputError(fmt::format("{}: the checkpoint has no parameter '{}'", dir_, name));
+  return it->second;
+}
+
+torch::Tensor CheckpointReader::read(const std::string& kind, const std::string& name, int64_t begin,
+                                     int64_t count) const {
+  auto it = pieces_.find(kind + "/" + name);
+  if (it == pieces_.end()) throw InputError(fmt::format("{}: the checkpoint has no {} for '{}'", dir_, kind, name));
+  auto out = torch::empty({count}, torch::kFloat32);
+  int64_t covered = 0;
+  for (const auto& piece : it->second) {
+    const int64_t from = std::max(begin, piece.begin);
+    const int64_t to = std::min(begin + count, piece.begin + piece.values.numel());
+    if (from >= to) continue;
+    out.narrow(0, from - begin, to - from).copy_(piece.values.narrow(0, from - piece.begin, to - from));
+    covered += to - from;
+  }
+  if (covered != count)
+    throw InputError(fmt::format("{}: the pieces of {} '{}' cover {} of the {} elements [{}, {}) needed; a shard "
+                                 "file is missing",
+                                 dir_, kind, name, covered, count, begin, begin + count));
+  return out;
+}
+
+torch::Tensor CheckpointReader::read_full(const std::string& kind, const std::string& name) const {
+  const auto dims = shape(name);
+  int64_t numel = 1;
+  for (auto d : dims) numel *= d;
+  return read(kind, name, 0, numel).view(dims);
+}
+
+}  // namespace xtrain::ckpt

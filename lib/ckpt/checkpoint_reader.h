@@ -1,0 +1,56 @@
+// Reads a training checkpoint of either layout, for any reader layout:
+//   single-process: model.safetensors (HF names) + optimizer.safetensors ("exp_avg.<name>",
+//     "exp_avg_sq.<name>", "step");
+//   sharded (a distributed run): shard-<rank>.safetensors files, each holding pieces of the
+//     flattened parameters ("model/<name>", "exp_avg/<name>", "exp_avg_sq/<name>") with the
+//     parameter's global shape and the piece's first element in the metadata (see
+//     sharded_checkpoint.h).
+// Any piece [begin, begin + count) of any parameter can be read, whoever wrote it, which is what
+// lets a run resume with a different world size or layout. Missing files, pieces that do not
+// cover a request, or shapes that disagree are InputErrors naming the checkpoint.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/types.h>
+
+namespace xtrain::ckpt {
+
+class CheckpointReader {
+ public:
+  explicit CheckpointReader(std::string dir);
+
+  const std::string& dir() const { return dir_; }
+  bool sharded() const { return sharded_; }
+  // Parameter names in the model file(s), sorted.
+  std::vector<std::string> names() const;
+  std::vector<int64_t> shape(const std::string& name) const;
+  // kind: "model", "exp_avg" or "exp_avg_sq". A 1-D fp32 tensor of `count` elements.
+  torch::Tensor read(const std::string& kind, const std::string& name, int64_t begin, int64_t count) const;
+  // The whole tensor in its global shape.
+  torch::Tensor read_full(const std::string& kind, const std::string& name) const;
+  int64_t optimizer_step() const { return optimizer_step_; }
+
+  nlohmann::json trainer_state;
+  nlohmann::json model_config;
+  std::string recipe_yaml;
+
+ private:
+  struct Piece {
+    int64_t begin;
+    torch::Tensor values;  // 1-D
+  };
+  void add_piece(const std::string& kind, const std::string& name, std::vector<int64_t> shape, Piece piece,
+                 const std::string& file);
+
+  std::string dir_;
+  bool sharded_ = false;
+  int64_t optimizer_step_ = 0;
+  std::map<std::string, std::vector<int64_t>> shapes_;
+  std::map<std::string, std::vector<Piece>> pieces_;  // by "<kind>/<name>"
+};
+
+}  // namespace xtrain::ckpt

@@ -1,0 +1,57 @@
+// Collectives over one named group of processes, on flat tensors. Every collective is started
+// asynchronously and returns a PendingCollective; wait() completes it. A collective that fails or
+// does not complete within the group's timeout throws CommError naming the collective, the group
+// and the timeout, so a hung or dead peer ends the job with a message rather than a hang.
+//
+// Implementations: a single-process one (size 1: every collective is a copy) and one over c10d's
+// ProcessGroupGloo, which also covers what Gloo lacks in LibTorch 1.13 (reduce-scatter is an
+// all-reduce of the input followed by taking this rank's slice).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <torch/types.h>
+
+namespace xtrain::dist {
+
+class CommError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class PendingCollective {
+ public:
+  PendingCollective() = default;  // already complete
+  explicit PendingCollective(std::function<void()> wait) : wait_(std::move(wait)) {}
+  // Blocks until the collective is complete; a no-op the second time.
+  void wait();
+
+ private:
+  std::function<void()> wait_;
+};
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int64_t rank() const = 0;  // within this group
+  virtual int64_t size() const = 0;
+  virtual const std::string& name() const = 0;
+
+  // out [size * n] <- every rank's in [n], in rank order.
+  virtual PendingCollective all_gather(torch::Tensor out, torch::Tensor in) = 0;
+  // out [n] <- the sum over ranks of in[rank * n, (rank + 1) * n). `in` [size * n] is clobbered.
+  virtual PendingCollective reduce_scatter_sum(torch::Tensor out, torch::Tensor in) = 0;
+  // t <- the sum over ranks of t.
+  virtual PendingCollective all_reduce_sum(torch::Tensor t) = 0;
+  // t <- root's t.
+  virtual PendingCollective broadcast(torch::Tensor t, int64_t root) = 0;
+  virtual void barrier() = 0;
+};
+
+std::shared_ptr<Comm> make_single_process_comm(std::string name);
+
+}  // namespace xtrain::dist

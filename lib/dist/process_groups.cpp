@@ -1,0 +1,163 @@
+#include "dist/process_groups.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/torch.h>
+
+namespace xtrain::dist {
+namespace {
+
+class GlooComm : public Comm {
+ public:
+  GlooComm(c10::intrusive_ptr<c10d::ProcessGroupGloo> group, std::string name, std::vector<int64_t> ranks,
+           std::chrono::milliseconds timeout)
+      : group_(std::move(group)), name_(std::move(name)), ranks_(std::move(ranks)), timeout_(timeout) {}
+
+  int64_t rank() const override { return group_->getRank(); }
+  int64_t size() const override { return group_->getSize(); }
+  const std::string& name() const override { return name_; }
+
+  PendingCollective all_gather(torch::Tensor out, torch::Tensor in) override {
+    const int64_t n = in.numel();
+    TORCH_CHECK(out.numel() == n * size(), "all_gather: out must hold size * in.numel() elements");
+    std::vector<std::vector<torch::Tensor>> outputs(1);
+    for (int64_t r = 0; r < size(); ++r) outputs[0].push_back(out.narrow(0, r * n, n));
+    std::vector<torch::Tensor> inputs{in};
+    return pending("all_gather", [&] { return group_->allgather(outputs, inputs); });
+  }
+
+  PendingCollective reduce_scatter_sum(torch::Tensor out, torch::Tensor in) override {
+    const int64_t n = out.numel();
+    TORCH_CHECK(in.numel() == n * size(), "reduce_scatter: in must hold size * out.numel() elements");
+    std::vector<torch::Tensor> tensors{in};
+    auto reduced = pending("reduce_scatter", [&] { return group_->allreduce(tensors); });
+    const int64_t start = rank() * n;
+    return PendingCollective([reduced, out, in, start, n]() mutable {
+      reduced.wait();
+      out.copy_(in.narrow(0, start, n));
+    });
+  }
+
+  PendingCollective all_reduce_sum(torch::Tensor t) override {
+    std::vector<torch::Tensor> tensors{t};
+    return pending("all_reduce", [&] { return group_->allreduce(tensors); });
+  }
+
+  PendingCollective broadcast(torch::Tensor t, int64_t root) override {
+    std::vector<torch::Tensor> tensors{t};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    return pending("broadcast", [&] { return group_->broadcast(tensors, options); });
+  }
+
+  void barrier() override {
+    pending("barrier", [&] { return group_->barrier(); }).wait();
+  }
+
+ private:
+  std::string describe(const std::string& collective) const {
+    return fmt::format("{} on group '{}' (ranks {})", collective, name_, fmt::join(ranks_, ","));
+  }
+
+  [[noreturn]] void fail(const std::string& collective, const std::string& why) const {
+    throw CommError(fmt::format(
+        "{} did not complete within dist.timeout_s={}: {}. Another rank has died or stalled; its own "
+        "output names the cause.",
+        describe(collective), timeout_.count() / 1000.0, why));
+  }
+
+  template <typename Start>
+  PendingCollective pending(const std::string& collective, Start start) {
+    c10::intrusive_ptr<c10d::Work> work;
+    try {
+      work = start();
+    } catch (const std::exception& e) {
+      fail(collective, e.what());
+    }
+    return PendingCollective([this, work, collective] {
+      try {
+        // Gloo enforces the group's timeout itself; the margin only guards against a wait that
+        // would outlive it.
+        if (!work->wait(timeout_ + std::chrono::seconds(5))) fail(collective, "wait timed out");
+      } catch (const CommError&) {
+        throw;
+      } catch (const std::exception& e) {
+        fail(collective, e.what());
+      }
+    });
+  }
+
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+  std::string name_;
+  std::vector<int64_t> ranks_;
+  std::chrono::milliseconds timeout_;
+};
+
+std::shared_ptr<::gloo::transport::Device> make_device(const World& world) {
+  if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME"))
+    return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
+  // Every rank on one host: loopback needs no name resolution, which containers often lack.
+  if (world.size == world.local_size) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+}  // namespace
+
+struct ProcessGroups::State {
+  World world;
+  std::chrono::milliseconds timeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  std::shared_ptr<::gloo::transport::Device> device;
+};
+
+ProcessGroups::ProcessGroups(const World& world, std::chrono::milliseconds timeout)
+    : state_(std::make_unique<State>()) {
+  state_->world = world;
+  state_->timeout = timeout;
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(world.master_port);
+  options.isServer = world.rank == 0 && !world.agent_store;
+  options.numWorkers = static_cast<std::size_t>(world.size);
+  options.waitWorkers = true;
+  // Ranks start at different moments (the launcher, loading the data): joining may take longer
+  // than one collective is allowed to.
+  options.timeout = std::max<std::chrono::milliseconds>(timeout, std::chrono::minutes(5));
+  try {
+    state_->store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, options);
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("rank {} could not join the job's store at {}:{} ({} ranks): {}", world.rank,
+                                world.master_addr, world.master_port, world.size, e.what()));
+  }
+  state_->device = make_device(world);
+}
+
+ProcessGroups::~ProcessGroups() = default;
+
+std::shared_ptr<Comm> ProcessGroups::make_group(const std::string& name, const std::vector<int64_t>& ranks) {
+  auto it = std::find(ranks.begin(), ranks.end(), state_->world.rank);
+  TORCH_CHECK(it != ranks.end(), "rank ", state_->world.rank, " is not a member of group ", name);
+  if (ranks.size() == 1) return make_single_process_comm(name);
+  auto options = c10d::ProcessGroupGloo::Options::create(state_->timeout);
+  options->devices.push_back(state_->device);
+  options->threads = 2;
+  // Attempts of a restarted job share the store (torchrun's agent keeps it): keys are per attempt.
+  const std::string prefix =
+      fmt::format("attempt_{}/{}/{}", state_->world.restart_count, name, fmt::join(ranks, ","));
+  auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, state_->store);
+  try {
+    auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, static_cast<int>(it - ranks.begin()),
+                                                             static_cast<int>(ranks.size()), options);
+    return std::make_shared<GlooComm>(std::move(group), name, ranks, state_->timeout);
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("creating group '{}' (ranks {}) failed within dist.timeout_s={}: {}", name,
+                                fmt::join(ranks, ","), state_->timeout.count() / 1000.0, e.what()));
+  }
+}
+
+}  // namespace xtrain::dist

@@ -1,0 +1,117 @@
+#include "dist/shard_unit.h"
+
+#include <algorithm>
+
+#include <torch/torch.h>
+
+namespace xtrain::dist {
+
+ShardUnit::ShardUnit(std::string name, std::vector<std::pair<std::string, torch::Tensor>> params,
+                     std::shared_ptr<Comm> shard_group, std::shared_ptr<Comm> replica_group)
+    : name_(std::move(name)), shard_group_(std::move(shard_group)), replica_group_(std::move(replica_group)) {
+  torch::NoGradGuard no_grad;
+  for (auto& [param_name, param] : params) {
+    TORCH_CHECK(param.scalar_type() == torch::kFloat32, "FSDP keeps fp32 master parameters; ", param_name, " is ",
+                param.scalar_type());
+    members_.push_back({param_name, param, param.sizes().vec(), numel_, param.numel()});
+    numel_ += param.numel();
+  }
+  const int64_t ranks = shard_group_->size(), rank = shard_group_->rank();
+  padded_ = (numel_ + ranks - 1) / ranks * ranks;
+  const int64_t shard_numel = padded_ / ranks, shard_begin = rank * shard_numel;
+  shard_ = torch::zeros({shard_numel}, torch::kFloat32);
+  shard_grad_ = torch::zeros({shard_numel}, torch::kFloat32);
+  for (const auto& m : members_) {
+    // The part of [offset, offset + numel) inside [shard_begin, shard_begin + shard_numel).
+    const int64_t first = std::clamp(shard_begin - m.offset, int64_t{0}, m.numel);
+    const int64_t last = std::clamp(shard_begin + shard_numel - m.offset, int64_t{0}, m.numel);
+    const int64_t at = std::clamp(m.offset + first - shard_begin, int64_t{0}, shard_numel);
+    ParameterShard piece{m.name, m.shape, first, shard_.narrow(0, at, last - first)};
+    piece.local.copy_(m.param.reshape(-1).narrow(0, first, last - first));
+    piece.local.mutable_grad() = shard_grad_.narrow(0, at, last - first);
+    shards_.push_back(std::move(piece));
+  }
+  if (sharded()) {
+    for (auto& m : members_) m.param.set_data(torch::empty({0}, torch::kFloat32));
+  } else {
+    // One rank holds everything: the shard is the full buffer, for good; gradients accumulate
+    // straight into the shard's gradient.
+    full_ = shard_;
+    point_parameters_at(shard_);
+    for (auto& m : members_) m.param.mutable_grad() = shard_grad_.narrow(0, m.offset, m.numel).view(m.shape);
+    gathered_ = true;
+  }
+}
+
+void ShardUnit::point_parameters_at(const torch::Tensor& flat) {
+  for (auto& m : members_) m.param.set_data(flat.narrow(0, m.offset, m.numel).view(m.shape));
+}
+
+void ShardUnit::start_gather() {
+  if (gathered_ || gathering_) return;
+  full_ = torch::empty({padded_}, torch::kFloat32);
+  gather_ = shard_group_->all_gather(full_, shard_);
+  gathering_ = true;
+}
+
+void ShardUnit::wait_gather() {
+  if (gathered_) return;
+  start_gather();
+  gather_.wait();
+  point_parameters_at(full_);
+  gathering_ = false;
+  gathered_ = true;
+}
+
+void ShardUnit::reshard() {
+  if (!sharded()) return;
+  if (gathering_) wait_gather();
+  if (!gathered_) return;
+  for (auto& m : members_) m.param.set_data(torch::empty({0}, torch::kFloat32));
+  full_ = torch::Tensor();
+  gathered_ = false;
+}
+
+void ShardUnit::prepare_gradients() {
+  if (!sharded()) return;  // the parameters' gradients are views of shard_grad_ for good
+  TORCH_CHECK(!reducing_, "unit ", name_, ": gradients prepared while a reduction is in flight");
+  full_grad_ = torch::zeros({padded_}, torch::kFloat32);
+  for (auto& m : members_) m.param.mutable_grad() = full_grad_.narrow(0, m.offset, m.numel).view(m.shape);
+}
+
+void ShardUnit::start_reduce(bool last_micro_batch) {
+  if (!sharded()) {
+    if (!last_micro_batch || replica_group_->size() == 1) return;
+    reduce_ = replica_group_->all_reduce_sum(shard_grad_);
+    reducing_ = true;
+    return;
+  }
+  TORCH_CHECK(full_grad_.defined(), "unit ", name_, ": reduce without prepared gradients");
+  for (auto& m : members_) m.param.mutable_grad() = torch::Tensor();
+  reduce_out_ = torch::empty({shard_.numel()}, torch::kFloat32);
+  reduce_ = shard_group_->reduce_scatter_sum(reduce_out_, full_grad_);
+  reducing_ = true;
+}
+
+void ShardUnit::finish_reduce() {
+  if (!reducing_) return;
+  reduce_.wait();
+  reducing_ = false;
+  if (!sharded()) return;
+  if (replica_group_->size() > 1) replica_group_->all_reduce_sum(reduce_out_).wait();
+  shard_grad_.add_(reduce_out_);
+  reduce_out_ = torch::Tensor();
+  full_grad_ = torch::Tensor();
+}
+
+void ShardUnit::zero_shard_grad() { shard_grad_.zero_(); }
+
+int64_t ShardUnit::resident_bytes() const {
+  int64_t elements = shard_.numel() + shard_grad_.numel();
+  if (sharded() && full_.defined()) elements += full_.numel();
+  if (full_grad_.defined()) elements += full_grad_.numel();
+  if (reduce_out_.defined()) elements += reduce_out_.numel();
+  return elements * static_cast<int64_t>(sizeof(float));
+}
+
+}  // namespace xtrain::dist

@@ -1,0 +1,96 @@
+// One shard unit of FSDP: a group of model parameters (a transformer block, or the embeddings,
+// final norm and head) whose values live in one flat fp32 buffer split evenly over a sharding
+// group, this rank keeping 1/N of it (the shard). The module parameters themselves hold no
+// memory until gathered: gather() all-gathers the shards into a full flat buffer and points each
+// parameter at its piece of it; reshard() frees that buffer again.
+//
+// Gradients: before a backward pass over the unit, prepare_gradients() points every parameter's
+// .grad at a zeroed full flat gradient buffer, into which autograd accumulates; reduce() then
+// reduce-scatters it over the sharding group (sums) and all-reduces the result over the replica
+// group (HSDP, or DDP when the sharding group has one rank), adding it to the shard's gradient.
+// With one rank per sharding group nothing is ever freed: the parameters stay views of the
+// shard, and gradients of several micro batches accumulate in place until the last one reduces.
+//
+// The groups are the unit's own: dense units shard over the FSDP group, while a unit of expert
+// weights can shard over a different one.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "dist/comm.h"
+
+namespace xtrain::dist {
+
+// This rank's piece of one parameter: elements [begin, begin + local.numel()) of the flattened
+// parameter, as a view of the unit's shard (and of its gradient).
+struct ParameterShard {
+  std::string name;
+  std::vector<int64_t> shape;  // of the whole parameter
+  int64_t begin = 0;
+  torch::Tensor local;  // 1-D view of the shard; .grad() a view of the shard's gradient
+};
+
+class ShardUnit {
+ public:
+  // params are the module's own tensors, with their current (full) values, identical on every
+  // rank; the unit takes this rank's shard of them and releases the rest.
+  ShardUnit(std::string name, std::vector<std::pair<std::string, torch::Tensor>> params,
+            std::shared_ptr<Comm> shard_group, std::shared_ptr<Comm> replica_group);
+
+  const std::string& name() const { return name_; }
+  bool sharded() const { return shard_group_->size() > 1; }
+
+  // Starts the all-gather of the full parameters (no-op when gathered or in flight).
+  void start_gather();
+  // Completes it: afterwards every module parameter holds its full value.
+  void wait_gather();
+  // Frees the full parameters (sharded units only).
+  void reshard();
+
+  // Points the parameters' .grad at a zeroed full gradient buffer (kept across micro batches
+  // when unsharded).
+  void prepare_gradients();
+  // Starts reducing the accumulated full gradients; `last_micro_batch` false on an unsharded unit
+  // defers the reduction, keeping the local sum.
+  void start_reduce(bool last_micro_batch);
+  // Completes the reduction into the shard's gradient and frees the full gradient buffer.
+  void finish_reduce();
+
+  void zero_shard_grad();
+  torch::Tensor shard() const { return shard_; }
+  torch::Tensor shard_grad() const { return shard_grad_; }
+  std::vector<ParameterShard>& parameters() { return shards_; }
+
+  int64_t numel() const { return numel_; }
+  int64_t shard_numel() const { return shard_.numel(); }
+  // Bytes this unit holds now: shard, its gradient, gathered parameters and full gradients.
+  int64_t resident_bytes() const;
+
+ private:
+  struct Member {
+    std::string name;
+    torch::Tensor param;  // the module's parameter
+    std::vector<int64_t> shape;
+    int64_t offset;  // in the flat buffer
+    int64_t numel;
+  };
+  void point_parameters_at(const torch::Tensor& flat);
+
+  std::string name_;
+  std::vector<Member> members_;
+  std::vector<ParameterShard> shards_;
+  std::shared_ptr<Comm> shard_group_, replica_group_;
+  int64_t numel_ = 0;    // unpadded
+  int64_t padded_ = 0;   // a multiple of the sharding group's size
+  torch::Tensor shard_, shard_grad_;
+  torch::Tensor full_, full_grad_;  // defined while gathered / while gradients accumulate
+  PendingCollective gather_, reduce_;
+  torch::Tensor reduce_out_;
+  bool gathered_ = false, gathering_ = false, reducing_ = false;
+};
+
+}  // namespace xtrain::dist

@@ -1,0 +1,46 @@
+#include "train/fault_injection.h"
+
+#include <csignal>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "util/input_error.h"
+
+namespace xtrain::train {
+
+std::optional<Fault> planned_fault(int64_t rank, int64_t restart_count) {
+  const char* spec = std::getenv("XTRAIN_FAULT");
+  if (!spec || !*spec || restart_count > 0) return std::nullopt;
+  Fault fault;
+  std::istringstream in(spec);
+  std::string rank_text, step_text;
+  std::getline(in, fault.action, ':');
+  std::getline(in, rank_text, ':');
+  std::getline(in, step_text);
+  try {
+    fault.rank = std::stoll(rank_text);
+    fault.step = std::stoll(step_text);
+  } catch (const std::exception&) {
+    throw InputError(fmt::format("XTRAIN_FAULT={}: expected <kill|stall|fail>:<rank>:<step>", spec));
+  }
+  if (fault.action != "kill" && fault.action != "stall" && fault.action != "fail")
+    throw InputError(fmt::format("XTRAIN_FAULT={}: the action must be kill, stall or fail", spec));
+  if (fault.rank != rank) return std::nullopt;
+  return fault;
+}
+
+void inject_fault(const std::optional<Fault>& fault, int64_t step) {
+  if (!fault || fault->step != step) return;
+  fmt::print(stderr, "XTRAIN_FAULT: {} at step {}\n", fault->action, step);
+  std::fflush(stderr);
+  if (fault->action == "kill") std::raise(SIGKILL);
+  if (fault->action == "stall")
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  throw std::runtime_error(fmt::format("injected failure at step {} (XTRAIN_FAULT)", step));
+}
+
+}  // namespace xtrain::train
