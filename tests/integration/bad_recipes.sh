@@ -84,7 +84,7 @@ expect set_bad_value "--set train.steps=abc: train.steps: expected an integer, g
 expect set_unknown_key "--set optim.lrr=0.1: optim.lrr: unknown key (did you mean optim.lr?)" \
 "${head}" --set optim.lrr=0.1
 expect all_at_once "all_at_once.yaml:5:3: model.hiden_size: unknown key (did you mean model.hidden_size?)
-all_at_once.yaml:7:10: train.dtype: must be one of fp32, bf16, got 'fp8'
+all_at_once.yaml:7:10: train.dtype: must be one of fp32, bf16, fp16, got 'fp8'
 --set optim.warmup_steps=-1: optim.warmup_steps: must be >= 0, got -1" \
 "${head}model:
   hiden_size: 128
