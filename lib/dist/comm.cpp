@@ -1,14 +1,34 @@
 #include "dist/comm.h"
 
+#include <atomic>
+#include <chrono>
+
 #include <torch/torch.h>
 
 namespace xtrain::dist {
+
+namespace {
+std::atomic<int64_t> waited_nanoseconds{0};
+}
+
+double PendingCollective::total_wait_seconds() { return static_cast<double>(waited_nanoseconds.load()) * 1e-9; }
 
 void PendingCollective::wait() {
   if (!wait_) return;
   auto wait = std::move(wait_);
   wait_ = nullptr;
-  wait();
+  const auto started = std::chrono::steady_clock::now();
+  auto account = [&] {
+    waited_nanoseconds +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
+  };
+  try {
+    wait();
+  } catch (...) {
+    account();
+    throw;
+  }
+  account();
 }
 
 namespace {

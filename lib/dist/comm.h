@@ -25,6 +25,10 @@ class CommError : public std::runtime_error {
 
 class PendingCollective {
  public:
+  // Seconds this process has spent blocked in wait() so far: the communication that did not
+  // overlap with compute.
+  static double total_wait_seconds();
+
   PendingCollective() = default;  // already complete
   explicit PendingCollective(std::function<void()> wait) : wait_(std::move(wait)) {}
   // Blocks until the collective is complete; a no-op the second time.

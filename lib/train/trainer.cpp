@@ -351,6 +351,7 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
   model->train();
   while (step < last_step) {
     const auto started = Clock::now();
+    const double waited_before = dist::PendingCollective::total_wait_seconds();
     ++step;
     inject_fault(fault, step);
     const double lr = schedule.at(step);
@@ -412,7 +413,8 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
                                        {"step_s", seconds},
                                        {"tokens_seen", samples_consumed * recipe.data.seq_len},
                                        {"peak_rss_mib", peak_rss_mib()},
-                                       {"state_mib", static_cast<double>(peak_state_bytes) / (1 << 20)}};
+                                       {"state_mib", static_cast<double>(peak_state_bytes) / (1 << 20)},
+                                       {"comm_wait_s", dist::PendingCollective::total_wait_seconds() - waited_before}};
       if (loss_scaler) {
         record["loss_scale"] = loss_scale;
         record["skipped"] = !finite_gradients;

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Data-parallel layouts train the same model: 20 steps of one process, DDP 2, FSDP 2, FSDP 4 and
+# HSDP 2x2 (all started by `xtrain launch`) give the same per-step losses (1e-5 relative) and
+# final weights (1e-5 absolute). Then resharding: FSDP 4's step-10 checkpoint resumed as FSDP 2,
+# as one process and as DDP 2 continues with FSDP 4's losses and ends at its weights.
+set -euo pipefail
+xtrain=$1
+srcdir=$2
+source "$srcdir/tests/integration/lib/distributed.sh"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+write_recipe "$work/recipe.yaml" 20
+
+train() {  # train RUN_NAME NPROC [--set ...]
+  local name=$1 nproc=$2
+  shift 2
+  if [[ $nproc == 1 ]]; then
+    "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/$name" "$@" > "$work/$name.log"
+  else
+    "$xtrain" launch --nproc-per-node "$nproc" --master-port "$(free_port)" -- \
+      train "$work/recipe.yaml" --set run.dir="$work/$name" "$@" > "$work/$name.log" 2>&1 || {
+      cat "$work/$name.log"
+      return 1
+    }
+  fi
+}
+
+train single 1
+train ddp2 2 --set parallel.dp=2 --set parallel.fsdp=1
+train fsdp2 2
+train fsdp4 4
+train hsdp2x2 4 --set parallel.dp=2 --set parallel.fsdp=2
+grep -q "parallel: 4 ranks (torchrun), HSDP dp 2 x fsdp 2" "$work/hsdp2x2.log"
+grep -q "parallel: 2 ranks (torchrun), DDP 2" "$work/ddp2.log"
+for run in ddp2 fsdp2 fsdp4 hsdp2x2; do compare_runs "$work/single" "$work/$run"; done
+
+step10=$work/fsdp4/checkpoints/step-10
+ls "$step10"/shard-0000{0,1,2,3}.safetensors > /dev/null
+train fsdp4_as_fsdp2 2 --set checkpoint.resume="$step10"
+train fsdp4_as_single 1 --set checkpoint.resume="$step10"
+train fsdp4_as_ddp2 2 --set checkpoint.resume="$step10" --set parallel.dp=2 --set parallel.fsdp=1
+for run in fsdp4_as_fsdp2 fsdp4_as_single fsdp4_as_ddp2; do
+  grep -q "resumed from $step10 at step 10" "$work/$run.log"
+  compare_runs "$work/fsdp4" "$work/$run" 11
+done

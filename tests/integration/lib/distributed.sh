@@ -1,0 +1,67 @@
+# Shared by the distributed integration tests: a small recipe, a free port, and comparisons of
+# runs (per-step losses from metrics.jsonl, final weights exported with `xtrain export`).
+
+# write_recipe FILE STEPS: a 2-layer model, global batch 8 in micro batches of 2, checkpoints
+# every 5 steps.
+write_recipe() {
+  cat > "$1" <<YAML
+name: dist-check
+model:
+  hidden_size: 64
+  num_layers: 2
+  num_heads: 4
+  num_kv_heads: 2
+data:
+  seq_len: 64
+train:
+  steps: $2
+  global_batch_size: 8
+  micro_batch_size: 2
+  log_every: 5
+  threads: 1
+optim:
+  lr: 3.0e-3
+  warmup_steps: 5
+checkpoint:
+  every: 5
+  keep: 10
+YAML
+}
+
+# A TCP port nothing listens on now.
+free_port() {
+  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# compare_runs REFERENCE_RUN_DIR RUN_DIR [FIRST_STEP]: per-step losses within 1e-5 relative and
+# exported final weights within 1e-5 absolute; prints the largest differences.
+compare_runs() {
+  local reference=$1 run=$2 first=${3:-1}
+  "$xtrain" export "$reference/checkpoints/latest" "$reference/export" > /dev/null
+  "$xtrain" export "$run/checkpoints/latest" "$run/export" > /dev/null
+  /usr/bin/python3 - "$reference" "$run" "$first" "$srcdir/tools/reference" <<'PY'
+import json, sys
+import numpy as np
+reference, run, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
+sys.path.insert(0, sys.argv[4])
+from safetensors_np import load_file
+
+def losses(folder):
+    records = [json.loads(line) for line in open(f"{folder}/metrics.jsonl")]
+    return {r["step"]: r["loss"] for r in records if "loss" in r and r["step"] >= first}
+
+a, b = losses(reference), losses(run)
+assert a.keys() == b.keys() and a, (sorted(a), sorted(b))
+loss_error = max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
+wa, wb = load_file(f"{reference}/export/model.safetensors"), load_file(f"{run}/export/model.safetensors")
+assert wa.keys() == wb.keys(), (sorted(wa), sorted(wb))
+weight_error = max(float(np.abs(np.asarray(wa[k], np.float64) - np.asarray(wb[k], np.float64)).max()) for k in wa)
+print(f"{run.split('/')[-1]}: {len(a)} steps, max loss difference {loss_error:.2e} (relative), "
+      f"max weight difference {weight_error:.2e} (absolute)")
+assert loss_error <= 1e-5, loss_error
+assert weight_error <= 1e-5, weight_error
+PY
+}
+
+# losses RUN_DIR: the per-step losses, one per line, exactly as written.
+losses() { grep -o '"loss":[^,]*' "$1/metrics.jsonl"; }

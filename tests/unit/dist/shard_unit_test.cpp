@@ -1,0 +1,39 @@
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include "dist/comm.h"
+#include "dist/shard_unit.h"
+
+using namespace xtrain;
+
+// A single-process sharding group: the unit keeps everything, and its pieces are the whole
+// parameters, viewing the same memory the module uses.
+TEST_CASE("an unsharded unit: parameters and gradients are views of the shard", "[dist]") {
+  auto a = torch::arange(6, torch::kFloat32).view({2, 3}).requires_grad_(true);
+  auto b = torch::full({4}, 7.0f).requires_grad_(true);
+  dist::ShardUnit unit("u", {{"a", a}, {"b", b}}, dist::make_single_process_comm("fsdp"),
+                       dist::make_single_process_comm("dp"));
+  CHECK(unit.numel() == 10);
+  CHECK(unit.shard_numel() == 10);
+  auto& pieces = unit.parameters();
+  REQUIRE(pieces.size() == 2);
+  CHECK(pieces[0].name == "a");
+  CHECK(pieces[0].shape == std::vector<int64_t>{2, 3});
+  CHECK(pieces[1].begin == 0);
+  CHECK(torch::equal(pieces[1].local, torch::full({4}, 7.0f)));
+  {
+    torch::NoGradGuard no_grad;
+    pieces[0].local.add_(1);  // what the optimizer does
+  }
+  CHECK(torch::equal(a, torch::arange(1, 7, torch::kFloat32).view({2, 3})));
+
+  (a * 2).sum().backward();
+  (a * 3).sum().backward();  // a second micro batch accumulates
+  unit.start_reduce(true);
+  unit.finish_reduce();
+  CHECK(torch::equal(unit.shard_grad().narrow(0, 0, 6), torch::full({6}, 5.0f)));
+  CHECK(torch::equal(pieces[0].local.grad(), torch::full({6}, 5.0f)));
+  unit.zero_shard_grad();
+  CHECK(a.grad().abs().sum().item<float>() == 0.0f);
+}
