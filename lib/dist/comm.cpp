@@ -9,6 +9,14 @@ namespace xtrain::dist {
 
 namespace {
 std::atomic<int64_t> waited_nanoseconds{0};
+CollectiveFailureHandler failure_handler;
+}  // namespace
+
+void set_collective_failure_handler(CollectiveFailureHandler handler) { failure_handler = std::move(handler); }
+
+void collective_failed(const std::string& message) {
+  if (failure_handler) failure_handler(message);
+  throw CommError(message);
 }
 
 double PendingCollective::total_wait_seconds() { return static_cast<double>(waited_nanoseconds.load()) * 1e-9; }

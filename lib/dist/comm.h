@@ -23,6 +23,14 @@ class CommError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What happens when a collective fails or times out: the handler (none by default) is called with
+// the message, then CommError is thrown. The xtrain executable installs one that reports the
+// error and ends the process at once: unwinding would tear down process groups whose peer is
+// gone, which can block for another timeout per queued collective.
+using CollectiveFailureHandler = std::function<void(const std::string& message)>;
+void set_collective_failure_handler(CollectiveFailureHandler handler);
+[[noreturn]] void collective_failed(const std::string& message);
+
 class PendingCollective {
  public:
   // Seconds this process has spent blocked in wait() so far: the communication that did not

@@ -66,7 +66,7 @@ class GlooComm : public Comm {
   }
 
   [[noreturn]] void fail(const std::string& collective, const std::string& why) const {
-    throw CommError(fmt::format(
+    collective_failed(fmt::format(
         "{} did not complete within dist.timeout_s={}: {}. Another rank has died or stalled; its own "
         "output names the cause.",
         describe(collective), timeout_.count() / 1000.0, why));
@@ -131,7 +131,7 @@ ProcessGroups::ProcessGroups(const World& world, std::chrono::milliseconds timeo
   try {
     state_->store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, options);
   } catch (const std::exception& e) {
-    throw CommError(fmt::format("rank {} could not join the job's store at {}:{} ({} ranks): {}", world.rank,
+    collective_failed(fmt::format("rank {} could not join the job's store at {}:{} ({} ranks): {}", world.rank,
                                 world.master_addr, world.master_port, world.size, e.what()));
   }
   state_->device = make_device(world);
@@ -155,7 +155,7 @@ std::shared_ptr<Comm> ProcessGroups::make_group(const std::string& name, const s
                                                              static_cast<int>(ranks.size()), options);
     return std::make_shared<GlooComm>(std::move(group), name, ranks, state_->timeout);
   } catch (const std::exception& e) {
-    throw CommError(fmt::format("creating group '{}' (ranks {}) failed within dist.timeout_s={}: {}", name,
+    collective_failed(fmt::format("creating group '{}' (ranks {}) failed within dist.timeout_s={}: {}", name,
                                 fmt::join(ranks, ","), state_->timeout.count() / 1000.0, e.what()));
   }
 }

@@ -3,6 +3,8 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -132,15 +134,22 @@ memory::MemoryOptions memory_options(const config::Recipe& recipe) {
   return {m.recompute, m.recompute_ratio, m.offload_activations, attention, m.attention_block_size};
 }
 
-void apply_threads(const config::Recipe& recipe) {
-  if (recipe.train.threads > 0) torch::set_num_threads(static_cast<int>(recipe.train.threads));
+// train.threads 0: the cores shared among this machine's ranks, unless OMP_NUM_THREADS (set by
+// torchrun and by users) already decides.
+void apply_threads(const config::Recipe& recipe, int64_t local_ranks = 1) {
+  if (recipe.train.threads > 0) {
+    torch::set_num_threads(static_cast<int>(recipe.train.threads));
+  } else if (!std::getenv("OMP_NUM_THREADS")) {
+    const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    torch::set_num_threads(static_cast<int>(std::max<int64_t>(1, cores / local_ranks)));
+  }
 }
 
 }  // namespace
 
 int train(const config::Recipe& recipe, const TrainOptions& options) {
-  apply_threads(recipe);
   const auto world = dist::discover_world();
+  apply_threads(recipe, world.local_size);
   const bool chief = world.rank == 0;
   const auto degrees = dist::resolve_degrees({recipe.parallel.dp, recipe.parallel.fsdp, recipe.parallel.tp,
                                               recipe.parallel.pp, recipe.parallel.ep},
