@@ -1,5 +1,6 @@
 // xtrain command line: parses arguments and dispatches to the engine. Exit codes: 0 success,
 // 2 bad input (recipe, arguments, files), 1 runtime failure.
+#include <chrono>
 #include <cstdio>
 #include <exception>
 
@@ -53,6 +54,26 @@ int run_generate(const std::string& dir, const std::string& prompt, const train:
   return 0;
 }
 
+// The whole input is one document, as a data.train text file is; ids go on one line.
+int run_tokenize(const std::string& spec, const std::string& input, bool count_only) {
+  auto tokenizer = data::make_tokenizer(spec);
+  const std::string text = util::read_file(input.empty() || input == "-" ? "/dev/stdin" : input);
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int64_t> ids = tokenizer->encode(text);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (count_only) {
+    fmt::print("{}\n", ids.size());
+    fmt::print(stderr, "{} bytes -> {} ids in {:.3f} s ({:.2f} M ids/s, {:.1f} MB/s)\n", text.size(), ids.size(),
+               seconds, ids.size() / seconds / 1e6, text.size() / seconds / 1e6);
+    return 0;
+  }
+  fmt::memory_buffer out;
+  for (size_t i = 0; i < ids.size(); ++i) fmt::format_to(std::back_inserter(out), i ? " {}" : "{}", ids[i]);
+  out.push_back('\n');
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
 int run_env() {
   util::warn_if_slow_blas();
   auto blas = util::loaded_blas();
@@ -72,7 +93,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", version_text());
 
-  std::string recipe_path, checkpoint_dir, prompt;
+  std::string recipe_path, checkpoint_dir, prompt, tokenizer_spec = "byte", tokenize_input;
   std::vector<std::string> overrides;
   int64_t stop_at_step = 0;
   train::GenerateOptions generate_options;
@@ -103,6 +124,15 @@ int main(int argc, char** argv) {
   generate_cmd->add_option("--top-k", generate_options.top_k, "Sample among the k likeliest tokens; 0 keeps all")
       ->check(CLI::NonNegativeNumber);
   generate_cmd->add_option("--seed", generate_options.seed, "Sampling seed");
+
+  auto* tokenize_cmd = app.add_subcommand("tokenize", "Print the token ids of a text as one document, on one line");
+  tokenize_cmd->add_option("--tokenizer", tokenizer_spec, "Tokenizer, as the recipe key data.tokenizer")
+      ->capture_default_str();
+  tokenize_cmd->add_option("--input", tokenize_input, "Text file (default: standard input)");
+  auto* ids_flag = tokenize_cmd->add_flag("--ids", "Print the ids, space-separated (the default)");
+  auto* count_flag =
+      tokenize_cmd->add_flag("--count", "Print the number of ids; the encoding rate goes to standard error");
+  count_flag->excludes(ids_flag);
 
   auto* options_cmd = app.add_subcommand("options", "Print every recipe key as a Markdown table");
   auto* env_cmd = app.add_subcommand("env", "Show versions, threads, the BLAS in use and its matmul rate");
@@ -137,6 +167,7 @@ int main(int argc, char** argv) {
       return train::evaluate_checkpoint(recipe, checkpoint_dir);
     }
     if (*generate_cmd) return run_generate(checkpoint_dir, prompt, generate_options);
+    if (*tokenize_cmd) return run_tokenize(tokenizer_spec, tokenize_input, count_flag->count() > 0);
     if (*options_cmd) {
       fmt::print("{}", config::options_markdown());
       return 0;
