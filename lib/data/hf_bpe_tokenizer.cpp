@@ -178,22 +178,18 @@ HfBpeTokenizer::HfBpeTokenizer(const std::string& path)
 
 HfBpeTokenizer::~HfBpeTokenizer() = default;
 
-void HfBpeTokenizer::encode_segment(std::string_view text, std::vector<int64_t>& ids,
-                                    std::vector<std::string>& pieces) const {
-  pieces.clear();
-  pre_tokenizer_->split(text, pieces);
-  for (const std::string& piece : pieces) {
-    if (cache_.append(piece, ids)) continue;
+void HfBpeTokenizer::encode_segment(std::string_view text, std::vector<int64_t>& ids) const {
+  pre_tokenizer_->split(text, [&](std::string_view piece) {
+    if (cache_.append(piece, ids)) return;
     const size_t from = ids.size();
     model_->encode(piece, ids);
     cache_.store(piece, ids, from);
-  }
+  });
 }
 
 std::vector<int64_t> HfBpeTokenizer::encode(std::string_view text) const {
   std::vector<int64_t> ids;
   ids.reserve(text.size() / 3);
-  std::vector<std::string> pieces;
   for (const auto& raw : raw_added_->split(text)) {
     if (raw.id >= 0) {
       ids.push_back(raw.id);
@@ -201,13 +197,13 @@ std::vector<int64_t> HfBpeTokenizer::encode(std::string_view text) const {
     }
     const std::string_view segment = text.substr(raw.begin, raw.end - raw.begin);
     if (normalizer_->identity() && normalized_added_->empty()) {
-      encode_segment(segment, ids, pieces);
+      encode_segment(segment, ids);
       continue;
     }
     const std::string normalized = normalizer_->normalize(segment);
     for (const auto& part : normalized_added_->split(normalized)) {
       if (part.id >= 0) ids.push_back(part.id);
-      else encode_segment(std::string_view(normalized).substr(part.begin, part.end - part.begin), ids, pieces);
+      else encode_segment(std::string_view(normalized).substr(part.begin, part.end - part.begin), ids);
     }
   }
   return ids;

@@ -35,7 +35,7 @@ class HfBpeTokenizer final : public Tokenizer {
   std::string name() const override { return "hf:" + path_; }
 
  private:
-  void encode_segment(std::string_view text, std::vector<int64_t>& ids, std::vector<std::string>& pieces) const;
+  void encode_segment(std::string_view text, std::vector<int64_t>& ids) const;
 
   std::string path_;
   std::unique_ptr<UnicodeNormalizer> normalizer_;

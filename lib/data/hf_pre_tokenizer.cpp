@@ -1,6 +1,6 @@
 #include "data/hf_pre_tokenizer.h"
 
-#include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -89,75 +89,76 @@ void HfPreTokenizer::add(const nlohmann::json& spec, bool last) {
                                           type));
 }
 
-void HfPreTokenizer::split(std::string_view text, std::vector<std::string>& pieces) const {
-  std::vector<std::string> current{std::string(text)}, next;
-  for (const Step& step : steps_) {
-    next.clear();
-    for (const std::string& piece : current) apply(step, piece, next);
-    current.swap(next);
-  }
-  for (auto& piece : current)
-    if (!piece.empty()) pieces.push_back(std::move(piece));
-}
+void HfPreTokenizer::split(std::string_view text, const PieceConsumer& consume) const { run(0, text, consume); }
 
-void HfPreTokenizer::apply(const Step& step, const std::string& piece, std::vector<std::string>& out) {
+void HfPreTokenizer::run(size_t index, std::string_view piece, const PieceConsumer& consume) const {
   if (piece.empty()) return;
-  if (step.prefix_space) {
-    out.push_back(piece[0] == ' ' ? piece : " " + piece);
+  if (index == steps_.size()) {
+    consume(piece);
     return;
   }
-  // Matches and the gaps between them, in order, as Hugging Face's find_matches lists them.
+  const Step& step = steps_[index];
+  if (step.prefix_space) {
+    if (piece[0] == ' ') {
+      run(index + 1, piece, consume);
+    } else {
+      const std::string spaced = " " + std::string(piece);
+      run(index + 1, spaced, consume);
+    }
+    return;
+  }
+
+  // The regex yields matches; with the gaps between them they are Hugging Face's "parts".
+  // Each behavior folds the parts into pieces, in one forward pass with one part held back.
   struct Part {
     size_t begin, end;
     bool match;
   };
-  std::vector<Part> parts;
+  auto emit = [&](size_t begin, size_t end) { run(index + 1, piece.substr(begin, end - begin), consume); };
+  std::optional<Part> held;     // the piece being built, not yet emitted
+  bool previous_match = false;  // whether the part before this one was a match
+  auto take = [&](Part part) {
+    if (step.invert) part.match = !part.match;
+    const bool after_match = previous_match;
+    previous_match = part.match;
+    switch (step.behavior) {
+      case Behavior::kRemoved:
+        if (!part.match) emit(part.begin, part.end);
+        return;
+      case Behavior::kIsolated:
+        emit(part.begin, part.end);
+        return;
+      case Behavior::kContiguous:  // runs of matches (or of gaps) join
+        if (held && part.match == after_match) {
+          held->end = part.end;
+          return;
+        }
+        break;
+      case Behavior::kMergedWithPrevious:  // a match joins the gap before it
+        if (held && part.match && !after_match) {
+          held->end = part.end;
+          return;
+        }
+        break;
+      case Behavior::kMergedWithNext:  // a match joins the gap after it
+        if (held && after_match && !part.match) {
+          emit(held->begin, part.end);
+          held.reset();
+          return;
+        }
+        break;
+    }
+    if (held) emit(held->begin, held->end);
+    held = part;
+  };
   size_t covered = 0;
-  for (const TextSpan& span : step.regex->find_all(piece)) {
-    if (span.begin > covered) parts.push_back({covered, span.begin, false});
-    parts.push_back({span.begin, span.end, true});
-    covered = span.end;
-  }
-  if (covered < piece.size()) parts.push_back({covered, piece.size(), false});
-  if (step.invert)
-    for (auto& part : parts) part.match = !part.match;
-
-  // Each behavior folds the parts into the spans of the new pieces.
-  std::vector<std::pair<size_t, size_t>> spans;
-  bool previous_match = false;
-  switch (step.behavior) {
-    case Behavior::kRemoved:
-      for (const auto& part : parts)
-        if (!part.match) spans.emplace_back(part.begin, part.end);
-      break;
-    case Behavior::kIsolated:
-      for (const auto& part : parts) spans.emplace_back(part.begin, part.end);
-      break;
-    case Behavior::kContiguous:
-      for (const auto& part : parts) {
-        if (!spans.empty() && part.match == previous_match) spans.back().second = part.end;
-        else spans.emplace_back(part.begin, part.end);
-        previous_match = part.match;
-      }
-      break;
-    case Behavior::kMergedWithPrevious:
-      for (const auto& part : parts) {
-        if (!spans.empty() && part.match && !previous_match) spans.back().second = part.end;
-        else spans.emplace_back(part.begin, part.end);
-        previous_match = part.match;
-      }
-      break;
-    case Behavior::kMergedWithNext:
-      for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-        if (!spans.empty() && it->match && !previous_match) spans.back().first = it->begin;
-        else spans.emplace_back(it->begin, it->end);
-        previous_match = it->match;
-      }
-      std::reverse(spans.begin(), spans.end());
-      break;
-  }
-  for (const auto& [begin, end] : spans)
-    if (end > begin) out.push_back(piece.substr(begin, end - begin));
+  step.regex->for_each_match(piece, [&](TextSpan match) {
+    if (match.begin > covered) take({covered, match.begin, false});
+    take({match.begin, match.end, true});
+    covered = match.end;
+  });
+  if (covered < piece.size()) take({covered, piece.size(), false});
+  if (held) emit(held->begin, held->end);
 }
 
 }  // namespace xtrain::data

@@ -4,8 +4,10 @@
 // behavior, invert), Digits, and a Sequence of these ending in ByteLevel, as GPT-2, Llama 3,
 // Qwen2 and DeepSeek files have. Regexes follow Oniguruma's conventions where PCRE2's differ
 // (^ and $ match at line breaks). Pieces are raw bytes: the byte-level spelling is applied to
-// the vocabulary instead of to the text.
+// the vocabulary instead of to the text. Pieces stream out one at a time, so a large document
+// costs no list of pieces.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -23,8 +25,9 @@ class HfPreTokenizer {
   explicit HfPreTokenizer(const nlohmann::json& spec);
   ~HfPreTokenizer();
 
-  // Appends the non-empty pieces of `text` to `pieces`.
-  void split(std::string_view text, std::vector<std::string>& pieces) const;
+  using PieceConsumer = std::function<void(std::string_view)>;
+  // Calls consume for each non-empty piece of `text`, in order.
+  void split(std::string_view text, const PieceConsumer& consume) const;
 
  private:
   enum class Behavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
@@ -35,7 +38,8 @@ class HfPreTokenizer {
     bool invert = false;
   };
   void add(const nlohmann::json& spec, bool last);
-  static void apply(const Step& step, const std::string& piece, std::vector<std::string>& out);
+  // Applies steps_[step..] to `piece`.
+  void run(size_t step, std::string_view piece, const PieceConsumer& consume) const;
 
   std::vector<Step> steps_;
 };

@@ -185,13 +185,13 @@ std::vector<int64_t> TiktokenTokenizer::encode(std::string_view text) const {
   std::vector<int64_t> ids;
   ids.reserve(text.size() / 3);
   size_t covered = 0;
-  for (const TextSpan& match : pattern_.find_all(text)) {
+  pattern_.for_each_match(text, [&](TextSpan match) {
     // Bytes no match covers (only invalid UTF-8 with these patterns) are merged as a piece
     // of their own rather than dropped.
     if (match.begin > covered) encode_piece(text.substr(covered, match.begin - covered), ids);
     encode_piece(text.substr(match.begin, match.end - match.begin), ids);
     covered = match.end;
-  }
+  });
   if (covered < text.size()) encode_piece(text.substr(covered), ids);
   return ids;
 }

@@ -50,8 +50,7 @@ UnicodeRegex::~UnicodeRegex() = default;
 UnicodeRegex::UnicodeRegex(UnicodeRegex&&) noexcept = default;
 UnicodeRegex& UnicodeRegex::operator=(UnicodeRegex&&) noexcept = default;
 
-std::vector<TextSpan> UnicodeRegex::find_all(std::string_view text) const {
-  std::vector<TextSpan> spans;
+void UnicodeRegex::for_each_match(std::string_view text, const std::function<void(TextSpan)>& on_match) const {
   // Match data is per call so that one compiled pattern serves concurrent callers.
   std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
       pcre2_match_data_create_from_pattern(compiled_->code, nullptr), &pcre2_match_data_free);
@@ -62,7 +61,7 @@ std::vector<TextSpan> UnicodeRegex::find_all(std::string_view text) const {
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) throw std::runtime_error("regex match failed: " + pcre2_message(rc));
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
-    spans.push_back({ovector[0], ovector[1]});
+    on_match({ovector[0], ovector[1]});
     if (ovector[1] > ovector[0]) {
       start = ovector[1];
     } else {
@@ -70,7 +69,6 @@ std::vector<TextSpan> UnicodeRegex::find_all(std::string_view text) const {
       start = ovector[1] + utf8_length(static_cast<unsigned char>(text[ovector[1]]));
     }
   }
-  return spans;
 }
 
 }  // namespace xtrain::data

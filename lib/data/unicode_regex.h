@@ -5,10 +5,10 @@
 // are left in the gaps between matches. Safe to use from several threads at once.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace xtrain::data {
 
@@ -30,9 +30,9 @@ class UnicodeRegex {
   UnicodeRegex(UnicodeRegex&&) noexcept;
   UnicodeRegex& operator=(UnicodeRegex&&) noexcept;
 
-  // Successive non-overlapping leftmost matches. An empty match is reported, and the search
-  // resumes one character after it.
-  std::vector<TextSpan> find_all(std::string_view text) const;
+  // Calls on_match for each successive non-overlapping leftmost match, in order. An empty
+  // match is reported too, and the search resumes one character after it.
+  void for_each_match(std::string_view text, const std::function<void(TextSpan)>& on_match) const;
 
  private:
   struct Compiled;
