@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <exception>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -29,16 +31,14 @@ std::string version_text() {
   return fmt::format("xtrain {} (LibTorch {}, {} build)", XTRAIN_VERSION, TORCH_VERSION, XTRAIN_BUILD_TYPE);
 }
 
-// The tokenizer a checkpoint was trained with, from the recipe copy saved beside it.
+// The tokenizer a checkpoint was trained with, from the recipe copy saved beside it. A
+// tokenizer file that has gone missing is an error, not a silent switch to bytes.
 std::string checkpoint_tokenizer(const std::string& dir) {
+  const std::string recipe = dir + "/recipe.yaml";
+  if (::access(recipe.c_str(), F_OK) != 0) return "byte";  // a plain HF folder without xtrain's recipe copy
   config::LoadOptions options;
   options.check_files = false;
-  try {
-    return config::load_recipe_text(util::read_file(dir + "/recipe.yaml"), dir + "/recipe.yaml", options)
-        .data.tokenizer;
-  } catch (const InputError&) {
-    return "byte";  // a plain HF folder without xtrain's recipe copy
-  }
+  return config::load_recipe_text(util::read_file(recipe), recipe, options).data.tokenizer;
 }
 
 int run_generate(const std::string& dir, const std::string& prompt, const train::GenerateOptions& options) {

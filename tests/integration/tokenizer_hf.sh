@@ -3,7 +3,8 @@
 # binding), trains four small byte-level BPE tokenizer.json files in the styles of GPT-2,
 # Llama 3, Qwen2 and a mix of every Split behavior (tools/data/train_hf_bpe.js), and checks
 # that `xtrain tokenize` gives exactly the library's ids on a varied multilingual text of
-# 120 KB with special tokens in it. Skips (77) when npm cannot install or load the package.
+# 120 KB with special tokens in it. Then trains a tiny model with one of them. Skips (77)
+# when npm cannot install or load the package.
 set -euo pipefail
 xtrain=$1
 source_dir=$2
@@ -42,6 +43,33 @@ mkdir "$work/folder"
 cp "$work/tokenizers/llama3.json" "$work/folder/tokenizer.json"
 printf 'name: hf\ndata:\n  tokenizer: hf:%s\n' "$work/folder" > "$work/recipe.yaml"
 "$xtrain" validate "$work/recipe.yaml" | grep -q "vocab_size: 1260"
+
+# Train a tiny model with it; generate finds the tokenizer through the checkpoint's recipe, and
+# refuses to fall back to bytes once the file is gone.
+cat >> "$work/recipe.yaml" <<YAML
+  seq_len: 32
+run:
+  dir: $work/run
+model:
+  hidden_size: 32
+  num_layers: 1
+  num_heads: 2
+train:
+  steps: 2
+  global_batch_size: 2
+  micro_batch_size: 2
+  threads: 1
+YAML
+"$xtrain" train "$work/recipe.yaml" > "$work/train.log"
+grep -q "done: 2 steps" "$work/train.log"
+"$xtrain" generate "$work/run/checkpoints/latest" --prompt "Once upon" --max-new-tokens 4 > /dev/null
+mv "$work/folder" "$work/moved"
+set +e
+"$xtrain" generate "$work/run/checkpoints/latest" --prompt "Once" > /dev/null 2> "$work/error.txt"
+status=$?
+set -e
+[[ $status -eq 2 ]]
+grep -q "data.tokenizer: cannot read" "$work/error.txt"
 
 echo '{"model": {"type": "BPE", "vocab": {' > "$work/broken.json"
 set +e
