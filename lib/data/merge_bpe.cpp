@@ -15,9 +15,10 @@ MergeBpe::MergeBpe(std::unordered_map<std::string, int64_t> vocab, const std::ve
     fallback_id_[byte] = fallback == vocab_.end() ? -1 : fallback->second;
   }
   merges_.reserve(merges.size());
+  // A pair listed twice takes its last rank, as in Hugging Face's map built from the list.
   for (size_t rank = 0; rank < merges.size(); ++rank)
-    merges_.emplace(pair_key(merges[rank].left, merges[rank].right),
-                    std::make_pair(static_cast<uint32_t>(rank), merges[rank].merged));
+    merges_[pair_key(merges[rank].left, merges[rank].right)] =
+        std::make_pair(static_cast<uint32_t>(rank), merges[rank].merged);
 }
 
 void MergeBpe::encode(std::string_view piece, std::vector<int64_t>& out) const {

@@ -2,7 +2,6 @@
 // Lookups take string_views so that probing a piece of a document allocates nothing.
 #pragma once
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>

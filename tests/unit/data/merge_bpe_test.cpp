@@ -99,3 +99,12 @@ TEST_CASE("merge BPE options: ignore_merges, unknown bytes, byte fallback", "[da
   MergeBpe(t.vocab, t.merges, fallback).encode("xa", ids);
   CHECK(ids == std::vector<int64_t>{120, t.vocab.at("a")});
 }
+
+TEST_CASE("merge BPE: a pair listed twice takes its last rank", "[data][tokenizer]") {
+  const std::unordered_map<std::string, int64_t> vocab{{"a", 0}, {"b", 1}, {"c", 2}, {"ab", 3}, {"bc", 4}};
+  // b+c, a+b, b+c again: a+b (rank 1) now ranks before b+c (rank 2), as the library has it.
+  const MergeBpe bpe(vocab, {{1, 2, 4}, {0, 1, 3}, {1, 2, 4}}, {});
+  std::vector<int64_t> ids;
+  bpe.encode("abc", ids);
+  CHECK(ids == std::vector<int64_t>{3, 2});
+}
