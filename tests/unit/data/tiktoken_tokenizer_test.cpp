@@ -37,7 +37,7 @@ std::string rank_file(const std::vector<std::string>& merges) {
 
 }  // namespace
 
-TEST_CASE("base64 helper of the tiktoken tests", "[data][tokenizer]") {
+TEST_CASE("the base64 encoder of these tests is standard base64", "[data][tokenizer]") {
   CHECK(base64("a") == "YQ==");
   CHECK(base64("ab") == "YWI=");
   CHECK(base64("abc") == "YWJj");
