@@ -1,7 +1,10 @@
 // xtrain command line: parses arguments and dispatches to the engine. Exit codes: 0 success,
 // 2 bad input (recipe, arguments, files), 1 runtime failure.
+#include <chrono>
 #include <cstdio>
 #include <exception>
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -29,16 +32,14 @@ std::string version_text() {
   return fmt::format("xtrain {} (LibTorch {}, {} build)", XTRAIN_VERSION, TORCH_VERSION, XTRAIN_BUILD_TYPE);
 }
 
-// The tokenizer a checkpoint was trained with, from the recipe copy saved beside it.
+// The tokenizer a checkpoint was trained with, from the recipe copy saved beside it. A
+// tokenizer file that has gone missing is an error, not a silent switch to bytes.
 std::string checkpoint_tokenizer(const std::string& dir) {
+  const std::string recipe = dir + "/recipe.yaml";
+  if (::access(recipe.c_str(), F_OK) != 0) return "byte";  // a plain HF folder without xtrain's recipe copy
   config::LoadOptions options;
   options.check_files = false;
-  try {
-    return config::load_recipe_text(util::read_file(dir + "/recipe.yaml"), dir + "/recipe.yaml", options)
-        .data.tokenizer;
-  } catch (const InputError&) {
-    return "byte";  // a plain HF folder without xtrain's recipe copy
-  }
+  return config::load_recipe_text(util::read_file(recipe), recipe, options).data.tokenizer;
 }
 
 int run_generate(const std::string& dir, const std::string& prompt, const train::GenerateOptions& options) {
@@ -51,6 +52,26 @@ int run_generate(const std::string& dir, const std::string& prompt, const train:
     std::fflush(stdout);
   });
   fmt::print("\n");
+  return 0;
+}
+
+// The whole input is one document, as a data.train text file is; ids go on one line.
+int run_tokenize(const std::string& spec, const std::string& input, bool count_only) {
+  auto tokenizer = data::make_tokenizer(spec);
+  const std::string text = util::read_file(input.empty() || input == "-" ? "/dev/stdin" : input);
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int64_t> ids = tokenizer->encode(text);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (count_only) {
+    fmt::print("{}\n", ids.size());
+    fmt::print(stderr, "{} bytes -> {} ids in {:.3f} s ({:.2f} M ids/s, {:.1f} MB/s)\n", text.size(), ids.size(),
+               seconds, ids.size() / seconds / 1e6, text.size() / seconds / 1e6);
+    return 0;
+  }
+  fmt::memory_buffer out;
+  for (size_t i = 0; i < ids.size(); ++i) fmt::format_to(std::back_inserter(out), i ? " {}" : "{}", ids[i]);
+  out.push_back('\n');
+  std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
 
@@ -73,7 +94,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", version_text());
 
-  std::string recipe_path, checkpoint_dir, prompt;
+  std::string recipe_path, checkpoint_dir, prompt, tokenizer_spec = "byte", tokenize_input;
   std::vector<std::string> overrides;
   int64_t stop_at_step = 0;
   train::GenerateOptions generate_options;
@@ -110,6 +131,15 @@ int main(int argc, char** argv) {
       "export", "Write a checkpoint (single-process or sharded) as one Hugging Face folder: model.safetensors + config.json");
   export_cmd->add_option("checkpoint", checkpoint_dir, "Checkpoint folder (e.g. runs/NAME/checkpoints/latest)")->required();
   export_cmd->add_option("out", export_out, "Output folder")->required();
+
+  auto* tokenize_cmd = app.add_subcommand("tokenize", "Print the token ids of a text as one document, on one line");
+  tokenize_cmd->add_option("--tokenizer", tokenizer_spec, "Tokenizer, as the recipe key data.tokenizer")
+      ->capture_default_str();
+  tokenize_cmd->add_option("--input", tokenize_input, "Text file (default: standard input)");
+  auto* ids_flag = tokenize_cmd->add_flag("--ids", "Print the ids, space-separated (the default)");
+  auto* count_flag =
+      tokenize_cmd->add_flag("--count", "Print the number of ids; the encoding rate goes to standard error");
+  count_flag->excludes(ids_flag);
 
   auto* options_cmd = app.add_subcommand("options", "Print every recipe key as a Markdown table");
   auto* env_cmd = app.add_subcommand("env", "Show versions, threads, the BLAS in use and its matmul rate");
@@ -149,6 +179,7 @@ int main(int argc, char** argv) {
       fmt::print("exported {} tensors from {} to {}\n", tensors, checkpoint_dir, export_out);
       return 0;
     }
+    if (*tokenize_cmd) return run_tokenize(tokenizer_spec, tokenize_input, count_flag->count() > 0);
     if (*options_cmd) {
       fmt::print("{}", config::options_markdown());
       return 0;

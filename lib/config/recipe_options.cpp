@@ -58,7 +58,7 @@ OptionRegistry build_registry() {
 
   r.add<std::string>("data.train", FIELD(data.train), "builtin:demo", "Training text: builtin:demo, a text file, a folder of text files, or a .jsonl file with a \"text\" field.", not_empty());
   r.add<std::string>("data.eval", FIELD(data.eval), "", "Evaluation text, same forms as data.train; empty means none.");
-  r.add<std::string>("data.tokenizer", FIELD(data.tokenizer), "byte", "Tokenizer: byte (UTF-8 bytes plus an end-of-text token).", not_empty());
+  r.add<std::string>("data.tokenizer", FIELD(data.tokenizer), "byte", "Tokenizer: byte (UTF-8 bytes plus an end-of-text token), sentencepiece:MODEL, tiktoken:RANKS[:ENCODING] or hf:TOKENIZER_JSON; see Tokenizers.", not_empty());
   r.add<int64_t>("data.seq_len", FIELD(data.seq_len), 256, "Tokens per training sequence.", at_least<int64_t>(2));
   r.add<bool>("data.shuffle", FIELD(data.shuffle), true, "Shuffle samples each epoch (seeded by run.seed).");
 

@@ -1,5 +1,7 @@
 // Tokenizer: text <-> token ids. make_tokenizer() turns a recipe's `data.tokenizer` value
-// into an instance; an unknown or unreadable spec is an InputError.
+// into an instance; an unknown spec or an unreadable or malformed file is an InputError.
+// encode() takes one document and adds no BOS/EOS: the data pipeline appends eos_id() after
+// each document. Implementations are safe to call from several threads.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -22,10 +24,14 @@ class Tokenizer {
   virtual std::string name() const = 0;
 };
 
-// "byte": ids 0..255 are the UTF-8 bytes, 256 is <|endoftext|>.
+// Specs: "byte" (ids 0..255 are the UTF-8 bytes, 256 is <|endoftext|>);
+// "sentencepiece:PATH" (a SentencePiece .model); "tiktoken:PATH[:ENCODING]" (a tiktoken rank
+// file; the encoding is inferred from a name like cl100k_base.tiktoken when omitted);
+// "hf:PATH" (a byte-level BPE tokenizer.json, or a folder holding one).
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
 
-// Returns a problem description (e.g. "unknown tokenizer 'bpe' (expected: byte)") or nullopt.
+// Returns a problem description (e.g. "unknown tokenizer 'bpe' (expected: ...)") or nullopt.
+// It loads the tokenizer, so a malformed file is reported here.
 std::optional<std::string> check_tokenizer_spec(const std::string& spec);
 
 }  // namespace xtrain::data

@@ -37,7 +37,11 @@ TEST_CASE("byte tokenizer decode passes invalid UTF-8 through", "[data]") {
 
 TEST_CASE("tokenizer specs are validated", "[data]") {
   CHECK_FALSE(xtrain::data::check_tokenizer_spec("byte").has_value());
-  CHECK(xtrain::data::check_tokenizer_spec("bpe") == "unknown tokenizer 'bpe' (expected: byte)");
+  const std::string expected =
+      "unknown tokenizer 'bpe' (expected: byte, sentencepiece:PATH, tiktoken:PATH[:ENCODING] or hf:PATH to a "
+      "tokenizer.json)";
+  CHECK(xtrain::data::check_tokenizer_spec("bpe") == expected);
   CHECK_THROWS_AS(make_tokenizer("bpe"), xtrain::InputError);
-  CHECK_THROWS_WITH(make_tokenizer("bpe"), "unknown tokenizer 'bpe' (expected: byte)");
+  CHECK_THROWS_WITH(make_tokenizer("bpe"), expected);
+  CHECK(xtrain::data::check_tokenizer_spec("hf:").has_value());
 }

@@ -1,0 +1,219 @@
+#include "data/hf_bpe_tokenizer.h"
+
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "data/byte_level_alphabet.h"
+#include "util/durable_file.h"
+#include "util/input_error.h"
+
+namespace xtrain::data {
+
+namespace {
+
+using nlohmann::json;
+
+bool is_directory(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+std::string parent_folder(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+json parse_json_file(const std::string& path) {
+  const std::string text = util::read_file(path);
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InputError(fmt::format("{}: not valid JSON ({}); data.tokenizer hf:PATH takes a Hugging Face "
+                                 "tokenizer.json",
+                                 path, e.what()));
+  }
+}
+
+// The eos_token that a tokenizer_config.json beside the file names, if any.
+std::string configured_eos(const std::string& tokenizer_path) {
+  const std::string config_path = parent_folder(tokenizer_path) + "/tokenizer_config.json";
+  struct stat info {};
+  if (::stat(config_path.c_str(), &info) != 0) return "";
+  const json config = parse_json_file(config_path);
+  const json eos = config.value("eos_token", json());
+  if (eos.is_string()) return eos.get<std::string>();
+  if (eos.is_object() && eos.contains("content")) return eos.at("content").get<std::string>();
+  return "";
+}
+
+std::vector<std::string> merge_parts(const json& merge) {
+  if (merge.is_array()) return merge.get<std::vector<std::string>>();
+  const std::string line = merge.get<std::string>();
+  std::vector<std::string> parts;
+  size_t begin = 0;
+  for (size_t space; (space = line.find(' ', begin)) != std::string::npos; begin = space + 1)
+    parts.push_back(line.substr(begin, space - begin));
+  parts.push_back(line.substr(begin));
+  return parts;
+}
+
+}  // namespace
+
+HfBpeTokenizer::HfBpeTokenizer(const std::string& path)
+    : path_(is_directory(path) ? path + "/tokenizer.json" : path) {
+  const json file = parse_json_file(path_);
+  // Everything below reads the parsed file; any shape problem is reported with its JSON part.
+  std::string part = "model";
+  try {
+    const json& model = file.at("model");
+    const std::string type = model.value("type", "BPE");
+    if (type != "BPE")
+      throw std::invalid_argument(fmt::format("type is {}, but only BPE models are supported", type));
+    for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+      if (model.contains(key) && !model.at(key).is_null() && !model.at(key).get<std::string>().empty())
+        throw std::invalid_argument(fmt::format("{} is not supported", key));
+
+    // The vocabulary is spelled in the byte-level alphabet; the model works on raw bytes.
+    std::unordered_map<std::string, int64_t> text_to_id;
+    std::unordered_map<std::string, int64_t> bytes_to_id;
+    int64_t max_id = -1;
+    for (const auto& [text, id_json] : model.at("vocab").items()) {
+      const int64_t id = id_json.get<int64_t>();
+      if (id < 0) throw std::invalid_argument(fmt::format("vocab id {} of '{}' is negative", id, text));
+      text_to_id.emplace(text, id);
+      max_id = std::max(max_id, id);
+    }
+    token_text_.resize(static_cast<size_t>(max_id + 1));
+    for (const auto& [text, id] : text_to_id) {
+      const auto bytes = byte_level_to_bytes(text);
+      token_text_[static_cast<size_t>(id)] = bytes ? *bytes : text;
+      if (bytes) bytes_to_id.emplace(*bytes, id);
+    }
+
+    std::vector<MergeBpe::Merge> merges;
+    const json& merge_list = model.value("merges", json::array());
+    merges.reserve(merge_list.size());
+    for (const json& merge : merge_list) {
+      const std::vector<std::string> parts = merge_parts(merge);
+      if (parts.size() != 2)
+        throw std::invalid_argument(fmt::format("merge {} is not a pair of tokens", merge.dump()));
+      auto left = text_to_id.find(parts[0]), right = text_to_id.find(parts[1]),
+           merged = text_to_id.find(parts[0] + parts[1]);
+      if (left == text_to_id.end() || right == text_to_id.end() || merged == text_to_id.end())
+        throw std::invalid_argument(fmt::format("merge {} uses or makes a token missing from the vocab", merge.dump()));
+      merges.push_back({left->second, right->second, merged->second});
+    }
+
+    MergeBpe::Options options;
+    if (model.contains("unk_token") && !model.at("unk_token").is_null()) {
+      const std::string unk = model.at("unk_token").get<std::string>();
+      auto it = text_to_id.find(unk);
+      if (it == text_to_id.end()) throw std::invalid_argument(fmt::format("unk_token '{}' is not in the vocab", unk));
+      options.unk_id = it->second;
+    }
+    options.fuse_unk = model.value("fuse_unk", false);
+    options.byte_fallback = model.value("byte_fallback", false);
+    options.ignore_merges = model.value("ignore_merges", false);
+    model_ = std::make_unique<MergeBpe>(std::move(bytes_to_id), merges, options);
+
+    part = "normalizer";
+    normalizer_ = std::make_unique<UnicodeNormalizer>(file.value("normalizer", json()));
+
+    part = "pre_tokenizer";
+    pre_tokenizer_ = std::make_unique<HfPreTokenizer>(file.value("pre_tokenizer", json()));
+
+    part = "added_tokens";
+    std::vector<AddedToken> raw, normalized;
+    for (const json& entry : file.value("added_tokens", json::array())) {
+      AddedToken token;
+      token.content = entry.at("content").get<std::string>();
+      token.id = entry.at("id").get<int64_t>();
+      token.special = entry.value("special", false);
+      token.lstrip = entry.value("lstrip", false);
+      token.rstrip = entry.value("rstrip", false);
+      token.normalized = entry.value("normalized", !token.special);
+      if (entry.value("single_word", false))
+        throw std::invalid_argument(fmt::format("'{}' has single_word set, which is not supported", token.content));
+      if (token.id < 0) throw std::invalid_argument(fmt::format("'{}' has a negative id", token.content));
+      if (static_cast<size_t>(token.id) >= token_text_.size()) token_text_.resize(static_cast<size_t>(token.id) + 1);
+      // decode() skips special tokens, so only the others keep their text.
+      token_text_[static_cast<size_t>(token.id)] = token.special ? "" : token.content;
+      if (token.normalized) {
+        // Hugging Face looks for a normalized token by its normalized spelling.
+        token.content = normalizer_->normalize(token.content);
+        normalized.push_back(token);
+      } else {
+        raw.push_back(token);
+      }
+      text_to_id[entry.at("content").get<std::string>()] = token.id;
+    }
+    raw_added_ = std::make_unique<AddedTokenMatcher>(raw);
+    normalized_added_ = std::make_unique<AddedTokenMatcher>(normalized);
+
+    part = "end-of-text token";
+    const std::string configured = configured_eos(path_);
+    for (const std::string& candidate :
+         configured.empty() ? std::vector<std::string>{"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"}
+                            : std::vector<std::string>{configured}) {
+      if (auto it = text_to_id.find(candidate); it != text_to_id.end()) {
+        eos_id_ = it->second;
+        break;
+      }
+    }
+    if (eos_id_ < 0)
+      throw std::invalid_argument(
+          configured.empty()
+              ? "none of <|endoftext|>, <|end_of_text|>, </s>, <eos> is a token; name the one that ends a document as "
+                "eos_token in a tokenizer_config.json beside tokenizer.json"
+              : fmt::format("eos_token '{}' of tokenizer_config.json is not a token", configured));
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // nlohmann's type and out-of-range errors, and our own std::invalid_argument.
+    throw InputError(fmt::format("{}: {}: {}", path_, part, e.what()));
+  }
+}
+
+HfBpeTokenizer::~HfBpeTokenizer() = default;
+
+void HfBpeTokenizer::encode_segment(std::string_view text, std::vector<int64_t>& ids) const {
+  pre_tokenizer_->split(text, [&](std::string_view piece) {
+    if (cache_.append(piece, ids)) return;
+    const size_t from = ids.size();
+    model_->encode(piece, ids);
+    cache_.store(piece, ids, from);
+  });
+}
+
+std::vector<int64_t> HfBpeTokenizer::encode(std::string_view text) const {
+  std::vector<int64_t> ids;
+  ids.reserve(text.size() / 3);
+  for (const auto& raw : raw_added_->split(text)) {
+    if (raw.id >= 0) {
+      ids.push_back(raw.id);
+      continue;
+    }
+    const std::string_view segment = text.substr(raw.begin, raw.end - raw.begin);
+    if (normalizer_->identity() && normalized_added_->empty()) {
+      encode_segment(segment, ids);
+      continue;
+    }
+    const std::string normalized = normalizer_->normalize(segment);
+    for (const auto& part : normalized_added_->split(normalized)) {
+      if (part.id >= 0) ids.push_back(part.id);
+      else encode_segment(std::string_view(normalized).substr(part.begin, part.end - part.begin), ids);
+    }
+  }
+  return ids;
+}
+
+std::string HfBpeTokenizer::decode(const std::vector<int64_t>& ids) const {
+  std::string text;
+  for (int64_t id : ids)
+    if (id >= 0 && id < vocab_size()) text += token_text_[static_cast<size_t>(id)];
+  return text;
+}
+
+}  // namespace xtrain::data
