@@ -13,6 +13,7 @@
 #include "ckpt/checkpoint_export.h"
 #include "ckpt/hf_llama.h"
 #include "config/recipe_loader.h"
+#include "data/data_prepare.h"
 #include "data/tokenizer.h"
 #include "train/generate.h"
 #include "train/trainer.h"
@@ -20,6 +21,7 @@
 #include "util/build_info.h"
 #include "util/input_error.h"
 #include "util/durable_file.h"
+#include "util/progress_line.h"
 
 namespace {
 
@@ -72,6 +74,18 @@ int run_tokenize(const std::string& spec, const std::string& input, bool count_o
   for (size_t i = 0; i < ids.size(); ++i) fmt::format_to(std::back_inserter(out), i ? " {}" : "{}", ids[i]);
   out.push_back('\n');
   std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+int run_data_prepare(const data::PrepareOptions& options) {
+  util::ProgressLine progress(stderr);
+  const auto result = data::prepare_indexed_dataset(options, &progress);
+  fmt::print("wrote {0}.idx + {0}.bin: {1} documents, {2} tokens ({3}) from {4:.1f} MB in {5:.1f} s "
+             "({6:.2f} M tokens/s, {7:.1f} MB/s, {8} workers)\n",
+             options.output_prefix, result.documents, result.tokens, data::indexed_dtype_name(result.dtype),
+             result.bytes / 1e6, result.seconds, result.tokens / result.seconds / 1e6,
+             result.bytes / 1e6 / result.seconds, result.workers);
+  if (result.loss_mask) fmt::print("loss mask: {0}.loss_mask.idx + {0}.loss_mask.bin\n", options.output_prefix);
   return 0;
 }
 
@@ -141,6 +155,30 @@ int main(int argc, char** argv) {
       tokenize_cmd->add_flag("--count", "Print the number of ids; the encoding rate goes to standard error");
   count_flag->excludes(ids_flag);
 
+  data::PrepareOptions prepare_options;
+  auto* data_cmd = app.add_subcommand("data", "Data tools: prepare");
+  data_cmd->require_subcommand(1);
+  auto* prepare_cmd = data_cmd->add_subcommand(
+      "prepare", "Tokenize text or JSONL files into a Megatron indexed dataset PREFIX.idx + PREFIX.bin (data.train: megatron:PREFIX)");
+  prepare_cmd->add_option("--tokenizer", prepare_options.tokenizer, "Tokenizer, as the recipe key data.tokenizer")
+      ->required();
+  prepare_cmd->add_option("--input", prepare_options.inputs, "Input files, read in the order given")->required();
+  prepare_cmd->add_option("--output", prepare_options.output_prefix, "Output path prefix (without .idx / .bin)")
+      ->required();
+  prepare_cmd->add_option("--workers", prepare_options.workers, "Tokenizing threads; 0 means one per core")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  prepare_cmd
+      ->add_option("--format", prepare_options.format,
+                   "auto (.jsonl: records with \"text\" or \"messages\"; other files: one document each), text, "
+                   "jsonl or chat")
+      ->check(CLI::IsMember({"auto", "text", "jsonl", "chat"}))
+      ->capture_default_str();
+  prepare_cmd
+      ->add_option("--chat-template", prepare_options.chat_template,
+                   "How conversations are written, as the recipe key data.chat_template")
+      ->capture_default_str();
+
   auto* options_cmd = app.add_subcommand("options", "Print every recipe key as a Markdown table");
   auto* env_cmd = app.add_subcommand("env", "Show versions, threads, the BLAS in use and its matmul rate");
 
@@ -179,6 +217,7 @@ int main(int argc, char** argv) {
       fmt::print("exported {} tensors from {} to {}\n", tensors, checkpoint_dir, export_out);
       return 0;
     }
+    if (*prepare_cmd) return run_data_prepare(prepare_options);
     if (*tokenize_cmd) return run_tokenize(tokenizer_spec, tokenize_input, count_flag->count() > 0);
     if (*options_cmd) {
       fmt::print("{}", config::options_markdown());

@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "data/source_list.h"
+#include "util/input_error.h"
+
 namespace xtrain::config {
 
 const char* value_type_name(ValueType type) {
@@ -16,6 +19,7 @@ const char* value_type_name(ValueType type) {
     case ValueType::Boolean: return "bool";
     case ValueType::String: return "string";
     case ValueType::FloatList: return "list of floats";
+    case ValueType::Sources: return "source or list";
   }
   return "?";
 }
@@ -178,6 +182,42 @@ template void OptionRegistry::add<std::string>(std::string, std::function<std::s
 template void OptionRegistry::add<std::vector<double>>(
     std::string, std::function<std::vector<double>&(Recipe&)>, std::vector<double>, std::string,
     Check<std::vector<double>>);
+
+void OptionRegistry::add_sources(std::string path, std::function<std::string&(Recipe&)> field,
+                                 std::string default_value, std::string doc, Check<std::string> check) {
+  add<std::string>(path, field, default_value, std::move(doc), check);
+  Option& option = options_.back();
+  option.type = ValueType::Sources;
+  option.assign = [field, check](const YAML::Node& node, Recipe& recipe) -> std::optional<std::string> {
+    std::string value;
+    if (node.IsSequence()) {
+      // As flow text, the one form that data::parse_source_list reads, whatever style the recipe used.
+      YAML::Node list = YAML::Clone(node);
+      list.SetStyle(YAML::EmitterStyle::Flow);
+      for (auto item : list) item.SetStyle(YAML::EmitterStyle::Flow);
+      YAML::Emitter flow;
+      flow << list;
+      try {
+        value = data::encode_source_list(data::parse_source_list(flow.c_str()));
+      } catch (const InputError& e) {
+        return std::string(e.what());
+      }
+    } else {
+      if (auto problem = parse_value(node, value))
+        return "expected a source or a list of {path: SOURCE, weight: NUMBER}, got " + describe(node);
+      if (data::is_source_list(value)) return std::string("a source path cannot start with '['");
+    }
+    if (check) {
+      if (auto problem = check(value)) return problem;
+    }
+    field(recipe) = value;
+    return std::nullopt;
+  };
+  option.render = [field](const Recipe& recipe) {
+    const std::string& value = field(const_cast<Recipe&>(recipe));
+    return data::is_source_list(value) ? value : render_value<std::string>(value);
+  };
+}
 
 void OptionRegistry::mark_required(const std::string& path) {
   for (auto& option : options_)

@@ -13,7 +13,7 @@
 
 namespace xtrain::config {
 
-enum class ValueType { Integer, Float, Boolean, String, FloatList };
+enum class ValueType { Integer, Float, Boolean, String, FloatList, Sources };
 const char* value_type_name(ValueType type);
 
 // A check returns nullopt when the value is fine, else what is wrong ("must be >= 1").
@@ -47,6 +47,10 @@ class OptionRegistry {
   template <class T>
   void add(std::string path, std::function<T&(Recipe&)> field, T default_value, std::string doc,
            Check<T> check = {});
+  // Declares a data source key: a string, or a list of {path, weight} kept as its YAML flow
+  // text (data/source_list.h).
+  void add_sources(std::string path, std::function<std::string&(Recipe&)> field, std::string default_value,
+                   std::string doc, Check<std::string> check = {});
   void mark_required(const std::string& path);
 
   // A recipe with every default applied.

@@ -21,9 +21,10 @@ struct ModelSection : model::LlamaConfig {
 };
 
 struct DataSection {
-  std::string train;
+  std::string train;  // one source, or a list as YAML flow text (data/source_list.h)
   std::string eval;
   std::string tokenizer;
+  std::string chat_template;
   int64_t seq_len = 0;
   bool shuffle = true;
 };

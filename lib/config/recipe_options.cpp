@@ -6,6 +6,7 @@
 
 #include "config/checks.h"
 #include "config/option_registry.h"
+#include "data/chat_template.h"
 
 namespace xtrain::config {
 
@@ -35,6 +36,10 @@ Check<std::string> chunk_spec() {
   };
 }
 
+Check<std::string> chat_template() {
+  return [](const std::string& value) { return data::check_chat_template(value); };
+}
+
 OptionRegistry build_registry() {
   OptionRegistry r;
   r.add<std::string>("name", FIELD(name), "", "Run name; names the run folder runs/<name>.", not_empty());
@@ -56,9 +61,10 @@ OptionRegistry build_registry() {
   r.add<bool>("model.tie_embeddings", FIELD(model.tie_embeddings), false, "Share the token embedding with the output projection.");
   r.add<double>("model.init_std", FIELD(model.init_std), 0.02, "Std of the normal weight init (output projections of each block use init_std/sqrt(2*num_layers)).", positive());
 
-  r.add<std::string>("data.train", FIELD(data.train), "builtin:demo", "Training text: builtin:demo, a text file, a folder of text files, or a .jsonl file with a \"text\" field.", not_empty());
-  r.add<std::string>("data.eval", FIELD(data.eval), "", "Evaluation text, same forms as data.train; empty means none.");
+  r.add_sources("data.train", FIELD(data.train), "builtin:demo", "Training data: builtin:demo, a text file, a folder of text files, a .jsonl file (records with \"text\", or chat \"messages\"), megatron:PREFIX (an indexed dataset), or a blend [{path: SOURCE, weight: W}, ...]; see Data.", not_empty());
+  r.add_sources("data.eval", FIELD(data.eval), "", "Evaluation data, same forms as data.train; empty means none.");
   r.add<std::string>("data.tokenizer", FIELD(data.tokenizer), "byte", "Tokenizer: byte (UTF-8 bytes plus an end-of-text token), sentencepiece:MODEL, tiktoken:RANKS[:ENCODING] or hf:TOKENIZER_JSON; see Tokenizers.", not_empty());
+  r.add<std::string>("data.chat_template", FIELD(data.chat_template), "chatml", "How chat records are written: chatml, llama3, or ROLE=PREFIX{content}SUFFIX entries separated by ;. The loss is on the assistant's turns only; see Data.", chat_template());
   r.add<int64_t>("data.seq_len", FIELD(data.seq_len), 256, "Tokens per training sequence.", at_least<int64_t>(2));
   r.add<bool>("data.shuffle", FIELD(data.shuffle), true, "Shuffle samples each epoch (seeded by run.seed).");
 

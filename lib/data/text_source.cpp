@@ -2,17 +2,13 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
-#include <sstream>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
 #include "data/demo_corpus.h"
+#include "data/indexed_dataset_format.h"
+#include "data/source_list.h"
 #include "util/input_error.h"
 
 namespace xtrain::data {
@@ -21,6 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::string_view kBuiltinPrefix = "builtin:";
+constexpr std::string_view kMegatronPrefix = "megatron:";
 constexpr std::string_view kDemo = "builtin:demo";
 constexpr std::string_view kDemoEval = "builtin:demo-eval";
 
@@ -29,6 +26,33 @@ bool is_builtin(const std::string& spec) { return spec.rfind(kBuiltinPrefix, 0) 
 std::optional<std::string> check_builtin(const std::string& spec) {
   if (spec == kDemo || spec == kDemoEval) return std::nullopt;
   return "unknown builtin source '" + spec + "' (expected builtin:demo or builtin:demo-eval)";
+}
+
+std::optional<std::string> check_megatron(const std::string& spec) {
+  const std::string prefix = megatron_prefix(spec);
+  if (prefix.empty()) return "megatron: needs a path prefix, e.g. megatron:data/web (for data/web.idx + data/web.bin)";
+  std::error_code error;
+  for (const auto& path : {index_path(prefix), data_path(prefix)})
+    if (!fs::is_regular_file(path, error)) return "file not found: " + path + " (of " + spec + ")";
+  return std::nullopt;
+}
+
+// A path to one file of an indexed dataset pair is most likely meant as the dataset.
+std::optional<std::string> check_not_indexed_file(const std::string& spec) {
+  const fs::path path(spec);
+  if (path.extension() != ".idx" && path.extension() != ".bin") return std::nullopt;
+  const std::string prefix = (path.parent_path() / path.stem()).string();
+  std::error_code error;
+  if (!fs::exists(index_path(prefix), error) || !fs::exists(data_path(prefix), error)) return std::nullopt;
+  return spec + " is one file of a Megatron indexed dataset: write megatron:" + prefix + " to read it";
+}
+
+std::optional<std::string> check_single_source(const std::string& spec) {
+  if (is_builtin(spec)) return check_builtin(spec);
+  if (is_megatron_source(spec)) return check_megatron(spec);
+  std::error_code error;
+  if (!fs::exists(spec, error)) return "file not found: " + spec;
+  return check_not_indexed_file(spec);
 }
 
 // builtin:demo is every story but the held-out tail, builtin:demo-eval the tail: the last
@@ -44,66 +68,9 @@ std::vector<std::string> load_builtin(const std::string& spec) {
   return stories;
 }
 
-std::string read_whole_file(const fs::path& path, const std::string& shown_name) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(shown_name + ": cannot open: " + std::strerror(errno));
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) throw InputError(shown_name + ": read failed");
-  return std::move(contents).str();
-}
-
-std::string read_nonempty_file(const fs::path& path, const std::string& shown_name) {
-  std::string text = read_whole_file(path, shown_name);
-  if (text.empty()) throw InputError(shown_name + ": file is empty");
-  return text;
-}
-
-// "[json.exception.parse_error.101] parse error at line 1, column 7: syntax error ..." ->
-// "invalid JSON at column 7: syntax error ...": the line number is ours, not the parser's.
-std::string describe(const nlohmann::json::parse_error& error) {
-  const std::string what = error.what();
-  const size_t detail = what.find(": ");
-  return "invalid JSON at column " + std::to_string(error.byte) +
-         (detail == std::string::npos ? "" : what.substr(detail));
-}
-
-std::vector<std::string> load_jsonl(const std::string& path) {
-  const std::string contents = read_whole_file(path, path);
-  std::vector<std::string> documents;
-  int64_t line_number = 0;
-  for (size_t start = 0; start < contents.size();) {
-    size_t end = contents.find('\n', start);
-    if (end == std::string::npos) end = contents.size();
-    std::string_view line(contents.data() + start, end - start);
-    start = end + 1;
-    ++line_number;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    // Blank lines (a trailing newline, spacing between records) are harmless.
-    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
-
-    const std::string where = path + ":" + std::to_string(line_number) + ": ";
-    nlohmann::json record;
-    try {
-      record = nlohmann::json::parse(line.begin(), line.end());
-    } catch (const nlohmann::json::parse_error& e) {
-      throw InputError(where + describe(e));
-    }
-    const auto text = record.find("text");  // end() for non-objects too
-    if (text == record.end() || !text->is_string()) {
-      throw InputError(where + "missing string field \"text\"");
-    }
-    documents.push_back(text->get<std::string>());
-  }
-  if (documents.empty()) {
-    throw InputError(path + ": no documents (expected one JSON object per line)");
-  }
-  return documents;
-}
-
 // Sorted by name so that the document order, and with it the token stream, is the same on
 // every machine (directory iteration order is unspecified).
-std::vector<std::string> load_directory(const std::string& path) {
+std::vector<DocumentInput> directory_inputs(const std::string& path) {
   std::error_code error;
   fs::directory_iterator listing(path, error);
   if (error) throw InputError(path + ": cannot list directory: " + error.message());
@@ -113,27 +80,46 @@ std::vector<std::string> load_directory(const std::string& path) {
   }
   if (files.empty()) throw InputError(path + ": directory contains no files");
   std::sort(files.begin(), files.end());
-  std::vector<std::string> documents;
-  documents.reserve(files.size());
-  for (const auto& file : files) documents.push_back(read_nonempty_file(file, file.string()));
-  return documents;
+  std::vector<DocumentInput> inputs;
+  for (const auto& file : files) inputs.push_back({DocumentInput::Kind::TextFile, file.string(), {}});
+  return inputs;
 }
 
 }  // namespace
 
+bool is_megatron_source(const std::string& spec) { return spec.rfind(kMegatronPrefix, 0) == 0; }
+
+std::string megatron_prefix(const std::string& spec) { return spec.substr(kMegatronPrefix.size()); }
+
 std::optional<std::string> check_source(const std::string& spec) {
-  if (is_builtin(spec)) return check_builtin(spec);
-  std::error_code error;
-  if (!fs::exists(spec, error)) return "file not found: " + spec;
+  if (!is_source_list(spec)) return check_single_source(spec);
+  std::vector<WeightedSource> sources;
+  try {
+    sources = parse_source_list(spec);
+  } catch (const InputError& e) {
+    return std::string(e.what());
+  }
+  for (size_t i = 0; i < sources.size(); ++i)
+    if (auto problem = check_single_source(sources[i].path))
+      return "source " + std::to_string(i + 1) + ": " + *problem;
   return std::nullopt;
 }
 
+std::vector<DocumentInput> document_inputs(const std::string& spec) {
+  if (auto problem = check_single_source(spec)) throw InputError(*problem);
+  if (is_megatron_source(spec)) throw InputError(spec + " holds token ids, not documents");
+  if (is_builtin(spec)) return {{DocumentInput::Kind::Texts, spec, load_builtin(spec)}};
+  if (fs::is_directory(spec)) return directory_inputs(spec);
+  if (fs::path(spec).extension() == ".jsonl") return {{DocumentInput::Kind::JsonlFile, spec, {}}};
+  return {{DocumentInput::Kind::TextFile, spec, {}}};
+}
+
 std::vector<std::string> load_documents(const std::string& spec) {
-  if (auto problem = check_source(spec)) throw InputError(*problem);
-  if (is_builtin(spec)) return load_builtin(spec);
-  if (fs::is_directory(spec)) return load_directory(spec);
-  if (fs::path(spec).extension() == ".jsonl") return load_jsonl(spec);
-  return {read_nonempty_file(spec, spec)};
+  DocumentReader reader(document_inputs(spec));
+  std::vector<std::string> documents;
+  while (auto chunk = reader.next())
+    for (auto& document : parse_chunk(*chunk, RecordForm::Text)) documents.push_back(std::move(document.text));
+  return documents;
 }
 
 }  // namespace xtrain::data

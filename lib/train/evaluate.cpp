@@ -10,7 +10,7 @@
 
 namespace xtrain::train {
 
-EvalResult evaluate(model::LlamaForCausalLM& model, const data::TokenDataset& dataset,
+EvalResult evaluate(model::LlamaForCausalLM& model, const data::SampleDataset& dataset,
                     int64_t micro_batch_size, int64_t max_batches, const std::string& dtype,
                     int64_t loss_chunk_tokens) {
   torch::NoGradGuard no_grad;
@@ -22,9 +22,10 @@ EvalResult evaluate(model::LlamaForCausalLM& model, const data::TokenDataset& da
   for (int64_t first = 0; first < samples; first += micro_batch_size) {
     const int64_t count = std::min(micro_batch_size, samples - first);
     auto batch = dataset.batch(first, count);
+    auto targets = dataset.targets(first, count);
     PrecisionScope precision(dtype);
-    const int64_t batch_tokens = count * (batch.size(1) - 1);
-    loss_sum += training_loss(model, batch, loss_chunk_tokens).item<double>() * batch_tokens;
+    const int64_t batch_tokens = targets.ne(data::kIgnoreIndex).sum().item<int64_t>();
+    loss_sum += training_loss(model, batch, targets, loss_chunk_tokens).item<double>() * batch_tokens;
     tokens += batch_tokens;
   }
   model->train();

@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 
-#include "data/token_dataset.h"
+#include "data/sample_dataset.h"
 #include "model/llama.h"
 
 namespace xtrain::train {
@@ -13,8 +13,9 @@ struct EvalResult {
   int64_t tokens = 0;
 };
 
-// Scores the first max_batches micro batches (0: the whole dataset, each sample once).
-EvalResult evaluate(model::LlamaForCausalLM& model, const data::TokenDataset& dataset,
+// Scores the first max_batches micro batches (0: the whole dataset, each sample once): the
+// mean loss over the dataset's targets (with a loss mask, only the tokens that carry loss).
+EvalResult evaluate(model::LlamaForCausalLM& model, const data::SampleDataset& dataset,
                     int64_t micro_batch_size, int64_t max_batches, const std::string& dtype,
                     int64_t loss_chunk_tokens = 0);
 

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "data/sample_dataset.h"
 #include "memory/chunked_loss.h"
 
 namespace xtrain::train {
@@ -20,6 +21,26 @@ torch::Tensor training_loss(model::LlamaForCausalLM& model, const torch::Tensor&
   auto hidden = model->model(tokens.narrow(1, 0, seq));
   return memory::chunked_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model->output_weight(),
                                        tokens.narrow(1, 1, seq).reshape({-1}), chunk_tokens);
+}
+
+torch::Tensor training_loss(model::LlamaForCausalLM& model, const torch::Tensor& tokens, const torch::Tensor& targets,
+                            int64_t chunk_tokens) {
+  const int64_t seq = tokens.size(1) - 1;
+  const auto inputs = tokens.narrow(1, 0, seq);
+  const auto flat_targets = targets.reshape({-1});
+  if (chunk_tokens > 0) {
+    auto hidden = model->model(inputs);
+    return memory::chunked_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model->output_weight(), flat_targets,
+                                         chunk_tokens, data::kIgnoreIndex);
+  }
+  auto logits = model(inputs);
+  auto wide = logits.to(at::promote_types(logits.scalar_type(), torch::kFloat32));
+  // A sum over the counted targets rather than the mean reduction, which is NaN for a batch
+  // without any target (possible in chat data); chunked_cross_entropy gives 0 there too.
+  namespace F = torch::nn::functional;
+  auto sum = F::cross_entropy(wide.reshape({-1, wide.size(-1)}), flat_targets,
+                              F::CrossEntropyFuncOptions().ignore_index(data::kIgnoreIndex).reduction(torch::kSum));
+  return sum / flat_targets.ne(data::kIgnoreIndex).sum().clamp_min(1).to(sum.scalar_type());
 }
 
 }  // namespace xtrain::train

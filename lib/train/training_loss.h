@@ -15,4 +15,9 @@ int64_t loss_chunk_tokens(const config::Recipe& recipe);
 // tokens: [B, T + 1]; mean next-token loss over B * T predictions.
 torch::Tensor training_loss(model::LlamaForCausalLM& model, const torch::Tensor& tokens, int64_t chunk_tokens);
 
+// tokens: [B, T + 1], targets: [B, T] (a SampleDataset's targets(): -100 where a token carries no
+// loss). Mean loss over the targets that are not -100; 0 when there are none.
+torch::Tensor training_loss(model::LlamaForCausalLM& model, const torch::Tensor& tokens, const torch::Tensor& targets,
+                            int64_t chunk_tokens);
+
 }  // namespace xtrain::train

@@ -1,0 +1,31 @@
+// load_dataset: the dataset of a data.train / data.eval value. A megatron: source is read in
+// place; any other source is tokenized when this is called, on `workers` threads, into memory.
+// A list of sources becomes a BlendedDataset, one source a TokenDataset. Problems (missing
+// files, bad records, too little data) are InputErrors naming the source.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "data/sample_dataset.h"
+#include "data/token_stream.h"
+#include "data/tokenizer.h"
+
+namespace xtrain::data {
+
+struct DatasetOptions {
+  int64_t seq_len = 0;
+  uint64_t seed = 0;
+  bool shuffle = true;
+  std::string chat_template = "chatml";  // renders conversation records (chat_template.h)
+  int workers = 0;                       // tokenizing threads; 0: one per core
+};
+
+std::unique_ptr<SampleDataset> load_dataset(const std::string& spec, const Tokenizer& tokenizer,
+                                            const DatasetOptions& options);
+
+// The token stream of one source (not a list).
+std::shared_ptr<const TokenStream> load_token_stream(const std::string& source, const Tokenizer& tokenizer,
+                                                     const DatasetOptions& options);
+
+}  // namespace xtrain::data

@@ -1,0 +1,17 @@
+// Document: one unit of training data before tokenization: a plain text, or a conversation
+// (a chat JSONL record) that a chat template renders.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "data/chat_template.h"
+
+namespace xtrain::data {
+
+struct Document {
+  std::string text;                   // a plain text document
+  std::vector<ChatMessage> messages;  // a conversation, when is_conversation
+  bool is_conversation = false;
+};
+
+}  // namespace xtrain::data

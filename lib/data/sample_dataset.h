@@ -1,0 +1,40 @@
+// SampleDataset: what training and evaluation read. Samples are windows of seq_len + 1 tokens
+// addressed by a global sample index g >= 0; indices past num_samples() continue into later
+// epochs, and the sample at g is a pure function of (seed, g), so it does not depend on the
+// number of ranks or on where a run was resumed.
+#pragma once
+#include <cstdint>
+#include <torch/types.h>
+
+namespace xtrain::data {
+
+// The target of a token that carries no loss (PyTorch's and memory::chunked_cross_entropy's
+// default ignore_index).
+constexpr int64_t kIgnoreIndex = -100;
+
+class SampleDataset {
+ public:
+  virtual ~SampleDataset() = default;
+
+  // Samples in one epoch.
+  virtual int64_t num_samples() const = 0;
+  virtual int64_t num_tokens() const = 0;
+  virtual int64_t seq_len() const = 0;
+
+  // Samples first .. first + count - 1: int64 [count, seq_len + 1]; inputs are [:, :-1].
+  virtual torch::Tensor batch(int64_t first_global_index, int64_t count) const = 0;
+  // Their next-token targets: int64 [count, seq_len], batch[:, 1:] with kIgnoreIndex where a
+  // token is not a target (chat data: everything but the assistant's turns).
+  virtual torch::Tensor targets(int64_t first_global_index, int64_t count) const = 0;
+  // False when every token is a target, so targets() == batch()[:, 1:].
+  virtual bool has_loss_mask() const = 0;
+
+  // Entropy (nats) of the unigram distribution of the target tokens: the loss of a model that
+  // knows only token frequencies, the bar a trained model must clear.
+  virtual double unigram_entropy() const = 0;
+
+  // Sample at global index g: int64 [seq_len + 1].
+  torch::Tensor sample(int64_t global_index) const { return batch(global_index, 1).squeeze(0); }
+};
+
+}  // namespace xtrain::data
