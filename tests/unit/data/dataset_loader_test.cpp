@@ -162,7 +162,9 @@ TEST_CASE("blend: samples follow the weights in Megatron's greedy order, as a pu
   const auto& blend = dynamic_cast<const BlendedDataset&>(*dataset);
   CHECK(blend.num_samples() == 15);
   CHECK(blend.weights() == std::vector<double>{0.75, 0.25});
-  // The greedy (position 0 counts as 1): each sample to the source furthest below its share.
+  // Megatron's greedy (build_blending_indices in megatron/core/datasets/helpers.cpp,
+  // NVIDIA/Megatron-LM at 298c71d): each sample to the source furthest below its share, with
+  // position 0 counted as 1.
   std::string order;
   for (int64_t g = 0; g < 8; ++g) order += blend.locate(g).first == 0 ? 'a' : 'b';
   CHECK(order == "abaaabaa");
