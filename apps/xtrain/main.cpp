@@ -10,6 +10,7 @@
 #include "ckpt/hf_llama.h"
 #include "config/recipe_loader.h"
 #include "data/tokenizer.h"
+#include "launch/error_file.h"
 #include "train/generate.h"
 #include "train/trainer.h"
 #include "util/blas_probe.h"
@@ -117,6 +118,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    launch::record_error_if_requested(launch::error_record("ArgumentError", e.what()));
     return kExitBadInput;
   }
 
@@ -144,9 +146,12 @@ int main(int argc, char** argv) {
     if (*env_cmd) return run_env();
   } catch (const InputError& e) {
     fmt::print(stderr, "{}\n", e.what());
+    // Under a launcher, the failure report shows this message (torchelastic's error file).
+    launch::record_error_if_requested(launch::error_record(e));
     return kExitBadInput;
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
+    launch::record_error_if_requested(launch::error_record(e));
     return kExitRuntimeFailure;
   }
   return kExitRuntimeFailure;
