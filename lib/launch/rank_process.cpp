@@ -78,31 +78,38 @@ RankProcess::RankProcess(const RankCommand& command)
   const auto envp = c_strings(env_strings);
   const std::string exec_failure = fmt::format("launch: cannot execute {}\n", command.program);
 
+  // Descriptors opened so far, closed again if the start fails (no destructor runs then).
+  std::vector<int> opened;
+  auto fail = [&](const std::string& what) {
+    const std::string reason = std::strerror(errno);
+    for (int fd : opened) ::close(fd);
+    throw std::runtime_error(fmt::format("launch: cannot {} for rank {}: {}", what, rank_, reason));
+  };
   if (!command.log_path.empty()) {
     log_fd_ = ::open(command.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (log_fd_ < 0)
-      throw std::runtime_error(fmt::format("launch: cannot create {}: {}", command.log_path, std::strerror(errno)));
+    if (log_fd_ < 0) fail("create " + command.log_path);
+    opened.push_back(log_fd_);
   }
   int out_pipe[2], err_pipe[2];
   const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null_fd < 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)
-    throw std::runtime_error(fmt::format("launch: cannot create pipes for rank {}: {}", rank_, std::strerror(errno)));
+  if (null_fd < 0) fail("open /dev/null");
+  opened.push_back(null_fd);
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) fail("create a pipe");
+  opened.insert(opened.end(), {out_pipe[0], out_pipe[1]});
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) fail("create a pipe");
+  opened.insert(opened.end(), {err_pipe[0], err_pipe[1]});
+
   const pid_t launcher = ::getpid();
   pid_ = ::fork();
   if (pid_ == 0)
     become_rank(launcher, null_fd, out_pipe[1], err_pipe[1], command.program.c_str(), argv.data(), envp.data(),
                 exec_failure.c_str());
-  const int fork_errno = errno;
+  if (pid_ < 0) fail("start a process");
   ::close(null_fd);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
   out_.fd = out_pipe[0];
   err_.fd = err_pipe[0];
-  if (pid_ < 0) {
-    close_stream(out_);
-    close_stream(err_);
-    throw std::runtime_error(fmt::format("launch: cannot start rank {}: {}", rank_, std::strerror(fork_errno)));
-  }
   // Also set here, so that a signal sent to the group right after fork cannot miss it.
   ::setpgid(pid_, pid_);
   ::fcntl(out_.fd, F_SETFL, O_NONBLOCK);
