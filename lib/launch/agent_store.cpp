@@ -136,7 +136,11 @@ class TcpAgentStore : public AgentStore {
         {"max_restarts", o.max_restarts},
         {"run_id", o.run_id}}.dump();
     if (node_rank_ == 0) {
-      guarded("publish to", [&] { return store_->compareSet("settings", {}, bytes(settings)); });
+      // set(), not compareSet(): only set() wakes a get() that is already waiting for the key.
+      guarded("publish to", [&] {
+        store_->set("settings", bytes(settings));
+        return 0;
+      });
       return;
     }
     const std::string node0 = text(guarded("read", [&] { return store_->get("settings"); }));

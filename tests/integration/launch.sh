@@ -140,6 +140,7 @@ two_nodes() {  # two_nodes EXPECTED_STATUS LAUNCH_ARGS... -- RANK_ARGS...: node 
   shift
   "$xtrain" launch --nnodes 2 --node-rank 1 --master-port "$port" "$@" >node_1.out 2>node_1.err &
   local node1=$!
+  sleep 0.5  # node 1 is then already waiting for node 0's store and settings
   "$xtrain" launch --nnodes 2 --node-rank 0 --master-port "$port" "$@" >node_0.out 2>node_0.err || status0=$?
   wait $node1 || status1=$?
   if [[ $status0 -ne $expected || $status1 -ne $expected ]]; then
@@ -175,6 +176,7 @@ two_nodes_mismatch() {
   "$xtrain" launch --nnodes 2 --node-rank 1 --master-port "$port" --nproc-per-node 1 --max-restarts 2 \
     --program bash -- -c true >node_1.out 2>node_1.err &
   local node1=$!
+  sleep 0.5
   "$xtrain" launch --nnodes 2 --node-rank 0 --master-port "$port" --nproc-per-node 1 \
     --program bash -- -c true >node_0.out 2>node_0.err || status0=$?
   wait $node1 || status1=$?
