@@ -38,6 +38,10 @@ std::map<std::string, std::string> torchrun_variables(const LaunchOptions& o, in
       {"TORCHELASTIC_MAX_RESTARTS", text(o.max_restarts)},
       {"TORCHELASTIC_RUN_ID", o.run_id},
       {"TORCHELASTIC_ERROR_FILE", error_file},
+      // torchrun says whether its agent serves the ranks' store on MASTER_PORT; this launcher
+      // never does (rank 0 hosts it), and a "True" inherited from an outer launcher would
+      // leave rank 0 waiting for a store nobody serves.
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
   };
 }
 

@@ -52,6 +52,7 @@ TEST_CASE("launch env: torchrun variables place a rank in the job", "[launch]") 
   CHECK(v.at("TORCHELASTIC_MAX_RESTARTS") == "3");
   CHECK(v.at("TORCHELASTIC_RUN_ID") == "job-7");
   CHECK(v.at("TORCHELASTIC_ERROR_FILE") == "/logs/attempt_1/rank_6.error.json");
+  CHECK(v.at("TORCHELASTIC_USE_AGENT_STORE") == "False");  // rank 0 hosts the ranks' store
 }
 
 TEST_CASE("launch env: every rank of a job gets a distinct global rank", "[launch]") {
