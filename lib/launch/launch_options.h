@@ -18,7 +18,11 @@ struct LaunchOptions {
   std::string program;  // empty: this executable (the command is an xtrain subcommand)
   std::vector<std::string> command;
   bool command_given = false;  // the `--` separator was present
-  double stop_grace_s = 30;    // SIGTERM, then this long, then SIGKILL
+  // Before SIGKILL: a forwarded stop signal gives the ranks time to write a checkpoint; after a
+  // failure the survivors cannot finish a synchronous step without the failed rank, so a
+  // short wait (to flush output) suffices and the restart comes sooner.
+  double stop_grace_s = 30;
+  double failure_grace_s = 10;
   double join_timeout_s = 600;
 };
 

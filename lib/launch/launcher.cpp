@@ -126,7 +126,7 @@ class Launcher {
 
  private:
   // Node 0 waits for the others to sign off; they may still be giving their ranks the grace period.
-  void leave() { store_->leave(kLeaveTimeoutS + options_.stop_grace_s); }
+  void leave() { store_->leave(kLeaveTimeoutS + std::max(options_.stop_grace_s, options_.failure_grace_s)); }
 
   AttemptResult run_attempt(int attempt) {
     AttemptResult result;
@@ -136,7 +136,7 @@ class Launcher {
       watch_ranks(attempt, result);
     } catch (...) {
       // Lost store or a failed start: the ranks still get their grace period.
-      if (!stopping_) begin_stop(SIGTERM);
+      if (!stopping_) begin_stop(SIGTERM, options_.failure_grace_s);
       while (any_running()) step(nullptr, nullptr);
       clear_ranks();
       throw;
@@ -240,18 +240,18 @@ class Launcher {
         result.root_cause = store_->publish_failure(attempt, failures.front());
         for (const auto& failure : failures)
           if (failure.rank != result.root_cause.rank) result.other_failures.push_back(failure);
-        begin_stop(SIGTERM);
+        begin_stop(SIGTERM, options_.failure_grace_s);
       } else if (Clock::now() >= next_store_poll) {
         next_store_poll = Clock::now() + 2 * kPollInterval;
         if (auto failure = store_->published_failure(attempt)) {
           notice(fmt::format("node {}: {}; stopping this node's ranks", failure->node_rank, describe(*failure)));
           result.kind = AttemptResult::kFailed;
           result.root_cause = *failure;
-          begin_stop(SIGTERM);
+          begin_stop(SIGTERM, options_.failure_grace_s);
         } else if (auto reason = store_->published_abort()) {
           result.kind = AttemptResult::kAborted;
           result.abort_reason = *reason;
-          begin_stop(SIGTERM);
+          begin_stop(SIGTERM, options_.stop_grace_s);  // a stop request, as if signalled here
         }
       }
     }
@@ -269,15 +269,14 @@ class Launcher {
     result.kind = AttemptResult::kSignalled;
     result.signal = signal;
     publish_abort_quietly(signal);
-    begin_stop(signal);
+    begin_stop(signal, options_.stop_grace_s);
   }
 
-  void begin_stop(int signal) {
+  void begin_stop(int signal, double grace_s) {
     // Ranks that already ended are signalled too: processes they left in their group go.
     for (auto& rank : ranks_) rank->signal_group(signal);
     stopping_ = true;
-    stop_deadline_ = Clock::now() +
-                     std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.stop_grace_s));
+    stop_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
   }
 
   // One round: copies output, collects stop signals, reaps ended ranks (failures of the ranks

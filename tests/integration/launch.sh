@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # xtrain launch end to end, with bash scripts as ranks (--program bash): torchrun's
 # environment, prefixed output, failure reports (exit code, signal, the rank's error file),
-# stopping the other ranks, restarts, signal forwarding, and two nodes on this machine.
+# stopping the other ranks (SIGTERM, then SIGKILL), restarts, signal forwarding, and two nodes
+# on this machine.
 set -euo pipefail
 xtrain=$1
 work=$(mktemp -d)
@@ -71,6 +72,14 @@ expect_text err "FAILED"
 expect_line err "  rank      : 1 (local_rank: 1)"
 expect_text err "  exitcode  : 3 (pid: "
 expect_line err "  error_file: <N/A>"
+
+# --- a surviving rank that ignores SIGTERM is killed 10 s after the failure.
+start=$SECONDS
+run 1 --nproc-per-node 2 --program bash -- -c '
+  if [[ $RANK == 1 ]]; then sleep 1; exit 3; fi
+  trap "" TERM; while true; do sleep 0.2; done'
+((SECONDS - start >= 10 && SECONDS - start < 25)) || fail "SIGKILL after the grace period: took $((SECONDS - start)) s"
+expect_line err "  rank      : 1 (local_rank: 1)"
 
 # --- a rank killed by SIGKILL is reported with the signal's name.
 run 1 --nproc-per-node 2 --program bash -- -c 'if [[ $RANK == 1 ]]; then kill -9 $$; fi; sleep 600'
