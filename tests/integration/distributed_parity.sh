@@ -9,6 +9,7 @@ srcdir=$2
 source "$srcdir/tests/integration/lib/distributed.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+export TMPDIR=$work  # a failed launch keeps its error files under TMPDIR
 write_recipe "$work/recipe.yaml" 20
 
 train() {  # train RUN_NAME NPROC [--set ...]
