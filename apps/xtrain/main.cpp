@@ -16,6 +16,9 @@
 #include "config/recipe_loader.h"
 #include "data/data_prepare.h"
 #include "data/tokenizer.h"
+#include "dist/comm.h"
+#include "launch/error_file.h"
+#include "launch/launcher.h"
 #include "train/generate.h"
 #include "train/trainer.h"
 #include "util/blas_probe.h"
@@ -110,6 +113,29 @@ int run_env() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A collective that failed or timed out ends the process at once, reported like any error:
+  // unwinding would wait on process groups whose peer is gone.
+  dist::set_collective_failure_handler([](const std::string& message) {
+    fmt::print(stderr, "error: {}\n", message);
+    launch::record_error_if_requested(launch::error_record("CommError", message));
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(kExitRuntimeFailure);
+  });
+  // `xtrain launch [options] -- command...`: what follows the first `--` is the ranks'
+  // command line, kept away from CLI11 so that its options are not taken for launch's.
+  launch::LaunchOptions launch_options;
+  int parsed_argc = argc;
+  if (argc > 1 && std::string(argv[1]) == "launch") {
+    for (int i = 2; i < argc; ++i)
+      if (std::string(argv[i]) == "--") {
+        launch_options.command.assign(argv + i + 1, argv + argc);
+        launch_options.command_given = true;
+        parsed_argc = i;
+        break;
+      }
+  }
+
   CLI::App app{"xtrain: train transformer models from YAML recipes"};
   app.require_subcommand(1);
   app.set_version_flag("--version", version_text());
@@ -185,11 +211,35 @@ int main(int argc, char** argv) {
                    "How conversations are written, as the recipe key data.chat_template")
       ->capture_default_str();
 
+  auto* launch_cmd = app.add_subcommand(
+      "launch", "Run a command as N ranks per node with torchrun's environment: launch [options] -- train RECIPE");
+  launch_cmd->add_option("--nproc-per-node,--nproc_per_node", launch_options.nproc_per_node, "Ranks on this node")
+      ->required();
+  launch_cmd->add_option("--nnodes", launch_options.nnodes, "Nodes in the job")->capture_default_str();
+  launch_cmd->add_option("--node-rank,--node_rank", launch_options.node_rank, "This node's index, 0..nnodes-1")
+      ->capture_default_str();
+  launch_cmd->add_option("--master-addr,--master_addr", launch_options.master_addr, "Host of rank 0 (and node 0)")
+      ->capture_default_str();
+  launch_cmd->add_option("--master-port,--master_port", launch_options.master_port,
+                         "Port of rank 0's store; the launchers use the next one (default: a free port on one "
+                         "node, 29500 on several)");
+  launch_cmd
+      ->add_option("--max-restarts,--max_restarts", launch_options.max_restarts,
+                   "Restart every rank this many times after a failure")
+      ->capture_default_str();
+  launch_cmd->add_option("--log-dir,--log_dir", launch_options.log_dir,
+                         "Write each rank's output to DIR/attempt_K/rank_R.log");
+  launch_cmd->add_option("--program", launch_options.program,
+                         "Run this executable instead of xtrain (like torchrun --no-python)");
+  launch_cmd->add_option("--run-id,--run_id", launch_options.run_id, "Job id for TORCHELASTIC_RUN_ID");
+  launch_cmd->add_option("--join-timeout", launch_options.join_timeout_s, "Seconds to wait for every node to join")
+      ->capture_default_str();
+
   auto* options_cmd = app.add_subcommand("options", "Print every recipe key as a Markdown table");
   auto* env_cmd = app.add_subcommand("env", "Show versions, threads, the BLAS in use and its matmul rate");
 
   try {
-    app.parse(argc, argv);
+    app.parse(parsed_argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -198,6 +248,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    launch::record_error_if_requested(launch::error_record("ArgumentError", e.what()));
     return kExitBadInput;
   }
 
@@ -230,11 +281,15 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*env_cmd) return run_env();
+    if (*launch_cmd) return launch::run_launch(launch_options);
   } catch (const InputError& e) {
     fmt::print(stderr, "{}\n", e.what());
+    // Under a launcher, the failure report shows this message (torchelastic's error file).
+    launch::record_error_if_requested(launch::error_record(e));
     return kExitBadInput;
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
+    launch::record_error_if_requested(launch::error_record(e));
     return kExitRuntimeFailure;
   }
   return kExitRuntimeFailure;

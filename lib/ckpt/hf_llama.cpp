@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "ckpt/checkpoint_reader.h"
+#include "ckpt/sharded_checkpoint.h"
 #include "util/durable_file.h"
 #include "util/input_error.h"
 
@@ -115,6 +117,14 @@ model::LlamaForCausalLM load_hf_folder(const std::string& dir) {
   }
   model::LlamaForCausalLM model(llama_config_from_hf(json, config_path));
   const std::string weights_path = dir + "/model.safetensors";
+  if (!std::filesystem::exists(weights_path) && std::filesystem::exists(dir + "/" + shard_file_name(0))) {
+    // A sharded training checkpoint: the same tensors, assembled from the shards.
+    CheckpointReader checkpoint(dir);
+    TensorMap tensors;
+    for (const auto& name : checkpoint.names()) tensors[name] = checkpoint.read_full("model", name);
+    load_model_tensors(model, tensors, dir);
+    return model;
+  }
   load_model_tensors(model, load_safetensors(weights_path).tensors, weights_path);
   return model;
 }

@@ -23,6 +23,7 @@ void load_model_tensors(model::LlamaForCausalLM& model, const TensorMap& tensors
 
 // A folder with config.json + model.safetensors, as HF's save_pretrained writes it.
 void save_hf_folder(const std::string& dir, model::LlamaForCausalLM& model, int64_t eos_token_id);
+// Loads such a folder, or a sharded training checkpoint (config.json + shard-*.safetensors).
 model::LlamaForCausalLM load_hf_folder(const std::string& dir);
 
 }  // namespace xtrain::ckpt

@@ -143,6 +143,7 @@ void apply_threads(const config::Recipe& recipe, int64_t local_ranks = 1) {
     const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
     torch::set_num_threads(static_cast<int>(std::max<int64_t>(1, cores / local_ranks)));
   }
+  util::set_blas_threads(torch::get_num_threads());
 }
 
 }  // namespace

@@ -53,4 +53,9 @@ bool warn_if_slow_blas() {
   return true;
 }
 
+void set_blas_threads(int threads) {
+  using SetThreads = void (*)(int);
+  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(threads);
+}
+
 }  // namespace xtrain::util

@@ -17,6 +17,11 @@ BlasInfo loaded_blas();
 // Measured matmul rate (GFLOP/s) for an n x n x n product in `dtype`, median of `repeats`.
 double measure_matmul_gflops(int64_t n, int repeats, c10::ScalarType dtype = c10::kFloat);
 
+// Sets the BLAS library's own thread count where it has one (OpenBLAS reads
+// OPENBLAS_NUM_THREADS once at load and ignores LibTorch's setting), so that a thread count
+// chosen for the run holds for every matmul. A no-op for other BLAS libraries.
+void set_blas_threads(int threads);
+
 // Prints a warning to stderr when the loaded BLAS is the slow reference one; returns true
 // when it warned.
 bool warn_if_slow_blas();

@@ -9,7 +9,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 help=$("$xtrain" --help)
-for command in train validate eval generate options env; do grep -q "^  $command " <<<"$help"; done
+for command in train validate eval generate launch options env; do grep -q "^  $command " <<<"$help"; done
 "$xtrain" --version | grep -qE '^xtrain [0-9]+\.[0-9]+\.[0-9]+ \(LibTorch [0-9.]+, [A-Za-z]+ build\)$'
 set +e; "$xtrain" frobnicate >/dev/null 2>&1; status=$?; set -e
 [[ $status -eq 2 ]]

@@ -8,6 +8,7 @@ srcdir=$2
 source "$srcdir/tests/integration/lib/distributed.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+export TMPDIR=$work  # a failed launch keeps its error files under TMPDIR
 write_recipe "$work/recipe.yaml" 10
 
 "$xtrain" launch --nproc-per-node 2 --master-port "$(free_port)" -- \

@@ -9,6 +9,7 @@ srcdir=$2
 source "$srcdir/tests/integration/lib/distributed.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+export TMPDIR=$work  # a failed launch keeps its error files under TMPDIR
 write_recipe "$work/recipe.yaml" 20
 
 train() {  # train RUN_NAME NPROC [--set ...]
@@ -43,3 +44,8 @@ for run in fsdp4_as_fsdp2 fsdp4_as_single fsdp4_as_ddp2; do
   grep -q "resumed from $step10 at step 10" "$work/$run.log"
   compare_runs "$work/fsdp4" "$work/$run" 11
 done
+
+# A sharded checkpoint serves generate directly, as its exported HF folder does.
+sharded=$("$xtrain" generate "$work/fsdp4/checkpoints/latest" --prompt "Once" --max-new-tokens 12 --temperature 0)
+exported=$("$xtrain" generate "$work/fsdp4/export" --prompt "Once" --max-new-tokens 12 --temperature 0)
+[[ "$sharded" == "$exported" && -n "$sharded" ]]

@@ -1,0 +1,53 @@
+// How the launchers of one job, one per node, agree on when to start, stop and restart
+// their ranks. With one node every answer is local. With several, node 0's launcher hosts a
+// small TCP store (c10d::TCPStore) on MASTER_PORT + 1, leaving MASTER_PORT to the ranks' own
+// store, and for each attempt k:
+//   - every launcher joins attempt k and starts its ranks once all nodes have joined;
+//   - the first launcher to see a rank fail publishes that failure (compare-and-set, so the
+//     first one wins); every launcher polls for it, stops its ranks, and then all of them
+//     restart together (attempt k + 1) or, with no restarts left, all give up;
+//   - a launcher whose ranks all succeeded waits until every node has succeeded (or a failure
+//     elsewhere makes the group restart);
+//   - a launcher stopped by a signal publishes an abort, and the others stop their ranks too.
+// At the end every launcher signs off; node 0 keeps the store up until all have.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "launch/launch_options.h"
+#include "launch/rank_failure.h"
+
+namespace xtrain::launch {
+
+class AgentStore {
+ public:
+  virtual ~AgentStore() = default;
+
+  virtual void join(int attempt) = 0;
+  virtual int nodes_joined(int attempt) = 0;
+
+  // Publishes this node's failure of the attempt unless a failure was published first;
+  // returns the one that counts.
+  virtual RankFailure publish_failure(int attempt, const RankFailure& failure) = 0;
+  virtual std::optional<RankFailure> published_failure(int attempt) = 0;
+
+  virtual void publish_success(int attempt) = 0;
+  virtual bool all_succeeded(int attempt) = 0;
+
+  // Asks every node to stop for good; reason says why, for the other launchers to print.
+  virtual void publish_abort(const std::string& reason) = 0;
+  virtual std::optional<std::string> published_abort() = 0;
+
+  // Signs off. Node 0 waits until all nodes have (at most timeout_s) before its store closes.
+  virtual void leave(double timeout_s) = 0;
+};
+
+// A local store for one node; for several, connects to (or, on node 0, hosts) the TCP store,
+// waiting up to options.join_timeout_s for node 0. Every node must be given the same
+// --nnodes, --nproc-per-node, --max-restarts and --run-id: a node that differs from node 0
+// publishes an abort and throws InputError. Failures of the store itself are
+// std::runtime_error naming its address.
+std::unique_ptr<AgentStore> connect_agent_store(const LaunchOptions& options);
+
+}  // namespace xtrain::launch

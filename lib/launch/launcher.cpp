@@ -1,0 +1,356 @@
+#include "launch/launcher.h"
+
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "launch/agent_store.h"
+#include "launch/rank_environment.h"
+#include "launch/rank_failure.h"
+#include "launch/rank_process.h"
+#include "launch/signal_pipe.h"
+#include "util/input_error.h"
+
+namespace xtrain::launch {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kPollInterval{100};
+constexpr double kLeaveTimeoutS = 30;
+
+struct AttemptResult {
+  enum Kind { kSucceeded, kFailed, kSignalled, kAborted } kind = kSucceeded;
+  RankFailure root_cause;                   // kFailed
+  std::vector<RankFailure> other_failures;  // kFailed: more ranks of this node that failed on their own
+  int signal = 0;                           // kSignalled
+  std::string abort_reason;                 // kAborted
+};
+
+bool failed(int wait_status) { return !WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0; }
+
+void notice(const std::string& text) { fmt::print(stderr, "launch: {}\n", text); }
+
+std::string command_title(const LaunchOptions& options) {
+  std::string title = fs::path(options.program).filename().string();
+  for (const auto& argument : options.command) title += " " + argument;
+  constexpr size_t kMaxTitle = 100;
+  if (title.size() > kMaxTitle) title = title.substr(0, kMaxTitle - 3) + "...";
+  return title;
+}
+
+std::string make_temporary_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/xtrain-launch-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw std::runtime_error(fmt::format("launch: cannot create a temporary folder {}", pattern));
+  return pattern;
+}
+
+class Launcher {
+ public:
+  explicit Launcher(const LaunchOptions& options)
+      : options_(resolve_launch_options(options)), parent_environment_(current_environment()) {
+    if (options_.log_dir.empty()) {
+      files_dir_ = make_temporary_dir();
+      temporary_files_dir_ = true;
+    } else {
+      std::error_code error;
+      fs::create_directories(options_.log_dir, error);
+      if (error)
+        throw InputError(fmt::format("launch: --log-dir {}: cannot create it: {}", options_.log_dir, error.message()));
+      files_dir_ = options_.log_dir;
+    }
+  }
+
+  ~Launcher() {
+    clear_ranks();  // kills and reaps any rank still running
+    if (temporary_files_dir_ && !keep_files_) {
+      std::error_code ignored;
+      fs::remove_all(files_dir_, ignored);
+    }
+  }
+
+  int run() {
+    if (options_.nnodes > 1)
+      notice(fmt::format("node {} of {}; the launchers meet at {}:{}, the ranks at {}:{}", options_.node_rank,
+                         options_.nnodes, options_.master_addr, options_.master_port + 1, options_.master_addr,
+                         options_.master_port));
+    // Connected before signals are caught, so that Ctrl-C while waiting for node 0 just ends.
+    store_ = connect_agent_store(options_);
+    signals_ = std::make_unique<SignalPipe>();
+    if (defaults_omp_num_threads(parent_environment_, options_))
+      notice(
+          "OMP_NUM_THREADS=1 for each rank, as torchrun sets it when several ranks share a node; "
+          "set OMP_NUM_THREADS to give each rank more threads");
+
+    for (int attempt = 0;; ++attempt) {
+      const AttemptResult result = run_attempt(attempt);
+      switch (result.kind) {
+        case AttemptResult::kSucceeded:
+          leave();
+          return 0;
+        case AttemptResult::kSignalled:
+          notice(fmt::format("stopped by {}", signal_name(result.signal)));
+          leave();
+          return 128 + result.signal;
+        case AttemptResult::kAborted:
+          notice(fmt::format("stopped: {}", result.abort_reason));
+          leave();
+          return 1;
+        case AttemptResult::kFailed:
+          if (attempt < options_.max_restarts) {
+            notice(fmt::format("attempt {} failed: {}; restarting every rank (restart {} of {})", attempt,
+                               describe(result.root_cause), attempt + 1, options_.max_restarts));
+            continue;
+          }
+          fmt::print(stderr, "{}", failure_report(command_title(options_), result.root_cause, result.other_failures));
+          keep_files_ = true;  // the report names the error files
+          leave();
+          return 1;
+      }
+    }
+  }
+
+ private:
+  // Node 0 waits for the others to sign off; they may still be giving their ranks the grace period.
+  void leave() { store_->leave(kLeaveTimeoutS + std::max(options_.stop_grace_s, options_.failure_grace_s)); }
+
+  AttemptResult run_attempt(int attempt) {
+    AttemptResult result;
+    if (!wait_for_nodes(attempt, result)) return result;
+    try {
+      start_ranks(attempt);
+      watch_ranks(attempt, result);
+    } catch (...) {
+      // Lost store or a failed start: the ranks still get their grace period.
+      if (!stopping_) begin_stop(SIGTERM, options_.failure_grace_s);
+      while (any_running()) step(nullptr, nullptr);
+      clear_ranks();
+      throw;
+    }
+    clear_ranks();
+    if (result.kind == AttemptResult::kSucceeded) wait_for_other_nodes(attempt, result);
+    return result;
+  }
+
+  // Every node joins the attempt before any starts its ranks.
+  bool wait_for_nodes(int attempt, AttemptResult& result) {
+    store_->join(attempt);
+    const auto deadline = Clock::now() + std::chrono::duration<double>(options_.join_timeout_s);
+    int joined;
+    while ((joined = store_->nodes_joined(attempt)) < options_.nnodes) {
+      if (auto reason = store_->published_abort()) {
+        result.kind = AttemptResult::kAborted;
+        result.abort_reason = *reason;
+        return false;
+      }
+      if (Clock::now() > deadline)
+        throw std::runtime_error(fmt::format(
+            "launch: only {} of {} nodes joined attempt {} within {} s; start `xtrain launch --node-rank N` on "
+            "every node with the same --nnodes, --master-addr and --master-port (or raise --join-timeout)",
+            joined, options_.nnodes, attempt, options_.join_timeout_s));
+      if (take_stop_signal(result)) return false;
+    }
+    return true;
+  }
+
+  // After this node's ranks all succeeded: the job succeeded once every node's have.
+  void wait_for_other_nodes(int attempt, AttemptResult& result) {
+    store_->publish_success(attempt);
+    while (!store_->all_succeeded(attempt)) {
+      if (auto failure = store_->published_failure(attempt)) {
+        result.kind = AttemptResult::kFailed;
+        result.root_cause = *failure;
+        return;
+      }
+      if (auto reason = store_->published_abort()) {
+        result.kind = AttemptResult::kAborted;
+        result.abort_reason = *reason;
+        return;
+      }
+      if (take_stop_signal(result)) return;
+    }
+  }
+
+  // Waits one poll interval for a signal; true when one asks to stop.
+  bool take_stop_signal(AttemptResult& result) {
+    for (int signal : wait_for_events(kPollInterval)) {
+      result.kind = AttemptResult::kSignalled;
+      result.signal = signal;
+      publish_abort_quietly(signal);
+      return true;
+    }
+    return false;
+  }
+
+  void publish_abort_quietly(int signal) {
+    try {
+      store_->publish_abort(fmt::format("node {}'s launcher received {}", options_.node_rank, signal_name(signal)));
+    } catch (const std::exception&) {
+      // The other nodes lose the store soon anyway, and stop then.
+    }
+  }
+
+  void start_ranks(int attempt) {
+    const std::string dir = fmt::format("{}/attempt_{}", files_dir_, attempt);
+    std::error_code error;
+    fs::create_directories(dir, error);
+    if (error) throw std::runtime_error(fmt::format("launch: cannot create {}: {}", dir, error.message()));
+    stopping_ = false;
+    killed_ = false;
+    for (int local_rank = 0; local_rank < options_.nproc_per_node; ++local_rank) {
+      const int rank = options_.node_rank * options_.nproc_per_node + local_rank;
+      const std::string error_file = fmt::format("{}/rank_{}.error.json", dir, rank);
+      ::unlink(error_file.c_str());  // a stale one from an earlier job would be misreported
+      RankCommand command;
+      command.rank = rank;
+      command.local_rank = local_rank;
+      command.program = options_.program;
+      command.arguments = options_.command;
+      command.environment = rank_environment(parent_environment_, options_, local_rank, attempt, error_file);
+      if (!options_.log_dir.empty()) command.log_path = fmt::format("{}/rank_{}.log", dir, rank);
+      ranks_.push_back(std::make_unique<RankProcess>(command));
+      error_files_.push_back(error_file);
+    }
+  }
+
+  void watch_ranks(int attempt, AttemptResult& result) {
+    auto next_store_poll = Clock::now();
+    while (any_running()) {
+      std::vector<RankFailure> failures;
+      std::vector<int> signals;
+      step(&failures, &signals);
+      for (int signal : signals) on_stop_signal(signal, result);
+      if (stopping_) continue;
+      if (!failures.empty()) {
+        result.kind = AttemptResult::kFailed;
+        result.root_cause = store_->publish_failure(attempt, failures.front());
+        for (const auto& failure : failures)
+          if (failure.rank != result.root_cause.rank) result.other_failures.push_back(failure);
+        begin_stop(SIGTERM, options_.failure_grace_s);
+      } else if (Clock::now() >= next_store_poll) {
+        next_store_poll = Clock::now() + 2 * kPollInterval;
+        if (auto failure = store_->published_failure(attempt)) {
+          notice(fmt::format("node {}: {}; stopping this node's ranks", failure->node_rank, describe(*failure)));
+          result.kind = AttemptResult::kFailed;
+          result.root_cause = *failure;
+          begin_stop(SIGTERM, options_.failure_grace_s);
+        } else if (auto reason = store_->published_abort()) {
+          result.kind = AttemptResult::kAborted;
+          result.abort_reason = *reason;
+          begin_stop(SIGTERM, options_.stop_grace_s);  // a stop request, as if signalled here
+        }
+      }
+    }
+  }
+
+  // A first SIGINT/SIGTERM/... goes to every rank; a second one kills them at once.
+  void on_stop_signal(int signal, AttemptResult& result) {
+    if (result.kind == AttemptResult::kSignalled) {
+      for (auto& rank : ranks_) rank->signal_group(SIGKILL);
+      killed_ = true;
+      return;
+    }
+    notice(fmt::format("received {}; passing it to the ranks (SIGKILL in {} s, or at a second signal)",
+                       signal_name(signal), options_.stop_grace_s));
+    result.kind = AttemptResult::kSignalled;
+    result.signal = signal;
+    publish_abort_quietly(signal);
+    begin_stop(signal, options_.stop_grace_s);
+  }
+
+  void begin_stop(int signal, double grace_s) {
+    // Ranks that already ended are signalled too: processes they left in their group go.
+    for (auto& rank : ranks_) rank->signal_group(signal);
+    stopping_ = true;
+    stop_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
+  }
+
+  // One round: copies output, collects stop signals, reaps ended ranks (failures of the ranks
+  // that ended on their own, not after being told to stop), and kills the ranks that outlived
+  // their grace period.
+  void step(std::vector<RankFailure>* failures, std::vector<int>* signals) {
+    milliseconds timeout = kPollInterval;
+    if (stopping_ && !killed_)
+      timeout = std::clamp(std::chrono::duration_cast<milliseconds>(stop_deadline_ - Clock::now()), milliseconds(0),
+                           kPollInterval);
+    const auto arrived = wait_for_events(timeout);
+    if (signals) *signals = arrived;
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      RankProcess& rank = *ranks_[i];
+      if (!rank.reap() || !failed(rank.wait_status()) || stopping_ || failures == nullptr) continue;
+      failures->push_back(observe_failure(rank.rank(), rank.local_rank(), options_.node_rank, rank.pid(),
+                                          rank.wait_status(), error_files_[i]));
+    }
+    if (stopping_ && !killed_ && Clock::now() >= stop_deadline_) {
+      for (auto& rank : ranks_)
+        if (rank->running()) rank->signal_group(SIGKILL);
+      killed_ = true;
+    }
+  }
+
+  void clear_ranks() {
+    ranks_.clear();
+    error_files_.clear();
+  }
+
+  bool any_running() const {
+    for (const auto& rank : ranks_)
+      if (rank->running()) return true;
+    return false;
+  }
+
+  // Waits up to timeout for rank output (copied as it comes) or a signal; returns the stop
+  // signals that arrived (SIGCHLD only wakes the loop).
+  std::vector<int> wait_for_events(milliseconds timeout) {
+    std::vector<pollfd> fds{{signals_->fd(), POLLIN, 0}};
+    std::vector<RankProcess*> owners{nullptr};
+    for (auto& rank : ranks_)
+      for (int fd : rank->output_fds()) {
+        fds.push_back({fd, POLLIN, 0});
+        owners.push_back(rank.get());
+      }
+    if (::poll(fds.data(), fds.size(), static_cast<int>(timeout.count())) > 0)
+      for (size_t i = 1; i < fds.size(); ++i)
+        if (fds[i].revents != 0) owners[i]->pump(fds[i].fd);
+    std::vector<int> stop_signals;
+    for (int signal : signals_->take())
+      if (signal != SIGCHLD) stop_signals.push_back(signal);
+    return stop_signals;
+  }
+
+  LaunchOptions options_;
+  std::vector<std::string> parent_environment_;
+  std::string files_dir_;  // per attempt: error files, and logs with --log-dir
+  bool temporary_files_dir_ = false;
+  bool keep_files_ = false;
+  std::unique_ptr<AgentStore> store_;
+  std::unique_ptr<SignalPipe> signals_;
+  std::vector<std::unique_ptr<RankProcess>> ranks_;
+  std::vector<std::string> error_files_;  // parallel to ranks_
+  bool stopping_ = false;
+  bool killed_ = false;
+  Clock::time_point stop_deadline_;
+};
+
+}  // namespace
+
+int run_launch(const LaunchOptions& options) {
+  Launcher launcher(options);
+  return launcher.run();
+}
+
+}  // namespace xtrain::launch
