@@ -20,12 +20,11 @@
 #include "ckpt/hf_llama.h"
 #include "config/option_registry.h"
 #include "config/recipe_loader.h"
-#include "data/text_source.h"
+#include "data/dataset_loader.h"
+#include "data/tokenizer.h"
 #include "dist/device_mesh.h"
 #include "dist/fully_sharded.h"
 #include "dist/world.h"
-#include "data/token_dataset.h"
-#include "data/tokenizer.h"
 #include "memory/memory_policy.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
@@ -87,11 +86,17 @@ torch::Tensor from_hex(const std::string& hex) {
 }
 
 // key names the recipe entry ("data.train") so that a data problem points at the recipe too.
-data::TokenDataset load_dataset(const std::string& key, const std::string& source, const data::Tokenizer& tokenizer,
-                                const config::Recipe& recipe, bool shuffle) {
+std::unique_ptr<data::SampleDataset> load_dataset(const std::string& key, const std::string& source,
+                                                  const data::Tokenizer& tokenizer, const config::Recipe& recipe,
+                                                  bool shuffle) {
+  data::DatasetOptions options;
+  options.seq_len = recipe.data.seq_len;
+  options.seed = static_cast<uint64_t>(recipe.run.seed);
+  options.shuffle = shuffle;
+  options.chat_template = recipe.data.chat_template;
+  options.workers = torch::get_num_threads();  // this rank's share of the cores (apply_threads)
   try {
-    return data::TokenDataset(data::load_documents(source), tokenizer, recipe.data.seq_len,
-                              static_cast<uint64_t>(recipe.run.seed), shuffle);
+    return data::load_dataset(source, tokenizer, options);
   } catch (const InputError& e) {
     throw InputError(fmt::format("{} ({}): {}", key, source, e.what()));
   }
@@ -171,8 +176,8 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
   // Everything that can fail on bad input happens before the run folder is created.
   auto tokenizer = data::make_tokenizer(recipe.data.tokenizer);
   auto train_data = load_dataset("data.train", recipe.data.train, *tokenizer, recipe, recipe.data.shuffle);
-  std::optional<data::TokenDataset> eval_data;
-  if (!recipe.data.eval.empty()) eval_data.emplace(load_dataset("data.eval", recipe.data.eval, *tokenizer, recipe, false));
+  std::unique_ptr<data::SampleDataset> eval_data;
+  if (!recipe.data.eval.empty()) eval_data = load_dataset("data.eval", recipe.data.eval, *tokenizer, recipe, false);
   auto model = build_model(recipe);  // the same seed on every rank: the same initial weights
   auto offloader = memory::apply_memory_policy(model, memory_options(recipe));
   const int64_t loss_chunk = loss_chunk_tokens(recipe);
@@ -271,7 +276,7 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
                recipe.model.num_layers, recipe.model.hidden_size, recipe.model.num_heads, recipe.model.num_kv_heads,
                recipe.model.vocab_size);
     fmt::print("data: {} tokens, {} samples of {} tokens; unigram entropy {:.4f} nats/token\n",
-               train_data.num_tokens(), train_data.num_samples(), recipe.data.seq_len, train_data.unigram_entropy());
+               train_data->num_tokens(), train_data->num_samples(), recipe.data.seq_len, train_data->unigram_entropy());
     fmt::print("parallel: {}\n", mesh.describe());
     fmt::print("train: {} steps x {} sequences ({} per rank: {} micro batches of {}), {} tokens/step, dtype {}, {} "
                "threads\n",
@@ -373,13 +378,15 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
     // This rank's share of the global batch: the sample order does not depend on the layout.
     const int64_t rank_first_sample = samples_consumed + mesh.data_rank() * per_rank;
     for (int64_t micro = 0; micro < accumulation; ++micro) {
-      auto batch = train_data.batch(rank_first_sample + micro * t.micro_batch_size, t.micro_batch_size);
+      const int64_t first_sample = rank_first_sample + micro * t.micro_batch_size;
+      auto batch = train_data->batch(first_sample, t.micro_batch_size);
+      auto targets = train_data->targets(first_sample, t.micro_batch_size);
       if (sharded) sharded->begin_micro_batch(micro + 1 == accumulation);
       torch::Tensor loss;
       if (offloader) offloader->begin_forward();
       {
         PrecisionScope precision(t.dtype);
-        loss = training_loss(model, batch, loss_chunk);
+        loss = training_loss(model, batch, targets, loss_chunk);
       }
       const double loss_multiplier = (loss_scaler ? loss_scaler->scale() : 1.0) / static_cast<double>(accumulation);
       (loss * loss_multiplier).backward();
@@ -481,7 +488,7 @@ int evaluate_checkpoint(const config::Recipe& recipe, const std::string& checkpo
     dir = *latest;
   }
   auto model = ckpt::load_hf_folder(dir);
-  auto result = evaluate(model, eval_data, recipe.train.micro_batch_size, recipe.train.eval_batches, recipe.train.dtype);
+  auto result = evaluate(model, *eval_data, recipe.train.micro_batch_size, recipe.train.eval_batches, recipe.train.dtype);
   fmt::print("checkpoint: {}\neval loss {:.4f} | perplexity {:.3f} | {} tokens\n", dir, result.loss,
              result.perplexity, result.tokens);
   return 0;
