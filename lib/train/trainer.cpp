@@ -374,27 +374,38 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
       sharded->zero_grad();
     else
       for (auto& p : parameters) p.mutable_grad() = torch::Tensor();
-    double loss_value = 0;
     // This rank's share of the global batch: the sample order does not depend on the layout.
     const int64_t rank_first_sample = samples_consumed + mesh.data_rank() * per_rank;
+    auto first_sample = [&](int64_t micro) { return rank_first_sample + micro * t.micro_batch_size; };
+    // Every target token of the global batch weighs the same: a micro batch's mean loss counts
+    // by its share of the batch's targets (chat data leaves some samples without any).
+    std::vector<torch::Tensor> micro_targets;
+    std::vector<double> micro_counts;
+    double local_count = 0;
     for (int64_t micro = 0; micro < accumulation; ++micro) {
-      const int64_t first_sample = rank_first_sample + micro * t.micro_batch_size;
-      auto batch = train_data->batch(first_sample, t.micro_batch_size);
-      auto targets = train_data->targets(first_sample, t.micro_batch_size);
+      micro_targets.push_back(train_data->targets(first_sample(micro), t.micro_batch_size));
+      micro_counts.push_back(micro_targets.back().ne(-100).sum().item<double>());
+      local_count += micro_counts.back();
+    }
+    const double global_count = sum_over_ranks(local_count);
+    double loss_sum = 0;  // over this rank's targets
+    for (int64_t micro = 0; micro < accumulation; ++micro) {
+      auto batch = train_data->batch(first_sample(micro), t.micro_batch_size);
       if (sharded) sharded->begin_micro_batch(micro + 1 == accumulation);
       torch::Tensor loss;
       if (offloader) offloader->begin_forward();
       {
         PrecisionScope precision(t.dtype);
-        loss = training_loss(model, batch, targets, loss_chunk);
+        loss = training_loss(model, batch, micro_targets[micro], loss_chunk);
       }
-      const double loss_multiplier = (loss_scaler ? loss_scaler->scale() : 1.0) / static_cast<double>(accumulation);
-      (loss * loss_multiplier).backward();
+      // Gradients are averaged over the data-parallel ranks afterwards, hence the factor.
+      const double share = global_count > 0 ? micro_counts[micro] * static_cast<double>(data_ranks) / global_count : 0.0;
+      (loss * ((loss_scaler ? loss_scaler->scale() : 1.0) * share)).backward();
       if (sharded) sharded->end_micro_batch();
-      loss_value += loss.item<double>() / static_cast<double>(accumulation);
+      loss_sum += loss.item<double>() * micro_counts[micro];
     }
     samples_consumed += t.global_batch_size;
-    loss_value = sum_over_ranks(loss_value) / static_cast<double>(world.size);
+    const double loss_value = global_count > 0 ? sum_over_ranks(loss_sum) / global_count : 0.0;
     if (!std::isfinite(loss_value))
       throw std::runtime_error(fmt::format("loss is {} at step {}; lower optim.lr or check the data", loss_value, step));
     // fp16: a step whose gradients overflowed is skipped (no update) and the loss scale shrinks.
