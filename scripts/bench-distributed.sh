@@ -25,11 +25,16 @@ port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0
 
 run() {  # run NAME NPROC THREADS
   local name=$1 nproc=$2 threads=$3
+  local status=0
   if [[ $nproc == 1 ]]; then
-    "$xtrain" train "$recipe" --set run.dir="$work/$name" --set train.threads="$threads" > "$work/$name.log"
+    "$xtrain" train "$recipe" --set run.dir="$work/$name" --set train.threads="$threads" > "$work/$name.log" 2>&1 || status=$?
   else
     "$xtrain" launch --nproc-per-node "$nproc" --master-port "$(port)" -- train "$recipe" \
-      --set run.dir="$work/$name" --set train.threads="$threads" > "$work/$name.log" 2>&1
+      --set run.dir="$work/$name" --set train.threads="$threads" > "$work/$name.log" 2>&1 || status=$?
+  fi
+  if ((status)); then
+    cat "$work/$name.log" >&2
+    exit "$status"
   fi
 }
 
