@@ -27,6 +27,9 @@ struct DataSection {
   std::string chat_template;
   int64_t seq_len = 0;
   bool shuffle = true;
+  bool pack = false;
+  int64_t balance_window = 0;
+  int64_t prefetch = 0;
 };
 
 struct TrainSection {

@@ -67,6 +67,9 @@ OptionRegistry build_registry() {
   r.add<std::string>("data.chat_template", FIELD(data.chat_template), "chatml", "How chat records are written: chatml, llama3, or ROLE=PREFIX{content}SUFFIX entries separated by ;. The loss is on the assistant's turns only; see Data.", chat_template());
   r.add<int64_t>("data.seq_len", FIELD(data.seq_len), 256, "Tokens per training sequence.", at_least<int64_t>(2));
   r.add<bool>("data.shuffle", FIELD(data.shuffle), true, "Shuffle samples each epoch (seeded by run.seed).");
+  r.add<bool>("data.pack", FIELD(data.pack), false, "Keep packed documents apart: positions restart and attention stops at each document boundary, and no token predicts the next document; off, documents joined by EOS attend across it.");
+  r.add<int64_t>("data.balance_window", FIELD(data.balance_window), 0, "Balance attention cost across data-parallel ranks over windows of N steps (0: off); see Data.", at_least<int64_t>(0));
+  r.add<int64_t>("data.prefetch", FIELD(data.prefetch), 2, "Steps of micro batches a background thread reads ahead of training.", at_least<int64_t>(1));
 
   r.add<int64_t>("train.steps", FIELD(train.steps), 1000, "Optimizer steps.", at_least<int64_t>(1));
   r.add<int64_t>("train.global_batch_size", FIELD(train.global_batch_size), 8, "Sequences per optimizer step, over all ranks.", at_least<int64_t>(1));

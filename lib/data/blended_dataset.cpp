@@ -100,6 +100,11 @@ torch::Tensor BlendedDataset::targets(int64_t first_global_index, int64_t count)
   return out;
 }
 
+std::vector<int64_t> BlendedDataset::document_starts(int64_t global_index) const {
+  const auto [dataset, index] = locate(global_index);
+  return datasets_[dataset]->document_starts(index);
+}
+
 double BlendedDataset::unigram_entropy() const {
   std::vector<double> mixture;
   for (size_t d = 0; d < datasets_.size(); ++d) {

@@ -30,6 +30,7 @@ class BlendedDataset final : public SampleDataset {
   torch::Tensor batch(int64_t first_global_index, int64_t count) const override;
   torch::Tensor targets(int64_t first_global_index, int64_t count) const override;
   bool has_loss_mask() const override;
+  std::vector<int64_t> document_starts(int64_t global_index) const override;
   // Of the mixture of the datasets' unigram distributions, weighted by the blend.
   double unigram_entropy() const override;
 

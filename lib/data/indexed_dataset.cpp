@@ -144,6 +144,12 @@ int64_t IndexedDataset::sequence_pointer(int64_t i) const {
   return load<int64_t>(index_.data() + pointers_offset_ + 8 * static_cast<size_t>(i));
 }
 
+int64_t IndexedDataset::sequence_start(int64_t i) const {
+  if (i < 0 || i >= num_sequences_)
+    throw std::out_of_range(fmt::format("sequence {} of {} in {}", i, num_sequences_, prefix_));
+  return sequence_pointer(i) / static_cast<int64_t>(indexed_dtype_size(dtype_));
+}
+
 int64_t IndexedDataset::document_index(int64_t d) const {
   return load<int64_t>(index_.data() + documents_offset_ + 8 * static_cast<size_t>(d));
 }

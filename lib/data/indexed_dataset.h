@@ -46,6 +46,8 @@ class IndexedDataset {
   int64_t num_tokens() const { return num_tokens_; }
 
   int64_t sequence_size(int64_t i) const;
+  // The offset (in ids) of sequence i's first id in the .bin.
+  int64_t sequence_start(int64_t i) const;
   TokenView sequence(int64_t i) const;
   // The sequences [first, end) of document d.
   std::pair<int64_t, int64_t> document_sequences(int64_t d) const;

@@ -56,4 +56,21 @@ void IndexedTokenStream::read_loss_mask(int64_t begin, int64_t count, uint8_t* o
   std::memcpy(out, mask.data(), static_cast<size_t>(count));
 }
 
+void IndexedTokenStream::document_starts(int64_t begin, int64_t count, std::vector<int64_t>& out) const {
+  // The sequence starts rise with the index: a binary search finds the first after begin.
+  int64_t low = 0, high = tokens_.num_sequences();
+  while (low < high) {
+    const int64_t middle = low + (high - low) / 2;
+    if (tokens_.sequence_start(middle) <= begin)
+      low = middle + 1;
+    else
+      high = middle;
+  }
+  for (int64_t i = low; i < tokens_.num_sequences(); ++i) {
+    const int64_t start = tokens_.sequence_start(i);
+    if (start > begin + count) break;
+    out.push_back(start);
+  }
+}
+
 }  // namespace xtrain::data

@@ -24,6 +24,8 @@ class IndexedTokenStream final : public TokenStream {
   void read(int64_t begin, int64_t count, int64_t* out) const override;
   bool has_loss_mask() const override { return loss_mask_.has_value(); }
   void read_loss_mask(int64_t begin, int64_t count, uint8_t* out) const override;
+  // Each sequence of the file is a document (Megatron's GPT datasets read them so).
+  void document_starts(int64_t begin, int64_t count, std::vector<int64_t>& out) const override;
 
   static std::string loss_mask_prefix(const std::string& prefix) { return prefix + ".loss_mask"; }
 

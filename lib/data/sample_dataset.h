@@ -4,6 +4,8 @@
 // number of ranks or on where a run was resumed.
 #pragma once
 #include <cstdint>
+#include <vector>
+
 #include <torch/types.h>
 
 namespace xtrain::data {
@@ -28,6 +30,11 @@ class SampleDataset {
   virtual torch::Tensor targets(int64_t first_global_index, int64_t count) const = 0;
   // False when every token is a target, so targets() == batch()[:, 1:].
   virtual bool has_loss_mask() const = 0;
+  // Where documents begin inside sample g: ascending offsets in [1, seq_len] into its
+  // seq_len + 1 tokens (offset 0 always begins a piece: a document, or the rest of one cut by
+  // the previous window). An offset s splits the inputs at s, and target s - 1 (token s)
+  // belongs to the next document.
+  virtual std::vector<int64_t> document_starts(int64_t global_index) const = 0;
 
   // Entropy (nats) of the unigram distribution of the target tokens: the loss of a model that
   // knows only token frequencies, the bar a trained model must clear.

@@ -74,6 +74,14 @@ void TokenDataset::read_sample(int64_t global_index, int64_t* tokens, int64_t* t
     if (!mask[static_cast<size_t>(t)]) targets[t] = kIgnoreIndex;
 }
 
+std::vector<int64_t> TokenDataset::document_starts(int64_t global_index) const {
+  const int64_t start = index_in_epoch(global_index) * (seq_len_ + 1);
+  std::vector<int64_t> starts;
+  stream_->document_starts(start, seq_len_, starts);
+  for (auto& offset : starts) offset -= start;
+  return starts;
+}
+
 torch::Tensor TokenDataset::batch(int64_t first_global_index, int64_t count) const {
   TORCH_CHECK(count >= 0, "batch size must be non-negative, got ", count);
   torch::Tensor out = torch::empty({count, seq_len_ + 1}, torch::kInt64);

@@ -28,6 +28,7 @@ class TokenDataset final : public SampleDataset {
   torch::Tensor batch(int64_t first_global_index, int64_t count) const override;
   torch::Tensor targets(int64_t first_global_index, int64_t count) const override;
   bool has_loss_mask() const override { return stream_->has_loss_mask(); }
+  std::vector<int64_t> document_starts(int64_t global_index) const override;
   double unigram_entropy() const override;
 
   // Writes sample g's seq_len + 1 tokens, and, when targets is not null, its seq_len targets.

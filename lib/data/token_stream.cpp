@@ -19,6 +19,7 @@ void InMemoryTokenStream::append(const EncodedDocument& document) {
   const bool masked = !document.loss_mask.empty();
   // The first masked document gives the stream a mask: every token before it was a target.
   if (masked && loss_mask_.empty()) loss_mask_.assign(tokens_.size(), 1);
+  document_starts_.push_back(size());
   tokens_.insert(tokens_.end(), document.tokens.begin(), document.tokens.end());
   if (masked)
     loss_mask_.insert(loss_mask_.end(), document.loss_mask.begin(), document.loss_mask.end());
@@ -38,6 +39,11 @@ void InMemoryTokenStream::read_loss_mask(int64_t begin, int64_t count, uint8_t* 
     return;
   }
   std::memcpy(out, loss_mask_.data() + begin, static_cast<size_t>(count));
+}
+
+void InMemoryTokenStream::document_starts(int64_t begin, int64_t count, std::vector<int64_t>& out) const {
+  auto it = std::upper_bound(document_starts_.begin(), document_starts_.end(), begin);
+  for (; it != document_starts_.end() && *it <= begin + count; ++it) out.push_back(*it);
 }
 
 }  // namespace xtrain::data

@@ -1,5 +1,5 @@
 // TokenStream: the token ids of one data source in document order, every document followed
-// by the tokenizer's EOS id, with an optional loss mask: whether each token is a target of the
+// by the tokenizer's EOS id, where each document begins, with an optional loss mask: whether each token is a target of the
 // next-token loss (chat data trains on the assistant's turns only). Reads copy out int64 ids,
 // so a stream may keep its ids in any width, in memory or mapped from a file.
 #pragma once
@@ -21,6 +21,8 @@ class TokenStream {
   virtual bool has_loss_mask() const = 0;
   // Copies the mask of [begin, begin + count) into out (1: a target). Only with a loss mask.
   virtual void read_loss_mask(int64_t begin, int64_t count, uint8_t* out) const = 0;
+  // Appends to out the offsets in (begin, begin + count] at which a document begins, ascending.
+  virtual void document_starts(int64_t begin, int64_t count, std::vector<int64_t>& out) const = 0;
 };
 
 // Ids held in memory: sources that are tokenized when a run starts.
@@ -33,9 +35,11 @@ class InMemoryTokenStream final : public TokenStream {
   void read(int64_t begin, int64_t count, int64_t* out) const override;
   bool has_loss_mask() const override { return !loss_mask_.empty(); }
   void read_loss_mask(int64_t begin, int64_t count, uint8_t* out) const override;
+  void document_starts(int64_t begin, int64_t count, std::vector<int64_t>& out) const override;
 
  private:
   std::vector<int64_t> tokens_;
+  std::vector<int64_t> document_starts_;
   std::vector<uint8_t> loss_mask_;  // empty until a document brings one
 };
 

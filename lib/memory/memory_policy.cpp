@@ -19,10 +19,11 @@ std::shared_ptr<ActivationOffloader> apply_memory_policy(model::LlamaForCausalLM
   if (options.attention == "blockwise") {
     const int64_t block_size = options.attention_block_size;
     for (const auto& layer : *model->model->layers)
-      layer->as<model::DecoderLayer>()->self_attn->kernel = [block_size](const torch::Tensor& q, const torch::Tensor& k,
-                                                                         const torch::Tensor& v) {
-        return model::blockwise_causal_attention(q, k, v, {}, block_size);
-      };
+      layer->as<model::DecoderLayer>()->self_attn->kernel =
+          [block_size](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                       const torch::Tensor& cu_seqlens) {
+            return model::blockwise_causal_attention(q, k, v, cu_seqlens, block_size);
+          };
   }
   std::shared_ptr<ActivationOffloader> offloader;
   if (options.recompute == "full") {
@@ -37,10 +38,12 @@ std::shared_ptr<ActivationOffloader> apply_memory_policy(model::LlamaForCausalLM
     for (int64_t i = 0; i < count; ++i) {
       auto& attention = (*model->model->layers)[i]->as<model::DecoderLayer>()->self_attn;
       model::AttentionKernel inner = attention->kernel;
-      attention->kernel = [inner](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+      attention->kernel = [inner](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const torch::Tensor& cu_seqlens) {
         return recompute(
-            [inner](const std::vector<torch::Tensor>& in) {
-              return inner ? inner(in[0], in[1], in[2]) : model::causal_attention(in[0], in[1], in[2]);
+            [inner, cu_seqlens](const std::vector<torch::Tensor>& in) {
+              return inner ? inner(in[0], in[1], in[2], cu_seqlens)
+                           : model::causal_attention(in[0], in[1], in[2], cu_seqlens);
             },
             {q, k, v});
       };

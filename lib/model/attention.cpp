@@ -27,7 +27,11 @@ torch::Tensor document_ids(const torch::Tensor& cu_seqlens, int64_t seq) {
                           /*right=*/true);
 }
 
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+namespace {
+
+// Attention over [T, T] scores with the causal mask and, when cu_seqlens is defined, the
+// document mask.
+torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& cu_seqlens) {
   const int64_t groups = q.size(1) / k.size(1);
   auto keys = groups == 1 ? k : k.repeat_interleave(groups, /*dim=*/1);
@@ -47,6 +51,38 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
   return torch::matmul(probs, values);
 }
 
+// Packed rows are cut at document boundaries into segments of about this many tokens (or one
+// longer document), each attended on its own: the scores then cost the sum of the segments'
+// squares instead of the square of the row.
+constexpr int64_t kSegmentTokens = 256;
+
+}  // namespace
+
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& cu_seqlens) {
+  const int64_t seq = q.size(2);
+  if (!cu_seqlens.defined() || seq <= kSegmentTokens) return masked_attention(q, k, v, cu_seqlens);
+  document_ids(cu_seqlens, seq);  // validates
+  const auto bounds = cu_seqlens.to(torch::kCPU).contiguous();
+  const int64_t* b = bounds.data_ptr<int64_t>();
+  const int64_t n = bounds.numel();
+  std::vector<torch::Tensor> outputs;
+  int64_t segment_begin = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    const bool last = i + 1 == n;
+    if (!last && b[i + 1] - segment_begin <= kSegmentTokens) continue;  // the next document fits too
+    if (b[i] == segment_begin) continue;                                  // only empty documents so far
+    const int64_t length = b[i] - segment_begin;
+    std::vector<int64_t> local{0};
+    for (int64_t j = 1; j <= i; ++j)
+      if (b[j] > segment_begin) local.push_back(b[j] - segment_begin);
+    outputs.push_back(masked_attention(q.narrow(2, segment_begin, length), k.narrow(2, segment_begin, length),
+                                       v.narrow(2, segment_begin, length), torch::tensor(local, torch::kInt64)));
+    segment_begin = b[i];
+  }
+  return outputs.size() == 1 ? outputs.front() : torch::cat(outputs, 2);
+}
+
 AttentionImpl::AttentionImpl(const LlamaConfig& config)
     : num_heads_(config.num_heads), num_kv_heads_(config.num_kv_heads), head_dim_(config.head_dim()) {
   auto linear = [](int64_t in, int64_t out) {
@@ -58,17 +94,17 @@ AttentionImpl::AttentionImpl(const LlamaConfig& config)
   o_proj = register_module("o_proj", linear(num_heads_ * head_dim_, config.hidden_size));
 }
 
-torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const RotaryTables& rotary) {
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout) {
   const int64_t batch = x.size(0), seq = x.size(1);
   auto heads = [&](const torch::Tensor& t, int64_t n) {
     return t.view({batch, seq, n, head_dim_}).transpose(1, 2);
   };
-  auto cos = rotary.cos.narrow(0, 0, seq);
-  auto sin = rotary.sin.narrow(0, 0, seq);
+  auto cos = layout.packed() ? rotary.cos.index_select(0, layout.positions) : rotary.cos.narrow(0, 0, seq);
+  auto sin = layout.packed() ? rotary.sin.index_select(0, layout.positions) : rotary.sin.narrow(0, 0, seq);
   auto q = apply_rotary(heads(project(q_proj, x), num_heads_), cos, sin);
   auto k = apply_rotary(heads(project(k_proj, x), num_kv_heads_), cos, sin);
   auto v = heads(project(v_proj, x), num_kv_heads_);
-  auto attended = kernel ? kernel(q, k, v) : causal_attention(q, k, v);
+  auto attended = kernel ? kernel(q, k, v, layout.cu_seqlens) : causal_attention(q, k, v, layout.cu_seqlens);
   auto out = attended.transpose(1, 2).reshape({batch, seq, num_heads_ * head_dim_});
   return project(o_proj, out);
 }

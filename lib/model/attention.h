@@ -8,6 +8,7 @@
 
 #include "model/llama_config.h"
 #include "model/rotary.h"
+#include "model/sequence_layout.h"
 
 namespace xtrain::model {
 
@@ -23,15 +24,17 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
 // of each position: int64 [seq].
 torch::Tensor document_ids(const torch::Tensor& cu_seqlens, int64_t seq);
 
-// The attention kernel a layer calls with rotated q, k and v. Memory policies swap it (for a
-// blockwise kernel, or to recompute it in backward).
-using AttentionKernel = std::function<torch::Tensor(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v)>;
+// The attention kernel a layer calls with rotated q, k and v and the row's cu_seqlens (undefined
+// for one causal sequence). Memory policies swap it (for a blockwise kernel, or to recompute it
+// in backward).
+using AttentionKernel = std::function<torch::Tensor(const torch::Tensor& q, const torch::Tensor& k,
+                                                    const torch::Tensor& v, const torch::Tensor& cu_seqlens)>;
 
 class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const LlamaConfig& config);
-  // x: [B, T, hidden]; rotary tables cover at least T positions.
-  torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary);
+  // x: [B, T, hidden]; rotary tables cover every position of the layout (T when not packed).
+  torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {});
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   AttentionKernel kernel;  // empty: causal_attention

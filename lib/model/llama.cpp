@@ -14,8 +14,9 @@ DecoderLayerImpl::DecoderLayerImpl(const LlamaConfig& config) {
   mlp = register_module("mlp", SwiGLU(config.hidden_size, config.intermediate_size));
 }
 
-torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const RotaryTables& rotary) {
-  auto h = x + self_attn(input_layernorm(x), rotary);
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const RotaryTables& rotary,
+                                        const SequenceLayout& layout) {
+  auto h = x + self_attn(input_layernorm(x), rotary, layout);
   return h + mlp(post_attention_layernorm(h));
 }
 
@@ -27,14 +28,15 @@ LlamaBodyImpl::LlamaBodyImpl(const LlamaConfig& config)
   norm = register_module("norm", RMSNorm(config.hidden_size, config.norm_eps));
 }
 
-torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids) {
-  TORCH_CHECK(input_ids.size(1) <= config_.max_seq_len, "sequence of ", input_ids.size(1),
-              " tokens exceeds model.max_seq_len ", config_.max_seq_len);
+torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids, const SequenceLayout& layout) {
+  const int64_t longest = layout.packed() ? layout.positions.max().item<int64_t>() + 1 : input_ids.size(1);
+  TORCH_CHECK(longest <= config_.max_seq_len, "sequence of ", longest, " tokens exceeds model.max_seq_len ",
+              config_.max_seq_len);
   auto x = embed_tokens(input_ids);
   for (size_t i = 0; i < layers->size(); ++i) {
     auto* layer = (*layers)[i]->as<DecoderLayer>();
     // Captures by value: a recompute policy keeps this callable until backward.
-    auto block = [this, layer](const torch::Tensor& input) { return layer->forward(input, rotary_); };
+    auto block = [this, layer, layout](const torch::Tensor& input) { return layer->forward(input, rotary_, layout); };
     x = block_runner ? block_runner(static_cast<int64_t>(i), x, block) : block(x);
   }
   return norm(x);
@@ -52,8 +54,8 @@ torch::Tensor LlamaForCausalLMImpl::output_weight() const {
   return lm_head ? lm_head->weight : model->embed_tokens->weight;
 }
 
-torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& input_ids) {
-  return torch::nn::functional::linear(model(input_ids), output_weight());
+torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& input_ids, const SequenceLayout& layout) {
+  return torch::nn::functional::linear(model(input_ids, layout), output_weight());
 }
 
 void LlamaForCausalLMImpl::init_weights() {

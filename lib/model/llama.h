@@ -26,7 +26,7 @@ namespace xtrain::model {
 class DecoderLayerImpl : public torch::nn::Module {
  public:
   explicit DecoderLayerImpl(const LlamaConfig& config);
-  torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary);
+  torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {});
 
   RMSNorm input_layernorm{nullptr};
   Attention self_attn{nullptr};
@@ -44,8 +44,10 @@ using BlockRunner = std::function<torch::Tensor(int64_t layer, const torch::Tens
 class LlamaBodyImpl : public torch::nn::Module {
  public:
   explicit LlamaBodyImpl(const LlamaConfig& config);
-  // input_ids: [B, T] int64 -> final hidden states [B, T, hidden].
-  torch::Tensor forward(const torch::Tensor& input_ids);
+  // input_ids: [B, T] int64 -> final hidden states [B, T, hidden]. A packed layout describes
+  // every row (in practice one row of several documents, see data/micro_batch.h); its
+  // documents, not T, must fit in max_seq_len.
+  torch::Tensor forward(const torch::Tensor& input_ids, const SequenceLayout& layout = {});
 
   BlockRunner block_runner;  // empty: run every block directly
 
@@ -64,7 +66,7 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
   explicit LlamaForCausalLMImpl(const LlamaConfig& config);
 
   // input_ids: [B, T] -> logits [B, T, vocab].
-  torch::Tensor forward(const torch::Tensor& input_ids);
+  torch::Tensor forward(const torch::Tensor& input_ids, const SequenceLayout& layout = {});
   // Weight of the output projection [vocab, hidden] (the embedding when tied).
   torch::Tensor output_weight() const;
 

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include <torch/torch.h>
 
+#include "data/micro_batch.h"
+#include "model/sequence_layout.h"
 #include "train/precision.h"
 #include "train/training_loss.h"
 
@@ -12,7 +15,7 @@ namespace xtrain::train {
 
 EvalResult evaluate(model::LlamaForCausalLM& model, const data::SampleDataset& dataset,
                     int64_t micro_batch_size, int64_t max_batches, const std::string& dtype,
-                    int64_t loss_chunk_tokens) {
+                    int64_t loss_chunk_tokens, bool pack) {
   torch::NoGradGuard no_grad;
   model->eval();
   int64_t samples = dataset.num_samples();
@@ -21,12 +24,14 @@ EvalResult evaluate(model::LlamaForCausalLM& model, const data::SampleDataset& d
   int64_t tokens = 0;
   for (int64_t first = 0; first < samples; first += micro_batch_size) {
     const int64_t count = std::min(micro_batch_size, samples - first);
-    auto batch = dataset.batch(first, count);
-    auto targets = dataset.targets(first, count);
+    std::vector<int64_t> samples(static_cast<size_t>(count));
+    std::iota(samples.begin(), samples.end(), first);
+    const auto batch = data::make_micro_batch(dataset, samples, pack);
     PrecisionScope precision(dtype);
-    const int64_t batch_tokens = targets.ne(data::kIgnoreIndex).sum().item<int64_t>();
-    loss_sum += training_loss(model, batch, targets, loss_chunk_tokens).item<double>() * batch_tokens;
-    tokens += batch_tokens;
+    const auto layout = batch.cu_seqlens.defined() ? model::packed_layout(batch.cu_seqlens) : model::SequenceLayout{};
+    loss_sum += training_loss(model, batch.inputs, batch.targets, loss_chunk_tokens, layout).item<double>() *
+                static_cast<double>(batch.target_count);
+    tokens += batch.target_count;
   }
   model->train();
   EvalResult result;

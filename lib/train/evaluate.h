@@ -15,8 +15,9 @@ struct EvalResult {
 
 // Scores the first max_batches micro batches (0: the whole dataset, each sample once): the
 // mean loss over the dataset's targets (with a loss mask, only the tokens that carry loss).
+// pack: score each document apart, as training with data.pack does (data/micro_batch.h).
 EvalResult evaluate(model::LlamaForCausalLM& model, const data::SampleDataset& dataset,
                     int64_t micro_batch_size, int64_t max_batches, const std::string& dtype,
-                    int64_t loss_chunk_tokens = 0);
+                    int64_t loss_chunk_tokens = 0, bool pack = false);
 
 }  // namespace xtrain::train

@@ -20,7 +20,10 @@
 #include "ckpt/hf_llama.h"
 #include "config/option_registry.h"
 #include "config/recipe_loader.h"
+#include "data/batch_loader.h"
+#include "data/batch_schedule.h"
 #include "data/dataset_loader.h"
+#include "data/micro_batch.h"
 #include "data/tokenizer.h"
 #include "dist/device_mesh.h"
 #include "dist/fully_sharded.h"
@@ -214,6 +217,10 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
 
   int64_t step = 0;
   int64_t samples_consumed = 0;
+  nlohmann::json saved_schedule;  // the data schedule of the checkpoint's run
+  const nlohmann::json data_schedule = {{"global_batch_size", t.global_batch_size},
+                                        {"balance_window", recipe.data.balance_window},
+                                        {"pack", recipe.data.pack}};
   if (auto resume_dir = checkpoint_to_resume(recipe, store)) {
     ckpt::CheckpointReader checkpoint(*resume_dir);
     check_same_model(recipe, checkpoint);
@@ -239,12 +246,25 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
       samples_consumed = checkpoint.trainer_state.at("samples_consumed").get<int64_t>();
       at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one
       generator.set_state(from_hex(checkpoint.trainer_state.at("rng_cpu").get<std::string>()));
+      if (checkpoint.trainer_state.contains("data_schedule")) saved_schedule = checkpoint.trainer_state.at("data_schedule");
       if (loss_scaler && checkpoint.trainer_state.contains("loss_scale"))
         loss_scaler->load_state({checkpoint.trainer_state.at("loss_scale").get<double>(),
                                  checkpoint.trainer_state.at("loss_scale_finite_steps").get<int64_t>()});
     } catch (const std::exception& e) {  // missing field, wrong type, corrupt RNG state
       throw InputError(fmt::format("{}/trainer_state.json: {}", *resume_dir, e.what()));
     }
+    // A balanced order groups samples by windows of balance_window x global_batch_size samples:
+    // continuing it needs the same geometry (any number of ranks will do).
+    if (recipe.data.balance_window > 0 && !saved_schedule.is_null() && saved_schedule != data_schedule)
+      throw InputError(fmt::format(
+          "{}: this run balanced its data with train.global_batch_size {} and data.balance_window {}, the recipe says "
+          "{} and {}; the balanced sample order depends on both, so resume with the checkpoint's values",
+          *resume_dir, saved_schedule.value("global_batch_size", 0), saved_schedule.value("balance_window", 0),
+          t.global_batch_size, recipe.data.balance_window));
+    if (recipe.data.balance_window > 0 && samples_consumed % t.global_batch_size != 0)
+      throw InputError(fmt::format("{}: {} samples consumed is not a whole number of global batches of {}; resume "
+                                   "with the checkpoint's train.global_batch_size or without data.balance_window",
+                                   *resume_dir, samples_consumed, t.global_batch_size));
     if (chief) fmt::print("resumed from {} at step {}\n", *resume_dir, step);
   }
 
@@ -289,6 +309,7 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
         {"step", at_step},
         {"samples_consumed", samples_consumed},
         {"tokens_seen", samples_consumed * recipe.data.seq_len},
+        {"data_schedule", data_schedule},
         {"rng_cpu", to_hex(at::detail::getDefaultCPUGenerator().get_state())},
         {"xtrain_version", XTRAIN_VERSION},
         {"world_size", world.size},
@@ -337,7 +358,7 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
     if (!eval_data) return;
     // Every rank evaluates the same batches: the gathers need all of them.
     if (sharded) sharded->begin_inference();
-    auto result = evaluate(model, *eval_data, t.micro_batch_size, t.eval_batches, t.dtype, loss_chunk);
+    auto result = evaluate(model, *eval_data, t.micro_batch_size, t.eval_batches, t.dtype, loss_chunk, recipe.data.pack);
     if (sharded) sharded->end_inference();
     if (!chief) return;
     fmt::print("eval step {}: loss {:.4f} | perplexity {:.3f} | {} tokens\n", at_step, result.loss,
@@ -360,6 +381,26 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
     return 0;
   }
   const int64_t first_step = step + 1;
+  // A background thread reads this rank's micro batches ahead of the steps that train on them.
+  const data::BatchSchedule batch_schedule(*train_data, t.global_batch_size,
+                                     {recipe.data.balance_window, recipe.data.pack,
+                                      static_cast<uint64_t>(recipe.run.seed)});
+  const int64_t first_position = samples_consumed;
+  data::BatchLoader loader(
+      [&, first_position](int64_t at_step) {
+        const int64_t position = first_position + (at_step - first_step) * t.global_batch_size;
+        const auto mine = batch_schedule.step_samples(position, data_ranks)[static_cast<size_t>(mesh.data_rank())];
+        std::vector<data::MicroBatch> micro_batches;
+        for (int64_t micro = 0; micro < accumulation; ++micro)
+          micro_batches.push_back(data::make_micro_batch(
+              *train_data,
+              std::vector<int64_t>(mine.begin() + micro * t.micro_batch_size,
+                                   mine.begin() + (micro + 1) * t.micro_batch_size),
+              recipe.data.pack));
+        return micro_batches;
+      },
+      first_step, last_step, recipe.data.prefetch);
+  double data_wait_total = 0;
   double interval_seconds = 0, session_seconds = 0;
   int64_t interval_steps = 0;
   int64_t peak_state_bytes = 0;
@@ -374,35 +415,32 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
       sharded->zero_grad();
     else
       for (auto& p : parameters) p.mutable_grad() = torch::Tensor();
-    // This rank's share of the global batch: the sample order does not depend on the layout.
-    const int64_t rank_first_sample = samples_consumed + mesh.data_rank() * per_rank;
-    auto first_sample = [&](int64_t micro) { return rank_first_sample + micro * t.micro_batch_size; };
+    // This rank's share of the global batch (the global batches do not depend on the layout).
+    const std::vector<data::MicroBatch> micro_batches = loader.next();
+    const double data_wait = loader.last_wait_seconds();
+    data_wait_total += data_wait;
     // Every target token of the global batch weighs the same: a micro batch's mean loss counts
     // by its share of the batch's targets (chat data leaves some samples without any).
-    std::vector<torch::Tensor> micro_targets;
-    std::vector<double> micro_counts;
     double local_count = 0;
-    for (int64_t micro = 0; micro < accumulation; ++micro) {
-      micro_targets.push_back(train_data->targets(first_sample(micro), t.micro_batch_size));
-      micro_counts.push_back(micro_targets.back().ne(-100).sum().item<double>());
-      local_count += micro_counts.back();
-    }
+    for (const auto& micro_batch : micro_batches) local_count += static_cast<double>(micro_batch.target_count);
     const double global_count = sum_over_ranks(local_count);
     double loss_sum = 0;  // over this rank's targets
     for (int64_t micro = 0; micro < accumulation; ++micro) {
-      auto batch = train_data->batch(first_sample(micro), t.micro_batch_size);
+      const auto& batch = micro_batches[static_cast<size_t>(micro)];
+      const auto layout = batch.cu_seqlens.defined() ? model::packed_layout(batch.cu_seqlens) : model::SequenceLayout{};
+      const auto count = static_cast<double>(batch.target_count);
       if (sharded) sharded->begin_micro_batch(micro + 1 == accumulation);
       torch::Tensor loss;
       if (offloader) offloader->begin_forward();
       {
         PrecisionScope precision(t.dtype);
-        loss = training_loss(model, batch, micro_targets[micro], loss_chunk);
+        loss = training_loss(model, batch.inputs, batch.targets, loss_chunk, layout);
       }
       // Gradients are averaged over the data-parallel ranks afterwards, hence the factor.
-      const double share = global_count > 0 ? micro_counts[micro] * static_cast<double>(data_ranks) / global_count : 0.0;
+      const double share = global_count > 0 ? count * static_cast<double>(data_ranks) / global_count : 0.0;
       (loss * ((loss_scaler ? loss_scaler->scale() : 1.0) * share)).backward();
       if (sharded) sharded->end_micro_batch();
-      loss_sum += loss.item<double>() * micro_counts[micro];
+      loss_sum += loss.item<double>() * count;
     }
     samples_consumed += t.global_batch_size;
     const double loss_value = global_count > 0 ? sum_over_ranks(loss_sum) / global_count : 0.0;
@@ -442,7 +480,8 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
                                        {"tokens_seen", samples_consumed * recipe.data.seq_len},
                                        {"peak_rss_mib", peak_rss_mib()},
                                        {"state_mib", static_cast<double>(peak_state_bytes) / (1 << 20)},
-                                       {"comm_wait_s", dist::PendingCollective::total_wait_seconds() - waited_before}};
+                                       {"comm_wait_s", dist::PendingCollective::total_wait_seconds() - waited_before},
+                                       {"data_wait_s", data_wait}};
       if (loss_scaler) {
         record["loss_scale"] = loss_scale;
         record["skipped"] = !finite_gradients;
@@ -479,6 +518,8 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
       fmt::print("done: {} steps\n", step);
     fmt::print("memory per rank: parameters + gradients + optimizer state {:.1f} MiB (peak, with gathered blocks)\n",
                static_cast<double>(peak_state_bytes) / (1 << 20));
+    fmt::print("data: waited {:.3f} s for batches in {} steps ({:.2f}% of step time)\n", data_wait_total,
+               step - first_step + 1, session_seconds > 0 ? 100.0 * data_wait_total / session_seconds : 0.0);
   }
   mesh.world_comm->barrier();
   return 0;
@@ -499,7 +540,8 @@ int evaluate_checkpoint(const config::Recipe& recipe, const std::string& checkpo
     dir = *latest;
   }
   auto model = ckpt::load_hf_folder(dir);
-  auto result = evaluate(model, *eval_data, recipe.train.micro_batch_size, recipe.train.eval_batches, recipe.train.dtype);
+  auto result = evaluate(model, *eval_data, recipe.train.micro_batch_size, recipe.train.eval_batches, recipe.train.dtype,
+                         0, recipe.data.pack);
   fmt::print("checkpoint: {}\neval loss {:.4f} | perplexity {:.3f} | {} tokens\n", dir, result.loss,
              result.perplexity, result.tokens);
   return 0;

@@ -23,17 +23,15 @@ torch::Tensor training_loss(model::LlamaForCausalLM& model, const torch::Tensor&
                                        tokens.narrow(1, 1, seq).reshape({-1}), chunk_tokens);
 }
 
-torch::Tensor training_loss(model::LlamaForCausalLM& model, const torch::Tensor& tokens, const torch::Tensor& targets,
-                            int64_t chunk_tokens) {
-  const int64_t seq = tokens.size(1) - 1;
-  const auto inputs = tokens.narrow(1, 0, seq);
+torch::Tensor training_loss(model::LlamaForCausalLM& model, const torch::Tensor& inputs, const torch::Tensor& targets,
+                            int64_t chunk_tokens, const model::SequenceLayout& layout) {
   const auto flat_targets = targets.reshape({-1});
   if (chunk_tokens > 0) {
-    auto hidden = model->model(inputs);
+    auto hidden = model->model(inputs, layout);
     return memory::chunked_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model->output_weight(), flat_targets,
                                          chunk_tokens, data::kIgnoreIndex);
   }
-  auto logits = model(inputs);
+  auto logits = model(inputs, layout);
   auto wide = logits.to(at::promote_types(logits.scalar_type(), torch::kFloat32));
   // A sum over the counted targets rather than the mean reduction, which is NaN for a batch
   // without any target (possible in chat data); chunked_cross_entropy gives 0 there too.

@@ -15,9 +15,10 @@ int64_t loss_chunk_tokens(const config::Recipe& recipe);
 // tokens: [B, T + 1]; mean next-token loss over B * T predictions.
 torch::Tensor training_loss(model::LlamaForCausalLM& model, const torch::Tensor& tokens, int64_t chunk_tokens);
 
-// tokens: [B, T + 1], targets: [B, T] (a SampleDataset's targets(): -100 where a token carries no
-// loss). Mean loss over the targets that are not -100; 0 when there are none.
-torch::Tensor training_loss(model::LlamaForCausalLM& model, const torch::Tensor& tokens, const torch::Tensor& targets,
-                            int64_t chunk_tokens);
+// inputs, targets: [B, T] (targets -100 where a token carries no loss, as a SampleDataset's
+// targets()); layout: how each row's tokens form documents. Mean loss over the targets that are
+// not -100; 0 when there are none.
+torch::Tensor training_loss(model::LlamaForCausalLM& model, const torch::Tensor& inputs, const torch::Tensor& targets,
+                            int64_t chunk_tokens, const model::SequenceLayout& layout = {});
 
 }  // namespace xtrain::train

@@ -1,0 +1,57 @@
+#include "data/micro_batch.h"
+
+#include <torch/torch.h>
+
+namespace xtrain::data {
+
+std::vector<int64_t> document_piece_lengths(const SampleDataset& dataset, int64_t global_index) {
+  const int64_t seq = dataset.seq_len();
+  std::vector<int64_t> lengths;
+  int64_t begin = 0;
+  for (int64_t start : dataset.document_starts(global_index)) {
+    if (start >= seq) break;  // a document beginning at the last token starts no input
+    lengths.push_back(start - begin);
+    begin = start;
+  }
+  lengths.push_back(seq - begin);
+  return lengths;
+}
+
+double attention_cost(const SampleDataset& dataset, int64_t global_index, bool pack) {
+  const auto seq = static_cast<double>(dataset.seq_len());
+  if (!pack) return seq * seq;
+  double cost = 0;
+  for (int64_t length : document_piece_lengths(dataset, global_index))
+    cost += static_cast<double>(length) * static_cast<double>(length);
+  return cost;
+}
+
+MicroBatch make_micro_batch(const SampleDataset& dataset, const std::vector<int64_t>& samples, bool pack) {
+  const auto rows = static_cast<int64_t>(samples.size());
+  const int64_t seq = dataset.seq_len();
+  auto inputs = torch::empty({rows, seq}, torch::kInt64);
+  auto targets = torch::empty({rows, seq}, torch::kInt64);
+  std::vector<int64_t> cu_seqlens{0};
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t g = samples[static_cast<size_t>(row)];
+    inputs[row].copy_(dataset.batch(g, 1)[0].narrow(0, 0, seq));
+    targets[row].copy_(dataset.targets(g, 1)[0]);
+    if (!pack) continue;
+    auto* row_targets = targets[row].data_ptr<int64_t>();
+    for (int64_t start : dataset.document_starts(g)) row_targets[start - 1] = kIgnoreIndex;
+    for (int64_t length : document_piece_lengths(dataset, g)) cu_seqlens.push_back(cu_seqlens.back() + length);
+  }
+  MicroBatch batch;
+  batch.target_count = targets.ne(kIgnoreIndex).sum().item<int64_t>();
+  if (pack) {
+    batch.inputs = inputs.reshape({1, rows * seq});
+    batch.targets = targets.reshape({1, rows * seq});
+    batch.cu_seqlens = torch::tensor(cu_seqlens, torch::kInt64);
+  } else {
+    batch.inputs = inputs;
+    batch.targets = targets;
+  }
+  return batch;
+}
+
+}  // namespace xtrain::data

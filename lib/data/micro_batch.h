@@ -1,0 +1,34 @@
+// MicroBatch: what one forward/backward pass reads. Unpacked, the samples are rows that each
+// attend causally across their document boundaries (documents joined by EOS, as GPT-2 and
+// Megatron train by default). Packed (data.pack), the samples become one row of B x seq_len
+// tokens whose documents are given by cu_seqlens: positions restart and attention stays
+// inside each document, and the target that would predict the next document's first token
+// carries no loss, so the row's loss is that of its documents computed one by one.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "data/sample_dataset.h"
+
+namespace xtrain::data {
+
+struct MicroBatch {
+  torch::Tensor inputs;      // int64 [B, seq_len], or [1, B * seq_len] when packed
+  torch::Tensor targets;     // int64, the shape of inputs; kIgnoreIndex where no loss
+  torch::Tensor cu_seqlens;  // packed: int64 [pieces + 1] over the row; undefined otherwise
+  int64_t target_count = 0;  // targets that carry loss
+};
+
+// The micro batch of these global sample indices.
+MicroBatch make_micro_batch(const SampleDataset& dataset, const std::vector<int64_t>& samples, bool pack);
+
+// The lengths of the document pieces of sample g's seq_len inputs (they sum to seq_len).
+std::vector<int64_t> document_piece_lengths(const SampleDataset& dataset, int64_t global_index);
+
+// The attention cost proxy of sample g: the sum of its document pieces' squared lengths when
+// packed (causal attention within each piece), seq_len^2 when not.
+double attention_cost(const SampleDataset& dataset, int64_t global_index, bool pack);
+
+}  // namespace xtrain::data
