@@ -19,6 +19,7 @@
 #include "dist/comm.h"
 #include "launch/error_file.h"
 #include "launch/launcher.h"
+#include "train/balance_report.h"
 #include "train/generate.h"
 #include "train/trainer.h"
 #include "util/blas_probe.h"
@@ -188,7 +189,7 @@ int main(int argc, char** argv) {
   count_flag->excludes(ids_flag);
 
   data::PrepareOptions prepare_options;
-  auto* data_cmd = app.add_subcommand("data", "Data tools: prepare");
+  auto* data_cmd = app.add_subcommand("data", "Data tools: prepare, balance");
   data_cmd->require_subcommand(1);
   auto* prepare_cmd = data_cmd->add_subcommand(
       "prepare", "Tokenize text or JSONL files into a Megatron indexed dataset PREFIX.idx + PREFIX.bin (data.train: megatron:PREFIX)");
@@ -210,6 +211,18 @@ int main(int argc, char** argv) {
       ->add_option("--chat-template", prepare_options.chat_template,
                    "How conversations are written, as the recipe key data.chat_template")
       ->capture_default_str();
+
+  train::BalanceReportOptions balance_options;
+  auto* balance_cmd = data_cmd->add_subcommand(
+      "balance", "How evenly a recipe's data spreads attention cost over data-parallel ranks, without and with "
+                 "data.balance_window");
+  balance_cmd->add_option("recipe", recipe_path, "Recipe YAML file")->required();
+  balance_cmd->add_option("--set", overrides, "Override a recipe key: key.path=value (repeatable)");
+  balance_cmd->add_option("--ranks", balance_options.ranks, "Data-parallel rank counts to compare")
+      ->delimiter(',')
+      ->capture_default_str();
+  balance_cmd->add_option("--steps", balance_options.steps, "Steps to measure; 0 means train.steps, at most 256")
+      ->check(CLI::NonNegativeNumber);
 
   auto* launch_cmd = app.add_subcommand(
       "launch", "Run a command as N ranks per node with torchrun's environment: launch [options] -- train RECIPE");
@@ -275,6 +288,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*prepare_cmd) return run_data_prepare(prepare_options);
+    if (*balance_cmd) return train::report_balance(config::load_recipe(recipe_path, load_options), balance_options);
     if (*tokenize_cmd) return run_tokenize(tokenizer_spec, tokenize_input, count_flag->count() > 0);
     if (*options_cmd) {
       fmt::print("{}", config::options_markdown());

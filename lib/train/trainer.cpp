@@ -22,7 +22,6 @@
 #include "config/recipe_loader.h"
 #include "data/batch_loader.h"
 #include "data/batch_schedule.h"
-#include "data/dataset_loader.h"
 #include "data/micro_batch.h"
 #include "data/tokenizer.h"
 #include "dist/device_mesh.h"
@@ -38,6 +37,7 @@
 #include "train/metrics_log.h"
 #include "train/model_factory.h"
 #include "train/precision.h"
+#include "train/recipe_data.h"
 #include "train/stop_signal.h"
 #include "train/training_loss.h"
 #include "util/blas_probe.h"
@@ -86,23 +86,6 @@ torch::Tensor from_hex(const std::string& hex) {
   auto* data = bytes.data_ptr<uint8_t>();
   for (size_t i = 0; i + 1 < hex.size(); i += 2) data[i / 2] = static_cast<uint8_t>(std::stoul(hex.substr(i, 2), nullptr, 16));
   return bytes;
-}
-
-// key names the recipe entry ("data.train") so that a data problem points at the recipe too.
-std::unique_ptr<data::SampleDataset> load_dataset(const std::string& key, const std::string& source,
-                                                  const data::Tokenizer& tokenizer, const config::Recipe& recipe,
-                                                  bool shuffle) {
-  data::DatasetOptions options;
-  options.seq_len = recipe.data.seq_len;
-  options.seed = static_cast<uint64_t>(recipe.run.seed);
-  options.shuffle = shuffle;
-  options.chat_template = recipe.data.chat_template;
-  options.workers = torch::get_num_threads();  // this rank's share of the cores (apply_threads)
-  try {
-    return data::load_dataset(source, tokenizer, options);
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("{} ({}): {}", key, source, e.what()));
-  }
 }
 
 // A checkpoint can only continue a run of the same model.
@@ -178,9 +161,9 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
 
   // Everything that can fail on bad input happens before the run folder is created.
   auto tokenizer = data::make_tokenizer(recipe.data.tokenizer);
-  auto train_data = load_dataset("data.train", recipe.data.train, *tokenizer, recipe, recipe.data.shuffle);
+  auto train_data = load_recipe_dataset("data.train", recipe.data.train, *tokenizer, recipe, recipe.data.shuffle);
   std::unique_ptr<data::SampleDataset> eval_data;
-  if (!recipe.data.eval.empty()) eval_data = load_dataset("data.eval", recipe.data.eval, *tokenizer, recipe, false);
+  if (!recipe.data.eval.empty()) eval_data = load_recipe_dataset("data.eval", recipe.data.eval, *tokenizer, recipe, false);
   auto model = build_model(recipe);  // the same seed on every rank: the same initial weights
   auto offloader = memory::apply_memory_policy(model, memory_options(recipe));
   const int64_t loss_chunk = loss_chunk_tokens(recipe);
@@ -530,7 +513,7 @@ int evaluate_checkpoint(const config::Recipe& recipe, const std::string& checkpo
   if (recipe.data.eval.empty())
     throw InputError("data.eval is empty: set it in the recipe or with --set data.eval=PATH");
   auto tokenizer = data::make_tokenizer(recipe.data.tokenizer);
-  auto eval_data = load_dataset("data.eval", recipe.data.eval, *tokenizer, recipe, false);
+  auto eval_data = load_recipe_dataset("data.eval", recipe.data.eval, *tokenizer, recipe, false);
   std::string dir = checkpoint_dir;
   if (dir.empty()) {
     auto latest = ckpt::CheckpointStore(recipe.run.dir, recipe.checkpoint.keep).latest();

@@ -1,0 +1,19 @@
+// The datasets a recipe names (data.train, data.eval), loaded with its sequence length, seed and
+// chat template, tokenizing on this rank's share of the cores. A problem is an InputError that
+// names the recipe key and the source.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "config/recipe.h"
+#include "data/sample_dataset.h"
+#include "data/tokenizer.h"
+
+namespace xtrain::train {
+
+// key: "data.train" or "data.eval"; source: its value.
+std::unique_ptr<data::SampleDataset> load_recipe_dataset(const std::string& key, const std::string& source,
+                                                         const data::Tokenizer& tokenizer,
+                                                         const config::Recipe& recipe, bool shuffle);
+
+}  // namespace xtrain::train

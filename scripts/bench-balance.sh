@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# DP load balancing on a skewed corpus: JSONL documents whose lengths follow a log-normal
+# distribution (median 150 bytes, a long tail up to whole sequences, the shape of web text),
+# packed into 2048-token sequences (data.pack) with the byte tokenizer. `xtrain data balance`
+# then prints, for 2, 4 and 8 data-parallel ranks, the costliest rank's attention cost over
+# the mean rank's per step, without balancing and with data.balance_window.
+#   scripts/bench-balance.sh [--window N] [--steps N] [--seq-len N] [--global-batch N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+window=16
+steps=64
+seq_len=2048
+global_batch=32
+while (($#)); do
+  case $1 in
+    --window) window=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --seq-len) seq_len=$2; shift 2 ;;
+    --global-batch) global_batch=$2; shift 2 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+bash scripts/build.sh >/dev/null
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# Enough documents for the steps measured (one epoch of samples), a pure function of the seed.
+/usr/bin/python3 - "$work/skewed.jsonl" $((steps * global_batch * (seq_len + 1) * 11 / 10)) <<'PY'
+import json, math, random, sys
+path, total = sys.argv[1], int(sys.argv[2])
+r = random.Random(5)
+words = "the of and a to in is was for on that with as by at from his her it an were are which".split()
+written = 0
+with open(path, "w") as out:
+    while written < total:
+        length = min(int(math.exp(r.gauss(math.log(150), 1.3))) + 1, 8000)
+        text = ""
+        while len(text) < length:
+            text += r.choice(words) + " "
+        out.write(json.dumps({"text": text[:length]}) + "\n")
+        written += length + 1
+PY
+cat > "$work/balance.yaml" <<YAML
+name: bench-balance
+data:
+  train: $work/skewed.jsonl
+  tokenizer: byte
+  seq_len: $seq_len
+  pack: true
+  balance_window: $window
+train:
+  steps: $steps
+  global_batch_size: $global_batch
+  micro_batch_size: 1
+YAML
+build/xtrain data balance "$work/balance.yaml" --ranks 2,4,8 --steps "$steps"
