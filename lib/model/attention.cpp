@@ -29,21 +29,15 @@ torch::Tensor document_ids(const torch::Tensor& cu_seqlens, int64_t seq) {
 
 namespace {
 
-// Attention over [T, T] scores with the causal mask and, when cu_seqlens is defined, the
-// document mask.
+// Attention over [T, T] scores; hidden (bool, broadcastable to [B, H, T, T]) marks the keys a
+// query must not see.
 torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                               const torch::Tensor& cu_seqlens) {
+                               const torch::Tensor& hidden) {
   const int64_t groups = q.size(1) / k.size(1);
   auto keys = groups == 1 ? k : k.repeat_interleave(groups, /*dim=*/1);
   auto values = groups == 1 ? v : v.repeat_interleave(groups, /*dim=*/1);
-  const int64_t seq = q.size(2);
   // Scaling q ([T, D]) instead of the scores ([T, T]) touches seq/head_dim times fewer elements.
   auto scores = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(q.size(-1)))), keys.transpose(-2, -1));
-  auto hidden = torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
-  if (cu_seqlens.defined()) {
-    auto doc = document_ids(cu_seqlens, seq);
-    hidden.logical_or_(doc.unsqueeze(1) != doc.unsqueeze(0));
-  }
   scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity());
   // Softmax in at least fp32: bf16/fp16 scores lose too much in the exponent sum.
   auto probs = torch::softmax(scores, -1, at::promote_types(scores.scalar_type(), torch::kFloat32))
@@ -51,34 +45,64 @@ torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, c
   return torch::matmul(probs, values);
 }
 
-// Packed rows are cut at document boundaries into segments of about this many tokens (or one
-// longer document), each attended on its own: the scores then cost the sum of the segments'
-// squares instead of the square of the row.
+// [..., T, T]: true above the diagonal or between different documents.
+torch::Tensor hidden_keys(const torch::Tensor& doc) {
+  const int64_t seq = doc.size(-1);
+  auto hidden = torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
+  return hidden.logical_or(doc.unsqueeze(-1) != doc.unsqueeze(-2));
+}
+
+// Packed rows are cut at document boundaries into segments of up to this many tokens (or one
+// longer document), and each run of equally long segments is attended as a batch: the scores
+// then cost about the sum of the segments' squares instead of the square of the row.
 constexpr int64_t kSegmentTokens = 256;
+
+// [first, length) of each segment.
+std::vector<std::pair<int64_t, int64_t>> segments_of(const int64_t* bounds, int64_t n) {
+  std::vector<std::pair<int64_t, int64_t>> segments;
+  int64_t begin = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    const bool last = i + 1 == n;
+    if (!last && bounds[i + 1] - begin <= kSegmentTokens) continue;  // the next document fits too
+    if (bounds[i] == begin) continue;                                  // only empty documents so far
+    segments.emplace_back(begin, bounds[i] - begin);
+    begin = bounds[i];
+  }
+  return segments;
+}
+
+// q, k, v [B, X, count * length, D] -> [B * count, X, length, D].
+torch::Tensor split_segments(const torch::Tensor& t, int64_t count, int64_t length) {
+  return t.reshape({t.size(0), t.size(1), count, length, t.size(3)}).transpose(1, 2).reshape(
+      {t.size(0) * count, t.size(1), length, t.size(3)});
+}
 
 }  // namespace
 
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& cu_seqlens) {
   const int64_t seq = q.size(2);
-  if (!cu_seqlens.defined() || seq <= kSegmentTokens) return masked_attention(q, k, v, cu_seqlens);
-  document_ids(cu_seqlens, seq);  // validates
+  if (!cu_seqlens.defined()) return masked_attention(q, k, v, hidden_keys(torch::zeros({seq}, torch::kInt64)));
+  const auto doc = document_ids(cu_seqlens, seq);  // validates
+  if (seq <= kSegmentTokens) return masked_attention(q, k, v, hidden_keys(doc));
   const auto bounds = cu_seqlens.to(torch::kCPU).contiguous();
-  const int64_t* b = bounds.data_ptr<int64_t>();
-  const int64_t n = bounds.numel();
+  const auto segments = segments_of(bounds.data_ptr<int64_t>(), bounds.numel());
+  const int64_t batch = q.size(0);
   std::vector<torch::Tensor> outputs;
-  int64_t segment_begin = 0;
-  for (int64_t i = 1; i < n; ++i) {
-    const bool last = i + 1 == n;
-    if (!last && b[i + 1] - segment_begin <= kSegmentTokens) continue;  // the next document fits too
-    if (b[i] == segment_begin) continue;                                  // only empty documents so far
-    const int64_t length = b[i] - segment_begin;
-    std::vector<int64_t> local{0};
-    for (int64_t j = 1; j <= i; ++j)
-      if (b[j] > segment_begin) local.push_back(b[j] - segment_begin);
-    outputs.push_back(masked_attention(q.narrow(2, segment_begin, length), k.narrow(2, segment_begin, length),
-                                       v.narrow(2, segment_begin, length), torch::tensor(local, torch::kInt64)));
-    segment_begin = b[i];
+  for (size_t first = 0; first < segments.size();) {
+    const auto [begin, length] = segments[first];
+    size_t end = first + 1;
+    while (end < segments.size() && segments[end].second == length) ++end;
+    const auto count = static_cast<int64_t>(end - first);
+    auto part = [&](const torch::Tensor& t) { return split_segments(t.narrow(2, begin, count * length), count, length); };
+    auto hidden = hidden_keys(doc.narrow(0, begin, count * length).view({count, length}))
+                      .unsqueeze(1)
+                      .repeat({batch, 1, 1, 1});
+    auto out = masked_attention(part(q), part(k), part(v), hidden);  // [B * count, H, length, D]
+    outputs.push_back(out.reshape({batch, count, q.size(1), length, q.size(3)})
+                          .transpose(1, 2)
+                          .reshape({batch, q.size(1), count * length, q.size(3)}));
+    first = end;
   }
   return outputs.size() == 1 ? outputs.front() : torch::cat(outputs, 2);
 }

@@ -12,6 +12,7 @@
 #include "data/micro_batch.h"
 #include "data/token_dataset.h"
 #include "memory/memory_policy.h"
+#include "model/blockwise_attention.h"
 #include "model/llama.h"
 #include "model/sequence_layout.h"
 #include "model/small_llama.h"
@@ -179,4 +180,20 @@ TEST_CASE("document starts come from the stream, in memory or from an indexed da
   const data::TokenDataset dataset(stream, 20, 0, false);
   const auto lengths = data::document_piece_lengths(dataset, 3);
   CHECK(std::accumulate(lengths.begin(), lengths.end(), int64_t{0}) == 20);
+}
+
+TEST_CASE("naive attention over a long packed row equals the blockwise kernel", "[data][pack]") {
+  // Equal documents make runs of equal segments, attended as one batch; irregular ones do not.
+  for (const std::vector<int64_t>& bounds :
+       {std::vector<int64_t>{0, 128, 256, 384, 512, 640, 768}, std::vector<int64_t>{0, 5, 5, 300, 310, 520, 768},
+        std::vector<int64_t>{0, 768}}) {
+    torch::manual_seed(13);
+    const auto q = torch::randn({2, 4, 768, 16}, torch::kFloat64);
+    const auto k = torch::randn({2, 2, 768, 16}, torch::kFloat64);
+    const auto v = torch::randn({2, 2, 768, 16}, torch::kFloat64);
+    const auto cu = torch::tensor(bounds, torch::kInt64);
+    const auto naive = model::causal_attention(q, k, v, cu);
+    const auto blockwise = model::blockwise_causal_attention(q, k, v, cu, 64);
+    CHECK((naive - blockwise).abs().max().item<double>() < 1e-10);
+  }
 }
