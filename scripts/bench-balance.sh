@@ -25,21 +25,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # Enough documents for the steps measured (one epoch of samples), a pure function of the seed.
-/usr/bin/python3 - "$work/skewed.jsonl" $((steps * global_batch * (seq_len + 1) * 11 / 10)) <<'PY'
-import json, math, random, sys
-path, total = sys.argv[1], int(sys.argv[2])
-r = random.Random(5)
-words = "the of and a to in is was for on that with as by at from his her it an were are which".split()
-written = 0
-with open(path, "w") as out:
-    while written < total:
-        length = min(int(math.exp(r.gauss(math.log(150), 1.3))) + 1, 8000)
-        text = ""
-        while len(text) < length:
-            text += r.choice(words) + " "
-        out.write(json.dumps({"text": text[:length]}) + "\n")
-        written += length + 1
-PY
+/usr/bin/python3 tools/data/make_skewed_corpus.py "$work/skewed.jsonl" $((steps * global_batch * (seq_len + 1) * 11 / 10))
 cat > "$work/balance.yaml" <<YAML
 name: bench-balance
 data:

@@ -14,18 +14,7 @@ trap 'rm -rf "$work"' EXIT
 export TMPDIR=$work
 
 # Documents of log-normal lengths (a few bytes to a few hundred), one JSONL record each.
-/usr/bin/python3 - "$work/docs.jsonl" <<'PY'
-import json, math, random, sys
-r = random.Random(3)
-words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
-with open(sys.argv[1], "w") as out:
-    for _ in range(900):
-        length = min(int(math.exp(r.gauss(math.log(40), 1.1))) + 1, 600)
-        text = ""
-        while len(text) < length:
-            text += r.choice(words) + " "
-        out.write(json.dumps({"text": text[:length]}) + "\n")
-PY
+/usr/bin/python3 "$srcdir/tools/data/make_skewed_corpus.py" "$work/docs.jsonl" 60000 --median 40 --sigma 1.1 --max 600 --seed 3
 cat > "$work/recipe.yaml" <<YAML
 name: packing-check
 model:

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Does the background loader keep up? Trains a small model (4 layers, hidden 128) on the skewed
+# corpus of tools/data/make_skewed_corpus.py, packed into 2048-token sequences and balanced
+# (data.balance_window 4), where steps are short and reading, packing and balancing are the
+# largest share they ever are. Prints per-step time waiting on data (metrics.jsonl data_wait_s)
+# against the step time, for 1 process and for 2 ranks (FSDP 2).
+#   scripts/bench-loader.sh [--steps N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps=12
+while (($#)); do
+  case $1 in
+    --steps) steps=$2; shift 2 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+bash scripts/build.sh >/dev/null
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+/usr/bin/python3 tools/data/make_skewed_corpus.py "$work/skewed.jsonl" 4000000
+cat > "$work/loader.yaml" <<YAML
+name: bench-loader
+model:
+  hidden_size: 128
+  num_layers: 4
+  num_heads: 4
+  num_kv_heads: 2
+data:
+  train: $work/skewed.jsonl
+  seq_len: 2048
+  pack: true
+  balance_window: 4
+train:
+  steps: $steps
+  global_batch_size: 8
+  micro_batch_size: 1
+  log_every: 4
+optim:
+  warmup_steps: 2
+checkpoint:
+  every: 0
+YAML
+report() {  # report LABEL RUN_DIR
+  /usr/bin/python3 - "$1" "$2/metrics.jsonl" <<'PY'
+import json, statistics, sys
+label, path = sys.argv[1], sys.argv[2]
+records = [json.loads(line) for line in open(path) if '"loss"' in line][1:]  # step 1 warms up
+wait = [r["data_wait_s"] for r in records]
+step = [r["step_s"] for r in records]
+print(f"| {label} | {len(records)} | {statistics.median(step):.2f} s | {statistics.mean(wait) * 1000:.3f} ms | "
+      f"{max(wait) * 1000:.3f} ms | {100 * sum(wait) / sum(step):.4f}% |")
+PY
+}
+build/xtrain train "$work/loader.yaml" --set run.dir="$work/single" > "$work/single.log" 2>&1 || { cat "$work/single.log"; exit 1; }
+build/xtrain launch --nproc-per-node 2 -- train "$work/loader.yaml" --set run.dir="$work/fsdp2" \
+  > "$work/fsdp2.log" 2>&1 || { cat "$work/fsdp2.log"; exit 1; }
+echo "| run | steps | median step | mean data wait | max data wait | waiting share |"
+echo "|---|---|---|---|---|---|"
+report "1 process" "$work/single"
+report "FSDP 2 (rank 0)" "$work/fsdp2"
