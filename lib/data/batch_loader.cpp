@@ -30,6 +30,7 @@ void BatchLoader::run() {
       if (stopping_) return;
     }
     std::vector<MicroBatch> batches;
+    const auto started = std::chrono::steady_clock::now();
     try {
       batches = produce_(step);
     } catch (...) {
@@ -38,8 +39,9 @@ void BatchLoader::run() {
       changed_.notify_all();
       return;
     }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     std::lock_guard<std::mutex> lock(mutex_);
-    ready_.push_back(std::move(batches));
+    ready_.push_back({std::move(batches), seconds});
     changed_.notify_all();
   }
 }
@@ -51,7 +53,8 @@ std::vector<MicroBatch> BatchLoader::next() {
   changed_.wait(lock, [&] { return !ready_.empty() || error_; });
   last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (ready_.empty()) std::rethrow_exception(error_);
-  auto batches = std::move(ready_.front());
+  auto batches = std::move(ready_.front().batches);
+  last_read_seconds_ = ready_.front().read_seconds;
   ready_.pop_front();
   ++next_step_;
   changed_.notify_all();

@@ -31,6 +31,8 @@ class BatchLoader {
   std::vector<MicroBatch> next();
   // Seconds the last next() blocked.
   double last_wait_seconds() const { return last_wait_seconds_; }
+  // Seconds the loader thread spent producing the step the last next() returned.
+  double last_read_seconds() const { return last_read_seconds_; }
 
  private:
   void run();
@@ -41,10 +43,15 @@ class BatchLoader {
   size_t depth_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::deque<std::vector<MicroBatch>> ready_;
+  struct ReadyStep {
+    std::vector<MicroBatch> batches;
+    double read_seconds;
+  };
+  std::deque<ReadyStep> ready_;
   std::exception_ptr error_;
   bool stopping_ = false;
   double last_wait_seconds_ = 0;
+  double last_read_seconds_ = 0;
   std::thread thread_;  // last: starts once everything above exists
 };
 

@@ -464,7 +464,8 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
                                        {"peak_rss_mib", peak_rss_mib()},
                                        {"state_mib", static_cast<double>(peak_state_bytes) / (1 << 20)},
                                        {"comm_wait_s", dist::PendingCollective::total_wait_seconds() - waited_before},
-                                       {"data_wait_s", data_wait}};
+                                       {"data_wait_s", data_wait},
+                                       {"data_read_s", loader.last_read_seconds()}};
       if (loss_scaler) {
         record["loss_scale"] = loss_scale;
         record["skipped"] = !finite_gradients;

@@ -48,6 +48,7 @@ TEST_CASE("the loader measures the wait for a slow producer and rethrows its err
       1, 10, 1);
   loader.next();
   CHECK(loader.last_wait_seconds() > 0.02);
+  CHECK(loader.last_read_seconds() > 0.04);
   loader.next();
   CHECK_THROWS_WITH(loader.next(), "bad record in step 3");
 }
