@@ -19,6 +19,7 @@
 #include "dist/comm.h"
 #include "launch/error_file.h"
 #include "launch/launcher.h"
+#include "omp_wait_policy.h"
 #include "train/balance_report.h"
 #include "train/generate.h"
 #include "train/trainer.h"
@@ -270,6 +271,7 @@ int main(int argc, char** argv) {
     load_options.overrides = overrides;
     if (*train_cmd) {
       auto recipe = config::load_recipe(recipe_path, load_options);
+      apply_omp_wait_policy(recipe, argv);
       return train::train(recipe, {stop_at_step});
     }
     if (*validate_cmd) {
@@ -279,6 +281,7 @@ int main(int argc, char** argv) {
     }
     if (*eval_cmd) {
       auto recipe = config::load_recipe(recipe_path, load_options);
+      apply_omp_wait_policy(recipe, argv);
       return train::evaluate_checkpoint(recipe, checkpoint_dir);
     }
     if (*generate_cmd) return run_generate(checkpoint_dir, prompt, generate_options);

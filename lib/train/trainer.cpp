@@ -281,10 +281,11 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
     fmt::print("data: {} tokens, {} samples of {} tokens; unigram entropy {:.4f} nats/token\n",
                train_data->num_tokens(), train_data->num_samples(), recipe.data.seq_len, train_data->unigram_entropy());
     fmt::print("parallel: {}\n", mesh.describe());
+    const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
     fmt::print("train: {} steps x {} sequences ({} per rank: {} micro batches of {}), {} tokens/step, dtype {}, {} "
-               "threads\n",
+               "threads (OpenMP wait {})\n",
                t.steps, t.global_batch_size, per_rank, accumulation, t.micro_batch_size, tokens_per_step, t.dtype,
-               torch::get_num_threads());
+               torch::get_num_threads(), wait_policy ? wait_policy : "default");
   }
 
   auto save = [&](int64_t at_step) {
