@@ -12,44 +12,48 @@ namespace xtrain::dist {
 namespace {
 
 using torch::autograd::variable_list;
-using BlockFn = std::function<torch::Tensor(const torch::Tensor&)>;
+using UnitFn = std::function<torch::Tensor(const torch::Tensor&)>;
 
-// The backward node of one sharded block. Forward ran the block on a detached copy of its input
-// with its parameters gathered, keeping that inner graph; backward gathers the parameters again,
-// runs the inner graph's backward, and hands the block's gradients to their reduction.
-class ShardedBlockBackward : public torch::autograd::Node {
+// What the engine does around one unit's forward and backward.
+struct UnitHooks {
+  std::function<void()> before_forward, after_forward, before_backward, after_backward;
+};
+
+// The backward node of one sharded unit (a block, or the embedding). Forward ran the unit on a
+// detached copy of its input with its parameters gathered, keeping that inner graph; backward
+// calls the hooks around the inner graph's backward (gather the parameters again, hand the
+// gradients to their reduction).
+class ShardedUnitBackward : public torch::autograd::Node {
  public:
-  FullyShardedModel* engine = nullptr;
-  int64_t layer = 0;
+  UnitHooks hooks;
   torch::Tensor inner_input, inner_output;
 
-  std::string name() const override { return "xtrain::ShardedBlockBackward"; }
+  std::string name() const override { return "xtrain::ShardedUnitBackward"; }
 
   variable_list apply(variable_list&& grad_outputs) override {
-    engine->before_block_backward(layer);
+    hooks.before_backward();
     torch::autograd::backward({inner_output}, {grad_outputs[0]});
-    engine->after_block_backward(layer);
-    auto grad = inner_input.grad();
+    hooks.after_backward();
+    auto grad = inner_input.grad();  // undefined for ids, which need none
     inner_input = inner_output = torch::Tensor();
     return {grad};
   }
 };
 
-torch::Tensor run_sharded_block(FullyShardedModel* engine, int64_t layer, const torch::Tensor& x,
-                                const BlockFn& block) {
+torch::Tensor run_sharded_unit(const UnitHooks& hooks, const torch::Tensor& x, const UnitFn& fn) {
   if (!torch::GradMode::is_enabled()) {
-    engine->before_block_forward(layer);
-    auto out = block(x);
-    engine->after_block_forward(layer);
+    hooks.before_forward();
+    auto out = fn(x);
+    hooks.after_forward();
     return out;
   }
-  auto node = std::shared_ptr<ShardedBlockBackward>(new ShardedBlockBackward(), torch::autograd::deleteNode);
-  node->engine = engine;
-  node->layer = layer;
-  node->inner_input = x.detach().requires_grad_(x.requires_grad());
-  engine->before_block_forward(layer);
-  node->inner_output = block(node->inner_input);
-  engine->after_block_forward(layer);
+  auto node = std::shared_ptr<ShardedUnitBackward>(new ShardedUnitBackward(), torch::autograd::deleteNode);
+  node->hooks = hooks;
+  node->inner_input = x.detach();
+  if (x.requires_grad()) node->inner_input.requires_grad_(true);
+  hooks.before_forward();
+  node->inner_output = fn(node->inner_input);
+  hooks.after_forward();
   auto output = node->inner_output.detach();
   node->set_next_edges(torch::autograd::collect_next_edges(x));
   torch::autograd::set_history(output, node);
@@ -59,9 +63,12 @@ torch::Tensor run_sharded_block(FullyShardedModel* engine, int64_t layer, const 
 }  // namespace
 
 FullyShardedModel::FullyShardedModel(model::LlamaForCausalLM model, DeviceMesh mesh, bool reshard_after_forward)
-    : model_(std::move(model)), mesh_(std::move(mesh)), reshard_after_forward_(reshard_after_forward) {
+    : model_(std::move(model)),
+      mesh_(std::move(mesh)),
+      reshard_after_forward_(reshard_after_forward),
+      tied_(model_->config().tie_embeddings) {
   const int64_t layers = model_->config().num_layers;
-  std::vector<std::pair<std::string, torch::Tensor>> root;
+  std::vector<std::pair<std::string, torch::Tensor>> embed, head;
   std::vector<std::vector<std::pair<std::string, torch::Tensor>>> per_block(layers);
   const std::string prefix = "model.layers.";
   for (const auto& item : model_->named_parameters()) {
@@ -69,31 +76,69 @@ FullyShardedModel::FullyShardedModel(model::LlamaForCausalLM model, DeviceMesh m
     if (name.rfind(prefix, 0) == 0) {
       const int64_t layer = std::stoll(name.substr(prefix.size()));
       per_block.at(layer).emplace_back(name, item.value());
+    } else if (name.rfind("model.embed_tokens.", 0) == 0 && !tied_) {
+      embed.emplace_back(name, item.value());
     } else {
-      root.emplace_back(name, item.value());
+      head.emplace_back(name, item.value());
     }
   }
-  root_ = std::make_unique<ShardUnit>("root", std::move(root), mesh_.fsdp, mesh_.dp);
+  if (!tied_) embed_ = std::make_unique<ShardUnit>("model.embed_tokens", std::move(embed), mesh_.fsdp, mesh_.dp);
   for (int64_t i = 0; i < layers; ++i)
     blocks_.push_back(std::make_unique<ShardUnit>("model.layers." + std::to_string(i), std::move(per_block[i]),
                                                   mesh_.fsdp, mesh_.dp));
+  head_ = std::make_unique<ShardUnit>(tied_ ? "root" : "head", std::move(head), mesh_.fsdp, mesh_.dp);
   // Wraps whatever runner the memory policy installed (recompute, offload): it runs inside.
   auto inner = model_->model->block_runner;
-  model_->model->block_runner = [this, inner](int64_t layer, const torch::Tensor& x, const BlockFn& block) {
-    if (!inner) return run_sharded_block(this, layer, x, block);
-    BlockFn wrapped = [&inner, layer, &block](const torch::Tensor& input) { return inner(layer, input, block); };
-    return run_sharded_block(this, layer, x, wrapped);
+  model_->model->block_runner = [this, inner](int64_t layer, const torch::Tensor& x, const UnitFn& block) {
+    const UnitHooks hooks{[this, layer] { before_block_forward(layer); }, [this, layer] { after_block_forward(layer); },
+                          [this, layer] { before_block_backward(layer); },
+                          [this, layer] { after_block_backward(layer); }};
+    if (!inner) return run_sharded_unit(hooks, x, block);
+    UnitFn wrapped = [&inner, layer, &block](const torch::Tensor& input) { return inner(layer, input, block); };
+    return run_sharded_unit(hooks, x, wrapped);
   };
+  if (!tied_) {
+    // The lookup's backward needs the ids, not the table: the table is gathered for forward
+    // only, and backward needs just the full gradient buffer.
+    model_->model->embed_runner = [this](const torch::Tensor& ids, const UnitFn& embed) {
+      ShardUnit* unit = embed_.get();
+      const UnitHooks hooks{[this, unit] {
+                              unit->wait_gather();
+                              note_peak();
+                            },
+                            [unit] { unit->reshard(); },
+                            [this, unit] {
+                              unit->prepare_gradients_ungathered();
+                              note_peak();
+                            },
+                            [this, unit] {
+                              if (!blocks_.empty()) blocks_.front()->finish_reduce();
+                              unit->start_reduce(last_micro_batch_);
+                              unit->reshard();
+                            }};
+      return run_sharded_unit(hooks, ids, embed);
+    };
+  }
   note_peak();
 }
 
-FullyShardedModel::~FullyShardedModel() { model_->model->block_runner = nullptr; }
+FullyShardedModel::~FullyShardedModel() {
+  model_->model->block_runner = nullptr;
+  model_->model->embed_runner = nullptr;
+}
+
+std::vector<ShardUnit*> FullyShardedModel::units() const {
+  std::vector<ShardUnit*> all;
+  if (embed_) all.push_back(embed_.get());
+  for (const auto& block : blocks_) all.push_back(block.get());
+  all.push_back(head_.get());
+  return all;
+}
 
 std::vector<ParameterShard*> FullyShardedModel::parameters() {
   std::vector<ParameterShard*> all;
-  for (auto& p : root_->parameters()) all.push_back(&p);
-  for (auto& block : blocks_)
-    for (auto& p : block->parameters()) all.push_back(&p);
+  for (auto* unit : units())
+    for (auto& p : unit->parameters()) all.push_back(&p);
   // Model order (embeddings first, head last), as the single-process optimizer sees them.
   std::stable_sort(all.begin(), all.end(), [](const ParameterShard* a, const ParameterShard* b) {
     auto rank = [](const std::string& n) { return n.rfind("model.embed", 0) == 0 ? 0 : n.rfind("model.layers.", 0) == 0 ? 1 : 2; };
@@ -104,15 +149,23 @@ std::vector<ParameterShard*> FullyShardedModel::parameters() {
 
 void FullyShardedModel::begin_micro_batch(bool last) {
   last_micro_batch_ = last;
-  root_->wait_gather();
-  root_->prepare_gradients();
+  if (head_gathered_for_whole_pass()) {
+    head_->wait_gather();
+    head_->prepare_gradients();
+  }
+  if (embed_) embed_->start_gather();
   if (!blocks_.empty()) blocks_.front()->start_gather();
   note_peak();
 }
 
+bool FullyShardedModel::head_gathered_for_whole_pass() const { return tied_ || blocks_.empty(); }
+
 void FullyShardedModel::before_block_forward(int64_t layer) {
   blocks_[layer]->wait_gather();
-  if (layer + 1 < static_cast<int64_t>(blocks_.size())) blocks_[layer + 1]->start_gather();
+  if (layer + 1 < static_cast<int64_t>(blocks_.size()))
+    blocks_[layer + 1]->start_gather();
+  else
+    head_->start_gather();  // the final norm and the head come next
   note_peak();
 }
 
@@ -121,9 +174,21 @@ void FullyShardedModel::after_block_forward(int64_t layer) {
   // The last block's backward comes first: keep it gathered rather than free and fetch it again.
   const bool last_block = layer + 1 == static_cast<int64_t>(blocks_.size());
   if (!training || (reshard_after_forward_ && !last_block)) blocks_[layer]->reshard();
+  if (last_block && !head_gathered_for_whole_pass()) {
+    head_->wait_gather();
+    if (training) head_->prepare_gradients();
+    note_peak();
+  }
 }
 
 void FullyShardedModel::before_block_backward(int64_t layer) {
+  if (layer + 1 == static_cast<int64_t>(blocks_.size()) && !head_gathered_for_whole_pass()) {
+    // The loss, the head and the final norm are behind: their gradients are complete (autograd
+    // runs a parameter's gradient accumulation as soon as it is ready, before the nodes that
+    // the same backward step feeds).
+    head_->start_reduce(last_micro_batch_);
+    head_->reshard();
+  }
   blocks_[layer]->wait_gather();
   if (layer > 0) blocks_[layer - 1]->start_gather();
   blocks_[layer]->prepare_gradients();
@@ -132,50 +197,55 @@ void FullyShardedModel::before_block_backward(int64_t layer) {
 
 void FullyShardedModel::after_block_backward(int64_t layer) {
   note_peak();
+  // The unit behind has reduced while this block computed; its full gradient buffer goes now,
+  // so that no more than two are ever held.
+  if (layer + 1 < static_cast<int64_t>(blocks_.size()))
+    blocks_[layer + 1]->finish_reduce();
+  else if (!head_gathered_for_whole_pass())
+    head_->finish_reduce();
   blocks_[layer]->start_reduce(last_micro_batch_);
   blocks_[layer]->reshard();
 }
 
 void FullyShardedModel::end_micro_batch() {
-  root_->start_reduce(last_micro_batch_);
+  if (head_gathered_for_whole_pass()) head_->start_reduce(last_micro_batch_);
   note_peak();
-  for (auto& block : blocks_) block->finish_reduce();
-  root_->finish_reduce();
+  for (auto* unit : units()) unit->finish_reduce();
   if (!last_micro_batch_) return;
-  root_->reshard();
+  head_->reshard();
   const double inverse = 1.0 / static_cast<double>(mesh_.data_size());
-  root_->shard_grad().mul_(inverse);
-  for (auto& block : blocks_) block->shard_grad().mul_(inverse);
+  for (auto* unit : units()) unit->shard_grad().mul_(inverse);
 }
 
 void FullyShardedModel::zero_grad() {
-  root_->zero_shard_grad();
-  for (auto& block : blocks_) block->zero_shard_grad();
+  for (auto* unit : units()) unit->zero_shard_grad();
 }
 
 double FullyShardedModel::clip_grad_norm(double max_norm) {
   torch::NoGradGuard no_grad;
   // Shards are disjoint within the sharding group and equal across replicas.
-  auto squares = root_->shard_grad().to(torch::kFloat64).square().sum();
-  for (auto& block : blocks_) squares.add_(block->shard_grad().to(torch::kFloat64).square().sum());
+  auto squares = torch::zeros({}, torch::kFloat64);
+  for (auto* unit : units()) squares.add_(unit->shard_grad().to(torch::kFloat64).square().sum());
   mesh_.fsdp->all_reduce_sum(squares).wait();
   const double norm = std::sqrt(squares.item<double>());
   if (max_norm > 0) {
     const double coefficient = max_norm / (norm + 1e-6);
-    if (coefficient < 1.0) {
-      root_->shard_grad().mul_(coefficient);
-      for (auto& block : blocks_) block->shard_grad().mul_(coefficient);
-    }
+    if (coefficient < 1.0)
+      for (auto* unit : units()) unit->shard_grad().mul_(coefficient);
   }
   return norm;
 }
 
-void FullyShardedModel::begin_inference() { root_->wait_gather(); }
-void FullyShardedModel::end_inference() { root_->reshard(); }
+// The embedding gathers itself for each lookup and the blocks for each forward; the head is
+// gathered after the last block (or from the start) until end_inference().
+void FullyShardedModel::begin_inference() {
+  if (head_gathered_for_whole_pass()) head_->wait_gather();
+}
+void FullyShardedModel::end_inference() { head_->reshard(); }
 
 int64_t FullyShardedModel::resident_bytes() const {
-  int64_t bytes = root_->resident_bytes();
-  for (const auto& block : blocks_) bytes += block->resident_bytes();
+  int64_t bytes = 0;
+  for (const auto* unit : units()) bytes += unit->resident_bytes();
   return bytes;
 }
 

@@ -1,10 +1,15 @@
 // Data parallelism for the Llama model: FSDP (ZeRO-3), HSDP, or DDP, by the device mesh's
-// degrees. Each transformer block is a shard unit, and so are the embeddings, final norm and
-// output projection together (the root unit, gathered for the whole micro batch since both ends
-// of the model use it). During forward a block's parameters are gathered just before it runs
-// while the next block's gather is already in flight (prefetch), and freed after it
-// (reshard_after_forward); backward gathers them again, one block ahead, and starts the
-// reduction of a block's gradients as soon as its backward is done, overlapping the rest.
+// degrees. Each transformer block is a shard unit, and so are the token embedding and the head
+// (final norm and output projection). During forward a block's parameters are gathered just
+// before it runs while the next block's gather is already in flight (prefetch), and freed after
+// it (reshard_after_forward); backward gathers them again, one block ahead, and starts the
+// reduction of a block's gradients as soon as its backward is done, overlapping the rest. The
+// embedding is gathered for its lookup only (its backward needs the ids, not the table) and
+// takes a full gradient buffer at the very end of backward; the head is gathered after the last
+// block and released, its gradients reducing, once backward has left it. Vocabulary-sized
+// tensors are thus never held in full during the blocks. With tied embeddings the one table
+// serves both ends, and the unit holding it, the final norm and the head stays gathered for the
+// whole micro batch.
 // With fsdp = 1 nothing is gathered and each block's gradients are all-reduced over the replicas
 // as soon as they are final: DDP with one bucket per block.
 //
@@ -36,7 +41,7 @@ class FullyShardedModel {
   // The global gradient norm (over all shards) before clipping; clips to max_norm when > 0.
   double clip_grad_norm(double max_norm);
 
-  // Forward passes outside training (evaluation): gathers the root unit until end_inference().
+  // Forward passes outside training (evaluation): keeps the head gathered until end_inference().
   void begin_inference();
   void end_inference();
 
@@ -52,12 +57,18 @@ class FullyShardedModel {
 
  private:
   void note_peak();
+  // Embedding (when untied), blocks, head: every unit, in model order.
+  std::vector<ShardUnit*> units() const;
+  // Tied embeddings, or no blocks to hang the head's gather and release on.
+  bool head_gathered_for_whole_pass() const;
 
   model::LlamaForCausalLM model_;
   DeviceMesh mesh_;
   bool reshard_after_forward_;
-  std::unique_ptr<ShardUnit> root_;
+  bool tied_;
+  std::unique_ptr<ShardUnit> embed_;  // null with tied embeddings (the head unit holds the table)
   std::vector<std::unique_ptr<ShardUnit>> blocks_;
+  std::unique_ptr<ShardUnit> head_;
   bool last_micro_batch_ = true;
   int64_t peak_bytes_ = 0;
 };

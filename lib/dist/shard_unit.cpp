@@ -66,7 +66,6 @@ void ShardUnit::wait_gather() {
 void ShardUnit::reshard() {
   if (!sharded()) return;
   if (gathering_) wait_gather();
-  if (!gathered_) return;
   for (auto& m : members_) m.param.set_data(torch::empty({0}, torch::kFloat32));
   full_ = torch::Tensor();
   gathered_ = false;
@@ -77,6 +76,14 @@ void ShardUnit::prepare_gradients() {
   TORCH_CHECK(!reducing_, "unit ", name_, ": gradients prepared while a reduction is in flight");
   full_grad_ = torch::zeros({padded_}, torch::kFloat32);
   for (auto& m : members_) m.param.mutable_grad() = full_grad_.narrow(0, m.offset, m.numel).view(m.shape);
+}
+
+void ShardUnit::prepare_gradients_ungathered() {
+  if (sharded() && !gathered_ && !gathering_) {
+    const auto stand_in = torch::zeros({1}, torch::kFloat32);
+    for (auto& m : members_) m.param.set_data(stand_in.expand(m.shape));
+  }
+  prepare_gradients();
 }
 
 void ShardUnit::start_reduce(bool last_micro_batch) {

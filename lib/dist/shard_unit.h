@@ -1,5 +1,5 @@
-// One shard unit of FSDP: a group of model parameters (a transformer block, or the embeddings,
-// final norm and head) whose values live in one flat fp32 buffer split evenly over a sharding
+// One shard unit of FSDP: a group of model parameters (a transformer block, the embedding, or
+// the final norm and head) whose values live in one flat fp32 buffer split evenly over a sharding
 // group, this rank keeping 1/N of it (the shard). The module parameters themselves hold no
 // memory until gathered: gather() all-gathers the shards into a full flat buffer and points each
 // parameter at its piece of it; reshard() frees that buffer again.
@@ -54,6 +54,10 @@ class ShardUnit {
   // Points the parameters' .grad at a zeroed full gradient buffer (kept across micro batches
   // when unsharded).
   void prepare_gradients();
+  // The same for a backward pass that reads no parameter value (an embedding lookup's): the
+  // parameters, if not gathered, become zero-stride stand-ins of their shape, which autograd
+  // accepts when it accumulates into their full-size gradients; reshard() drops them.
+  void prepare_gradients_ungathered();
   // Starts reducing the accumulated full gradients; `last_micro_batch` false on an unsharded unit
   // defers the reduction, keeping the local sum.
   void start_reduce(bool last_micro_batch);

@@ -32,7 +32,8 @@ torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids, const Seque
   const int64_t longest = layout.packed() ? layout.positions.max().item<int64_t>() + 1 : input_ids.size(1);
   TORCH_CHECK(longest <= config_.max_seq_len, "sequence of ", longest, " tokens exceeds model.max_seq_len ",
               config_.max_seq_len);
-  auto x = embed_tokens(input_ids);
+  auto embed = [this](const torch::Tensor& ids) { return embed_tokens(ids); };
+  auto x = embed_runner ? embed_runner(input_ids, embed) : embed(input_ids);
   for (size_t i = 0; i < layers->size(); ++i) {
     auto* layer = (*layers)[i]->as<DecoderLayer>();
     // Captures by value: a recompute policy keeps this callable until backward.

@@ -40,6 +40,11 @@ TORCH_MODULE(DecoderLayer);
 using BlockRunner = std::function<torch::Tensor(int64_t layer, const torch::Tensor& x,
                                                 const std::function<torch::Tensor(const torch::Tensor&)>& block)>;
 
+// Runs the token embedding on input ids; `embed` is the plain lookup. Data parallelism installs
+// one to shard the embedding table.
+using EmbedRunner = std::function<torch::Tensor(const torch::Tensor& input_ids,
+                                                const std::function<torch::Tensor(const torch::Tensor&)>& embed)>;
+
 // The body: embeddings, blocks, final norm (HF's LlamaModel).
 class LlamaBodyImpl : public torch::nn::Module {
  public:
@@ -50,6 +55,7 @@ class LlamaBodyImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& input_ids, const SequenceLayout& layout = {});
 
   BlockRunner block_runner;  // empty: run every block directly
+  EmbedRunner embed_runner;  // empty: look the ids up directly
 
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};

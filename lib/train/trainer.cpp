@@ -280,6 +280,16 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
                recipe.model.vocab_size);
     fmt::print("data: {} tokens, {} samples of {} tokens; unigram entropy {:.4f} nats/token\n",
                train_data->num_tokens(), train_data->num_samples(), recipe.data.seq_len, train_data->unigram_entropy());
+    if (recipe.data.pack) {
+      const int64_t looked_at = std::min<int64_t>(train_data->num_samples(), 1000);
+      int64_t pieces = 0;
+      for (int64_t g = 0; g < looked_at; ++g) pieces += data::document_piece_lengths(*train_data, g).size();
+      fmt::print("packing: {:.2f} documents per sample (first {} samples){}\n",
+                 static_cast<double>(pieces) / static_cast<double>(looked_at), looked_at,
+                 recipe.data.balance_window > 0
+                     ? fmt::format("; balancing attention cost over windows of {} steps", recipe.data.balance_window)
+                     : "");
+    }
     fmt::print("parallel: {}\n", mesh.describe());
     const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
     fmt::print("train: {} steps x {} sequences ({} per rank: {} micro batches of {}), {} tokens/step, dtype {}, {} "

@@ -41,24 +41,9 @@ checkpoint:
   keep: 10
 YAML
 
-train() {  # train RUN_NAME NPROC [args...]
-  local name=$1 nproc=$2
-  shift 2
-  if [[ $nproc == 1 ]]; then
-    "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/$name" "$@" > "$work/$name.log" 2>&1 || {
-      cat "$work/$name.log"
-      return 1
-    }
-  else
-    "$xtrain" launch --nproc-per-node "$nproc" --master-port "$(free_port)" -- \
-      train "$work/recipe.yaml" --set run.dir="$work/$name" "$@" > "$work/$name.log" 2>&1 || {
-      cat "$work/$name.log"
-      return 1
-    }
-  fi
-}
-
 train fsdp2 2
+grep -qE "packing: [0-9.]+ documents per sample \(first [0-9]+ samples\); balancing attention cost over windows of 2 steps" \
+  "$work/fsdp2.log"
 train fsdp2_as_single 1 --set checkpoint.resume="$work/fsdp2/checkpoints/step-4"
 grep -q "resumed from $work/fsdp2/checkpoints/step-4 at step 4" "$work/fsdp2_as_single.log"
 compare_runs "$work/fsdp2" "$work/fsdp2_as_single" 5

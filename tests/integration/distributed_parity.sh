@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data-parallel layouts train the same model: 20 steps of one process, DDP 2, FSDP 2, FSDP 4 and
 # HSDP 2x2 (all started by `xtrain launch`) give the same per-step losses (1e-5 relative) and
-# final weights (1e-5 absolute). Then resharding: FSDP 4's step-10 checkpoint resumed as FSDP 2,
+# final weights (1e-5 absolute), and so does FSDP 2 with tied embeddings. Then resharding: FSDP 4's step-10 checkpoint resumed as FSDP 2,
 # as one process and as DDP 2 continues with FSDP 4's losses and ends at its weights.
 set -euo pipefail
 xtrain=$1
@@ -12,20 +12,6 @@ trap 'rm -rf "$work"' EXIT
 export TMPDIR=$work  # a failed launch keeps its error files under TMPDIR
 write_recipe "$work/recipe.yaml" 20
 
-train() {  # train RUN_NAME NPROC [--set ...]
-  local name=$1 nproc=$2
-  shift 2
-  if [[ $nproc == 1 ]]; then
-    "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/$name" "$@" > "$work/$name.log"
-  else
-    "$xtrain" launch --nproc-per-node "$nproc" --master-port "$(free_port)" -- \
-      train "$work/recipe.yaml" --set run.dir="$work/$name" "$@" > "$work/$name.log" 2>&1 || {
-      cat "$work/$name.log"
-      return 1
-    }
-  fi
-}
-
 train single 1
 train ddp2 2 --set parallel.dp=2 --set parallel.fsdp=1
 train fsdp2 2
@@ -34,6 +20,10 @@ train hsdp2x2 4 --set parallel.dp=2 --set parallel.fsdp=2
 grep -q "parallel: 4 ranks (torchrun), HSDP dp 2 x fsdp 2" "$work/hsdp2x2.log"
 grep -q "parallel: 2 ranks (torchrun), DDP 2" "$work/ddp2.log"
 for run in ddp2 fsdp2 fsdp4 hsdp2x2; do compare_runs "$work/single" "$work/$run"; done
+# Tied embeddings: one table serves both ends, so its unit stays gathered for the whole pass.
+train single_tied 1 --set model.tie_embeddings=true
+train fsdp2_tied 2 --set model.tie_embeddings=true
+compare_runs "$work/single_tied" "$work/fsdp2_tied"
 
 step10=$work/fsdp4/checkpoints/step-10
 ls "$step10"/shard-0000{0,1,2,3}.safetensors > /dev/null

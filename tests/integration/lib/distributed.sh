@@ -28,6 +28,19 @@ checkpoint:
 YAML
 }
 
+# train RUN_NAME NPROC [args...]: trains $work/recipe.yaml into $work/RUN_NAME, as one process or
+# as NPROC ranks under `xtrain launch`; the output goes to $work/RUN_NAME.log, shown on failure.
+train() {
+  local name=$1 nproc=$2
+  shift 2
+  local command=("$xtrain" train)
+  [[ $nproc == 1 ]] || command=("$xtrain" launch --nproc-per-node "$nproc" --master-port "$(free_port)" -- train)
+  "${command[@]}" "$work/recipe.yaml" --set run.dir="$work/$name" "$@" > "$work/$name.log" 2>&1 || {
+    cat "$work/$name.log"
+    return 1
+  }
+}
+
 # A TCP port nothing listens on now.
 free_port() {
   /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
