@@ -236,14 +236,15 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
     } catch (const std::exception& e) {  // missing field, wrong type, corrupt RNG state
       throw InputError(fmt::format("{}/trainer_state.json: {}", *resume_dir, e.what()));
     }
-    // A balanced order groups samples by windows of balance_window x global_batch_size samples:
-    // continuing it needs the same geometry (any number of ranks will do).
+    // A balanced order sorts windows of balance_window x global_batch_size samples by a cost
+    // that depends on data.pack: continuing it needs the same three (any number of ranks will do).
     if (recipe.data.balance_window > 0 && !saved_schedule.is_null() && saved_schedule != data_schedule)
       throw InputError(fmt::format(
-          "{}: this run balanced its data with train.global_batch_size {} and data.balance_window {}, the recipe says "
-          "{} and {}; the balanced sample order depends on both, so resume with the checkpoint's values",
+          "{}: this run balanced its data with train.global_batch_size {}, data.balance_window {} and data.pack {}, "
+          "the recipe says {}, {} and {}; the balanced sample order depends on all three, so resume with the "
+          "checkpoint's values",
           *resume_dir, saved_schedule.value("global_batch_size", 0), saved_schedule.value("balance_window", 0),
-          t.global_batch_size, recipe.data.balance_window));
+          saved_schedule.value("pack", false), t.global_batch_size, recipe.data.balance_window, recipe.data.pack));
     if (recipe.data.balance_window > 0 && samples_consumed % t.global_batch_size != 0)
       throw InputError(fmt::format("{}: {} samples consumed is not a whole number of global batches of {}; resume "
                                    "with the checkpoint's train.global_batch_size or without data.balance_window",
@@ -376,9 +377,9 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
   }
   const int64_t first_step = step + 1;
   // A background thread reads this rank's micro batches ahead of the steps that train on them.
-  const data::BatchSchedule batch_schedule(*train_data, t.global_batch_size,
-                                     {recipe.data.balance_window, recipe.data.pack,
-                                      static_cast<uint64_t>(recipe.run.seed)});
+  const data::BatchSchedule batch_schedule(
+      *train_data, t.global_batch_size,
+      {recipe.data.balance_window, recipe.data.pack, static_cast<uint64_t>(recipe.run.seed)});
   const int64_t first_position = samples_consumed;
   data::BatchLoader loader(
       [&, first_position](int64_t at_step) {

@@ -67,7 +67,7 @@ rc=0
 "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/fsdp2" --set data.balance_window=4 \
   --set train.steps=12 > "$work/refused.log" 2>&1 || rc=$?
 [[ $rc == 2 ]] || { cat "$work/refused.log"; exit 1; }
-grep -q "this run balanced its data with train.global_batch_size 4 and data.balance_window 2, the recipe says 4 and 4" \
+grep -q "this run balanced its data with train.global_batch_size 4, data.balance_window 2 and data.pack true, the recipe says 4, 4 and true" \
   "$work/refused.log"
 
 # The balance report of the same recipe: balancing lowers the costliest rank's share for every
