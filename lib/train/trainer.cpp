@@ -53,6 +53,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+struct RankSpread {
+  double mean = 0, max = 0;
+  int64_t argmax = 0;
+};
+
 double peak_rss_mib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -362,6 +367,14 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
                                      {"eval_perplexity", result.perplexity}, {"eval_tokens", result.tokens}};
     metrics->write(record);
   };
+  // Each rank's value of a quantity: its mean, its maximum and the rank that holds it.
+  auto spread_over_ranks = [&](double value) {
+    if (!world.distributed()) return RankSpread{value, value, 0};
+    auto values = torch::zeros({world.size}, torch::kFloat64);
+    values[world.rank] = value;
+    mesh.world_comm->all_reduce_sum(values).wait();
+    return RankSpread{values.mean().item<double>(), values.max().item<double>(), values.argmax().item<int64_t>()};
+  };
   // A sum over all ranks, so that every rank takes the same decisions.
   auto sum_over_ranks = [&](double value) {
     if (!world.distributed()) return value;
@@ -396,6 +409,7 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
       },
       first_step, last_step, recipe.data.prefetch);
   double data_wait_total = 0;
+  double imbalance_sum = 0;  // over steps: the slowest rank's busy time over the mean
   double interval_seconds = 0, session_seconds = 0;
   int64_t interval_steps = 0;
   int64_t peak_state_bytes = 0;
@@ -420,6 +434,8 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
     for (const auto& micro_batch : micro_batches) local_count += static_cast<double>(micro_batch.target_count);
     const double global_count = sum_over_ranks(local_count);
     double loss_sum = 0;  // over this rank's targets
+    const auto busy_started = Clock::now();
+    const double waited_before_busy = dist::PendingCollective::total_wait_seconds();
     for (int64_t micro = 0; micro < accumulation; ++micro) {
       const auto& batch = micro_batches[static_cast<size_t>(micro)];
       const auto layout = batch.cu_seqlens.defined() ? model::packed_layout(batch.cu_seqlens) : model::SequenceLayout{};
@@ -437,6 +453,12 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
       if (sharded) sharded->end_micro_batch();
       loss_sum += loss.item<double>() * count;
     }
+    // This rank's forward and backward time, less what it spent blocked on its peers: a rank
+    // whose share is heavier (or whose machine is slower) stands out.
+    const double busy = std::chrono::duration<double>(Clock::now() - busy_started).count() -
+                        (dist::PendingCollective::total_wait_seconds() - waited_before_busy);
+    const RankSpread busy_spread = spread_over_ranks(busy);
+    imbalance_sum += busy_spread.mean > 0 ? busy_spread.max / busy_spread.mean : 1.0;
     samples_consumed += t.global_batch_size;
     const double loss_value = global_count > 0 ? sum_over_ranks(loss_sum) / global_count : 0.0;
     if (!std::isfinite(loss_value))
@@ -478,6 +500,11 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
                                        {"comm_wait_s", dist::PendingCollective::total_wait_seconds() - waited_before},
                                        {"data_wait_s", data_wait},
                                        {"data_read_s", loader.last_read_seconds()}};
+      if (world.distributed()) {
+        record["busy_s_mean"] = busy_spread.mean;
+        record["busy_s_max"] = busy_spread.max;
+        record["slowest_rank"] = busy_spread.argmax;
+      }
       if (loss_scaler) {
         record["loss_scale"] = loss_scale;
         record["skipped"] = !finite_gradients;
@@ -514,6 +541,10 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
       fmt::print("done: {} steps\n", step);
     fmt::print("memory per rank: parameters + gradients + optimizer state {:.1f} MiB (peak, with gathered blocks)\n",
                static_cast<double>(peak_state_bytes) / (1 << 20));
+    if (world.distributed())
+      fmt::print("ranks: the busiest rank computed {:.1f}% longer than the mean per step (busy_s_max / busy_s_mean, "
+                 "averaged over steps)\n",
+                 100.0 * (imbalance_sum / static_cast<double>(step - first_step + 1) - 1.0));
     fmt::print("data: waited {:.3f} s for batches in {} steps ({:.2f}% of step time)\n", data_wait_total,
                step - first_step + 1, session_seconds > 0 ? 100.0 * data_wait_total / session_seconds : 0.0);
   }

@@ -3,7 +3,7 @@
 # with the same global batches: a run of 2 ranks (FSDP 2) is the reference; its step-4
 # checkpoint resumed as 1 process, and a 1-process run stopped at step 4 resumed as 4 ranks,
 # give its losses for steps 5-8 (1e-5 relative) and its final weights (1e-5 absolute). Also:
-# the loader's wait per step is in metrics.jsonl, `xtrain data balance` reports the balance,
+# the loader's wait and each rank's compute time per step are in metrics.jsonl, `xtrain data balance` reports the balance,
 # and resuming with another balance window is refused with exit code 2.
 set -euo pipefail
 xtrain=$1
@@ -56,11 +56,15 @@ compare_runs "$work/fsdp2" "$work/single_then_fsdp4"
 # The loader keeps up: every step records its wait, and the summary states the total.
 /usr/bin/python3 - "$work/fsdp2/metrics.jsonl" <<'PY'
 import json, sys
-waits = [json.loads(line)["data_wait_s"] for line in open(sys.argv[1]) if '"loss"' in line]
+records = [json.loads(line) for line in open(sys.argv[1]) if '"loss"' in line]
+waits = [r["data_wait_s"] for r in records]
 assert len(waits) == 8 and all(w >= 0 for w in waits), waits
 print(f"data wait per step: max {max(waits):.4f} s")
+# Each rank's compute time is gathered: the busiest is at least the mean, and is a rank.
+assert all(r["busy_s_max"] >= r["busy_s_mean"] > 0 and r["slowest_rank"] in (0, 1) for r in records), records
 PY
 grep -q "data: waited .* s for batches in 8 steps" "$work/fsdp2.log"
+grep -qE "ranks: the busiest rank computed [0-9.]+% longer than the mean per step" "$work/fsdp2.log"
 
 # The balanced order depends on the window: resuming with another one is refused.
 rc=0

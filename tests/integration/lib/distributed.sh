@@ -80,4 +80,4 @@ PY
 losses() { grep -o '"loss":[^,]*' "$1/metrics.jsonl"; }
 
 # without_timing METRICS_FILE: the records without the fields that vary from run to run.
-without_timing() { sed -E 's/"(tokens_per_s|step_s|peak_rss_mib|comm_wait_s|data_wait_s|data_read_s)":[^,}]*,?//g; s/,}/}/' "$1"; }
+without_timing() { sed -E 's/"(tokens_per_s|step_s|peak_rss_mib|comm_wait_s|data_wait_s|data_read_s|busy_s_mean|busy_s_max|slowest_rank)":[^,}]*,?//g; s/,}/}/' "$1"; }
