@@ -3,8 +3,8 @@
 # distribution (median 150 bytes, a long tail up to whole sequences, the shape of web text),
 # packed into 2048-token sequences (data.pack) with the byte tokenizer. `xtrain data balance`
 # then prints, for 2, 4 and 8 data-parallel ranks, the costliest rank's attention cost over
-# the mean rank's per step, without balancing and with data.balance_window. Then it trains a
-# small model (4 layers, hidden 128) on the same data as 2 ranks, 12 steps of 8 x 2048 tokens,
+# the mean rank's per step, without balancing and with data.balance_window. Then it trains
+# recipes/bench-packed.yaml (4 layers, hidden 128) on the same data as 2 ranks, 12 steps of 8 x 2048 tokens,
 # without balancing and with windows of 4 steps, in alternating rounds, and prints what the ranks
 # measured: the busiest rank's compute time over the mean (metrics.jsonl busy_s_max / busy_s_mean).
 #   scripts/bench-balance.sh [--window N] [--steps N] [--seq-len N] [--global-batch N] [--rounds N]
@@ -46,27 +46,6 @@ train:
 YAML
 build/xtrain data balance "$work/balance.yaml" --ranks 2,4,8 --steps "$steps"
 
-cat > "$work/train.yaml" <<YAML
-name: bench-balance-train
-model:
-  hidden_size: 128
-  num_layers: 4
-  num_heads: 4
-  num_kv_heads: 2
-data:
-  train: $work/skewed.jsonl
-  seq_len: 2048
-  pack: true
-train:
-  steps: 12
-  global_batch_size: 8
-  micro_batch_size: 1
-  log_every: 12
-optim:
-  warmup_steps: 2
-checkpoint:
-  every: 0
-YAML
 echo
 echo "| 2 ranks, 12 steps, round | busiest rank over the mean, without balancing | with balance_window 4 |"
 echo "|---|---|---|"
@@ -74,8 +53,8 @@ for round in $(seq 1 "$rounds"); do
   row="| $round |"
   for window in 0 4; do
     rm -rf "$work/run"
-    build/xtrain launch --nproc-per-node 2 -- train "$work/train.yaml" --set run.dir="$work/run" \
-      --set data.balance_window=$window > "$work/train.log" 2>&1 || { cat "$work/train.log"; exit 1; }
+    build/xtrain launch --nproc-per-node 2 -- train recipes/bench-packed.yaml --set run.dir="$work/run" \
+      --set data.train="$work/skewed.jsonl" --set data.balance_window=$window > "$work/train.log" 2>&1 || { cat "$work/train.log"; exit 1; }
     row+=" $(/usr/bin/python3 -c '
 import json, statistics, sys
 records = [json.loads(line) for line in open(sys.argv[1]) if "busy_s_max" in line][1:]  # step 1 warms up

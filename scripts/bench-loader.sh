@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Does the background loader keep up? Trains a small model (4 layers, hidden 128) on the skewed
-# corpus of tools/data/make_skewed_corpus.py, packed into 2048-token sequences and balanced
-# (data.balance_window 4), where steps are short and reading, packing and balancing are the
+# Does the background loader keep up? Trains recipes/bench-packed.yaml (4 layers, hidden 128) on
+# the skewed corpus of tools/data/make_skewed_corpus.py, packed into 2048-token sequences and
+# balanced (data.balance_window 4), where steps are short and reading, packing and balancing are the
 # largest share they ever are. Prints the loader thread's time to read a step (metrics.jsonl
 # data_read_s) and the training loop's time waiting on it (data_wait_s) against the step time,
 # for 1 process and for 2 ranks (FSDP 2).
@@ -19,28 +19,6 @@ bash scripts/build.sh >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 tools/data/make_skewed_corpus.py "$work/skewed.jsonl" 4000000
-cat > "$work/loader.yaml" <<YAML
-name: bench-loader
-model:
-  hidden_size: 128
-  num_layers: 4
-  num_heads: 4
-  num_kv_heads: 2
-data:
-  train: $work/skewed.jsonl
-  seq_len: 2048
-  pack: true
-  balance_window: 4
-train:
-  steps: $steps
-  global_batch_size: 8
-  micro_batch_size: 1
-  log_every: 4
-optim:
-  warmup_steps: 2
-checkpoint:
-  every: 0
-YAML
 report() {  # report LABEL RUN_DIR
   /usr/bin/python3 - "$1" "$2/metrics.jsonl" <<'PY'
 import json, statistics, sys
@@ -53,8 +31,9 @@ print(f"| {label} | {len(records)} | {statistics.median(step):.2f} s | {statisti
       f"{statistics.mean(wait) * 1e6:.1f} us | {max(wait) * 1e6:.1f} us | {100 * sum(wait) / sum(step):.4f}% |")
 PY
 }
-build/xtrain train "$work/loader.yaml" --set run.dir="$work/single" > "$work/single.log" 2>&1 || { cat "$work/single.log"; exit 1; }
-build/xtrain launch --nproc-per-node 2 -- train "$work/loader.yaml" --set run.dir="$work/fsdp2" \
+data=(--set data.train="$work/skewed.jsonl" --set data.balance_window=4 --set train.steps="$steps")
+build/xtrain train recipes/bench-packed.yaml --set run.dir="$work/single" "${data[@]}" > "$work/single.log" 2>&1 || { cat "$work/single.log"; exit 1; }
+build/xtrain launch --nproc-per-node 2 -- train recipes/bench-packed.yaml --set run.dir="$work/fsdp2" "${data[@]}" \
   > "$work/fsdp2.log" 2>&1 || { cat "$work/fsdp2.log"; exit 1; }
 echo "| run | steps | median step | median read per step (loader thread) | mean wait | max wait | waiting share |"
 echo "|---|---|---|---|---|---|---|"
