@@ -4,17 +4,25 @@
 
 namespace xtrain::data {
 
-std::vector<int64_t> document_piece_lengths(const SampleDataset& dataset, int64_t global_index) {
-  const int64_t seq = dataset.seq_len();
+namespace {
+
+// Piece lengths of seq inputs given the document starts in [1, seq].
+std::vector<int64_t> piece_lengths(const std::vector<int64_t>& starts, int64_t seq) {
   std::vector<int64_t> lengths;
   int64_t begin = 0;
-  for (int64_t start : dataset.document_starts(global_index)) {
+  for (int64_t start : starts) {
     if (start >= seq) break;  // a document beginning at the last token starts no input
     lengths.push_back(start - begin);
     begin = start;
   }
   lengths.push_back(seq - begin);
   return lengths;
+}
+
+}  // namespace
+
+std::vector<int64_t> document_piece_lengths(const SampleDataset& dataset, int64_t global_index) {
+  return piece_lengths(dataset.document_starts(global_index), dataset.seq_len());
 }
 
 double attention_cost(const SampleDataset& dataset, int64_t global_index, bool pack) {
@@ -38,8 +46,9 @@ MicroBatch make_micro_batch(const SampleDataset& dataset, const std::vector<int6
     targets[row].copy_(dataset.targets(g, 1)[0]);
     if (!pack) continue;
     auto* row_targets = targets[row].data_ptr<int64_t>();
-    for (int64_t start : dataset.document_starts(g)) row_targets[start - 1] = kIgnoreIndex;
-    for (int64_t length : document_piece_lengths(dataset, g)) cu_seqlens.push_back(cu_seqlens.back() + length);
+    const std::vector<int64_t> starts = dataset.document_starts(g);
+    for (int64_t start : starts) row_targets[start - 1] = kIgnoreIndex;
+    for (int64_t length : piece_lengths(starts, seq)) cu_seqlens.push_back(cu_seqlens.back() + length);
   }
   MicroBatch batch;
   batch.target_count = targets.ne(kIgnoreIndex).sum().item<int64_t>();

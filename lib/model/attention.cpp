@@ -45,11 +45,14 @@ torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, c
   return torch::matmul(probs, values);
 }
 
+// [T, T]: true above the diagonal.
+torch::Tensor future_keys(int64_t seq) {
+  return torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
+}
+
 // [..., T, T]: true above the diagonal or between different documents.
 torch::Tensor hidden_keys(const torch::Tensor& doc) {
-  const int64_t seq = doc.size(-1);
-  auto hidden = torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
-  return hidden.logical_or(doc.unsqueeze(-1) != doc.unsqueeze(-2));
+  return future_keys(doc.size(-1)).logical_or(doc.unsqueeze(-1) != doc.unsqueeze(-2));
 }
 
 // Packed rows are cut at document boundaries into segments of up to this many tokens (or one
@@ -82,7 +85,7 @@ torch::Tensor split_segments(const torch::Tensor& t, int64_t count, int64_t leng
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& cu_seqlens) {
   const int64_t seq = q.size(2);
-  if (!cu_seqlens.defined()) return masked_attention(q, k, v, hidden_keys(torch::zeros({seq}, torch::kInt64)));
+  if (!cu_seqlens.defined()) return masked_attention(q, k, v, future_keys(seq));
   const auto doc = document_ids(cu_seqlens, seq);  // validates
   if (seq <= kSegmentTokens) return masked_attention(q, k, v, hidden_keys(doc));
   const auto bounds = cu_seqlens.to(torch::kCPU).contiguous();

@@ -367,13 +367,17 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
                                      {"eval_perplexity", result.perplexity}, {"eval_tokens", result.tokens}};
     metrics->write(record);
   };
-  // Each rank's value of a quantity: its mean, its maximum and the rank that holds it.
-  auto spread_over_ranks = [&](double value) {
-    if (!world.distributed()) return RankSpread{value, value, 0};
-    auto values = torch::zeros({world.size}, torch::kFloat64);
-    values[world.rank] = value;
+  // In one all-reduce: the sum over ranks of `summed`, and the spread of `per_rank` (its mean,
+  // its maximum and the rank that holds it).
+  auto sum_and_spread = [&](double summed, double per_rank) {
+    if (!world.distributed()) return std::make_pair(summed, RankSpread{per_rank, per_rank, 0});
+    auto values = torch::zeros({world.size + 1}, torch::kFloat64);
+    values[0] = summed;
+    values[world.rank + 1] = per_rank;
     mesh.world_comm->all_reduce_sum(values).wait();
-    return RankSpread{values.mean().item<double>(), values.max().item<double>(), values.argmax().item<int64_t>()};
+    const auto ranks = values.narrow(0, 1, world.size);
+    return std::make_pair(values[0].item<double>(), RankSpread{ranks.mean().item<double>(), ranks.max().item<double>(),
+                                                               ranks.argmax().item<int64_t>()});
   };
   // A sum over all ranks, so that every rank takes the same decisions.
   auto sum_over_ranks = [&](double value) {
@@ -457,10 +461,10 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
     // whose share is heavier (or whose machine is slower) stands out.
     const double busy = std::chrono::duration<double>(Clock::now() - busy_started).count() -
                         (dist::PendingCollective::total_wait_seconds() - waited_before_busy);
-    const RankSpread busy_spread = spread_over_ranks(busy);
+    const auto [global_loss_sum, busy_spread] = sum_and_spread(loss_sum, busy);
     imbalance_sum += busy_spread.mean > 0 ? busy_spread.max / busy_spread.mean : 1.0;
     samples_consumed += t.global_batch_size;
-    const double loss_value = global_count > 0 ? sum_over_ranks(loss_sum) / global_count : 0.0;
+    const double loss_value = global_count > 0 ? global_loss_sum / global_count : 0.0;
     if (!std::isfinite(loss_value))
       throw std::runtime_error(fmt::format("loss is {} at step {}; lower optim.lr or check the data", loss_value, step));
     // fp16: a step whose gradients overflowed is skipped (no update) and the loss scale shrinks.

@@ -1,25 +1,11 @@
 #include <catch2/catch.hpp>
 
 #include "config/recipe_loader.h"
+#include "config/recipe_problems.h"
 
 using namespace xtrain::config;
 
-namespace {
-
-std::vector<std::string> problems(const std::string& text, std::vector<std::string> overrides = {}) {
-  LoadOptions options;
-  options.overrides = std::move(overrides);
-  try {
-    load_recipe_text(text, "r.yaml", options);
-  } catch (const RecipeError& e) {
-    std::vector<std::string> lines;
-    for (const auto& d : e.diagnostics()) lines.push_back(d.str());
-    return lines;
-  }
-  return {};
-}
-
-}  // namespace
+using xtrain::testing::problems;
 
 TEST_CASE("data.train: a single source or a weighted list, which a dumped recipe keeps", "[config]") {
   const auto recipe = load_recipe_text(

@@ -5,25 +5,11 @@
 
 #include "config/option_registry.h"
 #include "config/recipe_loader.h"
+#include "config/recipe_problems.h"
 
 using namespace xtrain::config;
 
-namespace {
-
-std::vector<std::string> problems(const std::string& text, std::vector<std::string> overrides = {}) {
-  LoadOptions options;
-  options.overrides = std::move(overrides);
-  try {
-    load_recipe_text(text, "r.yaml", options);
-  } catch (const RecipeError& e) {
-    std::vector<std::string> lines;
-    for (const auto& d : e.diagnostics()) lines.push_back(d.str());
-    return lines;
-  }
-  return {};
-}
-
-}  // namespace
+using xtrain::testing::problems;
 
 TEST_CASE("a minimal recipe resolves every default", "[config]") {
   auto recipe = load_recipe_text("name: tiny\n", "r.yaml");
