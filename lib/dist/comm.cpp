@@ -25,8 +25,15 @@ void PendingCollective::wait() {
   if (!wait_) return;
   auto wait = std::move(wait_);
   wait_ = nullptr;
+  // A collective built from others (reduce-scatter from an all-reduce) waits on them inside its
+  // own wait: only the outermost wait on this thread counts, or the time would count twice.
+  thread_local int depth = 0;
+  const bool outermost = depth == 0;
+  ++depth;
   const auto started = std::chrono::steady_clock::now();
   auto account = [&] {
+    --depth;
+    if (!outermost) return;
     waited_nanoseconds +=
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
   };
