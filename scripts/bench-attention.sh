@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Peak memory and time of one causal-attention forward + backward (tools/bench/bench_attention),
-# blockwise against naive, at growing sequence lengths: B=1, D=64, blocks of 256, blockwise in
-# fp32 and in bf16 (bf16 tile matmuls, fp32 softmax statistics), naive in fp32; 8 query
+# LibTorch's fused scaled_dot_product_attention (sdpa, fp32 and bf16), blockwise and naive, at
+# growing sequence lengths: B=1, D=64, blocks of 256, blockwise in fp32 and in bf16 (bf16 tile
+# matmuls, fp32 softmax statistics), naive in fp32; 8 query
 # heads over 4 kv heads, except at 64K where a single head keeps the run within minutes on 2
 # cores (time and memory there scale linearly with the number of heads).
 # Every variant runs in its own process, so each peak RSS is that variant's alone. The naive
@@ -32,6 +33,8 @@ naive_tensors=3
 for config in "4096 8 4" "16384 8 4" "65536 1 1"; do
   read -r seq heads kv_heads <<<"$config"
   args=(--seq "$seq" --heads "$heads" --kv-heads "$kv_heads" --head-dim 64 --block-size 256 --threads "$threads")
+  "$bench" --impl sdpa --dtype fp32 "${args[@]}" >>"$results"
+  "$bench" --impl sdpa --dtype bf16 "${args[@]}" >>"$results"
   "$bench" --impl blockwise --dtype fp32 "${args[@]}" >>"$results"
   "$bench" --impl blockwise --dtype bf16 "${args[@]}" >>"$results"
   need_gib=$(awk -v h="$heads" -v t="$seq" -v n="$naive_tensors" 'BEGIN { printf "%.1f", n * h * t * t * 4 / 2^30 }')
@@ -44,7 +47,7 @@ for config in "4096 8 4" "16384 8 4" "65536 1 1"; do
 done
 
 cat "$results"
-/usr/bin/python3 - "$results" <<'PY'
+"${XTRAIN_PYTHON:-.venv/bin/python3}" - "$results" <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 print(f"\n{'impl':<10} {'dtype':<5} {'seq':>6} {'heads':>5} {'head_dim':>8} {'peak_rss_mib':>12} {'seconds':>8}")

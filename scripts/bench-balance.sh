@@ -30,7 +30,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # Enough documents for the steps measured (one epoch of samples), a pure function of the seed.
-/usr/bin/python3 tools/data/make_skewed_corpus.py "$work/skewed.jsonl" $((steps * global_batch * (seq_len + 1) * 11 / 10))
+"${XTRAIN_PYTHON:-.venv/bin/python3}" tools/data/make_skewed_corpus.py "$work/skewed.jsonl" $((steps * global_batch * (seq_len + 1) * 11 / 10))
 cat > "$work/balance.yaml" <<YAML
 name: bench-balance
 data:
@@ -55,7 +55,7 @@ for round in $(seq 1 "$rounds"); do
     rm -rf "$work/run"
     build/xtrain launch --nproc-per-node 2 -- train recipes/bench-packed.yaml --set run.dir="$work/run" \
       --set data.train="$work/skewed.jsonl" --set data.balance_window=$window > "$work/train.log" 2>&1 || { cat "$work/train.log"; exit 1; }
-    row+=" $(/usr/bin/python3 -c '
+    row+=" $("${XTRAIN_PYTHON:-.venv/bin/python3}" -c '
 import json, statistics, sys
 records = [json.loads(line) for line in open(sys.argv[1]) if "busy_s_max" in line][1:]  # step 1 warms up
 print("%.3f" % statistics.mean(r["busy_s_max"] / r["busy_s_mean"] for r in records))' "$work/run/metrics.jsonl") |"

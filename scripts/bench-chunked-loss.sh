@@ -19,7 +19,7 @@ if [[ $build == build ]]; then bash scripts/build.sh >/dev/null; else cmake --bu
 full=$("$build/tools/bench/bench_chunked_loss" --impl full "${args[@]}")
 chunked=$("$build/tools/bench/bench_chunked_loss" --impl chunked "${args[@]}")
 
-/usr/bin/python3 - "$full" "$chunked" <<'PY'
+"${XTRAIN_PYTHON:-.venv/bin/python3}" - "$full" "$chunked" <<'PY'
 import json, sys
 full, chunked = (json.loads(line) for line in sys.argv[1:3])
 print(f"tokens {full['tokens']}  vocab {full['vocab']}  hidden {full['hidden']}  fp32")

@@ -23,7 +23,7 @@ while (($#)); do
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
-python=/usr/bin/python3
+python=${XTRAIN_PYTHON:-.venv/bin/python3}
 bash scripts/build.sh >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -21,7 +21,7 @@ xtrain=$PWD/build/xtrain
 recipe=$PWD/recipes/bench-fsdp.yaml
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port() { "${XTRAIN_PYTHON:-.venv/bin/python3}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 run() {  # run NAME NPROC THREADS
   local name=$1 nproc=$2 threads=$3
@@ -44,7 +44,7 @@ for round in $(seq 1 "$rounds"); do
 done
 run fsdp4 4 1
 
-/usr/bin/python3 - "$work" "$rounds" <<'PY'
+"${XTRAIN_PYTHON:-.venv/bin/python3}" - "$work" "$rounds" <<'PY'
 import json, statistics, sys
 work, rounds = sys.argv[1], int(sys.argv[2])
 def records(name):

@@ -18,9 +18,9 @@ done
 bash scripts/build.sh >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-/usr/bin/python3 tools/data/make_skewed_corpus.py "$work/skewed.jsonl" 4000000
+"${XTRAIN_PYTHON:-.venv/bin/python3}" tools/data/make_skewed_corpus.py "$work/skewed.jsonl" 4000000
 report() {  # report LABEL RUN_DIR
-  /usr/bin/python3 - "$1" "$2/metrics.jsonl" <<'PY'
+  "${XTRAIN_PYTHON:-.venv/bin/python3}" - "$1" "$2/metrics.jsonl" <<'PY'
 import json, statistics, sys
 label, path = sys.argv[1], sys.argv[2]
 records = [json.loads(line) for line in open(path) if '"loss"' in line][1:]  # step 1 warms up

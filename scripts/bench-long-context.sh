@@ -32,7 +32,7 @@ for seq in 8192 16384; do
 done
 if ((full)); then run "recipe-65536" 65536; fi
 
-/usr/bin/python3 - "$work" <<'PY'
+"${XTRAIN_PYTHON:-.venv/bin/python3}" - "$work" <<'PY'
 import json, os, sys
 work = sys.argv[1]
 def first_step(name):

@@ -19,7 +19,7 @@ for dtype in fp32 bf16 fp16; do
     --set train.steps="$steps" --set checkpoint.resume=never > "$work/$dtype.log"
   tail -n 3 "$work/$dtype.log" | head -n 1
 done
-/usr/bin/python3 - "$work" <<'PY'
+"${XTRAIN_PYTHON:-.venv/bin/python3}" - "$work" <<'PY'
 import json, statistics, sys
 work = sys.argv[1]
 rows = {}

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# Installs the Debian packages xtrain needs to build, test and run, when any is missing.
+# Installs what xtrain needs to build, test and run: Debian packages when any is missing, and a
+# Python virtual environment in .venv (ignored by git) holding the pinned torch 2.11.0 wheel,
+# whose LibTorch the build links, and the Python references the tests compare with.
+# XTRAIN_VENV=PATH puts the environment elsewhere; LIBTORCH=PATH (an unpacked LibTorch archive)
+# still gets the environment, which the tests need for their references and torchrun.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(
-  build-essential cmake ninja-build ccache
-  libtorch-dev libgloo-dev libopenblas0-pthread
-  libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev catch2 pkg-config
+  build-essential cmake ninja-build ccache pkg-config
+  libyaml-cpp-dev libcli11-dev nlohmann-json3-dev catch2
+  libgloo-dev  # headers only: the torch wheel compiles Gloo in but ships no gloo/*.h for ProcessGroupGloo.hpp
   libsentencepiece-dev libpcre2-dev libicu-dev  # tokenizers
-  python3-torch python3-numpy
-  python3-sentencepiece  # trains the small model of the SentencePiece parity test
-  libblas3  # the reference BLAS, only so that a test can provoke the slow-BLAS warning
+  python3-venv
 )
-# The BPE parity tests fetch their reference libraries with npm. A Node.js from another source
-# (e.g. NodeSource) already ships npm and conflicts with Debian's npm package.
-command -v npm >/dev/null || packages+=(nodejs npm)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -24,4 +24,18 @@ if ((${#missing[@]})); then
   [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+venv=${XTRAIN_VENV:-.venv}
+stamp=$venv/.xtrain-requirements
+wanted=$(cat requirements/torch.txt requirements/python.txt | sha256sum | cut -d' ' -f1)
+if [[ ! -f $stamp || $(cat "$stamp") != "$wanted" ]]; then
+  start=$(date +%s)
+  python=$(command -v python3)
+  [[ -x $venv/bin/python3 ]] || "$python" -m venv "$venv"
+  # --no-deps: the torch wheel's nvidia-* dependencies (2.1 GB) duplicate the CUDA toolkit.
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r requirements/torch.txt
+  "$venv/bin/pip" install -q --disable-pip-version-check -r requirements/python.txt
+  echo "$wanted" > "$stamp"
+  echo "setup-deps: Python environment $venv ready in $(( $(date +%s) - start )) s"
 fi

@@ -27,6 +27,7 @@
 #include "util/build_info.h"
 #include "util/input_error.h"
 #include "util/durable_file.h"
+#include "util/device.h"
 #include "util/progress_line.h"
 
 namespace {
@@ -37,7 +38,7 @@ constexpr int kExitRuntimeFailure = 1;
 constexpr int kExitBadInput = 2;
 
 std::string version_text() {
-  return fmt::format("xtrain {} (LibTorch {}, {} build)", XTRAIN_VERSION, TORCH_VERSION, XTRAIN_BUILD_TYPE);
+  return fmt::format("xtrain {} ({}; {} build)", XTRAIN_VERSION, util::describe_runtime(), XTRAIN_BUILD_TYPE);
 }
 
 // The tokenizer a checkpoint was trained with, from the recipe copy saved beside it. A
@@ -101,12 +102,13 @@ int run_data_prepare(const data::PrepareOptions& options) {
 }
 
 int run_env() {
-  util::warn_if_slow_blas();
-  auto blas = util::loaded_blas();
   fmt::print("{}\n", version_text());
+  fmt::print("libtorch: {} from {}\n", TORCH_VERSION, XTRAIN_TORCH_SOURCE);
+  fmt::print("cuda: {}\n", util::cuda_compiled() ? fmt::format("{} compiled, {} device(s) visible",
+                                                                util::cuda_compiled_version(), util::cuda_device_count())
+                                                  : "not compiled");
   fmt::print("threads: {}\n", torch::get_num_threads());
-  fmt::print("blas: {} ({})\n", blas.library.empty() ? "none mapped" : blas.library,
-             blas.optimized ? "optimized" : "reference implementation: slow");
+  fmt::print("blas: {} (LibTorch build configuration)\n", util::blas_library());
   fmt::print("fp32 matmul 1024^3: {:.1f} GFLOP/s\n", util::measure_matmul_gflops(1024, 5, torch::kFloat32));
   fmt::print("bf16 matmul 1024^3: {:.1f} GFLOP/s\n", util::measure_matmul_gflops(1024, 5, torch::kBFloat16));
   return 0;

@@ -37,6 +37,7 @@ struct TrainSection {
   int64_t global_batch_size = 0;
   int64_t micro_batch_size = 0;
   std::string dtype;
+  std::string device;
   std::string omp_wait_policy;
   int64_t log_every = 0;
   int64_t eval_every = 0;
@@ -76,6 +77,7 @@ struct ParallelSection {
 
 struct DistSection {
   double timeout_s = 0;
+  std::string backend;
 };
 
 struct PrecisionSection {

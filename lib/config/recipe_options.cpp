@@ -78,6 +78,7 @@ OptionRegistry build_registry() {
   r.add<int64_t>("train.log_every", FIELD(train.log_every), 10, "Print a progress line every N steps.", at_least<int64_t>(1));
   r.add<int64_t>("train.eval_every", FIELD(train.eval_every), 0, "Evaluate on data.eval every N steps; 0 means only at the end (if data.eval is set).", at_least<int64_t>(0));
   r.add<int64_t>("train.eval_batches", FIELD(train.eval_batches), 16, "Micro batches per evaluation; 0 means the whole eval set.", at_least<int64_t>(0));
+  r.add<std::string>("train.device", FIELD(train.device), "auto", "Where to train: cpu, cuda (the GPU LOCAL_RANK names; an error without one), or auto (cuda when a device is there and CUDA was compiled in, else cpu).", one_of({"auto", "cpu", "cuda"}));
   r.add<std::string>("train.omp_wait_policy", FIELD(train.omp_wait_policy), "auto", "How idle OpenMP threads wait: passive, active, or auto (passive unless train.dtype is bf16; on CPU, spinning OpenMP threads slow OpenBLAS's fp32 GEMMs). OMP_WAIT_POLICY in the environment overrides it.", one_of({"auto", "passive", "active"}));
   r.add<int64_t>("train.threads", FIELD(train.threads), 0, "Intra-op CPU threads; 0 means the cores divided among the ranks on this machine (or OMP_NUM_THREADS when set).", at_least<int64_t>(0));
 
@@ -92,7 +93,7 @@ OptionRegistry build_registry() {
   r.add<double>("optim.grad_clip", FIELD(optim.grad_clip), 1.0, "Clip the global gradient norm to this; 0 disables clipping.", at_least(0.0));
 
   r.add<std::string>("memory.chunked_loss", FIELD(memory.chunked_loss), "auto", "Output projection + cross-entropy in chunks of tokens so the [tokens x vocab] logits never exist: auto (chunk from a 256 MiB budget), off, or tokens per chunk.", chunk_spec());
-  r.add<std::string>("memory.attention", FIELD(memory.attention), "auto", "Attention kernel: naive ([T x T] scores), blockwise (online softmax, memory linear in T), or auto (blockwise above 2048 tokens).", one_of({"auto", "naive", "blockwise"}));
+  r.add<std::string>("memory.attention", FIELD(memory.attention), "auto", "Attention kernel: naive ([T x T] scores), blockwise (online softmax, memory linear in T), sdpa (LibTorch's fused scaled_dot_product_attention; packed rows take the varlen flash kernel on CUDA in bf16/fp16 and the blockwise one elsewhere), or auto (sdpa, except packed rows where varlen is not available: naive up to 2048 tokens, blockwise above).", one_of({"auto", "naive", "blockwise", "sdpa"}));
   r.add<int64_t>("memory.attention_block_size", FIELD(memory.attention_block_size), 256, "Query/key tile size of blockwise attention.", at_least<int64_t>(1));
   r.add<std::string>("memory.recompute", FIELD(memory.recompute), "none", "Activation recompute: none, full (whole blocks) or selective (the attention kernel only).", one_of({"none", "full", "selective"}));
   r.add<double>("memory.recompute_ratio", FIELD(memory.recompute_ratio), 1.0, "Fraction of the blocks (the first ones) that recompute.", in_range(0.0, 1.0));
@@ -108,6 +109,7 @@ OptionRegistry build_registry() {
   r.add<int64_t>("parallel.ep", FIELD(parallel.ep), 1, "Expert-parallel degree (not yet supported: 1).", degree());
   r.add<bool>("parallel.reshard_after_forward", FIELD(parallel.reshard_after_forward), true, "FSDP: free each block's gathered parameters after its forward and gather them again for backward (less memory, one more all-gather per block).");
   r.add<double>("dist.timeout_s", FIELD(dist.timeout_s), 600.0, "Seconds a collective may take before the job ends with an error naming it (a dead or stalled rank).", positive());
+  r.add<std::string>("dist.backend", FIELD(dist.backend), "auto", "Collective backend: gloo, nccl (CUDA only), or auto (nccl on cuda, gloo on cpu).", one_of({"auto", "gloo", "nccl"}));
 
   r.add<int64_t>("checkpoint.every", FIELD(checkpoint.every), 0, "Save every N steps; 0 means only at the end (and on --stop-at-step or SIGTERM).", at_least<int64_t>(0));
   r.add<int64_t>("checkpoint.keep", FIELD(checkpoint.keep), 3, "Keep the last N checkpoints.", at_least<int64_t>(1));

@@ -3,9 +3,8 @@
 // does not complete within the group's timeout throws CommError naming the collective, the group
 // and the timeout, so a hung or dead peer ends the job with a message rather than a hang.
 //
-// Implementations: a single-process one (size 1: every collective is a copy) and one over c10d's
-// ProcessGroupGloo, which also covers what Gloo lacks in LibTorch 1.13 (reduce-scatter is an
-// all-reduce of the input followed by taking this rank's slice).
+// Implementations: a single-process one (size 1: every collective is a copy) and one over a c10d
+// backend, Gloo or NCCL (dist/process_groups.h).
 #pragma once
 #include <chrono>
 #include <cstdint>

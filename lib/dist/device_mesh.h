@@ -9,11 +9,10 @@
 #include <string>
 
 #include "dist/comm.h"
+#include "dist/process_groups.h"
 #include "dist/world.h"
 
 namespace xtrain::dist {
-
-class ProcessGroups;
 
 struct ParallelDegrees {
   int64_t dp = 1;
@@ -41,7 +40,9 @@ struct DeviceMesh {
   std::string describe() const;
 };
 
-// Builds the groups; with one process, single-process comms and no store.
-DeviceMesh build_mesh(const World& world, const ParallelDegrees& degrees, double timeout_s);
+// Builds the groups over the backend (Gloo for CPU tensors, NCCL for CUDA ones); with one
+// process, single-process comms and no store.
+DeviceMesh build_mesh(const World& world, const ParallelDegrees& degrees, double timeout_s,
+                      CommBackend backend = CommBackend::gloo);
 
 }  // namespace xtrain::dist

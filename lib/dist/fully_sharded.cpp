@@ -224,7 +224,8 @@ void FullyShardedModel::zero_grad() {
 double FullyShardedModel::clip_grad_norm(double max_norm) {
   torch::NoGradGuard no_grad;
   // Shards are disjoint within the sharding group and equal across replicas.
-  auto squares = torch::zeros({}, torch::kFloat64);
+  // On the parameters' device: one host read, of the reduced norm, per step.
+  auto squares = torch::zeros({}, head_->shard_grad().options().dtype(torch::kFloat64));
   for (auto* unit : units()) squares.add_(unit->shard_grad().to(torch::kFloat64).square().sum());
   mesh_.fsdp->all_reduce_sum(squares).wait();
   const double norm = std::sqrt(squares.item<double>());

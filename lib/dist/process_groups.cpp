@@ -9,13 +9,20 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
+#ifdef XTRAIN_CUDA
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "util/input_error.h"
 
 namespace xtrain::dist {
 namespace {
 
-class GlooComm : public Comm {
+// A group over one c10d backend: Gloo (CPU tensors) or NCCL (CUDA tensors, stream-ordered:
+// wait() makes the current stream wait for the collective, the host does not block).
+class C10dComm : public Comm {
  public:
-  GlooComm(c10::intrusive_ptr<c10d::ProcessGroupGloo> group, std::string name, std::vector<int64_t> ranks,
+  C10dComm(c10::intrusive_ptr<c10d::Backend> group, std::string name, std::vector<int64_t> ranks,
            std::chrono::milliseconds timeout)
       : group_(std::move(group)), name_(std::move(name)), ranks_(std::move(ranks)), timeout_(timeout) {}
 
@@ -26,22 +33,13 @@ class GlooComm : public Comm {
   PendingCollective all_gather(torch::Tensor out, torch::Tensor in) override {
     const int64_t n = in.numel();
     TORCH_CHECK(out.numel() == n * size(), "all_gather: out must hold size * in.numel() elements");
-    std::vector<std::vector<torch::Tensor>> outputs(1);
-    for (int64_t r = 0; r < size(); ++r) outputs[0].push_back(out.narrow(0, r * n, n));
-    std::vector<torch::Tensor> inputs{in};
-    return pending("all_gather", [&] { return group_->allgather(outputs, inputs); });
+    return pending("all_gather", [&] { return group_->_allgather_base(out, in); });
   }
 
   PendingCollective reduce_scatter_sum(torch::Tensor out, torch::Tensor in) override {
     const int64_t n = out.numel();
     TORCH_CHECK(in.numel() == n * size(), "reduce_scatter: in must hold size * out.numel() elements");
-    std::vector<torch::Tensor> tensors{in};
-    auto reduced = pending("reduce_scatter", [&] { return group_->allreduce(tensors); });
-    const int64_t start = rank() * n;
-    return PendingCollective([reduced, out, in, start, n]() mutable {
-      reduced.wait();
-      out.copy_(in.narrow(0, start, n));
-    });
+    return pending("reduce_scatter", [&] { return group_->_reduce_scatter_base(out, in); });
   }
 
   PendingCollective all_reduce_sum(torch::Tensor t) override {
@@ -82,8 +80,8 @@ class GlooComm : public Comm {
     }
     return PendingCollective([this, work, collective] {
       try {
-        // Gloo enforces the group's timeout itself; the margin only guards against a wait that
-        // would outlive it.
+        // The backend enforces the group's timeout itself; the margin only guards against a wait
+        // that would outlive it.
         if (!work->wait(timeout_ + std::chrono::seconds(5))) fail(collective, "wait timed out");
       } catch (const CommError&) {
         throw;
@@ -93,7 +91,7 @@ class GlooComm : public Comm {
     });
   }
 
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+  c10::intrusive_ptr<c10d::Backend> group_;
   std::string name_;
   std::vector<int64_t> ranks_;
   std::chrono::milliseconds timeout_;
@@ -114,10 +112,16 @@ struct ProcessGroups::State {
   std::chrono::milliseconds timeout;
   c10::intrusive_ptr<c10d::Store> store;
   std::shared_ptr<::gloo::transport::Device> device;
+  CommBackend backend = CommBackend::gloo;
 };
 
-ProcessGroups::ProcessGroups(const World& world, std::chrono::milliseconds timeout)
+ProcessGroups::ProcessGroups(const World& world, std::chrono::milliseconds timeout, CommBackend backend)
     : state_(std::make_unique<State>()) {
+#ifndef XTRAIN_CUDA
+  if (backend == CommBackend::nccl)
+    throw InputError("dist.backend: nccl needs the CUDA paths, which this xtrain was built without; use gloo");
+#endif
+  state_->backend = backend;
   state_->world = world;
   state_->timeout = timeout;
   c10d::TCPStoreOptions options;
@@ -134,26 +138,42 @@ ProcessGroups::ProcessGroups(const World& world, std::chrono::milliseconds timeo
     collective_failed(fmt::format("rank {} could not join the job's store at {}:{} ({} ranks): {}", world.rank,
                                 world.master_addr, world.master_port, world.size, e.what()));
   }
-  state_->device = make_device(world);
+  if (backend == CommBackend::gloo) state_->device = make_device(world);
 }
 
 ProcessGroups::~ProcessGroups() = default;
+
+std::shared_ptr<Comm> make_backend_comm(c10::intrusive_ptr<c10d::Backend> backend, std::string name,
+                                        std::vector<int64_t> ranks, std::chrono::milliseconds timeout) {
+  return std::make_shared<C10dComm>(std::move(backend), std::move(name), std::move(ranks), timeout);
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroups::make_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                              int size) {
+#ifdef XTRAIN_CUDA
+  if (state_->backend == CommBackend::nccl) {
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = state_->timeout;
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
+  }
+#endif
+  auto options = c10d::ProcessGroupGloo::Options::create(state_->timeout);
+  options->devices.push_back(state_->device);
+  options->threads = 2;
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+}
 
 std::shared_ptr<Comm> ProcessGroups::make_group(const std::string& name, const std::vector<int64_t>& ranks) {
   auto it = std::find(ranks.begin(), ranks.end(), state_->world.rank);
   TORCH_CHECK(it != ranks.end(), "rank ", state_->world.rank, " is not a member of group ", name);
   if (ranks.size() == 1) return make_single_process_comm(name);
-  auto options = c10d::ProcessGroupGloo::Options::create(state_->timeout);
-  options->devices.push_back(state_->device);
-  options->threads = 2;
   // Attempts of a restarted job share the store (torchrun's agent keeps it): keys are per attempt.
   const std::string prefix =
       fmt::format("attempt_{}/{}/{}", state_->world.restart_count, name, fmt::join(ranks, ","));
   auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, state_->store);
+  const int rank = static_cast<int>(it - ranks.begin()), size = static_cast<int>(ranks.size());
   try {
-    auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, static_cast<int>(it - ranks.begin()),
-                                                             static_cast<int>(ranks.size()), options);
-    return std::make_shared<GlooComm>(std::move(group), name, ranks, state_->timeout);
+    return make_backend_comm(make_backend(store, rank, size), name, ranks, state_->timeout);
   } catch (const std::exception& e) {
     collective_failed(fmt::format("creating group '{}' (ranks {}) failed within dist.timeout_s={}: {}", name,
                                 fmt::join(ranks, ","), state_->timeout.count() / 1000.0, e.what()));

@@ -1,6 +1,6 @@
 // The job's rendezvous: one TCPStore (hosted by rank 0 at MASTER_ADDR:MASTER_PORT) from which
-// named groups of processes are made. Each group is a c10d ProcessGroupGloo over a PrefixStore
-// of its own, so only its members take part in creating it. Collectives of every group time out
+// named groups of processes are made. Each group is a c10d backend (ProcessGroupGloo for CPU
+// tensors, ProcessGroupNCCL for CUDA tensors) over a PrefixStore of its own, so only its members take part in creating it. Collectives of every group time out
 // after `timeout`.
 #pragma once
 #include <chrono>
@@ -8,14 +8,24 @@
 #include <string>
 #include <vector>
 
+#include <c10/util/intrusive_ptr.h>
+
 #include "dist/comm.h"
 #include "dist/world.h"
 
+namespace c10d {
+class Backend;
+class Store;
+}  // namespace c10d
+
 namespace xtrain::dist {
+
+enum class CommBackend { gloo, nccl };
 
 class ProcessGroups {
  public:
-  ProcessGroups(const World& world, std::chrono::milliseconds timeout);
+  // nccl without the CUDA paths compiled in is an InputError.
+  ProcessGroups(const World& world, std::chrono::milliseconds timeout, CommBackend backend = CommBackend::gloo);
   ~ProcessGroups();
   ProcessGroups(const ProcessGroups&) = delete;
   ProcessGroups& operator=(const ProcessGroups&) = delete;
@@ -25,8 +35,15 @@ class ProcessGroups {
   std::shared_ptr<Comm> make_group(const std::string& name, const std::vector<int64_t>& ranks);
 
  private:
+  c10::intrusive_ptr<c10d::Backend> make_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size);
+
   struct State;
   std::unique_ptr<State> state_;
 };
+
+// A Comm over an existing c10d backend (its rank and size are the group's), whose collectives
+// fail after `timeout` like those of make_group.
+std::shared_ptr<Comm> make_backend_comm(c10::intrusive_ptr<c10d::Backend> backend, std::string name,
+                                        std::vector<int64_t> ranks, std::chrono::milliseconds timeout);
 
 }  // namespace xtrain::dist

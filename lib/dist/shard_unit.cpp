@@ -13,14 +13,19 @@ ShardUnit::ShardUnit(std::string name, std::vector<std::pair<std::string, torch:
   for (auto& [param_name, param] : params) {
     TORCH_CHECK(param.scalar_type() == torch::kFloat32, "FSDP keeps fp32 master parameters; ", param_name, " is ",
                 param.scalar_type());
+    TORCH_CHECK(param.device() == params.front().second.device(), "unit ", name_, ": ", param_name, " is on ",
+                param.device(), ", the unit's first parameter on ", params.front().second.device());
     members_.push_back({param_name, param, param.sizes().vec(), numel_, param.numel()});
     numel_ += param.numel();
   }
+  // Buffers live where the parameters do.
+  options_ = torch::TensorOptions().dtype(torch::kFloat32).device(params.empty() ? torch::Device(torch::kCPU)
+                                                                                 : params.front().second.device());
   const int64_t ranks = shard_group_->size(), rank = shard_group_->rank();
   padded_ = (numel_ + ranks - 1) / ranks * ranks;
   const int64_t shard_numel = padded_ / ranks, shard_begin = rank * shard_numel;
-  shard_ = torch::zeros({shard_numel}, torch::kFloat32);
-  shard_grad_ = torch::zeros({shard_numel}, torch::kFloat32);
+  shard_ = torch::zeros({shard_numel}, options_);
+  shard_grad_ = torch::zeros({shard_numel}, options_);
   for (const auto& m : members_) {
     // The part of [offset, offset + numel) inside [shard_begin, shard_begin + shard_numel).
     const int64_t first = std::clamp(shard_begin - m.offset, int64_t{0}, m.numel);
@@ -49,7 +54,7 @@ void ShardUnit::point_parameters_at(const torch::Tensor& flat) {
 
 void ShardUnit::start_gather() {
   if (gathered_ || gathering_) return;
-  full_ = torch::empty({padded_}, torch::kFloat32);
+  full_ = torch::empty({padded_}, options_);
   gather_ = shard_group_->all_gather(full_, shard_);
   gathering_ = true;
 }
@@ -74,13 +79,13 @@ void ShardUnit::reshard() {
 void ShardUnit::prepare_gradients() {
   if (!sharded()) return;  // the parameters' gradients are views of shard_grad_ for good
   TORCH_CHECK(!reducing_, "unit ", name_, ": gradients prepared while a reduction is in flight");
-  full_grad_ = torch::zeros({padded_}, torch::kFloat32);
+  full_grad_ = torch::zeros({padded_}, options_);
   for (auto& m : members_) m.param.mutable_grad() = full_grad_.narrow(0, m.offset, m.numel).view(m.shape);
 }
 
 void ShardUnit::prepare_gradients_ungathered() {
   if (sharded() && !gathered_ && !gathering_) {
-    const auto stand_in = torch::zeros({1}, torch::kFloat32);
+    const auto stand_in = torch::zeros({1}, options_);
     for (auto& m : members_) m.param.set_data(stand_in.expand(m.shape));
   }
   prepare_gradients();
@@ -95,7 +100,7 @@ void ShardUnit::start_reduce(bool last_micro_batch) {
   }
   TORCH_CHECK(full_grad_.defined(), "unit ", name_, ": reduce without prepared gradients");
   for (auto& m : members_) m.param.mutable_grad() = torch::Tensor();
-  reduce_out_ = torch::empty({shard_.numel()}, torch::kFloat32);
+  reduce_out_ = torch::empty({shard_.numel()}, options_);
   reduce_ = shard_group_->reduce_scatter_sum(reduce_out_, full_grad_);
   reducing_ = true;
 }

@@ -11,6 +11,10 @@
 // With one rank per sharding group nothing is ever freed: the parameters stay views of the
 // shard, and gradients of several micro batches accumulate in place until the last one reduces.
 //
+// Every buffer lives on the parameters' device. On CUDA the NCCL backend runs each collective on
+// its own stream, ordered after the compute stream by an event and waited for by the compute
+// stream (not the host) in wait(), so a gather prefetched for the next block overlaps this one.
+//
 // The groups are the unit's own: dense units shard over the FSDP group, while a unit of expert
 // weights can shard over a different one.
 #pragma once
@@ -90,6 +94,7 @@ class ShardUnit {
   std::shared_ptr<Comm> shard_group_, replica_group_;
   int64_t numel_ = 0;    // unpadded
   int64_t padded_ = 0;   // a multiple of the sharding group's size
+  torch::TensorOptions options_;  // fp32 on the parameters' device
   torch::Tensor shard_, shard_grad_;
   torch::Tensor full_, full_grad_;  // defined while gathered / while gradients accumulate
   PendingCollective gather_, reduce_;

@@ -3,12 +3,13 @@
 // Forward offloads slot 0, 1, 2, ...; backward fetches them in reverse and, while block i
 // runs its backward, the copy of slot i-1 back to the device is already under way
 // (prefetch one block ahead). A slot's host copy is freed as soon as it is fetched.
-// On CUDA builds the copies use pinned host memory and a side stream; on CPU builds the
-// same protocol runs with host-to-host copies, which keeps ordering, prefetch and freeing
-// testable anywhere.
+// On CUDA the copies use pinned host memory and a side stream, ordered against the compute
+// stream by events; on the CPU the same protocol runs with host-to-host copies, which keeps
+// ordering, prefetch and freeing testable anywhere.
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ namespace xtrain::memory {
 
 class ActivationOffloader {
  public:
+  ActivationOffloader();
+  ~ActivationOffloader();
+
   // Called at the start of each forward pass: forgets any slot of an earlier pass.
   void begin_forward();
   // Copies the tensor to host memory and returns its slot. The caller drops its own reference
@@ -33,6 +37,9 @@ class ActivationOffloader {
 
  private:
   void prefetch(int64_t slot);
+  struct CopyStream;
+
+  std::unique_ptr<CopyStream> copies_;
 
   std::map<int64_t, torch::Tensor> host_;      // slot -> host copy
   std::map<int64_t, torch::Tensor> prefetched_;  // slot -> device copy brought back early

@@ -15,20 +15,22 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,
                                const torch::Tensor& targets, int64_t chunk_tokens, int64_t ignore_index,
-                               bool grad_enabled, bool bf16_matmuls) {
-    // Softmax, loss and gradient accumulation run in at least fp32; under bf16 training the two
-    // chunk matmuls take bf16 operands (fp32 accumulation inside the GEMM), as autocast would.
+                               bool grad_enabled, bool autocast_matmuls, c10::ScalarType autocast_dtype) {
+    // Softmax, loss and gradient accumulation run in at least fp32; under autocast (bf16, or fp16
+    // on CUDA) the two chunk matmuls take its dtype's operands (fp32 accumulation inside the
+    // GEMM), as autocast would.
     const auto compute = at::promote_types(at::promote_types(hidden.scalar_type(), weight.scalar_type()),
                                            torch::kFloat32);
-    const auto matmul_type = bf16_matmuls ? torch::kBFloat16 : compute;
+    const auto matmul_type = autocast_matmuls ? autocast_dtype : compute;
     // Grad mode is always off inside forward, so the caller's is passed in: under NoGradGuard
     // only the loss is computed.
     const bool want_hidden = grad_enabled && hidden.requires_grad();
     const bool want_weight = grad_enabled && weight.requires_grad();
 
     const auto valid = targets.ne(ignore_index);
-    const int64_t count = valid.sum().item<int64_t>();
-    const double inv_count = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
+    // A device scalar, read by no one on the host: 1 / max(count, 1) (rows of a batch without
+    // targets all weigh 0 anyway).
+    const auto inv_count = valid.sum().clamp_min(1).to(compute).reciprocal();
 
     // One converted copy of the weight for the whole call; a no-op for fp32.
     const auto w = weight.to(matmul_type);
@@ -78,14 +80,14 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
     const auto& grad_output = grad_outputs[0];
-    // loss.backward() passes 1: hand the buffers over unscaled. Once the graph frees them
-    // they are uniquely owned, so autograd adopts them as .grad instead of copying [V, H].
-    const bool unit = grad_output.item<double>() == 1.0;
+    // Scaled in place (no host read of grad_output, no second [V, H] buffer): backward runs
+    // once, and once the graph frees the buffers they are uniquely owned, so autograd adopts
+    // them as .grad instead of copying them.
     auto scaled = [&](const torch::Tensor& grad) {
-      return (!grad.defined() || unit) ? grad : grad * grad_output;
+      return grad.defined() ? grad.mul_(grad_output.to(grad.scalar_type())) : grad;
     };
     return {scaled(saved[0]), scaled(saved[1]), torch::Tensor(), torch::Tensor(), torch::Tensor(),
-            torch::Tensor(), torch::Tensor()};
+            torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -101,11 +103,13 @@ torch::Tensor chunked_cross_entropy(const torch::Tensor& hidden, const torch::Te
               targets.scalar_type());
   TORCH_CHECK(chunk_tokens > 0, "chunked_cross_entropy: chunk_tokens must be positive, got ", chunk_tokens);
   // The loss picks its own precisions (see forward); autocast inside would also turn the
-  // softmax's elementwise work to bf16.
-  const bool bf16_matmuls = at::autocast::is_cpu_enabled() && at::autocast::get_autocast_cpu_dtype() == at::kBFloat16;
+  // softmax's elementwise work to bf16 / fp16. Autocast of the inputs' device decides.
+  const auto device_type = hidden.device().type();
+  const bool autocast_matmuls = at::autocast::is_autocast_enabled(device_type);
+  const auto autocast_dtype = at::autocast::get_autocast_dtype(device_type);
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   return ChunkedCrossEntropy::apply(hidden, weight, targets, chunk_tokens, ignore_index,
-                                    torch::GradMode::is_enabled(), bf16_matmuls);
+                                    torch::GradMode::is_enabled(), autocast_matmuls, autocast_dtype);
 }
 
 int64_t auto_chunk_tokens(int64_t vocab_size, int64_t num_tokens, int64_t budget_bytes) {

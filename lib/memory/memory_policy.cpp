@@ -6,6 +6,7 @@
 
 #include "memory/recompute.h"
 #include "model/blockwise_attention.h"
+#include "model/sdpa_attention.h"
 
 namespace xtrain::memory {
 
@@ -23,6 +24,14 @@ std::shared_ptr<ActivationOffloader> apply_memory_policy(model::LlamaForCausalLM
           [block_size](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const torch::Tensor& cu_seqlens) {
             return model::blockwise_causal_attention(q, k, v, cu_seqlens, block_size);
+          };
+  } else if (options.attention == "sdpa") {
+    const int64_t block_size = options.attention_block_size;
+    for (const auto& layer : *model->model->layers)
+      layer->as<model::DecoderLayer>()->self_attn->kernel =
+          [block_size](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                       const torch::Tensor& cu_seqlens) {
+            return model::sdpa_causal_attention(q, k, v, cu_seqlens, block_size);
           };
   }
   std::shared_ptr<ActivationOffloader> offloader;

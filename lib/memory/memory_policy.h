@@ -6,6 +6,7 @@
 //   recompute_ratio      fraction of blocks (the first ones) that recompute
 //   offload              with full recompute, keep the block inputs in host memory
 //   attention blockwise  the attention kernel with memory linear in sequence length
+//   attention sdpa       LibTorch's fused kernels (varlen flash for packed rows on CUDA)
 #pragma once
 #include <memory>
 #include <string>
@@ -19,7 +20,7 @@ struct MemoryOptions {
   std::string recompute = "none";
   double recompute_ratio = 1.0;
   bool offload_activations = false;
-  std::string attention = "naive";  // naive | blockwise
+  std::string attention = "naive";  // naive | blockwise | sdpa
   int64_t attention_block_size = 256;
 };
 

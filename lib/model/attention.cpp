@@ -45,14 +45,14 @@ torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, c
   return torch::matmul(probs, values);
 }
 
-// [T, T]: true above the diagonal.
-torch::Tensor future_keys(int64_t seq) {
-  return torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
+// [T, T] on `device`: true above the diagonal.
+torch::Tensor future_keys(int64_t seq, const torch::Device& device) {
+  return torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool).device(device)).triu(1);
 }
 
-// [..., T, T]: true above the diagonal or between different documents.
+// [..., T, T] on doc's device: true above the diagonal or between different documents.
 torch::Tensor hidden_keys(const torch::Tensor& doc) {
-  return future_keys(doc.size(-1)).logical_or(doc.unsqueeze(-1) != doc.unsqueeze(-2));
+  return future_keys(doc.size(-1), doc.device()).logical_or(doc.unsqueeze(-1) != doc.unsqueeze(-2));
 }
 
 // Packed rows are cut at document boundaries into segments of up to this many tokens (or one
@@ -85,8 +85,8 @@ torch::Tensor split_segments(const torch::Tensor& t, int64_t count, int64_t leng
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& cu_seqlens) {
   const int64_t seq = q.size(2);
-  if (!cu_seqlens.defined()) return masked_attention(q, k, v, future_keys(seq));
-  const auto doc = document_ids(cu_seqlens, seq);  // validates
+  if (!cu_seqlens.defined()) return masked_attention(q, k, v, future_keys(seq, q.device()));
+  const auto doc = document_ids(cu_seqlens, seq).to(q.device());  // validates, on the host
   if (seq <= kSegmentTokens) return masked_attention(q, k, v, hidden_keys(doc));
   const auto bounds = cu_seqlens.to(torch::kCPU).contiguous();
   const auto segments = segments_of(bounds.data_ptr<int64_t>(), bounds.numel());

@@ -22,11 +22,12 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 // are computed, skipped or masked. Queries and keys share the same blocks.
 class Tiling {
  public:
-  Tiling(int64_t seq, int64_t block, std::vector<int64_t> bounds)
-      : seq_(seq), block_(block), bounds_(std::move(bounds)), doc_(seq) {
+  // Masks are made on `device`, where the tiles are.
+  Tiling(int64_t seq, int64_t block, std::vector<int64_t> bounds, const torch::Device& device)
+      : seq_(seq), block_(block), bounds_(std::move(bounds)), doc_(seq), index_options_(torch::TensorOptions().dtype(torch::kInt64).device(device)) {
     for (size_t d = 0; d + 1 < bounds_.size(); ++d)
       for (int64_t p = bounds_[d]; p < bounds_[d + 1]; ++p) doc_[p] = static_cast<int64_t>(d);
-    if (bounds_.size() > 2) doc_ids_ = torch::tensor(doc_);
+    if (bounds_.size() > 2) doc_ids_ = torch::tensor(doc_).to(device);
   }
 
   int64_t count() const { return (seq_ + block_ - 1) / block_; }
@@ -48,8 +49,8 @@ class Tiling {
   torch::Tensor hidden(int64_t i, int64_t j) const {
     const int64_t q0 = begin(i), qn = length(i), k0 = begin(j), kn = length(j);
     if (k0 + kn - 1 <= q0 && doc_[k0] == doc_[q0 + qn - 1]) return {};
-    auto queries = torch::arange(q0, q0 + qn, torch::kInt64).unsqueeze(1);
-    auto keys = torch::arange(k0, k0 + kn, torch::kInt64).unsqueeze(0);
+    auto queries = torch::arange(q0, q0 + qn, index_options_).unsqueeze(1);
+    auto keys = torch::arange(k0, k0 + kn, index_options_).unsqueeze(0);
     auto mask = keys > queries;
     if (doc_ids_.defined())
       mask.logical_or_(doc_ids_.narrow(0, q0, qn).unsqueeze(1) != doc_ids_.narrow(0, k0, kn).unsqueeze(0));
@@ -60,7 +61,8 @@ class Tiling {
   int64_t seq_, block_;
   std::vector<int64_t> bounds_;  // cu_seqlens
   std::vector<int64_t> doc_;     // document of each position
-  torch::Tensor doc_ids_;        // the same as a tensor, only with more than one document
+  torch::TensorOptions index_options_;
+  torch::Tensor doc_ids_;  // the same as a tensor, only with more than one document
 };
 
 // [B, KV, G, T, ...] -> rows [start, start + len) of all G query heads of each kv group, as
@@ -92,7 +94,7 @@ struct BlockwiseAttention : torch::autograd::Function<BlockwiseAttention> {
                                const torch::Tensor& v, const std::vector<int64_t>& bounds, int64_t block_size) {
     const int64_t batch = q.size(0), heads = q.size(1), kv_heads = k.size(1), seq = q.size(2), dim = q.size(3);
     const int64_t groups = heads / kv_heads;
-    const Tiling tiling(seq, block_size, bounds);
+    const Tiling tiling(seq, block_size, bounds, q.device());
 
     // Tile matmuls run in the inputs' dtype (bf16 GEMMs for bf16 inputs); the softmax statistics
     // and the accumulators stay in at least fp32, as flash attention keeps them.
@@ -144,7 +146,8 @@ struct BlockwiseAttention : torch::autograd::Function<BlockwiseAttention> {
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &output = saved[3], &lse = saved[4];
     const int64_t batch = q.size(0), heads = q.size(1), kv_heads = k.size(1), seq = q.size(2), dim = q.size(3);
     const int64_t groups = heads / kv_heads;
-    const Tiling tiling(seq, ctx->saved_data["block_size"].toInt(), ctx->saved_data["bounds"].toIntVector());
+    const Tiling tiling(seq, ctx->saved_data["block_size"].toInt(), ctx->saved_data["bounds"].toIntVector(),
+                        q.device());
 
     const auto matmul_type = q.scalar_type();
     const auto stats_type = lse.scalar_type();

@@ -26,10 +26,13 @@ LlamaBodyImpl::LlamaBodyImpl(const LlamaConfig& config)
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_layers; ++i) layers->push_back(DecoderLayer(config));
   norm = register_module("norm", RMSNorm(config.hidden_size, config.norm_eps));
+  // Buffers, so that the tables follow the module to its device (to() updates them in place).
+  register_buffer("rotary_cos", rotary_.cos);
+  register_buffer("rotary_sin", rotary_.sin);
 }
 
 torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids, const SequenceLayout& layout) {
-  const int64_t longest = layout.packed() ? layout.positions.max().item<int64_t>() + 1 : input_ids.size(1);
+  const int64_t longest = layout.packed() ? layout.longest : input_ids.size(1);
   TORCH_CHECK(longest <= config_.max_seq_len, "sequence of ", longest, " tokens exceeds model.max_seq_len ",
               config_.max_seq_len);
   auto embed = [this](const torch::Tensor& ids) { return embed_tokens(ids); };

@@ -13,11 +13,13 @@ namespace xtrain::model {
 struct SequenceLayout {
   torch::Tensor cu_seqlens;  // int64 [documents + 1], or undefined
   torch::Tensor positions;   // int64 [T]: each token's position in its document, or undefined
+  int64_t longest = 0;       // the longest document's length (known on the host), when packed
 
   bool packed() const { return cu_seqlens.defined(); }
 };
 
-// The layout of documents with these cumulative lengths (validated as document_ids does).
-SequenceLayout packed_layout(const torch::Tensor& cu_seqlens);
+// The layout of documents with these host cumulative lengths (validated as document_ids does);
+// positions go to `device`, cu_seqlens stays on the host, where the kernels read it.
+SequenceLayout packed_layout(const torch::Tensor& cu_seqlens, const torch::Device& device = torch::kCPU);
 
 }  // namespace xtrain::model

@@ -24,16 +24,28 @@ void AdamW::step(double lr) {
   const double bias_correction2 = 1.0 - std::pow(options_.beta2, static_cast<double>(step_));
   const double step_size = lr / bias_correction1;
   const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+  // Multi-tensor (foreach) updates: one kernel launch per operation over all tensors on CUDA, a
+  // loop of the same per-tensor kernels on the CPU; the arithmetic is the per-tensor one.
+  std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, decayed;
   for (auto& slot : slots_) {
-    auto& p = slot.parameter.tensor;
-    const auto& grad = p.grad();
+    const auto& grad = slot.parameter.tensor.grad();
     if (!grad.defined()) continue;
-    if (slot.parameter.decay && options_.weight_decay != 0.0) p.mul_(1.0 - lr * options_.weight_decay);
-    slot.exp_avg.mul_(options_.beta1).add_(grad, 1.0 - options_.beta1);
-    slot.exp_avg_sq.mul_(options_.beta2).addcmul_(grad, grad, 1.0 - options_.beta2);
-    auto denom = (slot.exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(options_.eps);
-    p.addcdiv_(slot.exp_avg, denom, -step_size);
+    params.push_back(slot.parameter.tensor);
+    grads.push_back(grad);
+    exp_avgs.push_back(slot.exp_avg);
+    exp_avg_sqs.push_back(slot.exp_avg_sq);
+    if (slot.parameter.decay) decayed.push_back(slot.parameter.tensor);
   }
+  if (params.empty()) return;
+  if (!decayed.empty() && options_.weight_decay != 0.0) at::_foreach_mul_(decayed, 1.0 - lr * options_.weight_decay);
+  at::_foreach_mul_(exp_avgs, options_.beta1);
+  at::_foreach_add_(exp_avgs, grads, 1.0 - options_.beta1);
+  at::_foreach_mul_(exp_avg_sqs, options_.beta2);
+  at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1.0 - options_.beta2);
+  auto denoms = at::_foreach_sqrt(exp_avg_sqs);
+  at::_foreach_div_(denoms, bias_correction2_sqrt);
+  at::_foreach_add_(denoms, options_.eps);
+  at::_foreach_addcdiv_(params, exp_avgs, denoms, -step_size);
 }
 
 std::map<std::string, torch::Tensor> AdamW::state() const {

@@ -1,6 +1,6 @@
 // AdamW (Loshchilov & Hutter 2019) over named parameters, with the update written exactly as
-// torch.optim.AdamW's single-tensor path, so xtrain and the PyTorch reference agree to
-// rounding. Weight decay is decoupled and applied only to parameters marked `decay`.
+// torch.optim.AdamW's single-tensor path (computed with multi-tensor foreach ops), so xtrain and
+// the PyTorch reference agree to rounding. Weight decay is decoupled and applied only to parameters marked `decay`.
 // State (exp_avg, exp_avg_sq per parameter and the step count) is exposed as named tensors
 // for checkpoints.
 #pragma once

@@ -20,23 +20,26 @@ EvalResult evaluate(model::LlamaForCausalLM& model, const data::SampleDataset& d
   model->eval();
   int64_t samples = dataset.num_samples();
   if (max_batches > 0) samples = std::min(samples, max_batches * micro_batch_size);
-  double loss_sum = 0;
+  const auto device = model->output_weight().device();
+  auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device));  // read once
   int64_t tokens = 0;
   for (int64_t first = 0; first < samples; first += micro_batch_size) {
     const int64_t count = std::min(micro_batch_size, samples - first);
     std::vector<int64_t> samples(static_cast<size_t>(count));
     std::iota(samples.begin(), samples.end(), first);
     const auto batch = data::make_micro_batch(dataset, samples, pack);
-    PrecisionScope precision(dtype);
-    const auto layout = batch.cu_seqlens.defined() ? model::packed_layout(batch.cu_seqlens) : model::SequenceLayout{};
-    loss_sum += training_loss(model, batch.inputs, batch.targets, loss_chunk_tokens, layout).item<double>() *
-                static_cast<double>(batch.target_count);
+    PrecisionScope precision(dtype, device.type());
+    const auto layout =
+        batch.cu_seqlens.defined() ? model::packed_layout(batch.cu_seqlens, device) : model::SequenceLayout{};
+    const auto loss = training_loss(model, batch.inputs.to(device, /*non_blocking=*/true),
+                                    batch.targets.to(device, /*non_blocking=*/true), loss_chunk_tokens, layout);
+    loss_sum.add_(loss.detach().to(torch::kFloat64) * static_cast<double>(batch.target_count));
     tokens += batch.target_count;
   }
   model->train();
   EvalResult result;
   result.tokens = tokens;
-  result.loss = tokens ? loss_sum / tokens : 0.0;
+  result.loss = tokens ? loss_sum.item<double>() / static_cast<double>(tokens) : 0.0;
   result.perplexity = std::exp(result.loss);
   return result;
 }

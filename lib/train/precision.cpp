@@ -4,16 +4,20 @@
 
 namespace xtrain::train {
 
-PrecisionScope::PrecisionScope(const std::string& dtype) : autocast_(dtype == "bf16") {
-  if (dtype == "fp16") fp16_.emplace();
-  if (!autocast_) return;
-  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-  at::autocast::set_cpu_enabled(true);
+PrecisionScope::PrecisionScope(const std::string& dtype, c10::DeviceType device_type) : device_type_(device_type) {
+  // CPU fp16 is emulated (no fast fp16 GEMM there); on CUDA fp16 is real autocast.
+  const bool cuda = device_type == c10::DeviceType::CUDA;
+  if (dtype == "fp16" && !cuda) fp16_.emplace();
+  if (dtype == "bf16") autocast_dtype_ = at::kBFloat16;
+  if (dtype == "fp16" && cuda) autocast_dtype_ = at::kHalf;
+  if (!autocast_dtype_) return;
+  at::autocast::set_autocast_dtype(device_type_, *autocast_dtype_);
+  at::autocast::set_autocast_enabled(device_type_, true);
 }
 
 PrecisionScope::~PrecisionScope() {
-  if (!autocast_) return;
-  at::autocast::set_cpu_enabled(false);
+  if (!autocast_dtype_) return;
+  at::autocast::set_autocast_enabled(device_type_, false);
   at::autocast::clear_cache();
 }
 

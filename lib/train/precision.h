@@ -1,10 +1,14 @@
-// Compute precision of the forward pass, from the recipe's train.dtype. "bf16" runs matmuls in
-// bfloat16 through LibTorch's CPU autocast; "fp16" rounds each projection through fp16 (see
+// Compute precision of the forward pass, from the recipe's train.dtype, on the parameters'
+// device. "bf16" runs matmuls in bfloat16 through LibTorch's autocast (CPU or CUDA); "fp16" is
+// fp16 autocast on CUDA and, on CPU, rounds each projection through fp16 (see
 // model/fp16_emulation.h). Parameters, gradients and optimizer state stay fp32 (master weights)
 // in both; fp16 also needs loss scaling (optim/loss_scaler.h), which the trainer applies.
 #pragma once
 #include <optional>
 #include <string>
+
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
 
 #include "model/fp16_emulation.h"
 
@@ -12,13 +16,14 @@ namespace xtrain::train {
 
 class PrecisionScope {
  public:
-  explicit PrecisionScope(const std::string& dtype);
+  explicit PrecisionScope(const std::string& dtype, c10::DeviceType device_type = c10::DeviceType::CPU);
   ~PrecisionScope();
   PrecisionScope(const PrecisionScope&) = delete;
   PrecisionScope& operator=(const PrecisionScope&) = delete;
 
  private:
-  bool autocast_;
+  c10::DeviceType device_type_;
+  std::optional<c10::ScalarType> autocast_dtype_;
   std::optional<model::Fp16EmulationScope> fp16_;
 };
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <cmath>
 #include <filesystem>
@@ -28,6 +29,7 @@
 #include "dist/fully_sharded.h"
 #include "dist/world.h"
 #include "memory/memory_policy.h"
+#include "model/sdpa_attention.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
 #include "optim/loss_scaler.h"
@@ -42,6 +44,7 @@
 #include "train/training_loss.h"
 #include "util/blas_probe.h"
 #include "util/build_info.h"
+#include "util/device.h"
 #include "util/durable_file.h"
 #include "util/input_error.h"
 
@@ -123,10 +126,30 @@ std::vector<optim::NamedParameter> named_parameters(model::LlamaForCausalLM& mod
   return parameters;
 }
 
-memory::MemoryOptions memory_options(const config::Recipe& recipe) {
+// dist.backend auto: NCCL for CUDA tensors, Gloo for CPU ones.
+dist::CommBackend comm_backend(const std::string& setting, const torch::Device& device) {
+  if (setting == "gloo" && device.is_cuda())
+    throw InputError("dist.backend: gloo, but train.device is cuda; xtrain's collectives run where the tensors "
+                     "are: use dist.backend: nccl (or auto)");
+  if (setting == "nccl" && !device.is_cuda())
+    throw InputError("dist.backend: nccl needs train.device: cuda (this run trains on the CPU); use gloo or auto");
+  return device.is_cuda() ? dist::CommBackend::nccl : dist::CommBackend::gloo;
+}
+
+// memory.attention auto: the fused kernels wherever they take the batch (every unpacked batch; packed
+// ones where varlen flash runs), else the segmented naive kernel up to 2048 tokens and the
+// blockwise one above.
+std::string auto_attention(const config::Recipe& recipe, const torch::Device& device) {
+  const auto compute = recipe.train.dtype == "bf16" ? torch::kBFloat16
+                       : recipe.train.dtype == "fp16" ? torch::kHalf
+                                                      : torch::kFloat32;
+  if (!recipe.data.pack || model::varlen_attention_available(device, compute)) return "sdpa";
+  return recipe.data.seq_len > 2048 ? "blockwise" : "naive";
+}
+
+memory::MemoryOptions memory_options(const config::Recipe& recipe, const torch::Device& device) {
   const auto& m = recipe.memory;
-  const bool long_sequences = recipe.data.seq_len > 2048;
-  const std::string attention = m.attention == "auto" ? (long_sequences ? "blockwise" : "naive") : m.attention;
+  const std::string attention = m.attention == "auto" ? auto_attention(recipe, device) : m.attention;
   return {m.recompute, m.recompute_ratio, m.offload_activations, attention, m.attention_block_size};
 }
 
@@ -139,7 +162,6 @@ void apply_threads(const config::Recipe& recipe, int64_t local_ranks = 1) {
     const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
     torch::set_num_threads(static_cast<int>(std::max<int64_t>(1, cores / local_ranks)));
   }
-  util::set_blas_threads(torch::get_num_threads());
 }
 
 }  // namespace
@@ -158,7 +180,6 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
         "train.global_batch_size ({}) must be a multiple of train.micro_batch_size ({}) x data-parallel ranks ({}) "
         "= {}; the global batch does not depend on the number of ranks",
         t.global_batch_size, t.micro_batch_size, data_ranks, t.micro_batch_size * data_ranks));
-  if (chief) util::warn_if_slow_blas();
   if (options.stop_at_step < 0 || options.stop_at_step > recipe.train.steps)
     throw InputError(fmt::format("--stop-at-step {} is outside 1..train.steps ({})", options.stop_at_step,
                                  recipe.train.steps));
@@ -169,11 +190,16 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
   auto train_data = load_recipe_dataset("data.train", recipe.data.train, *tokenizer, recipe, recipe.data.shuffle);
   std::unique_ptr<data::SampleDataset> eval_data;
   if (!recipe.data.eval.empty()) eval_data = load_recipe_dataset("data.eval", recipe.data.eval, *tokenizer, recipe, false);
+  const auto device = util::choose_device(t.device, world.local_rank);
+  const auto backend = comm_backend(recipe.dist.backend, device);
   auto model = build_model(recipe);  // the same seed on every rank: the same initial weights
-  auto offloader = memory::apply_memory_policy(model, memory_options(recipe));
+  model->to(device);  // initialised on the CPU, so every device starts from the same weights
+  auto offloader = memory::apply_memory_policy(model, memory_options(recipe, device));
   const int64_t loss_chunk = loss_chunk_tokens(recipe);
 
-  auto mesh = dist::build_mesh(world, degrees, recipe.dist.timeout_s);
+  auto mesh = dist::build_mesh(world, degrees, recipe.dist.timeout_s, backend);
+  // Scalars that ranks sum (loss, token counts, flags) live where the backend reduces them.
+  const auto scalar_options = torch::TensorOptions().dtype(torch::kFloat64).device(device);
   std::unique_ptr<dist::FullyShardedModel> sharded;
   std::vector<optim::NamedParameter> optimized;
   std::vector<int64_t> piece_begin;               // first element of each optimized tensor in its parameter
@@ -234,6 +260,11 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
       samples_consumed = checkpoint.trainer_state.at("samples_consumed").get<int64_t>();
       at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one
       generator.set_state(from_hex(checkpoint.trainer_state.at("rng_cpu").get<std::string>()));
+      if (device.is_cuda() && checkpoint.trainer_state.contains("rng_cuda")) {
+        const auto state = from_hex(checkpoint.trainer_state.at("rng_cuda").get<std::string>());
+        util::set_device_rng_state(device, std::string(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()),
+                                                       static_cast<size_t>(state.numel())));
+      }
       if (checkpoint.trainer_state.contains("data_schedule")) saved_schedule = checkpoint.trainer_state.at("data_schedule");
       if (loss_scaler && checkpoint.trainer_state.contains("loss_scale"))
         loss_scaler->load_state({checkpoint.trainer_state.at("loss_scale").get<double>(),
@@ -273,6 +304,8 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
   const int64_t last_step = options.stop_at_step > 0 ? options.stop_at_step : t.steps;
   const optim::LrSchedule schedule{recipe.optim.lr, recipe.optim.min_lr, recipe.optim.warmup_steps, t.steps,
                                    recipe.optim.schedule};
+  // The caching allocator's peak since the start (0 on CPU).
+  auto device_mib = [&] { return static_cast<double>(util::peak_device_memory_bytes(device)) / (1 << 20); };
   auto state_bytes = [&] {  // parameters + gradients + optimizer state held by this rank
     int64_t optimizer_bytes = 0;
     for (const auto& p : parameters) optimizer_bytes += 2 * p.numel() * static_cast<int64_t>(sizeof(float));
@@ -315,6 +348,12 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
         {"world_size", world.size},
         {"parallel", {{"dp", degrees.dp}, {"fsdp", degrees.fsdp}}},
     };
+    if (device.is_cuda()) {
+      const std::string state = util::device_rng_state(device);
+      auto bytes = torch::empty({static_cast<int64_t>(state.size())}, torch::kUInt8);
+      std::memcpy(bytes.data_ptr<uint8_t>(), state.data(), state.size());
+      trainer_state["rng_cuda"] = to_hex(bytes);
+    }
     if (loss_scaler) {
       trainer_state["loss_scale"] = loss_scaler->state().scale;
       trainer_state["loss_scale_finite_steps"] = loss_scaler->state().finite_steps;
@@ -371,10 +410,12 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
   // its maximum and the rank that holds it).
   auto sum_and_spread = [&](double summed, double per_rank) {
     if (!world.distributed()) return std::make_pair(summed, RankSpread{per_rank, per_rank, 0});
-    auto values = torch::zeros({world.size + 1}, torch::kFloat64);
-    values[0] = summed;
-    values[world.rank + 1] = per_rank;
+    auto host = torch::zeros({world.size + 1}, torch::kFloat64);
+    host[0] = summed;
+    host[world.rank + 1] = per_rank;
+    auto values = host.to(device);
     mesh.world_comm->all_reduce_sum(values).wait();
+    values = values.to(torch::kCPU);
     const auto ranks = values.narrow(0, 1, world.size);
     return std::make_pair(values[0].item<double>(), RankSpread{ranks.mean().item<double>(), ranks.max().item<double>(),
                                                                ranks.argmax().item<int64_t>()});
@@ -382,7 +423,7 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
   // A sum over all ranks, so that every rank takes the same decisions.
   auto sum_over_ranks = [&](double value) {
     if (!world.distributed()) return value;
-    auto total = torch::tensor({value}, torch::kFloat64);
+    auto total = torch::tensor({value}, torch::kFloat64).to(device);
     mesh.world_comm->all_reduce_sum(total).wait();
     return total.item<double>();
   };
@@ -437,31 +478,34 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
     double local_count = 0;
     for (const auto& micro_batch : micro_batches) local_count += static_cast<double>(micro_batch.target_count);
     const double global_count = sum_over_ranks(local_count);
-    double loss_sum = 0;  // over this rank's targets
+    auto loss_sum = torch::zeros({}, scalar_options);  // over this rank's targets, read once per step
     const auto busy_started = Clock::now();
     const double waited_before_busy = dist::PendingCollective::total_wait_seconds();
     for (int64_t micro = 0; micro < accumulation; ++micro) {
       const auto& batch = micro_batches[static_cast<size_t>(micro)];
-      const auto layout = batch.cu_seqlens.defined() ? model::packed_layout(batch.cu_seqlens) : model::SequenceLayout{};
+      const auto layout =
+          batch.cu_seqlens.defined() ? model::packed_layout(batch.cu_seqlens, device) : model::SequenceLayout{};
       const auto count = static_cast<double>(batch.target_count);
       if (sharded) sharded->begin_micro_batch(micro + 1 == accumulation);
       torch::Tensor loss;
       if (offloader) offloader->begin_forward();
       {
-        PrecisionScope precision(t.dtype);
-        loss = training_loss(model, batch.inputs, batch.targets, loss_chunk, layout);
+        PrecisionScope precision(t.dtype, device.type());
+        loss = training_loss(model, batch.inputs.to(device, /*non_blocking=*/true),
+                             batch.targets.to(device, /*non_blocking=*/true), loss_chunk, layout);
       }
       // Gradients are averaged over the data-parallel ranks afterwards, hence the factor.
       const double share = global_count > 0 ? count * static_cast<double>(data_ranks) / global_count : 0.0;
       (loss * ((loss_scaler ? loss_scaler->scale() : 1.0) * share)).backward();
       if (sharded) sharded->end_micro_batch();
-      loss_sum += loss.item<double>() * count;
+      loss_sum.add_(loss.detach().to(torch::kFloat64) * count);
     }
+    const double local_loss_sum = loss_sum.item<double>();  // waits for the device's queued work
     // This rank's forward and backward time, less what it spent blocked on its peers: a rank
     // whose share is heavier (or whose machine is slower) stands out.
     const double busy = std::chrono::duration<double>(Clock::now() - busy_started).count() -
                         (dist::PendingCollective::total_wait_seconds() - waited_before_busy);
-    const auto [global_loss_sum, busy_spread] = sum_and_spread(loss_sum, busy);
+    const auto [global_loss_sum, busy_spread] = sum_and_spread(local_loss_sum, busy);
     imbalance_sum += busy_spread.mean > 0 ? busy_spread.max / busy_spread.mean : 1.0;
     samples_consumed += t.global_batch_size;
     const double loss_value = global_count > 0 ? global_loss_sum / global_count : 0.0;
@@ -500,6 +544,7 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
                                        {"step_s", seconds},
                                        {"tokens_seen", samples_consumed * recipe.data.seq_len},
                                        {"peak_rss_mib", peak_rss_mib()},
+                                       {"peak_device_mib", device_mib()},
                                        {"state_mib", static_cast<double>(peak_state_bytes) / (1 << 20)},
                                        {"comm_wait_s", dist::PendingCollective::total_wait_seconds() - waited_before},
                                        {"data_wait_s", data_wait},
@@ -517,9 +562,10 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
     }
     if (chief && (step % t.log_every == 0 || step == last_step || step == first_step)) {
       const double mean_step = session_seconds / static_cast<double>(step - first_step + 1);
-      fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {} tok/s | {:.0f} MiB | eta {}\n",
+      fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {} tok/s | {:.0f} MiB{} | eta {}\n",
                  step, std::to_string(t.steps).size(), t.steps, loss_value, lr, grad_norm,
                  format_rate(tokens_per_step * interval_steps / interval_seconds), peak_rss_mib(),
+                 device.is_cuda() ? fmt::format(" | {:.0f} MiB on {}", device_mib(), device.str()) : "",
                  format_duration(mean_step * static_cast<double>(last_step - step)));
       std::fflush(stdout);
       interval_seconds = 0;

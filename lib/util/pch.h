@@ -3,6 +3,7 @@
 #pragma once
 #include <torch/torch.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>

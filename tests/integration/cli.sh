@@ -11,7 +11,11 @@ unset OMP_WAIT_POLICY
 
 help=$("$xtrain" --help)
 for command in train validate eval generate launch options env; do grep -q "^  $command " <<<"$help"; done
-"$xtrain" --version | grep -qE '^xtrain [0-9]+\.[0-9]+\.[0-9]+ \(LibTorch [0-9.]+, [A-Za-z]+ build\)$'
+# The version names the LibTorch, whether CUDA was compiled in, and whether a device is there.
+"$xtrain" --version | grep -qE \
+  '^xtrain [0-9]+\.[0-9]+\.[0-9]+ \(LibTorch 2\.11\.0, (CUDA not compiled|CUDA 1[0-9]\.[0-9.]+ compiled, (no device|[0-9]+ devices? \(.+\))); [A-Za-z]+ build\)$'
+"$xtrain" env | grep -qE '^libtorch: 2\.11\.0 from '
+"$xtrain" env | grep -qE '^cuda: (not compiled|[0-9.]+ compiled, [0-9]+ device\(s\) visible)$'
 set +e; "$xtrain" frobnicate >/dev/null 2>&1; status=$?; set -e
 [[ $status -eq 2 ]]
 

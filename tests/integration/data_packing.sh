@@ -6,6 +6,7 @@
 # the loader's wait and each rank's compute time per step are in metrics.jsonl, `xtrain data balance` reports the balance,
 # and resuming with another balance window is refused with exit code 2.
 set -euo pipefail
+python=${XTRAIN_PYTHON:-$(dirname "$0")/../../.venv/bin/python3}
 xtrain=$1
 srcdir=$2
 source "$srcdir/tests/integration/lib/distributed.sh"
@@ -14,7 +15,7 @@ trap 'rm -rf "$work"' EXIT
 export TMPDIR=$work
 
 # Documents of log-normal lengths (a few bytes to a few hundred), one JSONL record each.
-/usr/bin/python3 "$srcdir/tools/data/make_skewed_corpus.py" "$work/docs.jsonl" 60000 --median 40 --sigma 1.1 --max 600 --seed 3
+"$python" "$srcdir/tools/data/make_skewed_corpus.py" "$work/docs.jsonl" 60000 --median 40 --sigma 1.1 --max 600 --seed 3
 cat > "$work/recipe.yaml" <<YAML
 name: packing-check
 model:
@@ -54,7 +55,7 @@ grep -q "resumed from .*step-4 at step 4" "$work/single_then_fsdp4.log"
 compare_runs "$work/fsdp2" "$work/single_then_fsdp4"
 
 # The loader keeps up: every step records its wait, and the summary states the total.
-/usr/bin/python3 - "$work/fsdp2/metrics.jsonl" <<'PY'
+"$python" - "$work/fsdp2/metrics.jsonl" <<'PY'
 import json, sys
 records = [json.loads(line) for line in open(sys.argv[1]) if '"loss"' in line]
 waits = [r["data_wait_s"] for r in records]

@@ -7,7 +7,7 @@
 set -euo pipefail
 xtrain=$1
 source_dir=$2
-python=/usr/bin/python3
+python=${XTRAIN_PYTHON:-$(dirname "$0")/../../.venv/bin/python3}
 if ! "$python" -c "import numpy" 2>/dev/null; then
   echo "skip: Python's numpy is missing (scripts/setup-deps.sh installs python3-numpy)"
   exit 77

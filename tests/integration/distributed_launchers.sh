@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The same training job started three ways gives identical per-step losses: `xtrain launch` with
-# two ranks, real torchrun (Debian's python3-torch) with two ranks, and a two-node job formed on
+# two ranks, real torchrun (from the torch wheel) with two ranks, and a two-node job formed on
 # this machine by two `xtrain launch --nnodes 2` processes of one rank each.
 set -euo pipefail
 xtrain=$1
@@ -14,20 +14,16 @@ write_recipe "$work/recipe.yaml" 10
 "$xtrain" launch --nproc-per-node 2 --master-port "$(free_port)" -- \
   train "$work/recipe.yaml" --set run.dir="$work/launch" > "$work/launch.log" 2>&1
 
-if /usr/bin/python3 -c 'import torch.distributed.run' 2> /dev/null; then
-  # Python 3.11 breaks torch 1.13's parsing of the default "--redirects 0"; 1 (stdout) parses.
-  /usr/bin/python3 -m torch.distributed.run --nproc_per_node 2 --master_port "$(free_port)" \
-    --redirects 1 --tee 1 --log_dir "$work/torchrun-logs" --no_python \
-    "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/torchrun" > "$work/torchrun.log" 2>&1 || {
-    cat "$work/torchrun.log"
-    exit 1
-  }
-  diff <(losses "$work/launch") <(losses "$work/torchrun")
-  echo "torchrun: $(losses "$work/torchrun" | wc -l) losses identical to xtrain launch"
-else
-  echo "python3-torch is not installed: skipping the torchrun comparison" >&2
-  exit 77
-fi
+# torchrun is the torch wheel's, in the project's Python environment.
+python=${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}
+"$python" -m torch.distributed.run --nproc_per_node 2 --master_port "$(free_port)" \
+  --tee 3 --log_dir "$work/torchrun-logs" --no_python \
+  "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/torchrun" > "$work/torchrun.log" 2>&1 || {
+  cat "$work/torchrun.log"
+  exit 1
+}
+diff <(losses "$work/launch") <(losses "$work/torchrun")
+echo "torchrun: $(losses "$work/torchrun" | wc -l) losses identical to xtrain launch"
 
 port=$(free_port)
 for node in 0 1; do

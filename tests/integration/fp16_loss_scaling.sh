@@ -3,6 +3,7 @@
 # overflow fp16; each such step is skipped (no update) and halves the scale, until the scale fits
 # and training proceeds. The loss-scaler state is resumed exactly from a checkpoint.
 set -euo pipefail
+python=${XTRAIN_PYTHON:-$(dirname "$0")/../../.venv/bin/python3}
 xtrain=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -34,7 +35,7 @@ YAML
 "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/run" > "$work/run.log"
 grep -q "step 1: fp16 gradients overflowed at loss scale 4.29497e+09; step skipped, loss scale now 2.14748e+09" "$work/run.log"
 
-/usr/bin/python3 - "$work/run/metrics.jsonl" <<'PY'
+"$python" - "$work/run/metrics.jsonl" <<'PY'
 import json, sys
 records = [json.loads(line) for line in open(sys.argv[1]) if '"loss"' in line]
 assert len(records) == 40, len(records)

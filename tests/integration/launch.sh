@@ -4,6 +4,7 @@
 # stopping the other ranks (SIGTERM, then SIGKILL), restarts, signal forwarding, and two nodes
 # on this machine.
 set -euo pipefail
+python=${XTRAIN_PYTHON:-$(dirname "$0")/../../.venv/bin/python3}
 xtrain=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -29,7 +30,7 @@ expect_text() { grep -qF -- "$2" "$1" || fail "no '$2' in $1"; }
 
 # A pair of free TCP ports P, P+1 (the ranks' store and the launchers' store).
 free_port_pair() {
-  /usr/bin/python3 - <<'PY'
+  "$python" - <<'PY'
 import socket
 for _ in range(100):
     a, b = socket.socket(), socket.socket()
@@ -111,7 +112,7 @@ expect_text err "  exitcode  : 2 (pid: "
 expect_text err "  error_file: /"
 grep -qE "^  message   : .*Error: .*no-such-recipe\.yaml" err || fail "the rank's error message is not in the report"
 error_file=$(sed -n 's/^  error_file: //p' err | head -n 1)
-/usr/bin/python3 - "$error_file" <<'PY' || fail "$error_file is not torchelastic's layout"
+"$python" - "$error_file" <<'PY' || fail "$error_file is not torchelastic's layout"
 import json, sys
 message = json.load(open(sys.argv[1]))["message"]
 assert "no-such-recipe.yaml" in message["message"], message

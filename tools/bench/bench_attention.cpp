@@ -11,13 +11,14 @@
 
 #include "model/attention.h"
 #include "model/blockwise_attention.h"
+#include "model/sdpa_attention.h"
 
 int main(int argc, char** argv) {
   std::string impl = "blockwise", dtype = "fp32";
   int64_t batch = 1, seq = 4096, heads = 8, kv_heads = 4, head_dim = 64, block_size = 256;
   int threads = 0;
   CLI::App app{"Causal attention forward + backward benchmark"};
-  app.add_option("--impl", impl, "blockwise or naive")->check(CLI::IsMember({"blockwise", "naive"}));
+  app.add_option("--impl", impl, "blockwise, naive or sdpa")->check(CLI::IsMember({"blockwise", "naive", "sdpa"}));
   app.add_option("--dtype", dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--batch", batch);
   app.add_option("--seq", seq);
@@ -36,8 +37,9 @@ int main(int argc, char** argv) {
   auto grad = torch::randn({batch, heads, seq, head_dim}, type);
 
   const auto start = std::chrono::steady_clock::now();
-  auto out = impl == "naive" ? xtrain::model::causal_attention(q, k, v)
-                             : xtrain::model::blockwise_causal_attention(q, k, v, {}, block_size);
+  auto out = impl == "naive"  ? xtrain::model::causal_attention(q, k, v)
+             : impl == "sdpa" ? xtrain::model::sdpa_causal_attention(q, k, v)
+                              : xtrain::model::blockwise_causal_attention(q, k, v, {}, block_size);
   out.backward(grad);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

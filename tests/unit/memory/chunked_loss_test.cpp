@@ -190,10 +190,10 @@ TEST_CASE("under bf16 autocast the chunk matmuls take bf16 operands and the loss
   // The reference rounds the operands to bf16 and does everything else in fp32.
   auto logits = torch::matmul(hidden.detach().to(torch::kBFloat16), weight.detach().to(torch::kBFloat16).t());
   auto expected = torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), targets);
-  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-  at::autocast::set_cpu_enabled(true);
+  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  at::autocast::set_autocast_enabled(at::kCPU, true);
   auto loss = xtrain::memory::chunked_cross_entropy(hidden, weight, targets, 4);
-  at::autocast::set_cpu_enabled(false);
+  at::autocast::set_autocast_enabled(at::kCPU, false);
   loss.backward();
   CHECK(loss.scalar_type() == torch::kFloat32);
   CHECK(std::abs(loss.item<double>() - expected.item<double>()) < 1e-5);

@@ -44,9 +44,9 @@ TEST_CASE("logits, loss, gradients and AdamW steps match the PyTorch reference",
   const int steps = 3;
   const double lr = 1e-3, weight_decay = 0.1, clip = 1.0;
   const std::string command = fmt::format(
-      "/usr/bin/python3 {}/tools/reference/golden.py --checkpoint {} --tokens {} --out {} --train-steps {} "
+      "{} {}/tools/reference/golden.py --checkpoint {} --tokens {} --out {} --train-steps {} "
       "--lr {} --betas 0.9 0.95 --eps 1e-8 --weight-decay {} --grad-clip {} --threads 1",
-      XTRAIN_SOURCE_DIR, dir, tokens_path, out_path, steps, lr, weight_decay, clip);
+      XTRAIN_PYTHON, XTRAIN_SOURCE_DIR, dir, tokens_path, out_path, steps, lr, weight_decay, clip);
   REQUIRE(std::system(command.c_str()) == 0);
   auto golden = ckpt::load_safetensors(out_path).tensors;
 

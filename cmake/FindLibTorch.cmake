@@ -1,0 +1,66 @@
+# Finds LibTorch 2.11 and decides whether the CUDA code paths are compiled.
+#
+# LibTorch comes from LIBTORCH=/path (an unpacked official archive, or -DLIBTORCH=) or else from
+# the torch wheel in the project's virtual environment (.venv, made by scripts/setup-deps.sh;
+# XTRAIN_VENV=PATH names another). XTRAIN_CUDA (default ON) compiles the CUDA paths when that
+# LibTorch was built with CUDA and the CUDA toolkit is installed; it is forced OFF otherwise.
+
+set(XTRAIN_TORCH_VERSION_REQUIRED 2.11.0)
+if(NOT LIBTORCH AND DEFINED ENV{LIBTORCH})
+  set(LIBTORCH $ENV{LIBTORCH})
+endif()
+# The environment's Python runs the references of the tests and benchmarks, whichever LibTorch
+# the build links.
+if(DEFINED ENV{XTRAIN_VENV})
+  set(xtrain_venv $ENV{XTRAIN_VENV})
+else()
+  set(xtrain_venv ${CMAKE_SOURCE_DIR}/.venv)
+endif()
+find_program(XTRAIN_PYTHON python3 PATHS ${xtrain_venv}/bin NO_DEFAULT_PATH)
+if(LIBTORCH)
+  list(PREPEND CMAKE_PREFIX_PATH ${LIBTORCH})
+  set(XTRAIN_TORCH_SOURCE "LIBTORCH=${LIBTORCH}")
+else()
+  if(NOT XTRAIN_PYTHON)
+    message(FATAL_ERROR "No LibTorch: run scripts/setup-deps.sh (it installs the torch wheel into "
+                        "${xtrain_venv}), or set LIBTORCH=/path/to/libtorch")
+  endif()
+  # find_spec locates the wheel without importing torch (which takes seconds).
+  execute_process(
+    COMMAND ${XTRAIN_PYTHON} -c
+      "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('torch').origin))"
+    OUTPUT_VARIABLE xtrain_torch_dir OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE status)
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "${XTRAIN_PYTHON} has no torch: run scripts/setup-deps.sh")
+  endif()
+  list(PREPEND CMAKE_PREFIX_PATH ${xtrain_torch_dir}/share/cmake)
+  set(XTRAIN_TORCH_SOURCE "torch wheel in ${xtrain_venv}")
+endif()
+
+option(XTRAIN_CUDA "Compile the CUDA code paths (when LibTorch has CUDA and the toolkit is there)" ON)
+if(XTRAIN_CUDA)
+  find_package(CUDAToolkit QUIET)
+  if(NOT CUDAToolkit_FOUND)
+    message(STATUS "xtrain: no CUDA toolkit found, building without the CUDA paths")
+    set(XTRAIN_CUDA OFF)
+  endif()
+endif()
+if(NOT XTRAIN_CUDA)
+  # A CUDA LibTorch still links its CUDA libraries; xtrain just compiles no CUDA path.
+  set(CAFFE2_USE_CUDNN OFF)
+endif()
+find_package(Torch REQUIRED)
+if(NOT Torch_VERSION VERSION_EQUAL XTRAIN_TORCH_VERSION_REQUIRED)
+  message(FATAL_ERROR "xtrain needs LibTorch ${XTRAIN_TORCH_VERSION_REQUIRED}, found ${Torch_VERSION} "
+                      "(${XTRAIN_TORCH_SOURCE}); run scripts/setup-deps.sh or point LIBTORCH at 2.11.0")
+endif()
+if(XTRAIN_CUDA AND NOT TARGET torch_cuda)
+  message(STATUS "xtrain: LibTorch has no CUDA, building without the CUDA paths")
+  set(XTRAIN_CUDA OFF)
+endif()
+if(XTRAIN_CUDA)
+  set(XTRAIN_CUDA_VERSION ${CUDAToolkit_VERSION})
+else()
+  set(XTRAIN_CUDA_VERSION "")
+endif()
+message(STATUS "xtrain: LibTorch ${Torch_VERSION} from ${XTRAIN_TORCH_SOURCE}; CUDA paths: ${XTRAIN_CUDA} ${XTRAIN_CUDA_VERSION}")

@@ -1,0 +1,109 @@
+#include "util/device.h"
+
+#include <cstring>
+
+#include <ATen/Context.h>
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "util/build_info.h"
+#include "util/input_error.h"
+
+#ifdef XTRAIN_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace xtrain::util {
+
+bool cuda_compiled() {
+#ifdef XTRAIN_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string cuda_compiled_version() { return XTRAIN_CUDA_VERSION; }
+
+int64_t cuda_device_count() {
+#ifdef XTRAIN_CUDA
+  // device_count() answers 0, rather than throwing, without a driver or a GPU.
+  return static_cast<int64_t>(c10::cuda::device_count());
+#else
+  return 0;
+#endif
+}
+
+c10::Device choose_device(const std::string& setting, int64_t local_rank) {
+  if (setting == "cpu") return c10::Device(c10::kCPU);
+  const int64_t devices = cuda_device_count();
+  if (setting == "auto" && devices == 0) return c10::Device(c10::kCPU);
+  if (!cuda_compiled())
+    throw InputError("train.device: cuda, but this xtrain was built without the CUDA paths (LibTorch without "
+                     "CUDA, or -DXTRAIN_CUDA=OFF); set train.device: cpu or rebuild with a CUDA LibTorch");
+  if (devices == 0)
+    throw InputError("train.device: cuda, but no CUDA device is visible (check CUDA_VISIBLE_DEVICES and the "
+                     "driver, `xtrain env` tells); set train.device: cpu to train on the CPU");
+  const auto index = static_cast<c10::DeviceIndex>(local_rank % devices);
+#ifdef XTRAIN_CUDA
+  c10::cuda::set_device(index);
+#endif
+  return c10::Device(c10::kCUDA, index);
+}
+
+std::string describe_runtime() {
+  std::string cuda = cuda_compiled() ? fmt::format("CUDA {} compiled", cuda_compiled_version()) : "CUDA not compiled";
+  const int64_t devices = cuda_device_count();
+  if (!cuda_compiled()) return fmt::format("LibTorch {}, {}", TORCH_VERSION, cuda);
+  if (devices == 0) return fmt::format("LibTorch {}, {}, no device", TORCH_VERSION, cuda);
+  std::string name;
+#ifdef XTRAIN_CUDA
+  name = at::cuda::getDeviceProperties(0)->name;
+#endif
+  return fmt::format("LibTorch {}, {}, {} device{} ({})", TORCH_VERSION, cuda, devices, devices == 1 ? "" : "s",
+                     name);
+}
+
+int64_t peak_device_memory_bytes(const c10::Device& device) {
+#ifdef XTRAIN_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    using c10::CachingAllocator::StatType;
+    return stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].peak;
+  }
+#endif
+  (void)device;
+  return 0;
+}
+
+void reset_peak_device_memory(const c10::Device& device) {
+#ifdef XTRAIN_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+#endif
+  (void)device;
+}
+
+std::string device_rng_state(const c10::Device& device) {
+  if (!device.is_cuda()) return {};
+  auto state = at::globalContext().defaultGenerator(device).get_state().contiguous();
+  return std::string(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), static_cast<size_t>(state.numel()));
+}
+
+void set_device_rng_state(const c10::Device& device, const std::string& state) {
+  if (!device.is_cuda() || state.empty()) return;
+  auto bytes = torch::empty({static_cast<int64_t>(state.size())}, torch::kUInt8);
+  std::memcpy(bytes.data_ptr<uint8_t>(), state.data(), state.size());
+  at::Generator generator = at::globalContext().defaultGenerator(device);  // a handle to the global one
+  generator.set_state(bytes);
+}
+
+void synchronize(const c10::Device& device) {
+#ifdef XTRAIN_CUDA
+  if (device.is_cuda()) c10::cuda::device_synchronize();
+#endif
+  (void)device;
+}
+
+}  // namespace xtrain::util
