@@ -1,5 +1,9 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Produces golden forward/backward/optimizer outputs for a Llama checkpoint.
+
+The model is Hugging Face `transformers.LlamaForCausalLM`, loaded from the
+folder with `from_pretrained` in float32 with eager attention, so the golden
+numbers are those of the library the exported folders are meant for.
 
 Usage:
     golden.py --checkpoint DIR --tokens TOKENS.safetensors --out OUT.safetensors
@@ -8,6 +12,7 @@ Usage:
 
 Inputs:
     DIR                  HF-style folder with config.json + model.safetensors
+                         (or a sharded model.safetensors.index.json)
     TOKENS.safetensors   tensor `input_ids`, integer [B, T+1]
 
 Outputs (one safetensors file, all float32 unless noted):
@@ -18,17 +23,17 @@ Outputs (one safetensors file, all float32 unless noted):
     train_losses         float64 [K], loss of each step before its update
     train_grad_norms     float64 [K], global L2 gradient norm before clipping
     final.<hf name>      parameters after the last step
+
+Parameter names are those of `named_parameters()`: with tied embeddings the
+shared matrix appears once, as model.embed_tokens.weight, and there is no
+lm_head.weight entry.
 """
 
 import argparse
 import os
-import sys
 
 import torch
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import safetensors_np  # noqa: E402
-from llama_ref import LlamaRef  # noqa: E402
+from safetensors.torch import load_file, save_file
 
 
 def parse_args(argv=None):
@@ -55,8 +60,41 @@ def param_groups(model, weight_decay):
     ]
 
 
+def load_model(directory, dtype=torch.float32):
+    """Loads an HF Llama folder; any missing, unexpected or mis-shaped tensor is an
+    error, so a comparison never runs against partly initialised weights."""
+    from transformers import LlamaForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    # Loading reports are checked below; the library's own warnings would only repeat them.
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    model, info = LlamaForCausalLM.from_pretrained(
+        directory, dtype=dtype, attn_implementation="eager", output_loading_info=True)
+    # Rotary tables are never stored in checkpoints, some older exports carry them anyway.
+    unexpected = [k for k in info.get("unexpected_keys", []) if not k.endswith("rotary_emb.inv_freq")]
+    problems = {"missing": sorted(info.get("missing_keys", [])),
+                "unexpected": sorted(unexpected),
+                "mismatched": sorted(str(m) for m in info.get("mismatched_keys", []))}
+    if any(problems.values()):
+        raise KeyError(f"checkpoint {directory} does not match LlamaForCausalLM: {problems}")
+    model.train()  # attention_dropout is 0 in exported configs; train() only selects training paths
+    return model
+
+
+def next_token_loss(model, tokens):
+    """tokens: int64 [B, T+1]. Position t of tokens[:, :-1] predicts tokens[:, t+1];
+    returns (logits [B, T, V], mean cross-entropy computed in float32)."""
+    inputs, targets = tokens[:, :-1], tokens[:, 1:]
+    logits = model(input_ids=inputs, use_cache=False).logits
+    # HF's causal-LM loss, given the targets already aligned with the positions.
+    loss = model.loss_function(logits=logits, labels=None, vocab_size=model.config.vocab_size,
+                               shift_labels=targets.contiguous())
+    return logits, loss
+
+
 def load_tokens(path, vocab_size):
-    tensors = safetensors_np.load_file(path)
+    tensors = load_file(path)
     if "input_ids" not in tensors:
         raise KeyError(f"{path}: no tensor named input_ids")
     tokens = tensors["input_ids"]
@@ -76,25 +114,26 @@ def main(argv=None):
     # deterministic implementations, so this never raises in practice.
     torch.use_deterministic_algorithms(True)
 
-    model = LlamaRef.from_pretrained(args.checkpoint, dtype=torch.float32)
-    tokens = load_tokens(args.tokens, model.cfg.vocab_size)
+    model = load_model(args.checkpoint)
+    tokens = load_tokens(args.tokens, model.config.vocab_size)
     out = {}
 
-    logits, loss = model.loss(tokens)
+    logits, loss = next_token_loss(model, tokens)
     loss.backward()
-    out["logits"] = logits.detach().float()
+    out["logits"] = logits.detach().float().contiguous()
     out["loss"] = loss.detach().float()
     for name, p in model.named_parameters():
         out[f"grad.{name}"] = p.grad.detach().clone()
 
+    losses = []
     if args.train_steps > 0:
         # foreach=False pins the plain per-tensor update; maximize/amsgrad off.
         opt = torch.optim.AdamW(param_groups(model, args.weight_decay), lr=args.lr,
                                 betas=tuple(args.betas), eps=args.eps, foreach=False)
-        losses, norms = [], []
+        norms = []
         for _ in range(args.train_steps):
             opt.zero_grad(set_to_none=True)
-            _, step_loss = model.loss(tokens)
+            _, step_loss = next_token_loss(model, tokens)
             step_loss.backward()
             params = [p for p in model.parameters() if p.grad is not None]
             if args.grad_clip > 0:
@@ -110,17 +149,19 @@ def main(argv=None):
         for name, p in model.named_parameters():
             out[f"final.{name}"] = p.detach().clone()
 
+    import transformers
     metadata = {
         "checkpoint": os.path.abspath(args.checkpoint),
-        "train_steps": args.train_steps,
+        "train_steps": str(args.train_steps),
         "lr": repr(args.lr),
         "betas": f"{args.betas[0]!r} {args.betas[1]!r}",
         "eps": repr(args.eps),
         "weight_decay": repr(args.weight_decay),
         "grad_clip": repr(args.grad_clip),
         "torch": torch.__version__,
+        "transformers": transformers.__version__,
     }
-    safetensors_np.save_file(out, args.out, metadata=metadata)
+    save_file(out, args.out, metadata=metadata)
     print(f"loss {loss.item():.6f}" + (f"  final-step loss {losses[-1]:.6f}"
                                        if args.train_steps > 0 else ""))
 

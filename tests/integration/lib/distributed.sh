@@ -43,7 +43,7 @@ train() {
 
 # A TCP port nothing listens on now.
 free_port() {
-  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  "${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
 # compare_runs REFERENCE_RUN_DIR RUN_DIR [FIRST_STEP]: per-step losses within 1e-5 relative and
@@ -52,12 +52,10 @@ compare_runs() {
   local reference=$1 run=$2 first=${3:-1}
   "$xtrain" export "$reference/checkpoints/latest" "$reference/export" > /dev/null
   "$xtrain" export "$run/checkpoints/latest" "$run/export" > /dev/null
-  /usr/bin/python3 - "$reference" "$run" "$first" "$srcdir/tools/reference" <<'PY'
+  "${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" - "$reference" "$run" "$first" <<'PY'
 import json, sys
-import numpy as np
+from safetensors.torch import load_file
 reference, run, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
-sys.path.insert(0, sys.argv[4])
-from safetensors_np import load_file
 
 def losses(folder):
     records = [json.loads(line) for line in open(f"{folder}/metrics.jsonl")]
@@ -68,7 +66,7 @@ assert a.keys() == b.keys() and a, (sorted(a), sorted(b))
 loss_error = max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
 wa, wb = load_file(f"{reference}/export/model.safetensors"), load_file(f"{run}/export/model.safetensors")
 assert wa.keys() == wb.keys(), (sorted(wa), sorted(wb))
-weight_error = max(float(np.abs(np.asarray(wa[k], np.float64) - np.asarray(wb[k], np.float64)).max()) for k in wa)
+weight_error = max((wa[k].double() - wb[k].double()).abs().max().item() for k in wa)
 print(f"{run.split('/')[-1]}: {len(a)} steps, max loss difference {loss_error:.2e} (relative), "
       f"max weight difference {weight_error:.2e} (absolute)")
 assert loss_error <= 1e-5, loss_error
