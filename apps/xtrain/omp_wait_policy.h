@@ -1,11 +1,12 @@
 // How idle OpenMP threads wait (train.omp_wait_policy), applied before any parallel work.
 //
-// LibTorch runs elementwise and oneDNN (bf16) work on libgomp's pool and fp32 GEMMs on
-// OpenBLAS's own pthread pool. Both pools spin after each parallel region, so when the threads
-// fill the cores, spinning OpenMP workers take the cores from the BLAS threads: measured on 2
-// cores, passive OpenMP waiting trains the fp32 demo recipe 2.0x faster (6.2k against 3.1k
-// tokens/s) and recipes/bench-cpu.yaml 1.3x, while bf16, which runs on the OpenMP pool alone,
-// is 15% slower with it. libgomp reads OMP_WAIT_POLICY once, when it is loaded, so the policy
+// With Debian's LibTorch 1.13, fp32 GEMMs ran on OpenBLAS's own pthread pool and everything else
+// on libgomp's; both spin after each parallel region, so when the threads filled the cores the
+// spinning OpenMP workers took the cores from the BLAS threads, and passive OpenMP waiting
+// trained the fp32 demo recipe 2.0x faster, while bf16 (oneDNN on the OpenMP pool alone) was
+// 15% slower with it. The torch wheel's MKL runs on libgomp's pool too: on 2 cores
+// recipes/bench-cpu.yaml in fp32 trains at 4.6k-5.2k tokens/s either way (3 alternating rounds),
+// so auto keeps passive waiting for fp32 and the default for bf16. libgomp reads OMP_WAIT_POLICY once, when it is loaded, so the policy
 // is set by re-executing xtrain (the same process id, arguments and descriptors) with it in the
 // environment. A policy already in the environment is the user's choice and is kept.
 #pragma once

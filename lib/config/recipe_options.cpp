@@ -79,7 +79,7 @@ OptionRegistry build_registry() {
   r.add<int64_t>("train.eval_every", FIELD(train.eval_every), 0, "Evaluate on data.eval every N steps; 0 means only at the end (if data.eval is set).", at_least<int64_t>(0));
   r.add<int64_t>("train.eval_batches", FIELD(train.eval_batches), 16, "Micro batches per evaluation; 0 means the whole eval set.", at_least<int64_t>(0));
   r.add<std::string>("train.device", FIELD(train.device), "auto", "Where to train: cpu, cuda (the GPU LOCAL_RANK names; an error without one), or auto (cuda when a device is there and CUDA was compiled in, else cpu).", one_of({"auto", "cpu", "cuda"}));
-  r.add<std::string>("train.omp_wait_policy", FIELD(train.omp_wait_policy), "auto", "How idle OpenMP threads wait: passive, active, or auto (passive unless train.dtype is bf16; on CPU, spinning OpenMP threads slow OpenBLAS's fp32 GEMMs). OMP_WAIT_POLICY in the environment overrides it.", one_of({"auto", "passive", "active"}));
+  r.add<std::string>("train.omp_wait_policy", FIELD(train.omp_wait_policy), "auto", "How idle OpenMP threads wait: passive, active, or auto (passive unless train.dtype is bf16; spinning OpenMP threads slowed fp32 training with a BLAS on its own thread pool). OMP_WAIT_POLICY in the environment overrides it.", one_of({"auto", "passive", "active"}));
   r.add<int64_t>("train.threads", FIELD(train.threads), 0, "Intra-op CPU threads; 0 means the cores divided among the ranks on this machine (or OMP_NUM_THREADS when set).", at_least<int64_t>(0));
 
   r.add<std::string>("optim.name", FIELD(optim.name), "adamw", "Optimizer.", one_of({"adamw"}));
