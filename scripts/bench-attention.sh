@@ -8,16 +8,23 @@
 # Every variant runs in its own process, so each peak RSS is that variant's alone. The naive
 # path materialises [B, H, T, T] fp32 tensors (scores, probabilities, their gradients), so it
 # runs only where its estimated need fits the budget; otherwise the estimate is printed.
-#   scripts/bench-attention.sh [--budget-gib N] [--threads N]
+# --seqs picks the lengths (4096, 16384 and 65536; 65536 runs with one head) and --dtypes the
+# dtypes of the sdpa and blockwise variants (fp32, bf16; bf16 only where the CPU has native
+# bf16, or it takes hours).
+#   scripts/bench-attention.sh [--budget-gib N] [--threads N] [--seqs "4096 16384"] [--dtypes "fp32 bf16"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 budget_gib=8
 threads=$(nproc)
+seqs="4096 16384 65536"
+dtypes="fp32 bf16"
 while (($#)); do
   case $1 in
     --budget-gib) budget_gib=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --seqs) seqs=$2; shift 2 ;;
+    --dtypes) dtypes=$2; shift 2 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -30,13 +37,14 @@ trap 'rm -f "$results"' EXIT
 
 # Live [B, H, T, T] fp32 tensors at the naive path's peak (measured: ~3 at T=4096, in backward).
 naive_tensors=3
-for config in "4096 8 4" "16384 8 4" "65536 1 1"; do
-  read -r seq heads kv_heads <<<"$config"
+for seq in $seqs; do
+  heads=8 kv_heads=4
+  ((seq < 65536)) || heads=1 kv_heads=1
   args=(--seq "$seq" --heads "$heads" --kv-heads "$kv_heads" --head-dim 64 --block-size 256 --threads "$threads")
-  "$bench" --impl sdpa --dtype fp32 "${args[@]}" >>"$results"
-  "$bench" --impl sdpa --dtype bf16 "${args[@]}" >>"$results"
-  "$bench" --impl blockwise --dtype fp32 "${args[@]}" >>"$results"
-  "$bench" --impl blockwise --dtype bf16 "${args[@]}" >>"$results"
+  for dtype in $dtypes; do
+    "$bench" --impl sdpa --dtype "$dtype" "${args[@]}" >>"$results"
+    "$bench" --impl blockwise --dtype "$dtype" "${args[@]}" >>"$results"
+  done
   need_gib=$(awk -v h="$heads" -v t="$seq" -v n="$naive_tensors" 'BEGIN { printf "%.1f", n * h * t * t * 4 / 2^30 }')
   if awk -v need="$need_gib" -v budget="$budget_gib" 'BEGIN { exit !(need <= budget) }'; then
     "$bench" --impl naive "${args[@]}" >>"$results"

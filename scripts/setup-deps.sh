@@ -33,9 +33,10 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$wanted" ]]; then
   start=$(date +%s)
   python=$(command -v python3)
   [[ -x $venv/bin/python3 ]] || "$python" -m venv "$venv"
-  # --no-deps: the torch wheel's nvidia-* dependencies (2.1 GB) duplicate the CUDA toolkit.
+  # --no-deps: the torch wheel's nvidia-* dependencies (2.1 GB) duplicate the CUDA toolkit, and
+  # requirements/python.txt pins the whole closure of the references' dependencies.
   "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r requirements/torch.txt
-  "$venv/bin/pip" install -q --disable-pip-version-check -r requirements/python.txt
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r requirements/python.txt
   echo "$wanted" > "$stamp"
   echo "setup-deps: Python environment $venv ready in $(( $(date +%s) - start )) s"
 fi

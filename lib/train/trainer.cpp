@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <thread>
 #include <cmath>
 #include <filesystem>
@@ -260,11 +259,8 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
       samples_consumed = checkpoint.trainer_state.at("samples_consumed").get<int64_t>();
       at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one
       generator.set_state(from_hex(checkpoint.trainer_state.at("rng_cpu").get<std::string>()));
-      if (device.is_cuda() && checkpoint.trainer_state.contains("rng_cuda")) {
-        const auto state = from_hex(checkpoint.trainer_state.at("rng_cuda").get<std::string>());
-        util::set_device_rng_state(device, std::string(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()),
-                                                       static_cast<size_t>(state.numel())));
-      }
+      if (device.is_cuda() && checkpoint.trainer_state.contains("rng_cuda"))
+        util::set_device_rng_state(device, from_hex(checkpoint.trainer_state.at("rng_cuda").get<std::string>()));
       if (checkpoint.trainer_state.contains("data_schedule")) saved_schedule = checkpoint.trainer_state.at("data_schedule");
       if (loss_scaler && checkpoint.trainer_state.contains("loss_scale"))
         loss_scaler->load_state({checkpoint.trainer_state.at("loss_scale").get<double>(),
@@ -348,12 +344,7 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
         {"world_size", world.size},
         {"parallel", {{"dp", degrees.dp}, {"fsdp", degrees.fsdp}}},
     };
-    if (device.is_cuda()) {
-      const std::string state = util::device_rng_state(device);
-      auto bytes = torch::empty({static_cast<int64_t>(state.size())}, torch::kUInt8);
-      std::memcpy(bytes.data_ptr<uint8_t>(), state.data(), state.size());
-      trainer_state["rng_cuda"] = to_hex(bytes);
-    }
+    if (device.is_cuda()) trainer_state["rng_cuda"] = to_hex(util::device_rng_state(device));
     if (loss_scaler) {
       trainer_state["loss_scale"] = loss_scaler->state().scale;
       trainer_state["loss_scale_finite_steps"] = loss_scaler->state().finite_steps;

@@ -1,7 +1,5 @@
 #include "util/device.h"
 
-#include <cstring>
-
 #include <ATen/Context.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -85,18 +83,15 @@ void reset_peak_device_memory(const c10::Device& device) {
   (void)device;
 }
 
-std::string device_rng_state(const c10::Device& device) {
+at::Tensor device_rng_state(const c10::Device& device) {
   if (!device.is_cuda()) return {};
-  auto state = at::globalContext().defaultGenerator(device).get_state().contiguous();
-  return std::string(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), static_cast<size_t>(state.numel()));
+  return at::globalContext().defaultGenerator(device).get_state();
 }
 
-void set_device_rng_state(const c10::Device& device, const std::string& state) {
-  if (!device.is_cuda() || state.empty()) return;
-  auto bytes = torch::empty({static_cast<int64_t>(state.size())}, torch::kUInt8);
-  std::memcpy(bytes.data_ptr<uint8_t>(), state.data(), state.size());
+void set_device_rng_state(const c10::Device& device, const at::Tensor& state) {
+  if (!device.is_cuda() || !state.defined()) return;
   at::Generator generator = at::globalContext().defaultGenerator(device);  // a handle to the global one
-  generator.set_state(bytes);
+  generator.set_state(state);
 }
 
 void synchronize(const c10::Device& device) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 namespace xtrain::util {
@@ -28,9 +29,9 @@ std::string describe_runtime();
 int64_t peak_device_memory_bytes(const c10::Device& device);
 void reset_peak_device_memory(const c10::Device& device);
 
-// The device generator's state as bytes (empty on CPU), and restoring it.
-std::string device_rng_state(const c10::Device& device);
-void set_device_rng_state(const c10::Device& device, const std::string& state);
+// The device generator's state, uint8 on the host (undefined on CPU), and restoring it.
+at::Tensor device_rng_state(const c10::Device& device);
+void set_device_rng_state(const c10::Device& device, const at::Tensor& state);
 
 // Waits for the device's queued work (no-op on CPU): for timing only.
 void synchronize(const c10::Device& device);
