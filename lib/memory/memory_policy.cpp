@@ -17,22 +17,16 @@ int64_t recomputed_blocks(const MemoryOptions& options, int64_t num_layers) {
 
 std::shared_ptr<ActivationOffloader> apply_memory_policy(model::LlamaForCausalLM& model, const MemoryOptions& options) {
   const int64_t count = recomputed_blocks(options, model->config().num_layers);
-  if (options.attention == "blockwise") {
+  // Both kernels take the same arguments: pick one, install it on every layer.
+  const auto tiled = options.attention == "blockwise" ? model::blockwise_causal_attention
+                     : options.attention == "sdpa"    ? model::sdpa_causal_attention
+                                                      : nullptr;
+  if (tiled) {
     const int64_t block_size = options.attention_block_size;
     for (const auto& layer : *model->model->layers)
       layer->as<model::DecoderLayer>()->self_attn->kernel =
-          [block_size](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                       const torch::Tensor& cu_seqlens) {
-            return model::blockwise_causal_attention(q, k, v, cu_seqlens, block_size);
-          };
-  } else if (options.attention == "sdpa") {
-    const int64_t block_size = options.attention_block_size;
-    for (const auto& layer : *model->model->layers)
-      layer->as<model::DecoderLayer>()->self_attn->kernel =
-          [block_size](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                       const torch::Tensor& cu_seqlens) {
-            return model::sdpa_causal_attention(q, k, v, cu_seqlens, block_size);
-          };
+          [tiled, block_size](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const torch::Tensor& cu_seqlens) { return tiled(q, k, v, cu_seqlens, block_size); };
   }
   std::shared_ptr<ActivationOffloader> offloader;
   if (options.recompute == "full") {
