@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_export.h"
 #include "ckpt/hf_llama.h"
 #include "config/recipe_loader.h"
@@ -22,9 +23,11 @@
 #include "omp_wait_policy.h"
 #include "train/balance_report.h"
 #include "train/generate.h"
+#include "train/non_finite_guard.h"
 #include "train/trainer.h"
 #include "util/blas_probe.h"
 #include "util/build_info.h"
+#include "util/exit_codes.h"
 #include "util/input_error.h"
 #include "util/durable_file.h"
 #include "util/device.h"
@@ -33,9 +36,6 @@
 namespace {
 
 using namespace xtrain;
-
-constexpr int kExitRuntimeFailure = 1;
-constexpr int kExitBadInput = 2;
 
 std::string version_text() {
   return fmt::format("xtrain {} ({}; {} build)", XTRAIN_VERSION, util::describe_runtime(), XTRAIN_BUILD_TYPE);
@@ -52,7 +52,12 @@ std::string checkpoint_tokenizer(const std::string& dir) {
 }
 
 int run_generate(const std::string& dir, const std::string& prompt, const train::GenerateOptions& options) {
+  const auto check = ckpt::verify_checkpoint(dir);
+  if (check.status == ckpt::ManifestCheck::Status::no_manifest) fmt::print(stderr, "notice: {}: {}\n", dir, check.summary());
   auto model = ckpt::load_hf_folder(dir);
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
+  train::require_finite_weights(named, dir);
   auto tokenizer = data::make_tokenizer(checkpoint_tokenizer(dir));
   fmt::print("{}", prompt);
   std::fflush(stdout);
@@ -147,6 +152,7 @@ int main(int argc, char** argv) {
   std::string recipe_path, checkpoint_dir, prompt, tokenizer_spec = "byte", tokenize_input;
   std::vector<std::string> overrides;
   int64_t stop_at_step = 0;
+  std::vector<std::string> allow_changed;
   train::GenerateOptions generate_options;
 
   auto* train_cmd = app.add_subcommand("train", "Train (or resume training) a model from a recipe");
@@ -154,6 +160,9 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--set", overrides, "Override a recipe key: key.path=value (repeatable)");
   train_cmd->add_option("--stop-at-step", stop_at_step,
                         "End cleanly after step N with a checkpoint; the same command resumes later");
+  train_cmd->add_option("--allow-changed", allow_changed,
+                        "Resume although this recipe key (data order or batch geometry) differs from the "
+                        "checkpoint's run (repeatable)");
 
   auto* validate_cmd = app.add_subcommand("validate", "Check a recipe and print it fully resolved");
   validate_cmd->add_option("recipe", recipe_path, "Recipe YAML file")->required();
@@ -274,7 +283,7 @@ int main(int argc, char** argv) {
     if (*train_cmd) {
       auto recipe = config::load_recipe(recipe_path, load_options);
       apply_omp_wait_policy(recipe, argv);
-      return train::train(recipe, {stop_at_step});
+      return train::train(recipe, {stop_at_step, allow_changed});
     }
     if (*validate_cmd) {
       auto recipe = config::load_recipe(recipe_path, load_options);
@@ -288,8 +297,9 @@ int main(int argc, char** argv) {
     }
     if (*generate_cmd) return run_generate(checkpoint_dir, prompt, generate_options);
     if (*export_cmd) {
+      const auto check = ckpt::verify_checkpoint(checkpoint_dir);
       const int64_t tensors = ckpt::export_hf_folder(checkpoint_dir, export_out);
-      fmt::print("exported {} tensors from {} to {}\n", tensors, checkpoint_dir, export_out);
+      fmt::print("exported {} tensors from {} ({}) to {}\n", tensors, checkpoint_dir, check.summary(), export_out);
       return 0;
     }
     if (*prepare_cmd) return run_data_prepare(prepare_options);
@@ -302,11 +312,19 @@ int main(int argc, char** argv) {
     if (*env_cmd) return run_env();
     if (*launch_cmd) return launch::run_launch(launch_options);
   } catch (const InputError& e) {
+    std::fflush(stdout);  // what the run printed comes before why it ended
     fmt::print(stderr, "{}\n", e.what());
     // Under a launcher, the failure report shows this message (torchelastic's error file).
     launch::record_error_if_requested(launch::error_record(e));
     return kExitBadInput;
+  } catch (const c10::Error& e) {
+    // LibTorch's own errors carry a C++ stack trace that means nothing to a user.
+    std::fflush(stdout);
+    fmt::print(stderr, "error: {}\n", e.what_without_backtrace());
+    launch::record_error_if_requested(launch::error_record("Error", e.what_without_backtrace()));
+    return kExitRuntimeFailure;
   } catch (const std::exception& e) {
+    std::fflush(stdout);
     fmt::print(stderr, "error: {}\n", e.what());
     launch::record_error_if_requested(launch::error_record(e));
     return kExitRuntimeFailure;

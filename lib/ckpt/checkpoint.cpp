@@ -1,5 +1,6 @@
 #include "ckpt/checkpoint.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,23 +27,45 @@ std::optional<int64_t> step_of(const std::string& folder_name) {
   return std::stoll(digits);
 }
 
+std::string free_space(const std::string& path) {
+  struct statvfs disk {};
+  for (fs::path at = path; !at.empty(); at = at.parent_path()) {
+    if (::statvfs(at.c_str(), &disk) == 0)
+      return fmt::format("{:.1f} MiB free", static_cast<double>(disk.f_bavail) * disk.f_frsize / (1 << 20));
+    if (at == at.parent_path()) break;
+  }
+  return "free space unknown";
+}
+
+// A write that failed (disk full, read-only or missing folder) leaves no partial folder behind.
+[[noreturn]] void write_failed(int64_t step, const std::string& temp_dir, const std::exception& error) {
+  std::error_code ignored;
+  fs::remove_all(temp_dir, ignored);
+  throw std::runtime_error(fmt::format(
+      "checkpoint step-{} could not be written: {} ({} at {}); its temp folder was removed, the checkpoints "
+      "written before it are intact",
+      step, error.what(), free_space(temp_dir), fs::path(temp_dir).parent_path().string()));
+}
+
 }  // namespace
 
 CheckpointStore::CheckpointStore(std::string run_dir, int64_t keep)
     : dir_(std::move(run_dir) + "/checkpoints"), keep_(keep) {}
 
 std::string CheckpointStore::save(int64_t step, const CheckpointContents& contents) const {
-  fs::create_directories(dir_);
   const std::string temp_dir = fmt::format("{}/{}{}-{}", dir_, kTempPrefix, step, ::getpid());
-  fs::remove_all(temp_dir);
-  fs::create_directories(temp_dir);
-
-  save_safetensors(temp_dir + "/model.safetensors", contents.model, {{"format", "pt"}});
-  util::write_file_durable(temp_dir + "/config.json", contents.model_config.dump(2) + "\n");
-  save_safetensors(temp_dir + "/optimizer.safetensors", contents.optimizer);
-  util::write_file_durable(temp_dir + "/trainer_state.json", contents.trainer_state.dump(2) + "\n");
-  util::write_file_durable(temp_dir + "/recipe.yaml", contents.recipe_yaml);
-
+  try {
+    fs::create_directories(dir_);
+    fs::remove_all(temp_dir);
+    fs::create_directories(temp_dir);
+    save_safetensors(temp_dir + "/model.safetensors", contents.model, {{"format", "pt"}});
+    util::write_file_durable(temp_dir + "/config.json", contents.model_config.dump(2) + "\n");
+    save_safetensors(temp_dir + "/optimizer.safetensors", contents.optimizer);
+    util::write_file_durable(temp_dir + "/trainer_state.json", contents.trainer_state.dump(2) + "\n");
+    util::write_file_durable(temp_dir + "/recipe.yaml", contents.recipe_yaml);
+  } catch (const std::exception& e) {
+    write_failed(step, temp_dir, e);
+  }
   return commit_folder(step, temp_dir);
 }
 
@@ -52,9 +75,17 @@ std::string CheckpointStore::temp_folder(int64_t step) const {
 
 std::string CheckpointStore::prepare_temp_folder(int64_t step) const {
   const std::string temp_dir = temp_folder(step);
-  fs::remove_all(temp_dir);
-  fs::create_directories(temp_dir);
+  try {
+    fs::remove_all(temp_dir);
+    fs::create_directories(temp_dir);
+  } catch (const std::exception& e) {
+    write_failed(step, temp_dir, e);
+  }
   return temp_dir;
+}
+
+void CheckpointStore::abandon(int64_t step, const std::exception& error) const {
+  write_failed(step, temp_folder(step), error);
 }
 
 std::string CheckpointStore::commit(int64_t step) const { return commit_folder(step, temp_folder(step)); }
@@ -62,7 +93,12 @@ std::string CheckpointStore::commit(int64_t step) const { return commit_folder(s
 std::string CheckpointStore::commit_folder(int64_t step, const std::string& temp_dir) const {
   const std::string name = fmt::format("{}{}", kStepPrefix, step);
   const std::string final_dir = dir_ + "/" + name;
-  util::fsync_path(temp_dir);
+  try {
+    write_manifest(temp_dir);
+    util::fsync_path(temp_dir);
+  } catch (const std::exception& e) {
+    write_failed(step, temp_dir, e);
+  }
   // Re-saving a step (a rerun of --stop-at-step) replaces the old folder.
   if (fs::exists(final_dir)) {
     if (latest() == final_dir) fs::remove(dir_ + "/latest");
@@ -84,6 +120,44 @@ std::optional<std::string> CheckpointStore::latest() const {
   return dir_ + "/" + target.string();
 }
 
+std::vector<std::string> CheckpointStore::candidates() const {
+  std::vector<std::string> folders;
+  std::error_code error;
+  if (fs::is_symlink(dir_ + "/latest", error)) {
+    auto target = fs::read_symlink(dir_ + "/latest", error);
+    folders.push_back(error ? dir_ + "/latest" : dir_ + "/" + target.string());
+  }
+  std::vector<std::pair<int64_t, std::string>> steps;
+  if (fs::is_directory(dir_, error))
+    for (const auto& entry : fs::directory_iterator(dir_, error))
+      if (auto step = step_of(entry.path().filename().string())) steps.emplace_back(*step, entry.path().string());
+  std::sort(steps.rbegin(), steps.rend());
+  for (const auto& [step, folder] : steps)
+    if (std::find(folders.begin(), folders.end(), folder) == folders.end()) folders.push_back(folder);
+  return folders;
+}
+
+std::optional<CheckpointStore::Choice> CheckpointStore::newest_intact(bool strict) const {
+  const auto folders = candidates();
+  if (folders.empty()) return std::nullopt;
+  Choice choice;
+  for (const auto& folder : folders) {
+    ManifestCheck check = verify_manifest(folder);
+    if (check.usable()) {
+      choice.dir = folder;
+      choice.check = std::move(check);
+      return choice;
+    }
+    if (strict)
+      throw InputError(fmt::format("{} failed verification: {}; checkpoint.resume is strict, so the run stops: "
+                                   "set checkpoint.resume: auto to continue from the newest intact checkpoint",
+                                   folder, check.summary()));
+    choice.skipped.push_back(fmt::format("{}: {}", folder, check.summary()));
+  }
+  throw InputError(fmt::format("no intact checkpoint in {}: {}; set checkpoint.resume: never to start over", dir_,
+                               fmt::join(choice.skipped, " | ")));
+}
+
 void CheckpointStore::remove_stale_temp_folders() const {
   if (!fs::is_directory(dir_)) return;
   for (const auto& entry : fs::directory_iterator(dir_))
@@ -100,6 +174,16 @@ void CheckpointStore::prune() const {
   const int64_t excess = static_cast<int64_t>(checkpoints.size()) - keep_;
   for (int64_t i = 0; i < excess; ++i)
     if (checkpoints[i].second.string() != current) fs::remove_all(checkpoints[i].second);
+}
+
+ManifestCheck verify_checkpoint(const std::string& dir) {
+  std::error_code error;
+  if (!fs::is_directory(dir, error)) throw InputError(fmt::format("{}: no such checkpoint folder", dir));
+  ManifestCheck check = verify_manifest(dir);
+  if (!check.usable())
+    throw InputError(fmt::format("{} failed verification: {}; the checkpoint is damaged: use an earlier one", dir,
+                                 check.summary()));
+  return check;
 }
 
 LoadedCheckpoint load_checkpoint(const std::string& dir) {

@@ -5,14 +5,19 @@
 //   recipe.yaml                       the resolved recipe the run used
 // A checkpoint is written into a hidden temp folder, every file and the folder fsynced, then
 // renamed into place; `checkpoints/latest` (a symlink) is re-pointed last, atomically. A kill
-// at any instant leaves `latest` naming a complete checkpoint. Older ones beyond `keep` are
-// removed after `latest` moves.
+// at any instant leaves `latest` naming a complete checkpoint. manifest.json (ckpt/manifest.h),
+// written last before the rename, holds every file's checksums: readers verify it, and a
+// damaged `latest` gives way to the newest checkpoint that verifies. Older ones beyond `keep`
+// are removed after `latest` moves; the one just committed, verified as it was written, never
+// is. A failed write removes its temp folder and leaves every earlier checkpoint as it was.
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "ckpt/manifest.h"
 #include "ckpt/safetensors.h"
 
 namespace xtrain::ckpt {
@@ -38,13 +43,25 @@ class CheckpointStore {
   std::string prepare_temp_folder(int64_t step) const;
   std::string temp_folder(int64_t step) const;
   std::string commit(int64_t step) const;
+  // A shard write failed: removes the temp folder and throws the runtime error that names it.
+  [[noreturn]] void abandon(int64_t step, const std::exception& error) const;
   // The folder `latest` points at, if any.
   std::optional<std::string> latest() const;
+  // The checkpoint to continue from: `latest` if it verifies, else the newest step-<N> that
+  // does, with what was skipped and why. std::nullopt when there is no checkpoint at all. An
+  // InputError when there are checkpoints but none verifies, or (strict) when `latest` fails.
+  struct Choice {
+    std::string dir;
+    ManifestCheck check;
+    std::vector<std::string> skipped;  // "<folder>: <problems>"
+  };
+  std::optional<Choice> newest_intact(bool strict) const;
   // Removes temp folders left by a writer that was killed mid-save.
   void remove_stale_temp_folders() const;
 
  private:
   void prune() const;
+  std::vector<std::string> candidates() const;  // latest first, then step-<N> newest first
   std::string commit_folder(int64_t step, const std::string& temp_dir) const;
 
   std::string dir_;
@@ -62,5 +79,9 @@ struct LoadedCheckpoint {
 // Reads every file of a checkpoint folder; a missing or corrupt file is an InputError that
 // names it.
 LoadedCheckpoint load_checkpoint(const std::string& dir);
+
+// Verifies a folder that a user named (resume, eval, generate, export): a failed manifest is an
+// InputError listing the damaged files and tensors; a folder without one passes (no_manifest).
+ManifestCheck verify_checkpoint(const std::string& dir);
 
 }  // namespace xtrain::ckpt

@@ -215,8 +215,16 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
   file.close();
 }
 
-SafetensorsFile load_safetensors(const std::string& path) {
-  util::InputFile input(path);
+namespace {
+
+struct ParsedHeader {
+  Metadata metadata;
+  std::vector<Entry> entries;
+  uint64_t data_start = 0;
+};
+
+// Reads and validates the header; every tensor's bytes are known to lie inside the file.
+ParsedHeader read_header(util::InputFile& input, const std::string& path) {
   if (!input.is_regular()) throw InputError(path + ": not a regular file");
   const uint64_t file_size = input.size();
   const HeaderParser parser(path);
@@ -246,23 +254,45 @@ SafetensorsFile load_safetensors(const std::string& path) {
     parser.fail(std::string("the JSON header must be an object, got ") + header.type_name());
   }
 
-  SafetensorsFile file;
-  std::vector<Entry> entries;
+  ParsedHeader parsed;
   uint64_t data_needed = 0;
   for (const auto& [name, value] : header.items()) {
     if (name == kMetadataKey) {
-      file.metadata = parser.parse_metadata(value);
+      parsed.metadata = parser.parse_metadata(value);
       continue;
     }
-    entries.push_back(parser.parse_entry(name, value));
-    data_needed = std::max(data_needed, entries.back().end);
+    parsed.entries.push_back(parser.parse_entry(name, value));
+    data_needed = std::max(data_needed, parsed.entries.back().end);
   }
-  const uint64_t data_start = kLengthPrefixBytes + header_length;
-  const uint64_t data_size = file_size - data_start;
+  parsed.data_start = kLengthPrefixBytes + header_length;
+  const uint64_t data_size = file_size - parsed.data_start;
   if (data_needed > data_size) {
     parser.fail("truncated: header says " + std::to_string(data_needed) +
                 " bytes of tensor data, file has " + std::to_string(data_size));
   }
+  return parsed;
+}
+
+}  // namespace
+
+SafetensorsLayout read_safetensors_layout(const std::string& path) {
+  util::InputFile input(path);
+  const ParsedHeader parsed = read_header(input, path);
+  SafetensorsLayout layout;
+  layout.data_start = parsed.data_start;
+  for (const Entry& entry : parsed.entries)
+    layout.tensors.push_back({entry.name, parsed.data_start + entry.begin, parsed.data_start + entry.end});
+  return layout;
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  util::InputFile input(path);
+  ParsedHeader parsed = read_header(input, path);
+  const HeaderParser parser(path);
+  const uint64_t data_start = parsed.data_start;
+  SafetensorsFile file;
+  file.metadata = std::move(parsed.metadata);
+  const std::vector<Entry>& entries = parsed.entries;
 
   // Reading straight into fresh tensors leaves them owning their memory, with no second copy
   // of the file in RAM.

@@ -4,6 +4,8 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
+
 #include <torch/types.h>
 
 namespace xtrain::ckpt {
@@ -23,5 +25,17 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
 // Reads the whole file. A missing, truncated or malformed file is an InputError that names
 // the path and what is wrong with it.
 SafetensorsFile load_safetensors(const std::string& path);
+
+// Where each tensor's bytes lie in a file (offsets from the file's start), from the header
+// alone; the header is validated as load_safetensors does.
+struct TensorSpan {
+  std::string name;
+  uint64_t begin = 0, end = 0;
+};
+struct SafetensorsLayout {
+  uint64_t data_start = 0;  // the 8-byte length and the JSON header come before
+  std::vector<TensorSpan> tensors;
+};
+SafetensorsLayout read_safetensors_layout(const std::string& path);
 
 }  // namespace xtrain::ckpt

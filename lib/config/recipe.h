@@ -43,6 +43,8 @@ struct TrainSection {
   int64_t eval_every = 0;
   int64_t eval_batches = 0;
   int64_t threads = 0;
+  int64_t max_skipped_steps = 0;
+  std::string stop_signals;
 };
 
 struct OptimSection {
@@ -77,6 +79,7 @@ struct ParallelSection {
 
 struct DistSection {
   double timeout_s = 0;
+  double init_timeout_s = 0;
   std::string backend;
 };
 

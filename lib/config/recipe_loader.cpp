@@ -208,9 +208,9 @@ class RecipeBuilder {
       if (auto problem = data::check_source(recipe_.data.eval))
         report(where("data.eval"), "data.eval", *problem);
     const auto& resume = recipe_.checkpoint.resume;
-    if (resume != "auto" && resume != "never" && !std::filesystem::is_directory(resume))
+    if (resume != "auto" && resume != "strict" && resume != "never" && !std::filesystem::is_directory(resume))
       report(where("checkpoint.resume"), "checkpoint.resume",
-             fmt::format("checkpoint folder not found: {} (use auto, never, or a checkpoint folder)", resume));
+             fmt::format("checkpoint folder not found: {} (use auto, strict, never, or a checkpoint folder)", resume));
   }
 
   std::string file_;
@@ -233,6 +233,15 @@ Recipe load_recipe_text(const std::string& text, const std::string& display_name
 }
 
 Recipe load_recipe(const std::string& path, const LoadOptions& options) {
+  // A recipe is settings, not data: parsing YAML takes ~200 bytes of memory per value, so a file
+  // of tens of MB (a data file passed by mistake) would take gigabytes.
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  if (!error && size > kMaxRecipeBytes)
+    throw RecipeError({{path, "",
+                        fmt::format("the file is {:.1f} MB; recipes are limited to {} MB (is it a data file? name "
+                                    "data files in data.train)",
+                                    static_cast<double>(size) / 1e6, kMaxRecipeBytes / 1000000)}});
   std::string text;
   try {
     text = util::read_file(path);

@@ -4,6 +4,7 @@
 //   --set train.steps=abc: train.steps: expected an integer, got 'abc'
 // and load_recipe throws RecipeError holding all of them (an InputError: exit code 2).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct LoadOptions {
   // Check that data files and the resume path exist (off when reading a checkpoint's copy).
   bool check_files = true;
 };
+
+// Larger files are refused before they are parsed.
+constexpr uintmax_t kMaxRecipeBytes = 4'000'000;
 
 Recipe load_recipe(const std::string& path, const LoadOptions& options = {});
 Recipe load_recipe_text(const std::string& text, const std::string& display_name,

@@ -1,11 +1,14 @@
 // Declaration of every recipe key. The README's recipe reference is generated from this
 // table (`xtrain options`), and a test keeps the two identical.
+#include <algorithm>
 #include <cstdlib>
+#include <thread>
 
 #include <fmt/ranges.h>
 
 #include "config/checks.h"
 #include "config/option_registry.h"
+#include "util/signal_names.h"
 #include "data/chat_template.h"
 
 namespace xtrain::config {
@@ -34,6 +37,22 @@ Check<std::string> chunk_spec() {
     if (!value.empty() && *end == '\0' && tokens >= 1) return std::nullopt;
     return fmt::format("expected auto, off or a positive number of tokens per chunk, got '{}'", value);
   };
+}
+
+// More threads than 4 per core only adds contention, and a typo like 100000 would exhaust the
+// process's thread limit.
+Check<int64_t> thread_count() {
+  return [](const int64_t& value) -> std::optional<std::string> {
+    const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    if (value < 0 || value > 4 * cores)
+      return fmt::format("must be between 0 (automatic) and 4 x the {} cores of this machine ({}), got {}", cores,
+                         4 * cores, value);
+    return std::nullopt;
+  };
+}
+
+Check<std::string> signal_list() {
+  return [](const std::string& value) { return util::check_signal_list(value); };
 }
 
 Check<std::string> chat_template() {
@@ -80,7 +99,9 @@ OptionRegistry build_registry() {
   r.add<int64_t>("train.eval_batches", FIELD(train.eval_batches), 16, "Micro batches per evaluation; 0 means the whole eval set.", at_least<int64_t>(0));
   r.add<std::string>("train.device", FIELD(train.device), "auto", "Where to train: cpu, cuda (the GPU LOCAL_RANK names; an error without one), or auto (cuda when a device is there and CUDA was compiled in, else cpu).", one_of({"auto", "cpu", "cuda"}));
   r.add<std::string>("train.omp_wait_policy", FIELD(train.omp_wait_policy), "auto", "How idle OpenMP threads wait: passive, active, or auto (passive unless train.dtype is bf16; spinning OpenMP threads slowed fp32 training with a BLAS on its own thread pool). OMP_WAIT_POLICY in the environment overrides it.", one_of({"auto", "passive", "active"}));
-  r.add<int64_t>("train.threads", FIELD(train.threads), 0, "Intra-op CPU threads; 0 means the cores divided among the ranks on this machine (or OMP_NUM_THREADS when set).", at_least<int64_t>(0));
+  r.add<int64_t>("train.threads", FIELD(train.threads), 0, "Intra-op CPU threads; 0 means the cores divided among the ranks on this machine (or OMP_NUM_THREADS when set). At most 4 x the machine's cores.", thread_count());
+  r.add<int64_t>("train.max_skipped_steps", FIELD(train.max_skipped_steps), 5, "A step whose loss or gradient norm is not finite is skipped (no update); after this many in a row the run stops with exit 1.", at_least<int64_t>(1));
+  r.add<std::string>("train.stop_signals", FIELD(train.stop_signals), "TERM,INT,USR1", "Signals that stop the run cleanly: every rank saves a checkpoint at the same step and exits with code 75 (resumable). Comma-separated, from TERM, INT, USR1, USR2, HUP; empty for none.", signal_list());
 
   r.add<std::string>("optim.name", FIELD(optim.name), "adamw", "Optimizer.", one_of({"adamw"}));
   r.add<double>("optim.lr", FIELD(optim.lr), 3e-4, "Peak learning rate.", positive());
@@ -109,11 +130,12 @@ OptionRegistry build_registry() {
   r.add<int64_t>("parallel.ep", FIELD(parallel.ep), 1, "Expert-parallel degree (not yet supported: 1).", degree());
   r.add<bool>("parallel.reshard_after_forward", FIELD(parallel.reshard_after_forward), true, "FSDP: free each block's gathered parameters after its forward and gather them again for backward (less memory, one more all-gather per block).");
   r.add<double>("dist.timeout_s", FIELD(dist.timeout_s), 600.0, "Seconds a collective may take before the job ends with an error naming it (a dead or stalled rank).", positive());
+  r.add<double>("dist.init_timeout_s", FIELD(dist.init_timeout_s), 300.0, "Seconds to wait at start for every rank to join; the error names the ranks that never arrived.", positive());
   r.add<std::string>("dist.backend", FIELD(dist.backend), "auto", "Collective backend: gloo, nccl (CUDA only), or auto (nccl on cuda, gloo on cpu).", one_of({"auto", "gloo", "nccl"}));
 
   r.add<int64_t>("checkpoint.every", FIELD(checkpoint.every), 0, "Save every N steps; 0 means only at the end (and on --stop-at-step or SIGTERM).", at_least<int64_t>(0));
   r.add<int64_t>("checkpoint.keep", FIELD(checkpoint.keep), 3, "Keep the last N checkpoints.", at_least<int64_t>(1));
-  r.add<std::string>("checkpoint.resume", FIELD(checkpoint.resume), "auto", "auto (continue from checkpoints/latest if present), never, or a checkpoint folder.", not_empty());
+  r.add<std::string>("checkpoint.resume", FIELD(checkpoint.resume), "auto", "auto (continue from checkpoints/latest, or from the newest checkpoint that verifies when latest is damaged), strict (the same, but a damaged latest stops the run with exit 2), never, or a checkpoint folder.", not_empty());
   return r;
 }
 

@@ -19,6 +19,7 @@
 #include "launch/rank_failure.h"
 #include "launch/rank_process.h"
 #include "launch/signal_pipe.h"
+#include "util/exit_codes.h"
 #include "util/input_error.h"
 
 namespace xtrain::launch {
@@ -33,13 +34,19 @@ constexpr double kLeaveTimeoutS = 30;
 
 struct AttemptResult {
   enum Kind { kSucceeded, kFailed, kSignalled, kAborted } kind = kSucceeded;
+  int ranks = 0, stopped_ranks = 0;         // this node's ranks, and those that exited kExitStopped
   RankFailure root_cause;                   // kFailed
   std::vector<RankFailure> other_failures;  // kFailed: more ranks of this node that failed on their own
   int signal = 0;                           // kSignalled
   std::string abort_reason;                 // kAborted
 };
 
-bool failed(int wait_status) { return !WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0; }
+bool stopped_cleanly(int wait_status) { return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitStopped; }
+
+// A rank that saved and stopped on a signal or a STOP file has not failed: nothing restarts it.
+bool failed(int wait_status) {
+  return !WIFEXITED(wait_status) || (WEXITSTATUS(wait_status) != 0 && !stopped_cleanly(wait_status));
+}
 
 void notice(const std::string& text) { fmt::print(stderr, "launch: {}\n", text); }
 
@@ -101,10 +108,18 @@ class Launcher {
       switch (result.kind) {
         case AttemptResult::kSucceeded:
           leave();
-          return 0;
+          if (result.stopped_ranks == 0) return 0;
+          notice("the ranks saved a checkpoint and stopped; run the same command to continue");
+          return kExitStopped;
         case AttemptResult::kSignalled:
-          notice(fmt::format("stopped by {}", signal_name(result.signal)));
           leave();
+          if (result.ranks > 0 && result.stopped_ranks == result.ranks) {
+            notice(fmt::format("stopped by {}: every rank saved a checkpoint at the same step; run the same "
+                               "command to continue (exit {})",
+                               signal_name(result.signal), kExitStopped));
+            return kExitStopped;
+          }
+          notice(fmt::format("stopped by {}", signal_name(result.signal)));
           return 128 + result.signal;
         case AttemptResult::kAborted:
           notice(fmt::format("stopped: {}", result.abort_reason));
@@ -141,6 +156,8 @@ class Launcher {
       clear_ranks();
       throw;
     }
+    result.ranks = static_cast<int>(ranks_.size());
+    for (const auto& rank : ranks_) result.stopped_ranks += stopped_cleanly(rank->wait_status()) ? 1 : 0;
     clear_ranks();
     if (result.kind == AttemptResult::kSucceeded) wait_for_other_nodes(attempt, result);
     return result;

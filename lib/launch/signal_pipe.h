@@ -23,7 +23,8 @@ class SignalPipe {
 
   // The signals this class catches; a child process must set them back to SIG_DFL. A constant
   // array, so that a forked child can read it without running any initialisation.
-  static constexpr std::array<int, 6> kCaughtSignals = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGPIPE};
+  // USR1 and USR2 are what SLURM's --signal sends ahead of a time limit; they go to the ranks too.
+  static constexpr std::array<int, 8> kCaughtSignals = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE};
 
  private:
   int read_fd_ = -1;

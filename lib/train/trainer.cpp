@@ -39,13 +39,17 @@
 #include "train/model_factory.h"
 #include "train/precision.h"
 #include "train/recipe_data.h"
+#include "train/non_finite_guard.h"
+#include "train/resume_changes.h"
 #include "train/stop_signal.h"
 #include "train/training_loss.h"
 #include "util/blas_probe.h"
 #include "util/build_info.h"
 #include "util/device.h"
 #include "util/durable_file.h"
+#include "util/exit_codes.h"
 #include "util/input_error.h"
+#include "util/signal_names.h"
 
 namespace fs = std::filesystem;
 
@@ -95,27 +99,43 @@ torch::Tensor from_hex(const std::string& hex) {
   return bytes;
 }
 
-// A checkpoint can only continue a run of the same model.
-void check_same_model(const config::Recipe& recipe, const ckpt::CheckpointReader& checkpoint) {
-  config::LoadOptions options;
-  options.check_files = false;
-  auto saved = config::load_recipe_text(checkpoint.recipe_yaml, checkpoint.dir() + "/recipe.yaml", options);
-  for (const auto& option : config::OptionRegistry::instance().options()) {
-    if (option.path.rfind("model.", 0) != 0) continue;
-    auto was = option.render(saved), now = option.render(recipe);
-    if (was != now)
-      throw InputError(fmt::format(
-          "{}: this checkpoint was trained with {}={}, the recipe says {}; use the same model or "
-          "set checkpoint.resume: never to start over",
-          checkpoint.dir(), option.path, was, now));
-  }
-}
+// The checkpoint to continue from, verified against its manifest: checkpoint.resume auto (or
+// strict) takes `latest`, or the newest intact one when `latest` is damaged; a folder the user
+// named must verify. Warnings and the verification's cost go to rank 0's output.
+struct ResumeFrom {
+  std::string dir;
+  std::string verification;  // "verified 3.2 MiB in 0.01 s"
+};
 
-std::optional<std::string> checkpoint_to_resume(const config::Recipe& recipe, const ckpt::CheckpointStore& store) {
+std::optional<ResumeFrom> checkpoint_to_resume(const config::Recipe& recipe, const ckpt::CheckpointStore& store,
+                                               bool chief) {
   const auto& resume = recipe.checkpoint.resume;
   if (resume == "never") return std::nullopt;
-  if (resume == "auto") return store.latest();
-  return resume;
+  if (resume != "auto" && resume != "strict") return ResumeFrom{resume, ckpt::verify_checkpoint(resume).summary()};
+  auto choice = store.newest_intact(resume == "strict");
+  if (!choice) return std::nullopt;
+  if (chief)
+    for (const auto& skipped : choice->skipped)
+      fmt::print(stderr, "warning: skipping damaged checkpoint {}; resuming from {} instead\n", skipped, choice->dir);
+  return ResumeFrom{choice->dir, choice->check.summary()};
+}
+
+// Out of memory, reported as what to change rather than as a trace.
+[[noreturn]] void out_of_memory(int64_t step, const std::string& what, double peak_rss, double peak_device,
+                                const config::Recipe& recipe) {
+  const auto first_line = what.substr(0, what.find('\n'));
+  throw std::runtime_error(fmt::format(
+      "out of memory at step {} (peak host memory {:.0f} MiB{}): {}. Options that need less memory: "
+      "train.micro_batch_size (now {}; gradient accumulation keeps the global batch), memory.recompute: full "
+      "(now {}), memory.offload_activations: true, memory.chunked_loss (now {}), more ranks with parallel.fsdp, "
+      "train.dtype: bf16 (now {})",
+      step, peak_rss, peak_device > 0 ? fmt::format(", device {:.0f} MiB", peak_device) : "", first_line,
+      recipe.train.micro_batch_size, recipe.memory.recompute, recipe.memory.chunked_loss, recipe.train.dtype));
+}
+
+bool is_out_of_memory(const c10::Error& error) {
+  const std::string what = error.what_without_backtrace();
+  return what.find("can't allocate memory") != std::string::npos || what.find("out of memory") != std::string::npos;
 }
 
 std::vector<optim::NamedParameter> named_parameters(model::LlamaForCausalLM& model) {
@@ -163,9 +183,34 @@ void apply_threads(const config::Recipe& recipe, int64_t local_ranks = 1) {
   }
 }
 
+// Where a run is, for the messages of failures that unwind out of it.
+struct RunProgress {
+  int64_t step = 0;
+  torch::Device device = torch::kCPU;
+};
+
+int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunProgress& progress);
+
 }  // namespace
 
 int train(const config::Recipe& recipe, const TrainOptions& options) {
+  RunProgress progress;
+  auto device_mib = [&] { return static_cast<double>(util::peak_device_memory_bytes(progress.device)) / (1 << 20); };
+  try {
+    return train_steps(recipe, options, progress);
+  } catch (const c10::OutOfMemoryError& e) {
+    out_of_memory(progress.step, e.what_without_backtrace(), peak_rss_mib(), device_mib(), recipe);
+  } catch (const std::bad_alloc& e) {
+    out_of_memory(progress.step, e.what(), peak_rss_mib(), device_mib(), recipe);
+  } catch (const c10::Error& e) {
+    if (!is_out_of_memory(e)) throw;
+    out_of_memory(progress.step, e.what_without_backtrace(), peak_rss_mib(), device_mib(), recipe);
+  }
+}
+
+namespace {
+
+int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunProgress& progress) {
   const auto world = dist::discover_world();
   apply_threads(recipe, world.local_size);
   const bool chief = world.rank == 0;
@@ -190,6 +235,7 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
   std::unique_ptr<data::SampleDataset> eval_data;
   if (!recipe.data.eval.empty()) eval_data = load_recipe_dataset("data.eval", recipe.data.eval, *tokenizer, recipe, false);
   const auto device = util::choose_device(t.device, world.local_rank);
+  progress.device = device;
   const auto backend = comm_backend(recipe.dist.backend, device);
   auto model = build_model(recipe);  // the same seed on every rank: the same initial weights
   model->to(device);  // initialised on the CPU, so every device starts from the same weights
@@ -234,9 +280,11 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
   const nlohmann::json data_schedule = {{"global_batch_size", t.global_batch_size},
                                         {"balance_window", recipe.data.balance_window},
                                         {"pack", recipe.data.pack}};
-  if (auto resume_dir = checkpoint_to_resume(recipe, store)) {
+  std::vector<std::string> resume_notices;
+  if (auto resume = checkpoint_to_resume(recipe, store, chief)) {
+    const std::string* resume_dir = &resume->dir;
     ckpt::CheckpointReader checkpoint(*resume_dir);
-    check_same_model(recipe, checkpoint);
+    resume_notices = check_resume_changes(recipe, checkpoint.recipe_yaml, *resume_dir, options.allow_changed);
     torch::NoGradGuard no_grad;
     std::map<std::string, torch::Tensor> optimizer_state;
     for (size_t i = 0; i < optimized.size(); ++i) {
@@ -281,7 +329,10 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
       throw InputError(fmt::format("{}: {} samples consumed is not a whole number of global batches of {}; resume "
                                    "with the checkpoint's train.global_batch_size or without data.balance_window",
                                    *resume_dir, samples_consumed, t.global_batch_size));
-    if (chief) fmt::print("resumed from {} at step {}\n", *resume_dir, step);
+    if (chief) {
+      fmt::print("resumed from {} at step {} ({})\n", *resume_dir, step, resume->verification);
+      for (const auto& notice : resume_notices) fmt::print("notice: changed since the checkpoint: {}\n", notice);
+    }
   }
 
   if (chief) {
@@ -292,7 +343,7 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
   std::optional<MetricsLog> metrics;
   if (chief) metrics.emplace(recipe.run.dir + "/metrics.jsonl", step);
   const std::string recipe_yaml = config::dump_recipe(recipe);
-  install_stop_signal_handlers();
+  install_stop_signal_handlers(util::parse_signal_list(t.stop_signals));
 
   const int64_t per_rank = t.global_batch_size / data_ranks;
   const int64_t accumulation = per_rank / t.micro_batch_size;
@@ -333,7 +384,26 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
                torch::get_num_threads(), wait_policy ? wait_policy : "default");
   }
 
+  // A sum over all ranks, so that every rank takes the same decisions.
+  auto sum_over_ranks = [&](double value) {
+    if (!world.distributed()) return value;
+    auto total = torch::tensor({value}, torch::kFloat64).to(device);
+    mesh.world_comm->all_reduce_sum(total).wait();
+    return total.item<double>();
+  };
+  // A checkpoint never holds non-finite weights: `latest` and the keep policy trust it.
+  auto check_finite_weights = [&](int64_t at_step) {
+    const double bad = sum_over_ranks(all_finite(parameters) ? 0.0 : 1.0);
+    if (bad == 0) return;
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    for (const auto& p : optimized) named.emplace_back(p.name, p.tensor);
+    const auto latest = store.latest();
+    throw std::runtime_error(fmt::format(
+        "the weights are not finite after step {} ({}); no checkpoint was written, {}", at_step,
+        chief ? describe_non_finite(named) : "see rank 0", latest ? "the latest is still " + *latest : "there is none yet"));
+  };
   auto save = [&](int64_t at_step) {
+    check_finite_weights(at_step);
     nlohmann::json trainer_state = {
         {"step", at_step},
         {"samples_consumed", samples_consumed},
@@ -365,23 +435,34 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
     if (chief) store.prepare_temp_folder(at_step);
     mesh.world_comm->barrier();
     const std::string folder = store.temp_folder(at_step);
-    if (mesh.dp->rank() == 0) {
-      auto state = optimizer.state();
-      std::vector<ckpt::ParameterPiece> pieces;
-      for (size_t i = 0; i < optimized.size(); ++i) {
-        const auto& name = optimized[i].name;
-        pieces.push_back({name, piece_shape[i], piece_begin[i], optimized[i].tensor,
-                          state.at("exp_avg." + name), state.at("exp_avg_sq." + name)});
+    // A rank whose write fails says so at the next barrier: every rank then stops with the error.
+    std::string write_error;
+    try {
+      if (mesh.dp->rank() == 0) {
+        auto state = optimizer.state();
+        std::vector<ckpt::ParameterPiece> pieces;
+        for (size_t i = 0; i < optimized.size(); ++i) {
+          const auto& name = optimized[i].name;
+          pieces.push_back({name, piece_shape[i], piece_begin[i], optimized[i].tensor,
+                            state.at("exp_avg." + name), state.at("exp_avg_sq." + name)});
+        }
+        ckpt::write_checkpoint_shard(folder, world.rank, pieces, optimizer.steps_taken());
       }
-      ckpt::write_checkpoint_shard(folder, world.rank, pieces, optimizer.steps_taken());
+      if (chief) {
+        util::write_file_durable(folder + "/config.json", model_config.dump(2) + "\n");
+        util::write_file_durable(folder + "/trainer_state.json", trainer_state.dump(2) + "\n");
+        util::write_file_durable(folder + "/recipe.yaml", recipe_yaml);
+      }
+    } catch (const std::exception& e) {
+      write_error = e.what();
     }
-    mesh.world_comm->barrier();
-    if (chief) {
-      util::write_file_durable(folder + "/config.json", model_config.dump(2) + "\n");
-      util::write_file_durable(folder + "/trainer_state.json", trainer_state.dump(2) + "\n");
-      util::write_file_durable(folder + "/recipe.yaml", recipe_yaml);
-      fmt::print("checkpoint: {} ({} shards)\n", store.commit(at_step), degrees.fsdp);
+    if (sum_over_ranks(write_error.empty() ? 0.0 : 1.0) > 0) {
+      if (!write_error.empty()) store.abandon(at_step, std::runtime_error(write_error));
+      throw std::runtime_error(fmt::format("checkpoint step-{}: another rank could not write its shard; see its "
+                                           "error. The checkpoints written before it are intact",
+                                           at_step));
     }
+    if (chief) fmt::print("checkpoint: {} ({} shards)\n", store.commit(at_step), degrees.fsdp);
     mesh.world_comm->barrier();
   };
   auto run_eval = [&](int64_t at_step) {
@@ -411,13 +492,6 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
     return std::make_pair(values[0].item<double>(), RankSpread{ranks.mean().item<double>(), ranks.max().item<double>(),
                                                                ranks.argmax().item<int64_t>()});
   };
-  // A sum over all ranks, so that every rank takes the same decisions.
-  auto sum_over_ranks = [&](double value) {
-    if (!world.distributed()) return value;
-    auto total = torch::tensor({value}, torch::kFloat64).to(device);
-    mesh.world_comm->all_reduce_sum(total).wait();
-    return total.item<double>();
-  };
 
   if (step >= last_step) {
     if (chief) fmt::print("nothing to do: the checkpoint is at step {} and the run ends at step {}\n", step, last_step);
@@ -444,6 +518,7 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
         return micro_batches;
       },
       first_step, last_step, recipe.data.prefetch);
+  NonFiniteGuard non_finite(t.max_skipped_steps);
   double data_wait_total = 0;
   double imbalance_sum = 0;  // over steps: the slowest rank's busy time over the mean
   double interval_seconds = 0, session_seconds = 0;
@@ -454,6 +529,7 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
     const auto started = Clock::now();
     const double waited_before = dist::PendingCollective::total_wait_seconds();
     ++step;
+    progress.step = step;
     inject_fault(fault, step);
     const double lr = schedule.at(step);
     if (sharded)
@@ -500,17 +576,33 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
     imbalance_sum += busy_spread.mean > 0 ? busy_spread.max / busy_spread.mean : 1.0;
     samples_consumed += t.global_batch_size;
     const double loss_value = global_count > 0 ? global_loss_sum / global_count : 0.0;
-    if (!std::isfinite(loss_value))
-      throw std::runtime_error(fmt::format("loss is {} at step {}; lower optim.lr or check the data", loss_value, step));
     // fp16: a step whose gradients overflowed is skipped (no update) and the loss scale shrinks.
     const double loss_scale = loss_scaler ? loss_scaler->scale() : 1.0;
     bool finite_gradients = true;
     if (loss_scaler) finite_gradients = sum_over_ranks(loss_scaler->unscale(parameters) ? 0.0 : 1.0) == 0.0;
     double grad_norm = std::numeric_limits<double>::quiet_NaN();
+    bool skipped = !finite_gradients;
     if (finite_gradients) {
       grad_norm = sharded ? sharded->clip_grad_norm(recipe.optim.grad_clip)
                           : optim::clip_grad_norm(parameters, recipe.optim.grad_clip);
-      optimizer.step(lr);
+      skipped = !non_finite.admit(step, loss_value, grad_norm);
+      if (!skipped) optimizer.step(lr);
+      if (skipped && chief)
+        fmt::print("step {}: loss {:.4f}, gradient norm {:.4g}: not finite; step skipped, no update ({} in a row, {} "
+                   "in all)\n",
+                   step, loss_value, grad_norm, non_finite.in_a_row(), non_finite.total());
+      if (non_finite.exhausted()) {
+        const auto latest = store.latest();
+        throw std::runtime_error(fmt::format(
+            "steps {}-{}: {} steps in a row had a non-finite loss or gradient norm (train.max_skipped_steps); the "
+            "run is diverging. Likely causes: optim.lr too high (now {:g}){}{}, or corrupt data in the samples of "
+            "these steps. {}",
+            non_finite.first_of_run(), step, non_finite.in_a_row(), recipe.optim.lr,
+            recipe.optim.grad_clip > 0 ? "" : ", no gradient clipping (optim.grad_clip 0)",
+            t.dtype == "fp16" ? ", fp16 overflow (bf16 has fp32's range)" : "",
+            latest ? fmt::format("The last checkpoint, {}, holds finite weights from before them", *latest)
+                   : "No checkpoint was written yet"));
+      }
     }
     if (loss_scaler) {
       loss_scaler->update(finite_gradients);
@@ -545,10 +637,9 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
         record["busy_s_max"] = busy_spread.max;
         record["slowest_rank"] = busy_spread.argmax;
       }
-      if (loss_scaler) {
-        record["loss_scale"] = loss_scale;
-        record["skipped"] = !finite_gradients;
-      }
+      if (loss_scaler) record["loss_scale"] = loss_scale;
+      record["skipped"] = skipped;
+      record["skipped_total"] = non_finite.total();
       metrics->write(record);
     }
     if (chief && (step % t.log_every == 0 || step == last_step || step == first_step)) {
@@ -562,16 +653,26 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
       interval_seconds = 0;
       interval_steps = 0;
     }
-    const bool stopping = sum_over_ranks(stop_requested() ? 1.0 : 0.0) > 0;
-    if ((recipe.checkpoint.every > 0 && step % recipe.checkpoint.every == 0) || step == last_step || stopping) {
+    const bool stop_file = chief && take_stop_file(recipe.run.dir);
+    if (stop_file) fmt::print("found {}/STOP after step {}: saving a checkpoint and stopping (the file is removed)\n",
+                              recipe.run.dir, step);
+    const bool stopping = sum_over_ranks(stop_requested() || stop_file ? 1.0 : 0.0) > 0;
+    const bool periodic = recipe.checkpoint.every > 0 && step % recipe.checkpoint.every == 0;
+    // While steps are being skipped, periodic checkpoints wait: the keep policy would otherwise
+    // replace the checkpoints from before the trouble with copies of the same weights.
+    if (periodic && non_finite.in_a_row() > 0 && step != last_step && !stopping) {
+      if (chief) fmt::print("step {}: checkpoint deferred while steps are being skipped\n", step);
+    } else if (periodic || step == last_step || stopping) {
       save(step);
     }
     if (t.eval_every > 0 && step % t.eval_every == 0 && step != t.steps) run_eval(step);
     if (stopping) {
       if (chief)
-        fmt::print("stopped by signal {} after step {}; resume with the same command\n", stop_signal_number(), step);
+        fmt::print("stopped by {} after step {}; run the same command to continue (exit {})\n",
+                   stop_requested() ? util::signal_name(stop_signal_number()) : "a STOP file or another rank's signal",
+                   step, kExitStopped);
       mesh.world_comm->barrier();
-      return 0;
+      return kExitStopped;
     }
   }
   if (step == t.steps) run_eval(step);
@@ -593,6 +694,8 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
   return 0;
 }
 
+}  // namespace
+
 int evaluate_checkpoint(const config::Recipe& recipe, const std::string& checkpoint_dir) {
   apply_threads(recipe);
   if (recipe.data.eval.empty())
@@ -600,17 +703,31 @@ int evaluate_checkpoint(const config::Recipe& recipe, const std::string& checkpo
   auto tokenizer = data::make_tokenizer(recipe.data.tokenizer);
   auto eval_data = load_recipe_dataset("data.eval", recipe.data.eval, *tokenizer, recipe, false);
   std::string dir = checkpoint_dir;
+  std::string verification;
   if (dir.empty()) {
-    auto latest = ckpt::CheckpointStore(recipe.run.dir, recipe.checkpoint.keep).latest();
-    if (!latest)
+    auto choice =
+        ckpt::CheckpointStore(recipe.run.dir, recipe.checkpoint.keep).newest_intact(recipe.checkpoint.resume == "strict");
+    if (!choice)
       throw InputError(fmt::format("no checkpoint in {}/checkpoints: train first or pass --checkpoint DIR",
                                    recipe.run.dir));
-    dir = *latest;
+    for (const auto& skipped : choice->skipped)
+      fmt::print(stderr, "warning: skipping damaged checkpoint {}; evaluating {} instead\n", skipped, choice->dir);
+    dir = choice->dir;
+    verification = choice->check.summary();
+  } else {
+    verification = ckpt::verify_checkpoint(dir).summary();
   }
   auto model = ckpt::load_hf_folder(dir);
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
+  require_finite_weights(named, dir);
   auto result = evaluate(model, *eval_data, recipe.train.micro_batch_size, recipe.train.eval_batches, recipe.train.dtype,
                          0, recipe.data.pack);
-  fmt::print("checkpoint: {}\neval loss {:.4f} | perplexity {:.3f} | {} tokens\n", dir, result.loss,
+  if (!std::isfinite(result.loss))
+    throw std::runtime_error(fmt::format("{}: the eval loss is {} although the weights are finite; the model "
+                                         "overflows on this data (try train.dtype: fp32)",
+                                         dir, result.loss));
+  fmt::print("checkpoint: {} ({})\neval loss {:.4f} | perplexity {:.3f} | {} tokens\n", dir, verification, result.loss,
              result.perplexity, result.tokens);
   return 0;
 }

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "config/recipe.h"
 
@@ -12,9 +13,13 @@ struct TrainOptions {
   // End cleanly after this step with a checkpoint (0: run to train.steps). The schedule is
   // still that of train.steps, so a later run resumes as if never stopped.
   int64_t stop_at_step = 0;
+  // Recipe keys whose change since the checkpoint breaks bit-exact resume but is wanted anyway.
+  std::vector<std::string> allow_changed;
 };
 
-// Returns the process exit code. Bad input throws InputError before the run folder is touched.
+// Returns the process exit code: 0, or kExitStopped after a stop signal or a STOP file (a
+// checkpoint was written). Bad input throws InputError before the run folder is touched; a run
+// that diverges, runs out of memory or cannot write its checkpoint throws a runtime error.
 int train(const config::Recipe& recipe, const TrainOptions& options);
 
 // `xtrain eval`: loss and perplexity of a checkpoint (default: the run's latest) on data.eval.

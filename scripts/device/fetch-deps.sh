@@ -8,6 +8,7 @@ packages=(
   libyaml-cpp-dev libyaml-cpp0.7 libcli11-dev catch2 nlohmann-json3-dev libgloo-dev
   libsentencepiece-dev libsentencepiece0 libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
   libicu-dev libicu72 icu-devtools
+  libxxhash-dev
 )
 mkdir -p .deps/debs
 cd .deps/debs

@@ -57,16 +57,27 @@ again=$("$xtrain" generate "$work/run/checkpoints/latest" --prompt "Once" --max-
 [[ "$out" == "$again" ]]
 set +e; "$xtrain" generate "$work/nope" --prompt x >/dev/null 2>"$work/err"; status=$?; set -e
 [[ $status -eq 2 ]]
-grep -q "nope/config.json" "$work/err"
+grep -qx "$work/nope: no such checkpoint folder" "$work/err"
 
-# A corrupt checkpoint is bad input (exit 2, naming the file), not a crash.
+# A damaged checkpoint is never trained on: its manifest names the file, and the run continues
+# from the checkpoint before it (checkpoint.resume strict: exit 2). Without a manifest (an older
+# checkpoint), the file's own check names it: bad input, exit 2, not a crash.
 cp -r "$work/run" "$work/corrupt"
 echo '{"step": 6}' > "$work/corrupt/checkpoints/step-6/trainer_state.json"
-set +e; "$xtrain" train "$work/tiny.yaml" --set run.dir="$work/corrupt" --set train.steps=8 >/dev/null 2>"$work/err"; status=$?; set -e
+"$xtrain" train "$work/tiny.yaml" --set run.dir="$work/corrupt" --set train.steps=8 --stop-at-step 5 >"$work/out" 2>"$work/err"
+grep -qx "warning: skipping damaged checkpoint $work/corrupt/checkpoints/step-6: trainer_state.json: 12 bytes, the manifest says [0-9]* (truncated or overwritten); resuming from $work/corrupt/checkpoints/step-4 instead" "$work/err"
+grep -q "resumed from $work/corrupt/checkpoints/step-4 at step 4 (verified " "$work/out"
+cp -r "$work/run" "$work/strict"
+echo '{"step": 6}' > "$work/strict/checkpoints/step-6/trainer_state.json"
+set +e; "$xtrain" train "$work/tiny.yaml" --set run.dir="$work/strict" --set checkpoint.resume=strict >/dev/null 2>"$work/err"; status=$?; set -e
 [[ $status -eq 2 ]]
-grep -q "corrupt/checkpoints/step-6/trainer_state.json: .*samples_consumed" "$work/err"
-head -c 100 "$work/run/checkpoints/step-6/model.safetensors" > "$work/corrupt/checkpoints/step-6/model.safetensors"
-set +e; "$xtrain" train "$work/tiny.yaml" --set run.dir="$work/corrupt" --set train.steps=8 >/dev/null 2>"$work/err"; status=$?; set -e
+grep -q "^$work/strict/checkpoints/step-6 failed verification: trainer_state.json: " "$work/err"
+rm "$work/strict/checkpoints/step-6/manifest.json"
+set +e; "$xtrain" train "$work/tiny.yaml" --set run.dir="$work/strict" --set train.steps=8 >"$work/out" 2>"$work/err"; status=$?; set -e
+[[ $status -eq 2 ]]
+grep -q "strict/checkpoints/step-6/trainer_state.json: .*samples_consumed" "$work/err"
+head -c 100 "$work/run/checkpoints/step-6/model.safetensors" > "$work/strict/checkpoints/step-6/model.safetensors"
+set +e; "$xtrain" train "$work/tiny.yaml" --set run.dir="$work/strict" --set train.steps=8 >/dev/null 2>"$work/err"; status=$?; set -e
 [[ $status -eq 2 ]]
 grep -q "step-6/model.safetensors: " "$work/err"
 

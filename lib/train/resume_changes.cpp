@@ -1,0 +1,61 @@
+#include "train/resume_changes.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "config/option_registry.h"
+#include "config/recipe_loader.h"
+#include "util/input_error.h"
+
+namespace xtrain::train {
+namespace {
+
+bool starts_with(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
+
+bool geometry(const std::string& path) {
+  static const char* const kKeys[] = {"data.train",   "data.seq_len",           "data.pack",
+                                      "data.shuffle", "data.balance_window",    "train.global_batch_size"};
+  return std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* key) { return path == key; });
+}
+
+// Options that change how a run is carried out, not what it computes.
+bool free_to_change(const std::string& path) {
+  static const char* const kPrefixes[] = {"parallel.", "memory.", "checkpoint.", "dist."};
+  static const char* const kKeys[] = {"name",           "run.dir",        "train.log_every",      "train.eval_every",
+                                      "train.eval_batches", "train.threads", "train.omp_wait_policy", "train.device",
+                                      "train.stop_signals", "data.prefetch", "data.eval"};
+  return std::any_of(std::begin(kPrefixes), std::end(kPrefixes), [&](const char* p) { return starts_with(path, p); }) ||
+         std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* key) { return path == key; });
+}
+
+}  // namespace
+
+std::vector<std::string> check_resume_changes(const config::Recipe& recipe, const std::string& saved_recipe_yaml,
+                                              const std::string& checkpoint_dir,
+                                              const std::vector<std::string>& allowed) {
+  config::LoadOptions options;
+  options.check_files = false;
+  const auto saved = config::load_recipe_text(saved_recipe_yaml, checkpoint_dir + "/recipe.yaml", options);
+  std::vector<std::string> notices;
+  for (const auto& option : config::OptionRegistry::instance().options()) {
+    const auto was = option.render(saved), now = option.render(recipe);
+    if (was == now || free_to_change(option.path)) continue;
+    if (starts_with(option.path, "model."))
+      throw InputError(fmt::format(
+          "{}: this checkpoint was trained with {}={}, the recipe says {}; use the same model or "
+          "set checkpoint.resume: never to start over",
+          checkpoint_dir, option.path, was, now));
+    const bool allow = std::find(allowed.begin(), allowed.end(), option.path) != allowed.end();
+    if (geometry(option.path) && !allow)
+      throw InputError(fmt::format(
+          "{}: this run was trained with {}={}, the recipe says {}; that changes which samples the next steps "
+          "read, so the run would not continue as it would have. Use the checkpoint's value, or pass "
+          "--allow-changed {} to continue anyway",
+          checkpoint_dir, option.path, was, now, option.path));
+    notices.push_back(fmt::format("{}: {} -> {}", option.path, was, now));
+  }
+  return notices;
+}
+
+}  // namespace xtrain::train
