@@ -80,6 +80,7 @@ struct ParallelSection {
 struct DistSection {
   double timeout_s = 0;
   double init_timeout_s = 0;
+  double watchdog_s = 0;
   std::string backend;
 };
 

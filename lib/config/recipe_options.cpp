@@ -131,10 +131,11 @@ OptionRegistry build_registry() {
   r.add<bool>("parallel.reshard_after_forward", FIELD(parallel.reshard_after_forward), true, "FSDP: free each block's gathered parameters after its forward and gather them again for backward (less memory, one more all-gather per block).");
   r.add<double>("dist.timeout_s", FIELD(dist.timeout_s), 600.0, "Seconds a collective may take before the job ends with an error naming it (a dead or stalled rank).", positive());
   r.add<double>("dist.init_timeout_s", FIELD(dist.init_timeout_s), 300.0, "Seconds to wait at start for every rank to join; the error names the ranks that never arrived.", positive());
+  r.add<double>("dist.watchdog_s", FIELD(dist.watchdog_s), 1800.0, "End the job when a rank completes no step for this many seconds (a hang outside any collective), after printing every rank's last step and collective; 0 turns the watchdog off.", at_least(0.0));
   r.add<std::string>("dist.backend", FIELD(dist.backend), "auto", "Collective backend: gloo, nccl (CUDA only), or auto (nccl on cuda, gloo on cpu).", one_of({"auto", "gloo", "nccl"}));
 
-  r.add<int64_t>("checkpoint.every", FIELD(checkpoint.every), 0, "Save every N steps; 0 means only at the end (and on --stop-at-step or SIGTERM).", at_least<int64_t>(0));
-  r.add<int64_t>("checkpoint.keep", FIELD(checkpoint.keep), 3, "Keep the last N checkpoints.", at_least<int64_t>(1));
+  r.add<int64_t>("checkpoint.every", FIELD(checkpoint.every), 0, "Save every N steps; 0 means only at the end (and on --stop-at-step, a stop signal or a STOP file).", at_least<int64_t>(0));
+  r.add<int64_t>("checkpoint.keep", FIELD(checkpoint.keep), 3, "Keep the last N checkpoints; the newest, verified as it is written, is never removed.", at_least<int64_t>(1));
   r.add<std::string>("checkpoint.resume", FIELD(checkpoint.resume), "auto", "auto (continue from checkpoints/latest, or from the newest checkpoint that verifies when latest is damaged), strict (the same, but a damaged latest stops the run with exit 2), never, or a checkpoint folder.", not_empty());
   return r;
 }

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 
 #include <torch/torch.h>
 
@@ -10,7 +11,24 @@ namespace xtrain::dist {
 namespace {
 std::atomic<int64_t> waited_nanoseconds{0};
 CollectiveFailureHandler failure_handler;
+std::mutex last_collective_mutex;
+std::string last_collective_description = "none yet";
+PeerDiagnosis peer_diagnosis;
 }  // namespace
+
+void note_collective(const std::string& description) {
+  std::lock_guard<std::mutex> lock(last_collective_mutex);
+  last_collective_description = description;
+}
+
+std::string last_collective() {
+  std::lock_guard<std::mutex> lock(last_collective_mutex);
+  return last_collective_description;
+}
+
+void set_peer_diagnosis(PeerDiagnosis diagnosis) { peer_diagnosis = std::move(diagnosis); }
+
+std::string diagnose_peers() { return peer_diagnosis ? peer_diagnosis() : ""; }
 
 void set_collective_failure_handler(CollectiveFailureHandler handler) { failure_handler = std::move(handler); }
 

@@ -30,6 +30,17 @@ using CollectiveFailureHandler = std::function<void(const std::string& message)>
 void set_collective_failure_handler(CollectiveFailureHandler handler);
 [[noreturn]] void collective_failed(const std::string& message);
 
+// The collective this process started last, "all_gather on group 'fsdp' (ranks 0,1)", for the
+// watchdog's report of where each rank is.
+void note_collective(const std::string& description);
+std::string last_collective();
+
+// When a peer's connection closes, which rank died and where it was: the watchdog, which reads
+// every rank's heartbeat, installs the diagnosis. Empty when none is installed.
+using PeerDiagnosis = std::function<std::string()>;
+void set_peer_diagnosis(PeerDiagnosis diagnosis);
+std::string diagnose_peers();
+
 class PendingCollective {
  public:
   // Seconds this process has spent blocked in wait() so far: the communication that did not

@@ -60,7 +60,8 @@ std::string DeviceMesh::describe() const {
   return fmt::format("{} ranks ({}), {}", world.size, world.source, layout);
 }
 
-DeviceMesh build_mesh(const World& world, const ParallelDegrees& degrees, double timeout_s, CommBackend backend) {
+DeviceMesh build_mesh(const World& world, const ParallelDegrees& degrees, double timeout_s, CommBackend backend,
+                      double init_timeout_s) {
   DeviceMesh mesh;
   mesh.world = world;
   mesh.degrees = degrees;
@@ -71,7 +72,8 @@ DeviceMesh build_mesh(const World& world, const ParallelDegrees& degrees, double
     return mesh;
   }
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  mesh.groups = std::make_shared<ProcessGroups>(world, timeout, backend);
+  mesh.groups = std::make_shared<ProcessGroups>(
+      world, timeout, backend, std::chrono::milliseconds(static_cast<int64_t>(init_timeout_s * 1000)));
   std::vector<int64_t> all(world.size);
   for (int64_t r = 0; r < world.size; ++r) all[r] = r;
   mesh.world_comm = mesh.groups->make_group("world", all);

@@ -42,7 +42,8 @@ struct DeviceMesh {
 
 // Builds the groups over the backend (Gloo for CPU tensors, NCCL for CUDA ones); with one
 // process, single-process comms and no store.
+// init_timeout_s bounds the wait for every rank to join.
 DeviceMesh build_mesh(const World& world, const ParallelDegrees& degrees, double timeout_s,
-                      CommBackend backend = CommBackend::gloo);
+                      CommBackend backend = CommBackend::gloo, double init_timeout_s = 300);
 
 }  // namespace xtrain::dist

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -17,6 +19,8 @@
 
 namespace xtrain::dist {
 namespace {
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 // A group over one c10d backend: Gloo (CPU tensors) or NCCL (CUDA tensors, stream-ordered:
 // wait() makes the current stream wait for the collective, the host does not block).
@@ -64,14 +68,29 @@ class C10dComm : public Comm {
   }
 
   [[noreturn]] void fail(const std::string& collective, const std::string& why) const {
+    if (connection_lost(why)) {
+      const std::string diagnosis = diagnose_peers();
+      collective_failed(fmt::format("{} failed: a peer closed its connection ({}). {}", describe(collective),
+                                    first_line(why),
+                                    diagnosis.empty() ? "Another rank has died; its own output names the cause."
+                                                      : diagnosis));
+    }
     collective_failed(fmt::format(
         "{} did not complete within dist.timeout_s={}: {}. Another rank has died or stalled; its own "
         "output names the cause.",
         describe(collective), timeout_.count() / 1000.0, why));
   }
 
+  // A dead peer shows as a closed socket at once, not as a timeout.
+  static bool connection_lost(const std::string& why) {
+    for (const char* sign : {"Connection reset", "Connection closed", "Broken pipe", "Socket closed", "EOF"})
+      if (why.find(sign) != std::string::npos) return true;
+    return false;
+  }
+
   template <typename Start>
   PendingCollective pending(const std::string& collective, Start start) {
+    note_collective(describe(collective));
     c10::intrusive_ptr<c10d::Work> work;
     try {
       work = start();
@@ -115,7 +134,8 @@ struct ProcessGroups::State {
   CommBackend backend = CommBackend::gloo;
 };
 
-ProcessGroups::ProcessGroups(const World& world, std::chrono::milliseconds timeout, CommBackend backend)
+ProcessGroups::ProcessGroups(const World& world, std::chrono::milliseconds timeout, CommBackend backend,
+                             std::chrono::milliseconds join_timeout)
     : state_(std::make_unique<State>()) {
 #ifndef XTRAIN_CUDA
   if (backend == CommBackend::nccl)
@@ -128,17 +148,65 @@ ProcessGroups::ProcessGroups(const World& world, std::chrono::milliseconds timeo
   options.port = static_cast<std::uint16_t>(world.master_port);
   options.isServer = world.rank == 0 && !world.agent_store;
   options.numWorkers = static_cast<std::size_t>(world.size);
-  options.waitWorkers = true;
-  // Ranks start at different moments (the launcher, loading the data): joining may take longer
-  // than one collective is allowed to.
-  options.timeout = std::max<std::chrono::milliseconds>(timeout, std::chrono::minutes(5));
+  options.waitWorkers = false;  // wait_for_every_rank waits, and names who is missing
+  options.timeout = join_timeout;
   try {
+    // c10d logs every failed connection attempt with a C++ stack trace; the error below says it once.
+    const int log_level = FLAGS_caffe2_log_level;
+    FLAGS_caffe2_log_level = 3;  // fatal only
+    std::unique_ptr<int, std::function<void(int*)>> restore(&FLAGS_caffe2_log_level,
+                                                            [log_level](int* level) { *level = log_level; });
     state_->store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, options);
   } catch (const std::exception& e) {
-    collective_failed(fmt::format("rank {} could not join the job's store at {}:{} ({} ranks): {}", world.rank,
-                                world.master_addr, world.master_port, world.size, e.what()));
+    collective_failed(fmt::format("rank {} could not join the job's store at {}:{} ({} ranks) within "
+                                  "dist.init_timeout_s={}: {}; is rank 0 running with the same MASTER_ADDR and "
+                                  "MASTER_PORT?",
+                                  world.rank, world.master_addr, world.master_port, world.size,
+                                  join_timeout.count() / 1000.0, first_line(e.what())));
   }
+  wait_for_every_rank(join_timeout);
+  // Ranks start at different moments (the launcher, loading the data): making a group may take
+  // longer than one collective is allowed to.
+  state_->store->setTimeout(std::max(timeout, join_timeout));
   if (backend == CommBackend::gloo) state_->device = make_device(world);
+}
+
+c10::intrusive_ptr<c10d::Store> ProcessGroups::store() const { return state_->store; }
+
+void ProcessGroups::wait_for_every_rank(std::chrono::milliseconds join_timeout) {
+  const World& world = state_->world;
+  auto& store = *state_->store;
+  // Attempts of a restarted job share the store (torchrun's agent keeps it): keys are per attempt.
+  const std::string prefix = fmt::format("xtrain/attempt_{}/joined/", world.restart_count);
+  store.set(prefix + std::to_string(world.rank), std::vector<uint8_t>{'1'});
+  store.add(prefix + "count", 1);
+  const auto seconds = join_timeout.count() / 1000.0;
+  if (world.rank != 0) {
+    try {
+      store.wait({prefix + "all"}, join_timeout);
+    } catch (const std::exception& e) {
+      collective_failed(fmt::format("rank {} waited dist.init_timeout_s={} for the other ranks of {} at {}:{}: {}; "
+                                    "rank 0's output names the missing ones",
+                                    world.rank, seconds, world.size, world.master_addr, world.master_port,
+                                    first_line(e.what())));
+    }
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + join_timeout;
+  while (store.add(prefix + "count", 0) < world.size) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::vector<int64_t> missing;
+      for (int64_t r = 0; r < world.size; ++r)
+        if (!store.check({prefix + std::to_string(r)})) missing.push_back(r);
+      collective_failed(fmt::format(
+          "rank{} {} of {} never joined at {}:{} within dist.init_timeout_s={}; start every rank with the same "
+          "WORLD_SIZE, MASTER_ADDR and MASTER_PORT (a rank that crashed at start says why in its own output)",
+          missing.size() == 1 ? "" : "s", fmt::join(missing, ", "), world.size, world.master_addr, world.master_port,
+          seconds));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  store.set(prefix + "all", std::vector<uint8_t>{'1'});
 }
 
 ProcessGroups::~ProcessGroups() = default;

@@ -24,8 +24,10 @@ enum class CommBackend { gloo, nccl };
 
 class ProcessGroups {
  public:
-  // nccl without the CUDA paths compiled in is an InputError.
-  ProcessGroups(const World& world, std::chrono::milliseconds timeout, CommBackend backend = CommBackend::gloo);
+  // nccl without the CUDA paths compiled in is an InputError. Returns once every rank has joined;
+  // a rank missing after join_timeout ends the job with an error that names it.
+  ProcessGroups(const World& world, std::chrono::milliseconds timeout, CommBackend backend = CommBackend::gloo,
+                std::chrono::milliseconds join_timeout = std::chrono::minutes(5));
   ~ProcessGroups();
   ProcessGroups(const ProcessGroups&) = delete;
   ProcessGroups& operator=(const ProcessGroups&) = delete;
@@ -33,8 +35,11 @@ class ProcessGroups {
   // A group of the given global ranks, which must include this process's rank; every member
   // must call this with the same name and ranks.
   std::shared_ptr<Comm> make_group(const std::string& name, const std::vector<int64_t>& ranks);
+  // The job's store, for the watchdog's heartbeats.
+  c10::intrusive_ptr<c10d::Store> store() const;
 
  private:
+  void wait_for_every_rank(std::chrono::milliseconds join_timeout);
   c10::intrusive_ptr<c10d::Backend> make_backend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size);
 
   struct State;

@@ -26,6 +26,7 @@
 #include "data/tokenizer.h"
 #include "dist/device_mesh.h"
 #include "dist/fully_sharded.h"
+#include "dist/watchdog.h"
 #include "dist/world.h"
 #include "memory/memory_policy.h"
 #include "model/sdpa_attention.h"
@@ -238,11 +239,13 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
   progress.device = device;
   const auto backend = comm_backend(recipe.dist.backend, device);
   auto model = build_model(recipe);  // the same seed on every rank: the same initial weights
+  const int64_t total_parameters = model->num_parameters();  // before sharding leaves each rank a piece
   model->to(device);  // initialised on the CPU, so every device starts from the same weights
   auto offloader = memory::apply_memory_policy(model, memory_options(recipe, device));
   const int64_t loss_chunk = loss_chunk_tokens(recipe);
 
-  auto mesh = dist::build_mesh(world, degrees, recipe.dist.timeout_s, backend);
+  auto mesh = dist::build_mesh(world, degrees, recipe.dist.timeout_s, backend, recipe.dist.init_timeout_s);
+  dist::Watchdog watchdog(mesh.groups.get(), world, recipe.dist.watchdog_s);
   // Scalars that ranks sum (loss, token counts, flags) live where the backend reduces them.
   const auto scalar_options = torch::TensorOptions().dtype(torch::kFloat64).device(device);
   std::unique_ptr<dist::FullyShardedModel> sharded;
@@ -361,7 +364,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
   };
 
   if (chief) {
-    fmt::print("model: {} parameters ({} layers, hidden {}, heads {}/{} kv, vocab {})\n", model->num_parameters(),
+    fmt::print("model: {} parameters ({} layers, hidden {}, heads {}/{} kv, vocab {})\n", total_parameters,
                recipe.model.num_layers, recipe.model.hidden_size, recipe.model.num_heads, recipe.model.num_kv_heads,
                recipe.model.vocab_size);
     fmt::print("data: {} tokens, {} samples of {} tokens; unigram entropy {:.4f} nats/token\n",
@@ -591,18 +594,6 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
         fmt::print("step {}: loss {:.4f}, gradient norm {:.4g}: not finite; step skipped, no update ({} in a row, {} "
                    "in all)\n",
                    step, loss_value, grad_norm, non_finite.in_a_row(), non_finite.total());
-      if (non_finite.exhausted()) {
-        const auto latest = store.latest();
-        throw std::runtime_error(fmt::format(
-            "steps {}-{}: {} steps in a row had a non-finite loss or gradient norm (train.max_skipped_steps); the "
-            "run is diverging. Likely causes: optim.lr too high (now {:g}){}{}, or corrupt data in the samples of "
-            "these steps. {}",
-            non_finite.first_of_run(), step, non_finite.in_a_row(), recipe.optim.lr,
-            recipe.optim.grad_clip > 0 ? "" : ", no gradient clipping (optim.grad_clip 0)",
-            t.dtype == "fp16" ? ", fp16 overflow (bf16 has fp32's range)" : "",
-            latest ? fmt::format("The last checkpoint, {}, holds finite weights from before them", *latest)
-                   : "No checkpoint was written yet"));
-      }
     }
     if (loss_scaler) {
       loss_scaler->update(finite_gradients);
@@ -653,6 +644,18 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
       interval_seconds = 0;
       interval_steps = 0;
     }
+    if (non_finite.exhausted()) {
+      const auto latest = store.latest();
+      throw std::runtime_error(fmt::format(
+          "steps {}-{}: {} steps in a row had a non-finite loss or gradient norm (train.max_skipped_steps); the "
+          "run is diverging. Likely causes: optim.lr too high (now {:g}){}{}, or corrupt data in the samples of "
+          "these steps. {}",
+          non_finite.first_of_run(), step, non_finite.in_a_row(), recipe.optim.lr,
+          recipe.optim.grad_clip > 0 ? "" : ", no gradient clipping (optim.grad_clip 0)",
+          t.dtype == "fp16" ? ", fp16 overflow (bf16 has fp32's range)" : "",
+          latest ? fmt::format("The last checkpoint, {}, holds finite weights from before them", *latest)
+                 : "No checkpoint was written yet"));
+    }
     const bool stop_file = chief && take_stop_file(recipe.run.dir);
     if (stop_file) fmt::print("found {}/STOP after step {}: saving a checkpoint and stopping (the file is removed)\n",
                               recipe.run.dir, step);
@@ -666,6 +669,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
       save(step);
     }
     if (t.eval_every > 0 && step % t.eval_every == 0 && step != t.steps) run_eval(step);
+    watchdog.step_done(step);
     if (stopping) {
       if (chief)
         fmt::print("stopped by {} after step {}; run the same command to continue (exit {})\n",

@@ -1,0 +1,121 @@
+#include "dist/watchdog.h"
+
+#include <vector>
+
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "dist/comm.h"
+
+namespace xtrain::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kBeatInterval = std::chrono::milliseconds(500);
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+std::string beat_key(const World& world, int64_t rank) {
+  return fmt::format("xtrain/attempt_{}/heartbeat/{}", world.restart_count, rank);
+}
+
+}  // namespace
+
+Watchdog::Watchdog(const ProcessGroups* groups, const World& world, double stall_s)
+    : store_(groups ? groups->store() : nullptr), world_(world), stall_s_(stall_s), progress_ns_(now_ns()) {
+  if (store_) {
+    publish();
+    set_peer_diagnosis([this] { return diagnose(); });
+  }
+  if (store_ || stall_s_ > 0) thread_ = std::thread([this] { run(); });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (store_) set_peer_diagnosis(nullptr);
+}
+
+void Watchdog::step_done(int64_t step) {
+  step_ = step;
+  progress_ns_ = now_ns();
+}
+
+void Watchdog::publish() {
+  const std::string value = fmt::format("{}|{}|{}", beats_++, step_.load(), last_collective());
+  try {
+    store_->set(beat_key(world_, world_.rank), std::vector<uint8_t>(value.begin(), value.end()));
+  } catch (const std::exception&) {
+    // The store is gone (its host died): the collectives report that.
+  }
+}
+
+void Watchdog::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!wake_.wait_for(lock, kBeatInterval, [this] { return stopping_; })) {
+    if (store_) publish();
+    const double idle_s = static_cast<double>(now_ns() - progress_ns_.load()) * 1e-9;
+    if (stall_s_ <= 0 || idle_s < stall_s_) continue;
+    collective_failed(fmt::format(
+        "watchdog: rank {} completed no step for {:.0f} s (dist.watchdog_s={}), after step {}; its last "
+        "collective: {}.{}",
+        world_.rank, idle_s, stall_s_, step_.load(), last_collective(),
+        store_ ? " Every rank: " + every_rank() : std::string()));
+  }
+}
+
+Watchdog::Beat Watchdog::read_beat(int64_t rank) const {
+  Beat beat;
+  try {
+    const std::string key = beat_key(world_, rank);
+    if (!store_->check({key})) return beat;
+    const auto bytes = store_->get(key);
+    const std::string value(bytes.begin(), bytes.end());
+    const auto first = value.find('|'), second = value.find('|', first + 1);
+    beat.count = std::stoll(value.substr(0, first));
+    beat.step = std::stoll(value.substr(first + 1, second - first - 1));
+    beat.collective = value.substr(second + 1);
+  } catch (const std::exception&) {
+    beat.count = -2;  // unreadable: the store is gone
+  }
+  return beat;
+}
+
+std::string Watchdog::every_rank() const {
+  std::string text;
+  for (int64_t rank = 0; rank < world_.size; ++rank) {
+    const Beat beat = read_beat(rank);
+    text += fmt::format("{}rank {}: {}", rank ? "; " : "", rank,
+                        beat.count < 0 ? std::string("no heartbeat")
+                                       : fmt::format("after step {}, last collective {}", beat.step, beat.collective));
+  }
+  return text;
+}
+
+std::string Watchdog::diagnose() const {
+  std::vector<Beat> before;
+  for (int64_t rank = 0; rank < world_.size; ++rank) before.push_back(read_beat(rank));
+  if (before[0].count == -2)
+    return fmt::format("The job's store at {}:{} is gone too: the process that hosted it has died.",
+                       world_.master_addr, world_.master_port);
+  // A live rank beats twice a second: a beat that does not move in three intervals has stopped.
+  std::this_thread::sleep_for(3 * kBeatInterval);
+  std::vector<std::string> dead;
+  for (int64_t rank = 0; rank < world_.size; ++rank) {
+    if (rank == world_.rank) continue;
+    const Beat after = read_beat(rank);
+    if (after.count == before[static_cast<size_t>(rank)].count)
+      dead.push_back(fmt::format("rank {} (after step {}, last collective {})", rank, after.step, after.collective));
+  }
+  if (dead.empty()) return "Every other rank's heartbeat goes on; one of them closed the connection on an error.";
+  return fmt::format("Dead: {}; its heartbeat stopped. Its own output or the launcher's report names the cause.",
+                     fmt::join(dead, ", "));
+}
+
+}  // namespace xtrain::dist

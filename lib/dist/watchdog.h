@@ -1,0 +1,62 @@
+// A heartbeat per rank, and a watchdog over the steps. A thread publishes this rank's heartbeat
+// to the job's store twice a second: a beat count, the last completed step and the collective it
+// started last. It ends the job when no step has completed for stall_s seconds (dist.watchdog_s),
+// printing every rank's last step and collective first, so a hang outside any collective (a stuck
+// read, a deadlock) also ends with a message. When a peer's connection closes, the heartbeats tell
+// which rank died: the one whose beat stopped (dist::diagnose_peers).
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <c10/util/intrusive_ptr.h>
+
+#include "dist/process_groups.h"
+#include "dist/world.h"
+
+namespace c10d {
+class Store;
+}  // namespace c10d
+
+namespace xtrain::dist {
+
+class Watchdog {
+ public:
+  // groups: the job's (null for one process: no heartbeats, only the stall check). stall_s 0: no
+  // stall check.
+  Watchdog(const ProcessGroups* groups, const World& world, double stall_s);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // A step completed (or a long step-boundary task, a checkpoint or an evaluation, did).
+  void step_done(int64_t step);
+
+ private:
+  struct Beat {
+    int64_t count = -1, step = 0;
+    std::string collective;
+  };
+  void run();
+  void publish();
+  Beat read_beat(int64_t rank) const;
+  std::string every_rank() const;  // "rank 0: after step 12, in all_reduce ...; rank 1: ..."
+  std::string diagnose() const;    // which ranks' heartbeats stopped
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  World world_;
+  double stall_s_;
+  std::atomic<int64_t> step_{0};
+  std::atomic<int64_t> progress_ns_;  // steady_clock time of the last step_done
+  int64_t beats_ = 0;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace xtrain::dist
