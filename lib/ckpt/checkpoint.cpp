@@ -42,8 +42,8 @@ std::string free_space(const std::string& path) {
   std::error_code ignored;
   fs::remove_all(temp_dir, ignored);
   throw std::runtime_error(fmt::format(
-      "checkpoint step-{} could not be written: {} ({} at {}); its temp folder was removed, the checkpoints "
-      "written before it are intact",
+      "checkpoint step-{} could not be written: {}; its temp folder was removed, leaving {} at {}; the "
+      "checkpoints written before it are intact",
       step, error.what(), free_space(temp_dir), fs::path(temp_dir).parent_path().string()));
 }
 

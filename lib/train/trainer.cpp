@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -128,10 +129,21 @@ std::optional<ResumeFrom> checkpoint_to_resume(const config::Recipe& recipe, con
   throw std::runtime_error(fmt::format(
       "out of memory at step {} (peak host memory {:.0f} MiB{}): {}. Options that need less memory: "
       "train.micro_batch_size (now {}; gradient accumulation keeps the global batch), memory.recompute: full "
-      "(now {}), memory.offload_activations: true, memory.chunked_loss (now {}), more ranks with parallel.fsdp, "
-      "train.dtype: bf16 (now {})",
+      "(now {}), memory.offload_activations: true, memory.chunked_loss (now {}), memory.attention: sdpa or "
+      "blockwise (now {}), more ranks with parallel.fsdp, train.dtype: bf16 (now {})",
       step, peak_rss, peak_device > 0 ? fmt::format(", device {:.0f} MiB", peak_device) : "", first_line,
-      recipe.train.micro_batch_size, recipe.memory.recompute, recipe.memory.chunked_loss, recipe.train.dtype));
+      recipe.train.micro_batch_size, recipe.memory.recompute, recipe.memory.chunked_loss, recipe.memory.attention,
+      recipe.train.dtype));
+}
+
+// A run folder that cannot be written fails now, before any step is spent.
+void prepare_run_folder(const std::string& dir) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (!error && ::access(dir.c_str(), W_OK) != 0) error = std::error_code(errno, std::generic_category());
+  if (error)
+    throw std::runtime_error(fmt::format("cannot write the run folder {}: {}; set run.dir to a writable folder", dir,
+                                         error.message()));
 }
 
 bool is_out_of_memory(const c10::Error& error) {
@@ -339,7 +351,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
   }
 
   if (chief) {
-    fs::create_directories(recipe.run.dir);
+    prepare_run_folder(recipe.run.dir);
     store.remove_stale_temp_folders();
   }
   mesh.world_comm->barrier();

@@ -170,5 +170,14 @@ expect_exit 0 "$work/loop-train.log" "$xtrain" train "${small[@]}" --set run.dir
   --set train.global_batch_size=16
 grep -q "^warning: skipping damaged checkpoint $work/straight/checkpoints/latest: .*; resuming from $work/straight/checkpoints/step-16 instead$" "$work/loop-train.log" ||
   { cat "$work/loop-train.log"; fail "loop in train"; }
-echo "6. threads, recipe size, YAML alias, changed settings, geometry refused and allowed, a looping latest: exact messages"
+# Out of memory (an address-space limit stands in for a small machine): the step, the peak and what
+# would help, not a trace.
+status=0
+(ulimit -v 8000000; "$xtrain" train "${small[@]}" --set run.dir="$work/oom" --set data.seq_len=4096 --set train.micro_batch_size=8 \
+  --set train.global_batch_size=8 --set memory.attention=naive) > "$work/oom.log" 2>&1 || status=$?
+[[ $status -eq 1 ]] || { cat "$work/oom.log"; fail "out of memory: exit $status, expected 1"; }
+grep -q "^error: out of memory at step 1 (peak host memory [0-9]* MiB): .*DefaultCPUAllocator: can't allocate memory: you tried to allocate [0-9]* bytes.*Options that need less memory: train.micro_batch_size (now 8; gradient accumulation keeps the global batch), memory.recompute: full (now none), memory.offload_activations: true, memory.chunked_loss (now auto), memory.attention: sdpa or blockwise (now naive), more ranks with parallel.fsdp, train.dtype: bf16 (now fp32)$" "$work/oom.log" ||
+  { cat "$work/oom.log"; fail "out-of-memory message"; }
+[[ $(wc -l < "$work/oom.log") -lt 12 ]] || fail "out of memory printed $(wc -l < "$work/oom.log") lines"
+echo "6. threads, recipe size, YAML alias, changed settings, geometry refused and allowed, a looping latest, out of memory: exact messages"
 echo "reliability: all checks passed"
