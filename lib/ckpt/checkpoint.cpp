@@ -59,10 +59,8 @@ std::string CheckpointStore::save(int64_t step, const CheckpointContents& conten
     fs::remove_all(temp_dir);
     fs::create_directories(temp_dir);
     save_safetensors(temp_dir + "/model.safetensors", contents.model, {{"format", "pt"}});
-    util::write_file_durable(temp_dir + "/config.json", contents.model_config.dump(2) + "\n");
     save_safetensors(temp_dir + "/optimizer.safetensors", contents.optimizer);
-    util::write_file_durable(temp_dir + "/trainer_state.json", contents.trainer_state.dump(2) + "\n");
-    util::write_file_durable(temp_dir + "/recipe.yaml", contents.recipe_yaml);
+    write_metadata_files(temp_dir, contents.model_config, contents.trainer_state, contents.recipe_yaml);
   } catch (const std::exception& e) {
     write_failed(step, temp_dir, e);
   }
@@ -174,6 +172,13 @@ void CheckpointStore::prune() const {
   const int64_t excess = static_cast<int64_t>(checkpoints.size()) - keep_;
   for (int64_t i = 0; i < excess; ++i)
     if (checkpoints[i].second.string() != current) fs::remove_all(checkpoints[i].second);
+}
+
+void write_metadata_files(const std::string& folder, const nlohmann::json& model_config,
+                          const nlohmann::json& trainer_state, const std::string& recipe_yaml) {
+  util::write_file_durable(folder + "/config.json", model_config.dump(2) + "\n");
+  util::write_file_durable(folder + "/trainer_state.json", trainer_state.dump(2) + "\n");
+  util::write_file_durable(folder + "/recipe.yaml", recipe_yaml);
 }
 
 ManifestCheck verify_checkpoint(const std::string& dir) {

@@ -76,6 +76,10 @@ struct LoadedCheckpoint {
   std::string recipe_yaml;
 };
 
+// config.json, trainer_state.json and recipe.yaml, each fsynced.
+void write_metadata_files(const std::string& folder, const nlohmann::json& model_config,
+                          const nlohmann::json& trainer_state, const std::string& recipe_yaml);
+
 // Reads every file of a checkpoint folder; a missing or corrupt file is an InputError that
 // names it.
 LoadedCheckpoint load_checkpoint(const std::string& dir);

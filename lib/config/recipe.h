@@ -93,6 +93,7 @@ struct CheckpointSection {
   int64_t every = 0;
   int64_t keep = 0;
   std::string resume;
+  bool async = false;
 };
 
 struct Recipe {

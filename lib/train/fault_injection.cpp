@@ -25,22 +25,29 @@ std::optional<Fault> planned_fault(int64_t rank, int64_t restart_count) {
     fault.rank = std::stoll(rank_text);
     fault.step = std::stoll(step_text);
   } catch (const std::exception&) {
-    throw InputError(fmt::format("XTRAIN_FAULT={}: expected <kill|stall|fail>:<rank>:<step>", spec));
+    throw InputError(fmt::format("XTRAIN_FAULT={}: expected <kill|kill_in_save|stall|fail>:<rank>:<step>", spec));
   }
-  if (fault.action != "kill" && fault.action != "stall" && fault.action != "fail")
-    throw InputError(fmt::format("XTRAIN_FAULT={}: the action must be kill, stall or fail", spec));
+  if (fault.action != "kill" && fault.action != "kill_in_save" && fault.action != "stall" && fault.action != "fail")
+    throw InputError(fmt::format("XTRAIN_FAULT={}: the action must be kill, kill_in_save, stall or fail", spec));
   if (fault.rank != rank) return std::nullopt;
   return fault;
 }
 
 void inject_fault(const std::optional<Fault>& fault, int64_t step) {
-  if (!fault || fault->step != step) return;
+  if (!fault || fault->step != step || fault->action == "kill_in_save") return;
   fmt::print(stderr, "XTRAIN_FAULT: {} at step {}\n", fault->action, step);
   std::fflush(stderr);
   if (fault->action == "kill") std::raise(SIGKILL);
   if (fault->action == "stall")
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
   throw std::runtime_error(fmt::format("injected failure at step {} (XTRAIN_FAULT)", step));
+}
+
+void inject_fault_in_save(const std::optional<Fault>& fault, int64_t step) {
+  if (!fault || fault->step != step || fault->action != "kill_in_save") return;
+  fmt::print(stderr, "XTRAIN_FAULT: kill during the checkpoint write of step {}\n", step);
+  std::fflush(stderr);
+  std::raise(SIGKILL);
 }
 
 }  // namespace xtrain::train

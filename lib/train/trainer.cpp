@@ -35,6 +35,7 @@
 #include "optim/grad_clip.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
+#include "train/checkpoint_writer.h"
 #include "train/evaluate.h"
 #include "train/fault_injection.h"
 #include "train/metrics_log.h"
@@ -406,6 +407,15 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     mesh.world_comm->all_reduce_sum(total).wait();
     return total.item<double>();
   };
+  CheckpointWriter checkpoints(
+      store, *mesh.world_comm, device, recipe.checkpoint.async,
+      [&](int64_t at_step, const std::string& folder, double blocking_s, double write_s) {
+        fmt::print("checkpoint: {}{} (written in {:.2f} s, {:.2f} s of it blocking the steps)\n", folder,
+                   sharded ? fmt::format(" ({} shards)", degrees.fsdp) : "", write_s, blocking_s);
+        nlohmann::ordered_json record = {{"step", at_step}, {"checkpoint", folder}, {"checkpoint_write_s", write_s},
+                                         {"checkpoint_blocking_s", blocking_s}};
+        metrics->write(record);
+      });
   // A checkpoint never holds non-finite weights: `latest` and the keep policy trust it.
   auto check_finite_weights = [&](int64_t at_step) {
     const double bad = sum_over_ranks(all_finite(parameters) ? 0.0 : 1.0);
@@ -435,50 +445,45 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
       trainer_state["loss_scale_finite_steps"] = loss_scaler->state().finite_steps;
     }
     const auto model_config = ckpt::hf_config(model->config(), tokenizer->eos_id());
+    // In the background, the write works on a host copy of the state, taken now; synchronously
+    // it reads the live tensors.
+    const auto snapshot_started = Clock::now();
+    auto snapshot = [&](const torch::Tensor& tensor) {
+      return checkpoints.background() ? tensor.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true)
+                                      : tensor;
+    };
+    auto optimizer_state = optimizer.state();
+    CheckpointWriter::WriteFiles write;
     if (!sharded) {
-      ckpt::CheckpointContents contents;
-      contents.model = ckpt::model_tensors(model);
-      contents.model_config = model_config;
-      contents.optimizer = optimizer.state();
-      contents.trainer_state = trainer_state;
-      contents.recipe_yaml = recipe_yaml;
-      fmt::print("checkpoint: {}\n", store.save(at_step, contents));
-      return;
-    }
-    // Every rank of the first replica writes its shard into one folder, which rank 0 commits
-    // once all of them are durable.
-    if (chief) store.prepare_temp_folder(at_step);
-    mesh.world_comm->barrier();
-    const std::string folder = store.temp_folder(at_step);
-    // A rank whose write fails says so at the next barrier: every rank then stops with the error.
-    std::string write_error;
-    try {
-      if (mesh.dp->rank() == 0) {
-        auto state = optimizer.state();
-        std::vector<ckpt::ParameterPiece> pieces;
+      ckpt::TensorMap model_state;
+      for (const auto& [name, tensor] : ckpt::model_tensors(model)) model_state[name] = snapshot(tensor);
+      for (auto& [name, tensor] : optimizer_state) tensor = snapshot(tensor);
+      write = [model_state, optimizer_state, model_config, trainer_state, recipe_yaml, &fault,
+               at_step](const std::string& folder) {
+        ckpt::save_safetensors(folder + "/model.safetensors", model_state, {{"format", "pt"}});
+        inject_fault_in_save(fault, at_step);
+        ckpt::save_safetensors(folder + "/optimizer.safetensors", optimizer_state);
+        ckpt::write_metadata_files(folder, model_config, trainer_state, recipe_yaml);
+      };
+    } else {
+      // Every rank of the first replica writes its shard; rank 0 also the metadata.
+      std::vector<ckpt::ParameterPiece> pieces;
+      if (mesh.dp->rank() == 0)
         for (size_t i = 0; i < optimized.size(); ++i) {
           const auto& name = optimized[i].name;
-          pieces.push_back({name, piece_shape[i], piece_begin[i], optimized[i].tensor,
-                            state.at("exp_avg." + name), state.at("exp_avg_sq." + name)});
+          pieces.push_back({name, piece_shape[i], piece_begin[i], snapshot(optimized[i].tensor),
+                            snapshot(optimizer_state.at("exp_avg." + name)),
+                            snapshot(optimizer_state.at("exp_avg_sq." + name))});
         }
-        ckpt::write_checkpoint_shard(folder, world.rank, pieces, optimizer.steps_taken());
-      }
-      if (chief) {
-        util::write_file_durable(folder + "/config.json", model_config.dump(2) + "\n");
-        util::write_file_durable(folder + "/trainer_state.json", trainer_state.dump(2) + "\n");
-        util::write_file_durable(folder + "/recipe.yaml", recipe_yaml);
-      }
-    } catch (const std::exception& e) {
-      write_error = e.what();
+      write = [pieces, rank = world.rank, writes_shard = mesh.dp->rank() == 0, steps = optimizer.steps_taken(), chief,
+               model_config, trainer_state, recipe_yaml, &fault, at_step](const std::string& folder) {
+        if (writes_shard) ckpt::write_checkpoint_shard(folder, rank, pieces, steps);
+        inject_fault_in_save(fault, at_step);
+        if (chief) ckpt::write_metadata_files(folder, model_config, trainer_state, recipe_yaml);
+      };
     }
-    if (sum_over_ranks(write_error.empty() ? 0.0 : 1.0) > 0) {
-      if (!write_error.empty()) store.abandon(at_step, std::runtime_error(write_error));
-      throw std::runtime_error(fmt::format("checkpoint step-{}: another rank could not write its shard; see its "
-                                           "error. The checkpoints written before it are intact",
-                                           at_step));
-    }
-    if (chief) fmt::print("checkpoint: {} ({} shards)\n", store.commit(at_step), degrees.fsdp);
-    mesh.world_comm->barrier();
+    const double snapshot_s = std::chrono::duration<double>(Clock::now() - snapshot_started).count();
+    checkpoints.save(at_step, std::move(write), snapshot_s);
   };
   auto run_eval = [&](int64_t at_step) {
     if (!eval_data) return;
@@ -668,6 +673,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
           latest ? fmt::format("The last checkpoint, {}, holds finite weights from before them", *latest)
                  : "No checkpoint was written yet"));
     }
+    checkpoints.poll();  // commits a background save whose files every rank has written
     const bool stop_file = chief && take_stop_file(recipe.run.dir);
     if (stop_file) fmt::print("found {}/STOP after step {}: saving a checkpoint and stopping (the file is removed)\n",
                               recipe.run.dir, step);
@@ -687,10 +693,12 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
         fmt::print("stopped by {} after step {}; run the same command to continue (exit {})\n",
                    stop_requested() ? util::signal_name(stop_signal_number()) : "a STOP file or another rank's signal",
                    step, kExitStopped);
+      checkpoints.finish();
       mesh.world_comm->barrier();
       return kExitStopped;
     }
   }
+  checkpoints.finish();
   if (step == t.steps) run_eval(step);
   if (chief) {
     if (options.stop_at_step > 0 && step < t.steps)

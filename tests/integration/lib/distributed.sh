@@ -77,5 +77,5 @@ PY
 # losses RUN_DIR: the per-step losses, one per line, exactly as written.
 losses() { grep -o '"loss":[^,]*' "$1/metrics.jsonl"; }
 
-# without_timing METRICS_FILE: the records without the fields that vary from run to run.
-without_timing() { sed -E 's/"(tokens_per_s|step_s|peak_rss_mib|comm_wait_s|data_wait_s|data_read_s|busy_s_mean|busy_s_max|slowest_rank)":[^,}]*,?//g; s/,}/}/' "$1"; }
+# without_timing METRICS_FILE: the step records without the fields that vary from run to run.
+without_timing() { grep -v '"checkpoint":' "$1" | sed -E 's/"(tokens_per_s|step_s|peak_rss_mib|comm_wait_s|data_wait_s|data_read_s|busy_s_mean|busy_s_max|slowest_rank)":[^,}]*,?//g; s/,}/}/'; }
