@@ -26,6 +26,7 @@ CheckpointWriter::~CheckpointWriter() {
 void CheckpointWriter::save(int64_t step, WriteFiles write, double snapshot_s) {
   finish();
   const auto started = Clock::now();
+  save_started_ = started;
   if (world_.rank() == 0) store_.prepare_temp_folder(step);
   world_.barrier();
   const std::string folder = store_.temp_folder(step);
@@ -33,19 +34,7 @@ void CheckpointWriter::save(int64_t step, WriteFiles write, double snapshot_s) {
   in_flight_ = true;
   error_.clear();
   written_ = false;
-  if (!background_) {
-    try {
-      write(folder);
-    } catch (const std::exception& e) {
-      error_ = e.what();
-    }
-    write_s_ = seconds_since(started);
-    written_ = true;
-    commit_when_written(/*wait=*/true);
-    return;
-  }
-  blocking_s_ = snapshot_s + seconds_since(started);
-  thread_ = std::thread([this, folder, write = std::move(write)] {
+  auto run = [this, folder, write = std::move(write)] {
     const auto write_started = Clock::now();
     try {
       write(folder);
@@ -54,7 +43,14 @@ void CheckpointWriter::save(int64_t step, WriteFiles write, double snapshot_s) {
     }
     write_s_ = seconds_since(write_started);
     written_ = true;
-  });
+  };
+  if (!background_) {
+    run();
+    commit_when_written(/*wait=*/true);
+    return;
+  }
+  blocking_s_ = snapshot_s + seconds_since(started);
+  thread_ = std::thread(std::move(run));
 }
 
 void CheckpointWriter::poll() {
@@ -86,8 +82,8 @@ void CheckpointWriter::commit_when_written(bool wait) {
   const std::string committed = store_.commit(step_);
   // Synchronous: the whole save held the step up. In the background: the snapshot, and whatever
   // this wait for the write took.
-  const double blocking_s = background_ ? blocking_s_ + (wait ? seconds_since(started) : 0.0)
-                                        : write_s_ + seconds_since(started);
+  const double blocking_s =
+      background_ ? blocking_s_ + (wait ? seconds_since(started) : 0.0) : seconds_since(save_started_);
   on_commit_(step_, committed, blocking_s, write_s_);
 }
 

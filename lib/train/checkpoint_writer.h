@@ -10,6 +10,7 @@
 // One save at a time: a save, finish() or the destructor wait for the one in flight.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -54,6 +55,7 @@ class CheckpointWriter {
   bool in_flight_ = false;
   int64_t step_ = 0;
   double blocking_s_ = 0, write_s_ = 0;
+  std::chrono::steady_clock::time_point save_started_;
   std::string error_;  // the background write's, read after join
   std::atomic<bool> written_{false};
 };

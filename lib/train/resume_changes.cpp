@@ -31,16 +31,21 @@ bool free_to_change(const std::string& path) {
 
 }  // namespace
 
+void check_model_unchanged(const config::Recipe& recipe, const std::string& saved_recipe_yaml,
+                           const std::string& checkpoint_dir) {
+  check_resume_changes(recipe, saved_recipe_yaml, checkpoint_dir, {}, /*model_only=*/true);
+}
+
 std::vector<std::string> check_resume_changes(const config::Recipe& recipe, const std::string& saved_recipe_yaml,
                                               const std::string& checkpoint_dir,
-                                              const std::vector<std::string>& allowed) {
+                                              const std::vector<std::string>& allowed, bool model_only) {
   config::LoadOptions options;
   options.check_files = false;
   const auto saved = config::load_recipe_text(saved_recipe_yaml, checkpoint_dir + "/recipe.yaml", options);
   std::vector<std::string> notices;
   for (const auto& option : config::OptionRegistry::instance().options()) {
     const auto was = option.render(saved), now = option.render(recipe);
-    if (was == now || free_to_change(option.path)) continue;
+    if (was == now || free_to_change(option.path) || (model_only && !starts_with(option.path, "model."))) continue;
     if (starts_with(option.path, "model."))
       throw InputError(fmt::format(
           "{}: this checkpoint was trained with {}={}, the recipe says {}; use the same model or "

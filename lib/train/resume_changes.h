@@ -14,9 +14,13 @@
 
 namespace xtrain::train {
 
+// model.* only: checked before any tensor is read.
+void check_model_unchanged(const config::Recipe& recipe, const std::string& saved_recipe_yaml,
+                           const std::string& checkpoint_dir);
+
 // The notices, one per changed key: "optim.lr: 0.003 -> 0.001".
 std::vector<std::string> check_resume_changes(const config::Recipe& recipe, const std::string& saved_recipe_yaml,
                                               const std::string& checkpoint_dir,
-                                              const std::vector<std::string>& allowed);
+                                              const std::vector<std::string>& allowed, bool model_only = false);
 
 }  // namespace xtrain::train

@@ -300,7 +300,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
   if (auto resume = checkpoint_to_resume(recipe, store, chief)) {
     const std::string* resume_dir = &resume->dir;
     ckpt::CheckpointReader checkpoint(*resume_dir);
-    resume_notices = check_resume_changes(recipe, checkpoint.recipe_yaml, *resume_dir, options.allow_changed);
+    check_model_unchanged(recipe, checkpoint.recipe_yaml, *resume_dir);
     torch::NoGradGuard no_grad;
     std::map<std::string, torch::Tensor> optimizer_state;
     for (size_t i = 0; i < optimized.size(); ++i) {
@@ -345,6 +345,8 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
       throw InputError(fmt::format("{}: {} samples consumed is not a whole number of global batches of {}; resume "
                                    "with the checkpoint's train.global_batch_size or without data.balance_window",
                                    *resume_dir, samples_consumed, t.global_batch_size));
+    // After the balance checks, whose messages say more about their case.
+    resume_notices = check_resume_changes(recipe, checkpoint.recipe_yaml, *resume_dir, options.allow_changed);
     if (chief) {
       fmt::print("resumed from {} at step {} ({})\n", *resume_dir, step, resume->verification);
       for (const auto& notice : resume_notices) fmt::print("notice: changed since the checkpoint: {}\n", notice);

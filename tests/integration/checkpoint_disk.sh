@@ -28,7 +28,7 @@ write_recipe "$work/recipe.yaml" 6
 status=0
 "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/full/run" --set checkpoint.every=2 > "$work/full.log" 2>&1 || status=$?
 [[ $status -eq 1 ]] || { cat "$work/full.log"; fail "disk full: exit $status, expected 1"; }
-grep -q "^error: checkpoint step-4 could not be written: cannot write $work/full/run/checkpoints/.tmp-step-4-[0-9]*/[a-z_]*.safetensors: No space left on device; its temp folder was removed, leaving [0-9.]* MiB free at $work/full/run/checkpoints; the checkpoints written before it are intact$" "$work/full.log" ||
+grep -q "^error: checkpoint step-4 could not be written: cannot write $work/full/run/checkpoints/.tmp-step-4-[a-z0-9]*/[a-z_]*.safetensors: No space left on device; its temp folder was removed, leaving [0-9.]* MiB free at $work/full/run/checkpoints; the checkpoints written before it are intact$" "$work/full.log" ||
   { cat "$work/full.log"; fail "disk full message"; }
 [[ $(ls -A "$work/full/run/checkpoints") == $'latest\nstep-2' ]] || fail "left behind: $(ls -A "$work/full/run/checkpoints")"
 "$xtrain" eval "$work/recipe.yaml" --set run.dir="$work/full/run" --set data.eval=builtin:demo-eval \
