@@ -2,7 +2,7 @@
 # Failures of a rank: (1) rank 1 killed by SIGKILL at step 8 under --max-restarts 1: the job
 # restarts, resumes from the step-5 checkpoint and ends with weights bit-identical to an
 # uninterrupted run; (2) the same kill under --max-restarts 0 ends the job non-zero, naming rank
-# 1 and SIGKILL; (3) rank 1 stalling at step 4 makes every rank exit within dist.timeout_s plus
+# 1 and SIGKILL, and rank 0 reports rank 1 as a dead peer (its heartbeat stopped); (3) rank 1 stalling at step 4 makes every rank exit within dist.timeout_s plus
 # a few seconds, with a message naming the collective that timed out.
 set -euo pipefail
 xtrain=$1
@@ -40,7 +40,12 @@ grep -q "rank.*1" "$work/no_restart.log" && grep -q "SIGKILL" "$work/no_restart.
   cat "$work/no_restart.log"
   exit 1
 }
-echo "kill -9 without restarts: the job fails naming rank 1 and SIGKILL"
+# Rank 0 reports the dead peer as dead, by rank, not as a timeout.
+grep -q "^\[rank 0\]: error: [a-z_]* on group '[a-z]*' (ranks 0,1) failed: a peer closed its connection (.*). Dead: rank 1 (after step [0-9]*, last collective .*); its heartbeat stopped" "$work/no_restart.log" || {
+  cat "$work/no_restart.log"
+  exit 1
+}
+echo "kill -9 without restarts: the job fails naming rank 1 and SIGKILL; rank 0 reports rank 1 dead"
 
 timeout_s=5
 started=$(date +%s)
