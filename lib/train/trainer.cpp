@@ -298,9 +298,9 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
                                         {"pack", recipe.data.pack}};
   std::vector<std::string> resume_notices;
   if (auto resume = checkpoint_to_resume(recipe, store, chief)) {
-    const std::string* resume_dir = &resume->dir;
-    ckpt::CheckpointReader checkpoint(*resume_dir);
-    check_model_unchanged(recipe, checkpoint.recipe_yaml, *resume_dir);
+    const std::string& resume_dir = resume->dir;
+    ckpt::CheckpointReader checkpoint(resume_dir);
+    check_model_unchanged(recipe, checkpoint.recipe_yaml, resume_dir);
     torch::NoGradGuard no_grad;
     std::map<std::string, torch::Tensor> optimizer_state;
     for (size_t i = 0; i < optimized.size(); ++i) {
@@ -310,7 +310,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
         return checkpoint.read(kind, name, piece_begin[i], numel).view(tensor.sizes());
       };
       if (checkpoint.shape(name) != piece_shape[i])
-        throw InputError(fmt::format("{}: '{}' has shape {}, the model needs {}", *resume_dir, name,
+        throw InputError(fmt::format("{}: '{}' has shape {}, the model needs {}", resume_dir, name,
                                      fmt::join(checkpoint.shape(name), "x"), fmt::join(piece_shape[i], "x")));
       tensor.copy_(read("model"));
       optimizer_state["exp_avg." + name] = read("exp_avg");
@@ -330,7 +330,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
         loss_scaler->load_state({checkpoint.trainer_state.at("loss_scale").get<double>(),
                                  checkpoint.trainer_state.at("loss_scale_finite_steps").get<int64_t>()});
     } catch (const std::exception& e) {  // missing field, wrong type, corrupt RNG state
-      throw InputError(fmt::format("{}/trainer_state.json: {}", *resume_dir, e.what()));
+      throw InputError(fmt::format("{}/trainer_state.json: {}", resume_dir, e.what()));
     }
     // A balanced order sorts windows of balance_window x global_batch_size samples by a cost
     // that depends on data.pack: continuing it needs the same three (any number of ranks will do).
@@ -339,16 +339,16 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
           "{}: this run balanced its data with train.global_batch_size {}, data.balance_window {} and data.pack {}, "
           "the recipe says {}, {} and {}; the balanced sample order depends on all three, so resume with the "
           "checkpoint's values",
-          *resume_dir, saved_schedule.value("global_batch_size", 0), saved_schedule.value("balance_window", 0),
+          resume_dir, saved_schedule.value("global_batch_size", 0), saved_schedule.value("balance_window", 0),
           saved_schedule.value("pack", false), t.global_batch_size, recipe.data.balance_window, recipe.data.pack));
     if (recipe.data.balance_window > 0 && samples_consumed % t.global_batch_size != 0)
       throw InputError(fmt::format("{}: {} samples consumed is not a whole number of global batches of {}; resume "
                                    "with the checkpoint's train.global_batch_size or without data.balance_window",
-                                   *resume_dir, samples_consumed, t.global_batch_size));
+                                   resume_dir, samples_consumed, t.global_batch_size));
     // After the balance checks, whose messages say more about their case.
-    resume_notices = check_resume_changes(recipe, checkpoint.recipe_yaml, *resume_dir, options.allow_changed);
+    resume_notices = check_resume_changes(recipe, checkpoint.recipe_yaml, resume_dir, options.allow_changed);
     if (chief) {
-      fmt::print("resumed from {} at step {} ({})\n", *resume_dir, step, resume->verification);
+      fmt::print("resumed from {} at step {} ({})\n", resume_dir, step, resume->verification);
       for (const auto& notice : resume_notices) fmt::print("notice: changed since the checkpoint: {}\n", notice);
     }
   }
@@ -425,9 +425,10 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     std::vector<std::pair<std::string, torch::Tensor>> named;
     for (const auto& p : optimized) named.emplace_back(p.name, p.tensor);
     const auto latest = store.latest();
-    throw std::runtime_error(fmt::format(
-        "the weights are not finite after step {} ({}); no checkpoint was written, {}", at_step,
-        chief ? describe_non_finite(named) : "see rank 0", latest ? "the latest is still " + *latest : "there is none yet"));
+    const std::string here = describe_non_finite(named);
+    throw std::runtime_error(fmt::format("the weights are not finite after step {} ({}); no checkpoint was written, {}",
+                                         at_step, here.empty() ? "in another rank's shard" : here,
+                                         latest ? "the latest is still " + *latest : "there is none yet"));
   };
   auto save = [&](int64_t at_step) {
     check_finite_weights(at_step);
