@@ -412,7 +412,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
   CheckpointWriter checkpoints(
       store, *mesh.world_comm, device, recipe.checkpoint.async,
       [&](int64_t at_step, const std::string& folder, double blocking_s, double write_s) {
-        fmt::print("checkpoint: {}{} (written in {:.2f} s, {:.2f} s of it blocking the steps)\n", folder,
+        fmt::print("checkpoint: {}{} (written in {:.2f} s; the steps waited {:.2f} s)\n", folder,
                    sharded ? fmt::format(" ({} shards)", degrees.fsdp) : "", write_s, blocking_s);
         nlohmann::ordered_json record = {{"step", at_step}, {"checkpoint", folder}, {"checkpoint_write_s", write_s},
                                          {"checkpoint_blocking_s", blocking_s}};
