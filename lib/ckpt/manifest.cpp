@@ -8,9 +8,10 @@
 #include <xxhash.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "ckpt/safetensors.h"
+#include "ckpt/safetensors_header.h"
 #include "util/durable_file.h"
 #include "util/input_error.h"
 #include "util/mapped_file.h"
@@ -117,6 +118,11 @@ ManifestCheck verify_manifest(const std::string& dir) {
     return check;
   }
   for (const auto& [file, entry] : manifest.at("files").items()) {
+    // A checkpoint is a flat folder: a listed path that leaves it is damage, not a file to read.
+    if (file.empty() || file == "." || file == ".." || file.find('/') != std::string::npos) {
+      check.problems.push_back(fmt::format("{}: not a file name of the checkpoint folder (the manifest is damaged)", file));
+      continue;
+    }
     const std::string path = dir + "/" + file;
     if (!fs::is_regular_file(path, error)) {
       check.problems.push_back(fmt::format("{}: missing (the manifest lists it)", file));

@@ -1,5 +1,6 @@
 #include "data/permutation.h"
 
+#include <cstddef>
 #include <numeric>
 #include <utility>
 

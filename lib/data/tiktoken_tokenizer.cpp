@@ -5,6 +5,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "data/byte_pair_merge.h"
 #include "util/durable_file.h"

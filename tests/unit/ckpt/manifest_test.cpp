@@ -89,6 +89,20 @@ TEST_CASE("a damaged header, a truncated file and a missing file are each named"
   CHECK(check.problems[2] == "recipe.yaml: missing (the manifest lists it)");
 }
 
+TEST_CASE("a manifest that names a path outside its folder is damaged, and nothing there is read", "[ckpt][manifest]") {
+  testing::ScratchDir scratch;
+  const auto dir = ckpt::CheckpointStore(scratch.path().string(), 3).save(1, contents_for(1));
+  std::ofstream(scratch.path() / "outside.txt") << "x";
+  std::ofstream(dir + "/manifest.json")
+      << R"({"format": 1, "files": {"../../outside.txt": {"size": 1, "xxh3": "0"}, "sub/x": {}}})";
+  const auto check = ckpt::verify_manifest(dir);
+  CHECK(check.status == ckpt::ManifestCheck::Status::failed);
+  CHECK(check.bytes == 0);
+  CHECK(check.problems == std::vector<std::string>{
+                              "../../outside.txt: not a file name of the checkpoint folder (the manifest is damaged)",
+                              "sub/x: not a file name of the checkpoint folder (the manifest is damaged)"});
+}
+
 TEST_CASE("a folder without a manifest is an older checkpoint, not a damaged one", "[ckpt][manifest]") {
   testing::ScratchDir scratch;
   const auto dir = ckpt::CheckpointStore(scratch.path().string(), 3).save(1, contents_for(1));
