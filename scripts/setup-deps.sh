@@ -13,6 +13,7 @@ packages=(
   libgloo-dev  # headers only: the torch wheel compiles Gloo in but ships no gloo/*.h for ProcessGroupGloo.hpp
   libsentencepiece-dev libpcre2-dev libicu-dev  # tokenizers
   libxxhash-dev  # checkpoint checksums (header-only use)
+  clang libclang-rt-dev  # the fuzz targets: libFuzzer, ASan, UBSan (scripts/fuzz.sh)
   python3-venv
 )
 missing=()

@@ -61,6 +61,10 @@ std::vector<std::string> merge_parts(const json& merge) {
 
 }  // namespace
 
+// Ids index a table of token texts: a hostile id must not size it. Real vocabularies have a few
+// hundred thousand ids.
+constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
+
 HfBpeTokenizer::HfBpeTokenizer(const std::string& path)
     : path_(is_directory(path) ? path + "/tokenizer.json" : path) {
   const json file = parse_json_file(path_);
@@ -81,7 +85,8 @@ HfBpeTokenizer::HfBpeTokenizer(const std::string& path)
     int64_t max_id = -1;
     for (const auto& [text, id_json] : model.at("vocab").items()) {
       const int64_t id = id_json.get<int64_t>();
-      if (id < 0) throw std::invalid_argument(fmt::format("vocab id {} of '{}' is negative", id, text));
+      if (id < 0 || id > kMaxTokenId)
+        throw std::invalid_argument(fmt::format("vocab id {} of '{}' is outside 0-{}", id, text, kMaxTokenId));
       text_to_id.emplace(text, id);
       max_id = std::max(max_id, id);
     }
@@ -136,7 +141,8 @@ HfBpeTokenizer::HfBpeTokenizer(const std::string& path)
       token.normalized = entry.value("normalized", !token.special);
       if (entry.value("single_word", false))
         throw std::invalid_argument(fmt::format("'{}' has single_word set, which is not supported", token.content));
-      if (token.id < 0) throw std::invalid_argument(fmt::format("'{}' has a negative id", token.content));
+      if (token.id < 0 || token.id > kMaxTokenId)
+        throw std::invalid_argument(fmt::format("'{}' has id {}, outside 0-{}", token.content, token.id, kMaxTokenId));
       if (static_cast<size_t>(token.id) >= token_text_.size()) token_text_.resize(static_cast<size_t>(token.id) + 1);
       // decode() skips special tokens, so only the others keep their text.
       token_text_[static_cast<size_t>(token.id)] = token.special ? "" : token.content;

@@ -5,24 +5,35 @@
 
 namespace {
 
+// libsentencepiece reports most problems as a Status, but some damaged models make it throw
+// (its Darts trie builder does): every call turns both into the message the interface returns.
+template <class Call>
+std::string guarded(Call&& call) {
+  try {
+    const sentencepiece::util::Status status = call();
+    return status.ok() ? std::string() : status.ToString();
+  } catch (const std::exception& e) {
+    return std::string("libsentencepiece threw: ") + e.what();
+  } catch (...) {
+    return "libsentencepiece threw an unknown exception";
+  }
+}
+
 class LibSentencePiece final : public xtrain::data::SentencePieceBackend {
  public:
   std::string load(const std::string& serialized_model) override {
-    return message(processor_.LoadFromSerializedProto(serialized_model));
+    return guarded([&] { return processor_.LoadFromSerializedProto(serialized_model); });
   }
   std::string encode(std::string_view text, std::vector<int>& ids) const override {
-    return message(processor_.Encode(absl::string_view(text.data(), text.size()), &ids));
+    return guarded([&] { return processor_.Encode(absl::string_view(text.data(), text.size()), &ids); });
   }
   std::string decode(const std::vector<int>& ids, std::string& text) const override {
-    return message(processor_.Decode(ids, &text));
+    return guarded([&] { return processor_.Decode(ids, &text); });
   }
   int piece_size() const override { return processor_.GetPieceSize(); }
   int eos_id() const override { return processor_.eos_id(); }
 
  private:
-  static std::string message(const sentencepiece::util::Status& status) {
-    return status.ok() ? std::string() : status.ToString();
-  }
   sentencepiece::SentencePieceProcessor processor_;
 };
 

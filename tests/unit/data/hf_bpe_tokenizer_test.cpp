@@ -56,6 +56,18 @@ TEST_CASE("HF tokenizer.json: merges, added tokens, decode", "[data][tokenizer]"
   CHECK(make_tokenizer("hf:" + dir.path().string())->eos_id() == 259);
 }
 
+TEST_CASE("HF tokenizer.json: an id beyond 2^24 is bad input, not a huge table", "[data][tokenizer]") {
+  ScratchDir dir;
+  json tokenizer = toy_tokenizer();
+  tokenizer["model"]["vocab"]["far"] = int64_t{1} << 40;
+  CHECK_THROWS_WITH(make_tokenizer("hf:" + dir.write("vocab.json", tokenizer.dump())),
+                    Catch::EndsWith("vocab.json: model: vocab id 1099511627776 of 'far' is outside 0-16777215"));
+  tokenizer = toy_tokenizer();
+  tokenizer["added_tokens"][0]["id"] = 1 << 24;
+  CHECK_THROWS_WITH(make_tokenizer("hf:" + dir.write("added.json", tokenizer.dump())),
+                    Catch::EndsWith("added.json: added_tokens: '<|endoftext|>' has id 16777216, outside 0-16777215"));
+}
+
 TEST_CASE("HF tokenizer.json: end-of-text from tokenizer_config.json", "[data][tokenizer]") {
   ScratchDir dir;
   json file = toy_tokenizer();

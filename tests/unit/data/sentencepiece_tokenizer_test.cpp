@@ -19,6 +19,22 @@ TEST_CASE("SentencePiece: unreadable or foreign files are bad input", "[data][to
   CHECK_THROWS_WITH(make_tokenizer("sentencepiece:" + junk), Catch::Contains("junk.model: not a SentencePiece model"));
 }
 
+TEST_CASE("SentencePiece: a damaged model that loads but cannot encode is refused when loaded", "[data][tokenizer]") {
+  // Found by tests/fuzz/sentencepiece.cpp: libsentencepiece accepts this file, then fails on any text.
+  const std::string damaged = std::string(XTRAIN_SOURCE_DIR) + "/tests/fuzz/regressions/sentencepiece/encode-fails-after-load";
+  CHECK_THROWS_WITH(make_tokenizer("sentencepiece:" + damaged),
+                    Catch::Contains("encode-fails-after-load: the SentencePiece model cannot encode text (") &&
+                        Catch::Contains("the file is damaged: use the .model file that came with the model"));
+}
+
+TEST_CASE("SentencePiece: a model that makes libsentencepiece throw is bad input", "[data][tokenizer]") {
+  // Found by tests/fuzz/sentencepiece.cpp: the trie builder throws on a zero-length piece.
+  const std::string damaged = std::string(XTRAIN_SOURCE_DIR) + "/tests/fuzz/regressions/sentencepiece/trie-builder-throws";
+  CHECK_THROWS_WITH(make_tokenizer("sentencepiece:" + damaged),
+                    Catch::Contains("trie-builder-throws: not a SentencePiece model (libsentencepiece threw: ") &&
+                        Catch::Contains("zero-length key"));
+}
+
 TEST_CASE("SentencePiece: a trained model encodes, decodes and ends documents with </s>", "[data][tokenizer]") {
   ScratchDir dir;
   std::string corpus;
