@@ -44,6 +44,9 @@ struct TrainSection {
   int64_t eval_batches = 0;
   int64_t threads = 0;
   int64_t max_skipped_steps = 0;
+  std::string spike;  // off | skip | rollback
+  int64_t spike_window = 0;
+  double spike_zscore = 0;
   std::string stop_signals;
 };
 

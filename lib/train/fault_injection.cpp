@@ -22,19 +22,23 @@ std::optional<Fault> planned_fault(int64_t rank, int64_t restart_count) {
   std::getline(in, rank_text, ':');
   std::getline(in, step_text);
   try {
+    size_t used = 0;
     fault.rank = std::stoll(rank_text);
-    fault.step = std::stoll(step_text);
+    fault.step = fault.last_step = std::stoll(step_text, &used);
+    if (used < step_text.size() && step_text[used] == '-') fault.last_step = std::stoll(step_text.substr(used + 1));
   } catch (const std::exception&) {
-    throw InputError(fmt::format("XTRAIN_FAULT={}: expected <kill|kill_in_save|stall|fail>:<rank>:<step>", spec));
+    throw InputError(
+        fmt::format("XTRAIN_FAULT={}: expected <kill|kill_in_save|stall|fail|spike>:<rank>:<step>[-<last step>]", spec));
   }
-  if (fault.action != "kill" && fault.action != "kill_in_save" && fault.action != "stall" && fault.action != "fail")
-    throw InputError(fmt::format("XTRAIN_FAULT={}: the action must be kill, kill_in_save, stall or fail", spec));
+  if (fault.action != "kill" && fault.action != "kill_in_save" && fault.action != "stall" && fault.action != "fail" &&
+      fault.action != "spike")
+    throw InputError(fmt::format("XTRAIN_FAULT={}: the action must be kill, kill_in_save, stall, fail or spike", spec));
   if (fault.rank != rank) return std::nullopt;
   return fault;
 }
 
 void inject_fault(const std::optional<Fault>& fault, int64_t step) {
-  if (!fault || fault->step != step || fault->action == "kill_in_save") return;
+  if (!fault || fault->step != step || fault->action == "kill_in_save" || fault->action == "spike") return;
   fmt::print(stderr, "XTRAIN_FAULT: {} at step {}\n", fault->action, step);
   std::fflush(stderr);
   if (fault->action == "kill") std::raise(SIGKILL);
@@ -48,6 +52,13 @@ void inject_fault_in_save(const std::optional<Fault>& fault, int64_t step) {
   fmt::print(stderr, "XTRAIN_FAULT: kill during the checkpoint write of step {}\n", step);
   std::fflush(stderr);
   std::raise(SIGKILL);
+}
+
+double take_injected_spike(std::optional<Fault>& fault, int64_t step) {
+  if (!fault || fault->action != "spike" || step < fault->step || step > fault->last_step) return 1.0;
+  if (!fault->fired.insert(step).second) return 1.0;
+  fmt::print(stderr, "XTRAIN_FAULT: the loss of step {} is multiplied by {:g}\n", step, kInjectedSpikeFactor);
+  return kInjectedSpikeFactor;
 }
 
 }  // namespace xtrain::train

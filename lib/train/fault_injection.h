@@ -2,11 +2,14 @@
 // the job's first attempt only (TORCHELASTIC_RESTART_COUNT unset or 0), at the start of that
 // step, either `kill` itself with SIGKILL, `stall` (sleep without end, as a hung rank does) or
 // `fail` (throw, as a crash with a message does); `kill_in_save` kills it in the middle of that
-// step's checkpoint write, its own files written and the folder not yet committed. Unset, it costs
-// one getenv at startup.
+// step's checkpoint write, its own files written and the folder not yet committed; `spike`
+// multiplies that step's loss (and so its gradients) by kInjectedSpikeFactor, as a batch of bad
+// data does, once per step of <step> or of a range <first>-<last>. Unset, it costs one getenv at
+// startup.
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace xtrain::train {
@@ -15,6 +18,8 @@ struct Fault {
   std::string action;
   int64_t rank = 0;
   int64_t step = 0;
+  int64_t last_step = 0;   // `spike` takes a range FIRST-LAST
+  std::set<int64_t> fired; // the steps a `spike` has hit, each hit once (a rollback reruns them)
 };
 
 // The fault planned for this process, if any; a malformed value is an InputError.
@@ -22,6 +27,9 @@ std::optional<Fault> planned_fault(int64_t rank, int64_t restart_count);
 
 // Carries out `fault` if it is due at `step`.
 void inject_fault(const std::optional<Fault>& fault, int64_t step);
+// The factor a due `spike` fault puts on the step's loss (the first time the step runs), else 1.
+constexpr double kInjectedSpikeFactor = 100.0;
+double take_injected_spike(std::optional<Fault>& fault, int64_t step);
 // Carries out a kill_in_save fault if it is due for the checkpoint of `step`.
 void inject_fault_in_save(const std::optional<Fault>& fault, int64_t step);
 

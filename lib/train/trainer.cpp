@@ -43,6 +43,7 @@
 #include "train/precision.h"
 #include "train/recipe_data.h"
 #include "train/non_finite_guard.h"
+#include "train/spike_detector.h"
 #include "train/resume_changes.h"
 #include "train/stop_signal.h"
 #include "train/training_loss.h"
@@ -59,6 +60,10 @@ namespace fs = std::filesystem;
 namespace xtrain::train {
 
 namespace {
+
+constexpr const char* kPersistentSpikes =
+    "the loss has moved to a new level or the run is diverging. Raise train.spike_zscore or train.spike_window, or "
+    "set train.spike: off";
 
 using Clock = std::chrono::steady_clock;
 
@@ -242,6 +247,8 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     throw InputError(fmt::format("--stop-at-step {} is outside 1..train.steps ({})", options.stop_at_step,
                                  recipe.train.steps));
   const auto fault = planned_fault(world.rank, world.restart_count);
+  // Its own copy: the spike fault is consumed when it fires, while a background save reads `fault`.
+  std::optional<Fault> injected_spike = fault;
 
   // Everything that can fail on bad input happens before the run folder is created.
   auto tokenizer = data::make_tokenizer(recipe.data.tokenizer);
@@ -296,11 +303,9 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
   const nlohmann::json data_schedule = {{"global_batch_size", t.global_batch_size},
                                         {"balance_window", recipe.data.balance_window},
                                         {"pack", recipe.data.pack}};
-  std::vector<std::string> resume_notices;
-  if (auto resume = checkpoint_to_resume(recipe, store, chief)) {
-    const std::string& resume_dir = resume->dir;
-    ckpt::CheckpointReader checkpoint(resume_dir);
-    check_model_unchanged(recipe, checkpoint.recipe_yaml, resume_dir);
+  // Weights, optimizer state, step, data position and RNG from a checkpoint: at the start of a
+  // resumed run, and when train.spike rolls back.
+  auto load_checkpoint_state = [&](const ckpt::CheckpointReader& checkpoint, const std::string& resume_dir) {
     torch::NoGradGuard no_grad;
     std::map<std::string, torch::Tensor> optimizer_state;
     for (size_t i = 0; i < optimized.size(); ++i) {
@@ -332,6 +337,13 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     } catch (const std::exception& e) {  // missing field, wrong type, corrupt RNG state
       throw InputError(fmt::format("{}/trainer_state.json: {}", resume_dir, e.what()));
     }
+  };
+  std::vector<std::string> resume_notices;
+  if (auto resume = checkpoint_to_resume(recipe, store, chief)) {
+    const std::string& resume_dir = resume->dir;
+    ckpt::CheckpointReader checkpoint(resume_dir);
+    check_model_unchanged(recipe, checkpoint.recipe_yaml, resume_dir);
+    load_checkpoint_state(checkpoint, resume_dir);
     // A balanced order sorts windows of balance_window x global_batch_size samples by a cost
     // that depends on data.pack: continuing it needs the same three (any number of ranks will do).
     if (recipe.data.balance_window > 0 && !saved_schedule.is_null() && saved_schedule != data_schedule)
@@ -526,22 +538,52 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
   const data::BatchSchedule batch_schedule(
       *train_data, t.global_batch_size,
       {recipe.data.balance_window, recipe.data.pack, static_cast<uint64_t>(recipe.run.seed)});
-  const int64_t first_position = samples_consumed;
-  data::BatchLoader loader(
-      [&, first_position](int64_t at_step) {
-        const int64_t position = first_position + (at_step - first_step) * t.global_batch_size;
-        const auto mine = batch_schedule.step_samples(position, data_ranks)[static_cast<size_t>(mesh.data_rank())];
-        std::vector<data::MicroBatch> micro_batches;
-        for (int64_t micro = 0; micro < accumulation; ++micro)
-          micro_batches.push_back(data::make_micro_batch(
-              *train_data,
-              std::vector<int64_t>(mine.begin() + micro * t.micro_batch_size,
-                                   mine.begin() + (micro + 1) * t.micro_batch_size),
-              recipe.data.pack));
-        return micro_batches;
-      },
-      first_step, last_step, recipe.data.prefetch);
+  // Restarted after a rollback, from the data after the spike.
+  std::optional<data::BatchLoader> loader;
+  auto start_loader = [&](int64_t from_step, int64_t from_position) {
+    loader.reset();
+    loader.emplace(
+        [&, from_step, from_position](int64_t at_step) {
+          const int64_t position = from_position + (at_step - from_step) * t.global_batch_size;
+          const auto mine = batch_schedule.step_samples(position, data_ranks)[static_cast<size_t>(mesh.data_rank())];
+          std::vector<data::MicroBatch> micro_batches;
+          for (int64_t micro = 0; micro < accumulation; ++micro)
+            micro_batches.push_back(data::make_micro_batch(
+                *train_data,
+                std::vector<int64_t>(mine.begin() + micro * t.micro_batch_size,
+                                     mine.begin() + (micro + 1) * t.micro_batch_size),
+                recipe.data.pack));
+          return micro_batches;
+        },
+        from_step, last_step, recipe.data.prefetch);
+  };
+  start_loader(first_step, samples_consumed);
   NonFiniteGuard non_finite(t.max_skipped_steps);
+  SpikeDetector spikes(t.spike_window, t.spike_zscore);
+  int64_t spikes_in_a_row = 0, rollbacks_to_latest = 0;
+  int64_t steps_run = 0;  // in this process, rollbacks included
+  // train.spike rollback: the weights of the newest intact checkpoint, and the data from after
+  // the spike step (the samples since that checkpoint are skipped). False without a checkpoint.
+  auto roll_back = [&](const Spike& spike) {
+    checkpoints.finish();            // a background save in flight is committed first
+    mesh.world_comm->barrier();      // and seen by every rank
+    const auto choice = store.newest_intact(/*strict=*/false);
+    if (!choice) return false;
+    const int64_t spike_step = step, data_position = samples_consumed;
+    load_checkpoint_state(ckpt::CheckpointReader(choice->dir), choice->dir);
+    const int64_t skipped_from = samples_consumed;
+    samples_consumed = data_position;
+    spikes_in_a_row = 0;
+    start_loader(step + 1, samples_consumed);
+    if (chief) {
+      fmt::print("step {}: loss spike: {}; rolled back to {} (step {}), skipping samples {}-{} (the data of steps "
+                 "{}-{})\n",
+                 spike_step, spike.describe(), choice->dir, step, skipped_from, data_position - 1, step + 1,
+                 spike_step);
+      metrics->write({{"step", spike_step}, {"rollback_to", step}, {"skipped_samples", {skipped_from, data_position}}});
+    }
+    return true;
+  };
   double data_wait_total = 0;
   double imbalance_sum = 0;  // over steps: the slowest rank's busy time over the mean
   double interval_seconds = 0, session_seconds = 0;
@@ -552,16 +594,18 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     const auto started = Clock::now();
     const double waited_before = dist::PendingCollective::total_wait_seconds();
     ++step;
+    ++steps_run;
     progress.step = step;
     inject_fault(fault, step);
+    const double injected_loss_factor = take_injected_spike(injected_spike, step);
     const double lr = schedule.at(step);
     if (sharded)
       sharded->zero_grad();
     else
       for (auto& p : parameters) p.mutable_grad() = torch::Tensor();
     // This rank's share of the global batch (the global batches do not depend on the layout).
-    const std::vector<data::MicroBatch> micro_batches = loader.next();
-    const double data_wait = loader.last_wait_seconds();
+    const std::vector<data::MicroBatch> micro_batches = loader->next();
+    const double data_wait = loader->last_wait_seconds();
     data_wait_total += data_wait;
     // Every target token of the global batch weighs the same: a micro batch's mean loss counts
     // by its share of the batch's targets (chat data leaves some samples without any).
@@ -584,6 +628,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
         loss = training_loss(model, batch.inputs.to(device, /*non_blocking=*/true),
                              batch.targets.to(device, /*non_blocking=*/true), loss_chunk, layout);
       }
+      if (injected_loss_factor != 1.0) loss = loss * injected_loss_factor;
       // Gradients are averaged over the data-parallel ranks afterwards, hence the factor.
       const double share = global_count > 0 ? count * static_cast<double>(data_ranks) / global_count : 0.0;
       (loss * ((loss_scaler ? loss_scaler->scale() : 1.0) * share)).backward();
@@ -605,12 +650,21 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     if (loss_scaler) finite_gradients = sum_over_ranks(loss_scaler->unscale(parameters) ? 0.0 : 1.0) == 0.0;
     double grad_norm = std::numeric_limits<double>::quiet_NaN();
     bool skipped = !finite_gradients;
+    std::optional<Spike> spike;
     if (finite_gradients) {
       grad_norm = sharded ? sharded->clip_grad_norm(recipe.optim.grad_clip)
                           : optim::clip_grad_norm(parameters, recipe.optim.grad_clip);
       skipped = !non_finite.admit(step, loss_value, grad_norm);
-      if (!skipped) optimizer.step(lr);
-      if (skipped && chief)
+      if (!skipped && t.spike != "off") spike = spikes.check(loss_value, grad_norm);
+      if (spike) {
+        skipped = true;
+        ++spikes_in_a_row;
+      } else if (!skipped) {
+        spikes_in_a_row = 0;
+        spikes.add(loss_value, grad_norm);
+        optimizer.step(lr);
+      }
+      if (skipped && !spike && chief)
         fmt::print("step {}: loss {:.4f}, gradient norm {:.4g}: not finite; step skipped, no update ({} in a row, {} "
                    "in all)\n",
                    step, loss_value, grad_norm, non_finite.in_a_row(), non_finite.total());
@@ -642,7 +696,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
                                        {"state_mib", static_cast<double>(peak_state_bytes) / (1 << 20)},
                                        {"comm_wait_s", dist::PendingCollective::total_wait_seconds() - waited_before},
                                        {"data_wait_s", data_wait},
-                                       {"data_read_s", loader.last_read_seconds()}};
+                                       {"data_read_s", loader->last_read_seconds()}};
       if (world.distributed()) {
         record["busy_s_mean"] = busy_spread.mean;
         record["busy_s_max"] = busy_spread.max;
@@ -651,10 +705,11 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
       if (loss_scaler) record["loss_scale"] = loss_scale;
       record["skipped"] = skipped;
       record["skipped_total"] = non_finite.total();
+      if (spike) record["spike"] = t.spike;
       metrics->write(record);
     }
-    if (chief && (step % t.log_every == 0 || step == last_step || step == first_step)) {
-      const double mean_step = session_seconds / static_cast<double>(step - first_step + 1);
+    if (chief && (step % t.log_every == 0 || step == last_step || steps_run == 1)) {
+      const double mean_step = session_seconds / static_cast<double>(steps_run);
       fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {} tok/s | {:.0f} MiB{} | eta {}\n",
                  step, std::to_string(t.steps).size(), t.steps, loss_value, lr, grad_norm,
                  format_rate(tokens_per_step * interval_steps / interval_seconds), peak_rss_mib(),
@@ -676,6 +731,27 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
           latest ? fmt::format("The last checkpoint, {}, holds finite weights from before them", *latest)
                  : "No checkpoint was written yet"));
     }
+    if (spike) {
+      if (t.spike == "rollback" && rollbacks_to_latest >= t.max_skipped_steps)
+        throw std::runtime_error(fmt::format(
+            "step {}: {}, and the run has rolled back to the same checkpoint {} time{} already (train.spike "
+            "rollback, train.max_skipped_steps {}): {}",
+            step, spike->describe(), rollbacks_to_latest, rollbacks_to_latest == 1 ? "" : "s", t.max_skipped_steps,
+            kPersistentSpikes));
+      if (t.spike == "rollback" && roll_back(*spike)) {
+        ++rollbacks_to_latest;
+        watchdog.step_done(step);
+        continue;
+      }
+      if (spikes_in_a_row >= t.max_skipped_steps)
+        throw std::runtime_error(fmt::format(
+            "steps {}-{}: {} loss spikes in a row, the last: {} (train.spike {}, train.max_skipped_steps {}): {}",
+            step - spikes_in_a_row + 1, step, spikes_in_a_row, spike->describe(), t.spike, t.max_skipped_steps,
+            kPersistentSpikes));
+      if (chief)
+        fmt::print("step {}: loss spike: {}; step skipped, no update{}\n", step, spike->describe(),
+                   t.spike == "rollback" ? " (no checkpoint to roll back to yet)" : "");
+    }
     checkpoints.poll();  // commits a background save whose files every rank has written
     const bool stop_file = chief && take_stop_file(recipe.run.dir);
     if (stop_file) fmt::print("found {}/STOP after step {}: saving a checkpoint and stopping (the file is removed)\n",
@@ -684,10 +760,11 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     const bool periodic = recipe.checkpoint.every > 0 && step % recipe.checkpoint.every == 0;
     // While steps are being skipped, periodic checkpoints wait: the keep policy would otherwise
     // replace the checkpoints from before the trouble with copies of the same weights.
-    if (periodic && non_finite.in_a_row() > 0 && step != last_step && !stopping) {
+    if (periodic && (non_finite.in_a_row() > 0 || spikes_in_a_row > 0) && step != last_step && !stopping) {
       if (chief) fmt::print("step {}: checkpoint deferred while steps are being skipped\n", step);
     } else if (periodic || step == last_step || stopping) {
       save(step);
+      rollbacks_to_latest = 0;
     }
     if (t.eval_every > 0 && step % t.eval_every == 0 && step != t.steps) run_eval(step);
     watchdog.step_done(step);
@@ -713,9 +790,9 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     if (world.distributed())
       fmt::print("ranks: the busiest rank computed {:.1f}% longer than the mean per step (busy_s_max / busy_s_mean, "
                  "averaged over steps)\n",
-                 100.0 * (imbalance_sum / static_cast<double>(step - first_step + 1) - 1.0));
+                 100.0 * (imbalance_sum / static_cast<double>(steps_run) - 1.0));
     fmt::print("data: waited {:.3f} s for batches in {} steps ({:.2f}% of step time)\n", data_wait_total,
-               step - first_step + 1, session_seconds > 0 ? 100.0 * data_wait_total / session_seconds : 0.0);
+               steps_run, session_seconds > 0 ? 100.0 * data_wait_total / session_seconds : 0.0);
   }
   mesh.world_comm->barrier();
   return 0;
