@@ -238,6 +238,9 @@ std::optional<std::string> OptionRegistry::suggest(const std::string& path) cons
   std::optional<std::string> best;
   size_t best_distance = std::max<size_t>(2, path.size() / 4) + 1;
   auto consider = [&](const std::string& candidate) {
+    // The distance is at least the difference in length: a long unknown key costs nothing.
+    const size_t length_gap = path.size() > candidate.size() ? path.size() - candidate.size() : candidate.size() - path.size();
+    if (length_gap >= best_distance) return;
     size_t distance = edit_distance(path, candidate);
     if (distance < best_distance) {
       best_distance = distance;
