@@ -55,9 +55,11 @@ done
 run_target() {  # target seconds work
   local target=$1 seconds=$2 work=$3
   mkdir -p "$work/corpus/$target" "$work/findings/$target"
+  local started=$SECONDS
   "$work/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
     -print_final_stats=1 -artifact_prefix="$work/findings/$target/" \
     "$work/corpus/$target" "$work/seeds/$target" > "$work/fuzz-$target.log" 2>&1 || true
+  echo $((SECONDS - started)) > "$work/fuzz-$target.seconds"  # less than asked when it found something
 }
 export -f run_target
 started=$(date +%s)
@@ -68,7 +70,7 @@ for target in "${targets[@]}"; do
   log=$work/fuzz-$target.log
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   findings=$(find "$work/findings/$target" -type f | wc -l)
-  printf '%-16s %8s %12s %8s %9s\n' "$target" "$seconds" "${runs:-?}" \
+  printf '%-16s %8s %12s %8s %9s\n' "$target" "$(cat "$work/fuzz-$target.seconds")" "${runs:-?}" \
     "$(find "$work/corpus/$target" -type f | wc -l)" "$findings"
   if [[ -z $runs || $findings -gt 0 ]]; then
     failed=1

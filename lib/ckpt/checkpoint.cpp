@@ -200,7 +200,7 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
   const std::string state_path = dir + "/trainer_state.json";
   try {
     loaded.trainer_state = nlohmann::json::parse(util::read_file(state_path));
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("{}: invalid JSON: {}", state_path, e.what()));
   }
   loaded.recipe_yaml = util::read_file(dir + "/recipe.yaml");

@@ -18,7 +18,7 @@ namespace {
 nlohmann::json read_json(const std::string& path) {
   try {
     return nlohmann::json::parse(util::read_file(path));
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("{}: invalid JSON: {}", path, e.what()));
   }
 }
@@ -47,7 +47,7 @@ CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
         nlohmann::json layout;
         try {
           layout = nlohmann::json::parse(value);
-        } catch (const nlohmann::json::parse_error&) {
+        } catch (const nlohmann::json::exception&) {
           throw InputError(fmt::format("{}: metadata of '{}' is not JSON", path, key));
         }
         const auto shape = layout.at("shape").get<std::vector<int64_t>>();

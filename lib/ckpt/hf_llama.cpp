@@ -112,7 +112,7 @@ model::LlamaForCausalLM load_hf_folder(const std::string& dir) {
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(util::read_file(config_path));
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("{}: invalid JSON: {}", config_path, e.what()));
   }
   model::LlamaForCausalLM model(llama_config_from_hf(json, config_path));

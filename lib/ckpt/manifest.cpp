@@ -111,8 +111,11 @@ ManifestCheck verify_manifest(const std::string& dir) {
   nlohmann::json manifest;
   try {
     manifest = nlohmann::json::parse(util::read_file(manifest_path));
-    if (manifest.value("format", 0) != kFormat || !manifest.at("files").is_object())
-      throw std::runtime_error(fmt::format("unknown manifest format {}", manifest.value("format", 0)));
+    const auto format = manifest.find("format");
+    if (format == manifest.end() || !format->is_number_integer() || format->get<int64_t>() != kFormat ||
+        !manifest.at("files").is_object())
+      throw std::runtime_error(
+          fmt::format("unknown manifest format {}", format == manifest.end() ? "(none)" : format->dump()));
   } catch (const std::exception& e) {
     check.problems.push_back(fmt::format("{}: unreadable: {}", kManifestFile, e.what()));
     return check;
@@ -130,7 +133,12 @@ ManifestCheck verify_manifest(const std::string& dir) {
     }
     try {
       const util::MappedFile mapped(path);
-      const uint64_t expected_size = entry.value("size", uint64_t{0});
+      const auto size = entry.find("size");
+      if (size == entry.end() || !size->is_number_unsigned()) {
+        check.problems.push_back(fmt::format("{}: the manifest gives no size for it (the manifest is damaged)", file));
+        continue;
+      }
+      const uint64_t expected_size = size->get<uint64_t>();
       check.bytes += mapped.size();
       if (mapped.size() != expected_size) {
         check.problems.push_back(

@@ -178,7 +178,7 @@ SafetensorsHeader read_safetensors_header(util::InputFile& input, const std::str
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(header_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     parser.fail(std::string("invalid JSON header: ") + e.what());
   }
   if (!header.is_object()) {

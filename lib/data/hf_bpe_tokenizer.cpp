@@ -29,7 +29,7 @@ json parse_json_file(const std::string& path) {
   const std::string text = util::read_file(path);
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of range
     throw InputError(fmt::format("{}: not valid JSON ({}); data.tokenizer hf:PATH takes a Hugging Face "
                                  "tokenizer.json",
                                  path, e.what()));
@@ -84,6 +84,8 @@ HfBpeTokenizer::HfBpeTokenizer(const std::string& path)
     std::unordered_map<std::string, int64_t> bytes_to_id;
     int64_t max_id = -1;
     for (const auto& [text, id_json] : model.at("vocab").items()) {
+      if (!id_json.is_number_integer())
+        throw std::invalid_argument(fmt::format("vocab id of '{}' is {}, not an integer", text, id_json.dump()));
       const int64_t id = id_json.get<int64_t>();
       if (id < 0 || id > kMaxTokenId)
         throw std::invalid_argument(fmt::format("vocab id {} of '{}' is outside 0-{}", id, text, kMaxTokenId));
@@ -134,6 +136,8 @@ HfBpeTokenizer::HfBpeTokenizer(const std::string& path)
     for (const json& entry : file.value("added_tokens", json::array())) {
       AddedToken token;
       token.content = entry.at("content").get<std::string>();
+      if (!entry.at("id").is_number_integer())
+        throw std::invalid_argument(fmt::format("the id of '{}' is {}, not an integer", token.content, entry.at("id").dump()));
       token.id = entry.at("id").get<int64_t>();
       token.special = entry.value("special", false);
       token.lstrip = entry.value("lstrip", false);

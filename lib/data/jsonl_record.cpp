@@ -49,6 +49,8 @@ std::optional<Document> parse_jsonl_record(std::string_view line, const std::str
     record = nlohmann::json::parse(line.begin(), line.end());
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(where + describe(e));
+  } catch (const nlohmann::json::exception& e) {  // a number out of range: 1e400
+    throw InputError(where + "invalid JSON: " + e.what());
   }
   Document document;
   const bool conversation = record.is_object() && record.contains("messages") && !record.contains("text");

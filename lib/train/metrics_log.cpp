@@ -36,7 +36,7 @@ MetricsLog::MetricsLog(const std::string& path, int64_t resume_step) {
       try {
         auto record = nlohmann::json::parse(line);
         if (record.value("step", int64_t{0}) <= resume_step) kept.push_back(line);
-      } catch (const nlohmann::json::parse_error&) {
+      } catch (const nlohmann::json::exception&) {
         // A torn last line from a killed writer.
       }
     }

@@ -103,6 +103,18 @@ TEST_CASE("a manifest that names a path outside its folder is damaged, and nothi
                               "sub/x: not a file name of the checkpoint folder (the manifest is damaged)"});
 }
 
+TEST_CASE("a manifest whose numbers are out of range or of the wrong kind is damaged", "[ckpt][manifest]") {
+  // Found by tests/fuzz/manifest.cpp: a format of 8.9e28 was converted to int (undefined).
+  testing::ScratchDir scratch;
+  const auto dir = ckpt::CheckpointStore(scratch.path().string(), 3).save(1, contents_for(1));
+  std::ofstream(dir + "/manifest.json") << R"({"format": 88888888888888888888888888888, "files": {}})";
+  CHECK(ckpt::verify_manifest(dir).problems ==
+        std::vector<std::string>{"manifest.json: unreadable: unknown manifest format 8.88888888888889e+28"});
+  std::ofstream(dir + "/manifest.json") << R"({"format": 1, "files": {"recipe.yaml": {"size": -3}}})";
+  CHECK(ckpt::verify_manifest(dir).problems ==
+        std::vector<std::string>{"recipe.yaml: the manifest gives no size for it (the manifest is damaged)"});
+}
+
 TEST_CASE("a folder without a manifest is an older checkpoint, not a damaged one", "[ckpt][manifest]") {
   testing::ScratchDir scratch;
   const auto dir = ckpt::CheckpointStore(scratch.path().string(), 3).save(1, contents_for(1));

@@ -41,6 +41,10 @@ TEST_CASE("wrong types and ranges point at the value", "[config]") {
         std::vector<std::string>{"r.yaml:3:10: train.dtype: must be one of fp32, bf16, fp16, got 'fp8'"});
   CHECK(problems("name: x\nmodel:\n  tie_embeddings: 1\n") ==
         std::vector<std::string>{"r.yaml:3:19: model.tie_embeddings: expected true or false, got '1'"});
+  // Found by tests/fuzz/recipe.cpp: a width this large overflowed the derived intermediate size.
+  CHECK(problems("name: x\nmodel:\n  hidden_size: 2049638230412172290\n") ==
+        std::vector<std::string>{
+            "r.yaml:3:16: model.hidden_size: must be between 1 and 1048576, got 2049638230412172290"});
 }
 
 TEST_CASE("inconsistent values are reported, all at once", "[config]") {

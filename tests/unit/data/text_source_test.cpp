@@ -69,6 +69,11 @@ TEST_CASE("JSONL errors name the file and line", "[data]") {
   CHECK_THROWS_WITH(load_documents(broken),
                     Catch::StartsWith(broken + ":2: invalid JSON at column"));
 
+  // Found by tests/fuzz/chat_jsonl.cpp: a number beyond double's range is the parser's out_of_range.
+  const std::string huge = dir.write("huge.jsonl", "{\"text\": \"ok\", \"score\": 1e400}\n");
+  CHECK_THROWS_WITH(load_documents(huge), Catch::StartsWith(huge + ":1: invalid JSON: ") &&
+                                              Catch::Contains("number overflow parsing '1e400'"));
+
   const std::string blank = dir.write("blank.jsonl", "\n\n");
   CHECK_THROWS_WITH(load_documents(blank), Catch::StartsWith(blank + ": no documents"));
 }
