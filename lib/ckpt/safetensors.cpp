@@ -46,15 +46,6 @@ const char* dtype_name(torch::ScalarType type) {
   return nullptr;
 }
 
-// Reads exactly size bytes at offset; the header has checked that they lie inside the file.
-void read_exact(util::InputFile& file, void* data, size_t size, uint64_t offset,
-                const std::string& path) {
-  // The file shrank after we measured it: someone else is writing it.
-  if (file.read_at(data, size, offset) != size) {
-    throw InputError(path + ": truncated while reading (is it being written?)");
-  }
-}
-
 }  // namespace
 
 void save_safetensors(const std::string& path, const TensorMap& tensors,
@@ -112,7 +103,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
   for (const SafetensorsEntry& entry : entries) {
     const torch::ScalarType type = scalar_type(entry.dtype);
     torch::Tensor tensor = torch::empty(entry.shape, torch::TensorOptions().dtype(type));
-    read_exact(input, tensor.data_ptr(), tensor.nbytes(), data_start + entry.begin, path);
+    read_safetensors_bytes(input, tensor.data_ptr(), tensor.nbytes(), data_start + entry.begin,
+                           path);
     if (type == torch::kBool) {
       // Any byte other than 0 or 1 is not a valid bool, and torch's kernels assume it is.
       const auto* bytes = static_cast<const uint8_t*>(tensor.data_ptr());

@@ -134,16 +134,15 @@ class HeaderParser {
   const std::string& path_;
 };
 
-// Reads exactly size bytes at offset; the caller has checked that they lie inside the file.
-void read_exact(util::InputFile& file, void* data, size_t size, uint64_t offset,
+}  // namespace
+
+void read_safetensors_bytes(util::InputFile& file, void* data, size_t size, uint64_t offset,
                 const std::string& path) {
   // The file shrank after we measured it: someone else is writing it.
   if (file.read_at(data, size, offset) != size) {
     throw InputError(path + ": truncated while reading (is it being written?)");
   }
 }
-
-}  // namespace
 
 const char* safetensors_dtype_name(SafetensorsDtype dtype) { return info(dtype).name; }
 size_t safetensors_dtype_size(SafetensorsDtype dtype) { return info(dtype).size; }
@@ -165,7 +164,7 @@ SafetensorsHeader read_safetensors_header(util::InputFile& input, const std::str
                 " bytes, too short for the 8-byte header length");
   }
   uint64_t header_length = 0;
-  read_exact(input, &header_length, sizeof(header_length), 0, path);
+  read_safetensors_bytes(input, &header_length, sizeof(header_length), 0, path);
   const uint64_t after_prefix = file_size - kSafetensorsLengthBytes;
   if (header_length > after_prefix) {
     parser.fail("truncated or not a safetensors file: header length says " +
@@ -174,7 +173,7 @@ SafetensorsHeader read_safetensors_header(util::InputFile& input, const std::str
   }
 
   std::string header_text(header_length, '\0');
-  read_exact(input, header_text.data(), header_text.size(), kSafetensorsLengthBytes, path);
+  read_safetensors_bytes(input, header_text.data(), header_text.size(), kSafetensorsLengthBytes, path);
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(header_text);

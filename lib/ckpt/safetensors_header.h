@@ -45,6 +45,11 @@ struct SafetensorsHeader {
 // and every span lies inside the file. Problems are InputErrors prefixed with path.
 SafetensorsHeader read_safetensors_header(util::InputFile& file, const std::string& path);
 
+// Reads exactly size bytes at offset, which the header has shown to lie inside the file; an
+// InputError if the file shrank meanwhile.
+void read_safetensors_bytes(util::InputFile& file, void* data, size_t size, uint64_t offset,
+                            const std::string& path);
+
 // Where each tensor's bytes lie in a file (offsets from the file's start), from the header.
 struct TensorSpan {
   std::string name;

@@ -13,7 +13,7 @@ namespace fs = std::filesystem;
 using namespace xtrain;
 
 namespace {
-ckpt::CheckpointContents contents_for(int64_t step) {
+ckpt::CheckpointContents small_contents_for(int64_t step) {
   ckpt::CheckpointContents contents;
   contents.model = {{"w", torch::full({2}, static_cast<float>(step))}};
   contents.model_config = {{"model_type", "llama"}};
@@ -28,7 +28,7 @@ TEST_CASE("checkpoints are complete folders; latest moves last; only `keep` rema
   testing::ScratchDir scratch;
   ckpt::CheckpointStore store(scratch.path().string(), 2);
   CHECK_FALSE(store.latest());
-  for (int64_t step : {10, 20, 30}) store.save(step, contents_for(step));
+  for (int64_t step : {10, 20, 30}) store.save(step, small_contents_for(step));
   REQUIRE(store.latest());
   CHECK(*store.latest() == store.dir() + "/step-30");
   CHECK(fs::read_symlink(store.dir() + "/latest") == "step-30");
@@ -46,8 +46,8 @@ TEST_CASE("checkpoints are complete folders; latest moves last; only `keep` rema
 TEST_CASE("re-saving a step replaces it, and stale temp folders are removed", "[ckpt]") {
   testing::ScratchDir scratch;
   ckpt::CheckpointStore store(scratch.path().string(), 3);
-  store.save(5, contents_for(5));
-  auto second = contents_for(5);
+  store.save(5, small_contents_for(5));
+  auto second = small_contents_for(5);
   second.recipe_yaml = "name: again\n";
   store.save(5, second);
   CHECK(ckpt::load_checkpoint(*store.latest()).recipe_yaml == "name: again\n");
@@ -60,7 +60,7 @@ TEST_CASE("re-saving a step replaces it, and stale temp folders are removed", "[
 TEST_CASE("a checkpoint with a missing file is reported by name", "[ckpt]") {
   testing::ScratchDir scratch;
   ckpt::CheckpointStore store(scratch.path().string(), 1);
-  const std::string dir = store.save(1, contents_for(1));
+  const std::string dir = store.save(1, small_contents_for(1));
   fs::remove(dir + "/optimizer.safetensors");
   CHECK_THROWS_WITH(ckpt::load_checkpoint(dir), Catch::Contains(dir + "/optimizer.safetensors"));
 }

@@ -5,6 +5,7 @@
 
 #include "memory/chunked_loss.h"
 #include "model/gradcheck.h"
+#include "tensor_compare.h"
 
 using xtrain::memory::auto_chunk_tokens;
 using xtrain::memory::chunked_cross_entropy;
@@ -12,11 +13,6 @@ using xtrain::memory::chunked_cross_entropy;
 namespace {
 
 constexpr int64_t kTokens = 23, kHidden = 16, kVocab = 37;
-
-double relative_error(const torch::Tensor& actual, const torch::Tensor& expected) {
-  return (actual.to(torch::kFloat64) - expected.to(torch::kFloat64)).norm().item<double>() /
-         expected.to(torch::kFloat64).norm().item<double>();
-}
 
 // Random hidden states, output weight and targets, drawn in that order from `seed`.
 struct Problem {
@@ -63,9 +59,9 @@ LossAndGrads chunked(const torch::Tensor& hidden, const torch::Tensor& weight, c
 
 void check_matches(const LossAndGrads& actual, const LossAndGrads& expected) {
   CHECK(actual.loss.scalar_type() == torch::kFloat32);
-  CHECK(relative_error(actual.loss, expected.loss) < 1e-6);
-  CHECK(relative_error(actual.grad_hidden, expected.grad_hidden) < 1e-6);
-  CHECK(relative_error(actual.grad_weight, expected.grad_weight) < 1e-6);
+  CHECK(xtrain::testing::norm_relative_error(actual.loss, expected.loss) < 1e-6);
+  CHECK(xtrain::testing::norm_relative_error(actual.grad_hidden, expected.grad_hidden) < 1e-6);
+  CHECK(xtrain::testing::norm_relative_error(actual.grad_weight, expected.grad_weight) < 1e-6);
 }
 
 }  // namespace
@@ -120,8 +116,8 @@ TEST_CASE("chunked cross-entropy scales saved gradients by grad_output", "[memor
   const auto scaled = run(hidden, weight, [&](const torch::Tensor& h, const torch::Tensor& w) {
     return chunked_cross_entropy(h, w, targets, 6) * 2.5;
   });
-  CHECK(relative_error(scaled.grad_hidden, expected.grad_hidden * 2.5) < 1e-6);
-  CHECK(relative_error(scaled.grad_weight, expected.grad_weight * 2.5) < 1e-6);
+  CHECK(xtrain::testing::norm_relative_error(scaled.grad_hidden, expected.grad_hidden * 2.5) < 1e-6);
+  CHECK(xtrain::testing::norm_relative_error(scaled.grad_weight, expected.grad_weight * 2.5) < 1e-6);
 }
 
 TEST_CASE("chunked cross-entropy computes only the gradients that are needed", "[memory]") {
@@ -132,20 +128,20 @@ TEST_CASE("chunked cross-entropy computes only the gradients that are needed", "
   SECTION("frozen weight") {
     auto h = hidden.clone().requires_grad_(true);
     chunked_cross_entropy(h, weight, targets, 5).backward();
-    CHECK(relative_error(h.grad(), expected.grad_hidden) < 1e-6);
+    CHECK(xtrain::testing::norm_relative_error(h.grad(), expected.grad_hidden) < 1e-6);
     CHECK_FALSE(weight.grad().defined());
   }
   SECTION("frozen hidden") {
     auto w = weight.clone().requires_grad_(true);
     chunked_cross_entropy(hidden, w, targets, 5).backward();
-    CHECK(relative_error(w.grad(), expected.grad_weight) < 1e-6);
+    CHECK(xtrain::testing::norm_relative_error(w.grad(), expected.grad_weight) < 1e-6);
   }
   SECTION("no grad mode") {
     auto h = hidden.clone().requires_grad_(true);
     torch::NoGradGuard no_grad;
     auto loss = chunked_cross_entropy(h, weight, targets, 5);
     CHECK_FALSE(loss.requires_grad());
-    CHECK(relative_error(loss, expected.loss) < 1e-6);
+    CHECK(xtrain::testing::norm_relative_error(loss, expected.loss) < 1e-6);
   }
 }
 
@@ -166,11 +162,11 @@ TEST_CASE("bf16 chunked cross-entropy stays close to fp32", "[memory]") {
   const auto expected = reference(hidden, weight, targets);
   const auto result = chunked(hidden.to(torch::kBFloat16), weight.to(torch::kBFloat16), targets, 7);
   CHECK(result.loss.scalar_type() == torch::kFloat32);
-  CHECK(relative_error(result.loss, expected.loss) < 1e-2);
+  CHECK(xtrain::testing::norm_relative_error(result.loss, expected.loss) < 1e-2);
   CHECK(result.grad_hidden.scalar_type() == torch::kBFloat16);
   CHECK(result.grad_weight.scalar_type() == torch::kBFloat16);
-  CHECK(relative_error(result.grad_hidden, expected.grad_hidden) < 3e-2);
-  CHECK(relative_error(result.grad_weight, expected.grad_weight) < 3e-2);
+  CHECK(xtrain::testing::norm_relative_error(result.grad_hidden, expected.grad_hidden) < 3e-2);
+  CHECK(xtrain::testing::norm_relative_error(result.grad_weight, expected.grad_weight) < 3e-2);
 }
 
 TEST_CASE("auto_chunk_tokens fits the budget and stays in range", "[memory]") {

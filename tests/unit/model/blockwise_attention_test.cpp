@@ -7,6 +7,7 @@
 #include "model/attention.h"
 #include "model/blockwise_attention.h"
 #include "model/gradcheck.h"
+#include "tensor_compare.h"
 
 using namespace xtrain;
 
@@ -26,10 +27,6 @@ torch::Tensor random_heads(int64_t batch, int64_t heads, int64_t seq, int64_t di
 }
 
 // max |a - b| / max |b|: a relative error that stays meaningful where b crosses zero.
-double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
-  return ((a - b).abs().max() / b.abs().max()).item<double>();
-}
-
 // Output and q, k, v gradients of sum(attention(q, k, v) * projection).
 std::vector<torch::Tensor> value_and_grads(const torch::Tensor& out, const torch::Tensor& projection,
                                            const std::vector<torch::Tensor>& inputs) {
@@ -49,7 +46,7 @@ void check_matches_naive(const Shape& s, const torch::Tensor& cu_seqlens, int64_
   const char* names[] = {"output", "dq", "dk", "dv"};
   for (int n = 0; n < 4; ++n) {
     INFO(names[n]);
-    CHECK(relative_error(blockwise[n], naive[n]) < 1e-5);
+    CHECK(xtrain::testing::max_relative_error(blockwise[n], naive[n]) < 1e-5);
   }
 }
 
@@ -85,16 +82,16 @@ TEST_CASE("blockwise attention in bf16 stays close to the fp32 result", "[attent
   auto qb = bf16(q), kb = bf16(k), vb = bf16(v);
   auto out = model::blockwise_causal_attention(qb, kb, vb, cu, 16);
   CHECK(out.scalar_type() == torch::kBFloat16);
-  CHECK(relative_error(out.to(torch::kFloat32), reference.detach()) < 2e-2);
+  CHECK(xtrain::testing::max_relative_error(out.to(torch::kFloat32), reference.detach()) < 2e-2);
   // The gradients, too, stay close: the tile matmuls run in bf16, the softmax in fp32.
   auto projection = torch::randn_like(reference);
   (reference * projection).sum().backward();
   (out.to(torch::kFloat32) * projection).sum().backward();
   CHECK(qb.grad().scalar_type() == torch::kBFloat16);
   CHECK(kb.grad().scalar_type() == torch::kBFloat16);
-  CHECK(relative_error(qb.grad().to(torch::kFloat32), q.grad()) < 3e-2);
-  CHECK(relative_error(kb.grad().to(torch::kFloat32), k.grad()) < 3e-2);
-  CHECK(relative_error(vb.grad().to(torch::kFloat32), v.grad()) < 3e-2);
+  CHECK(xtrain::testing::max_relative_error(qb.grad().to(torch::kFloat32), q.grad()) < 3e-2);
+  CHECK(xtrain::testing::max_relative_error(kb.grad().to(torch::kFloat32), k.grad()) < 3e-2);
+  CHECK(xtrain::testing::max_relative_error(vb.grad().to(torch::kFloat32), v.grad()) < 3e-2);
 }
 
 TEST_CASE("fp64 finite differences: blockwise attention", "[attention][gradcheck]") {

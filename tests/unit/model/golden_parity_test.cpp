@@ -15,18 +15,9 @@
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
 #include "scratch_dir.h"
+#include "tensor_compare.h"
 
 using namespace xtrain;
-
-namespace {
-
-double relative_error(const torch::Tensor& actual, const torch::Tensor& expected) {
-  auto a = actual.to(torch::kFloat64), e = expected.to(torch::kFloat64);
-  return (a - e).abs().max().item<double>() / std::max(e.abs().max().item<double>(), 1e-30);
-}
-
-
-}  // namespace
 
 TEST_CASE("logits, loss, gradients and AdamW steps match transformers' LlamaForCausalLM", "[model][golden]") {
   const bool tied = GENERATE(false, true);
@@ -52,17 +43,17 @@ TEST_CASE("logits, loss, gradients and AdamW steps match transformers' LlamaForC
 
   // Forward and backward at the saved weights.
   auto inputs = tokens.narrow(1, 0, 24);
-  const double logits_error = relative_error(llama(inputs).detach(), golden.at("logits"));
+  const double logits_error = xtrain::testing::max_relative_error(llama(inputs).detach(), golden.at("logits"));
   CHECK(logits_error < 1e-5);
   auto loss = model::next_token_loss(llama, tokens);
-  const double loss_error = relative_error(loss.detach(), golden.at("loss"));
+  const double loss_error = xtrain::testing::max_relative_error(loss.detach(), golden.at("loss"));
   CHECK(loss_error < 1e-5);
   loss.backward();
   int64_t compared = 0;
   double grad_error = 0;
   for (const auto& item : llama->named_parameters()) {
     INFO(item.key());
-    const double error = relative_error(item.value().grad(), golden.at("grad." + item.key()));
+    const double error = xtrain::testing::max_relative_error(item.value().grad(), golden.at("grad." + item.key()));
     CHECK(error < 1e-5);
     grad_error = std::max(grad_error, error);
     ++compared;
@@ -90,7 +81,7 @@ TEST_CASE("logits, loss, gradients and AdamW steps match transformers' LlamaForC
   double weight_error = 0;
   for (const auto& item : llama->named_parameters()) {
     INFO(item.key());
-    const double error = relative_error(item.value().detach(), golden.at("final." + item.key()));
+    const double error = xtrain::testing::max_relative_error(item.value().detach(), golden.at("final." + item.key()));
     CHECK(error < 1e-5);
     weight_error = std::max(weight_error, error);
   }

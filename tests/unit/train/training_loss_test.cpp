@@ -8,6 +8,7 @@
 
 // Catch after torch: c10 defines a CHECK macro of its own.
 #include <catch2/catch.hpp>
+#include "tensor_compare.h"
 
 using namespace xtrain;
 
@@ -30,10 +31,6 @@ LossAndGrads run(int64_t chunk, const memory::MemoryOptions& options = {}) {
   return out;
 }
 
-double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<double>() / std::max(b.abs().max().item<double>(), 1e-30);
-}
-
 }  // namespace
 
 TEST_CASE("the chunked training loss equals the plain one, with its gradients", "[train][memory]") {
@@ -41,10 +38,10 @@ TEST_CASE("the chunked training loss equals the plain one, with its gradients", 
   for (int64_t chunk : {1, 7, 74, 1000}) {
     INFO("chunk " << chunk);
     const auto chunked = run(chunk);
-    CHECK(relative_error(chunked.loss, plain.loss) < 1e-6);
+    CHECK(xtrain::testing::max_relative_error(chunked.loss, plain.loss) < 1e-6);
     for (const auto& [name, grad] : plain.grads) {
       INFO(name);
-      CHECK(relative_error(chunked.grads.at(name), grad) < 1e-6);
+      CHECK(xtrain::testing::max_relative_error(chunked.grads.at(name), grad) < 1e-6);
     }
   }
 }
@@ -55,10 +52,10 @@ TEST_CASE("blockwise attention in the model matches the naive kernel", "[train][
   blockwise.attention = "blockwise";
   blockwise.attention_block_size = 8;
   const auto tiled = run(0, blockwise);
-  CHECK(relative_error(tiled.loss, naive.loss) < 1e-5);
+  CHECK(xtrain::testing::max_relative_error(tiled.loss, naive.loss) < 1e-5);
   for (const auto& [name, grad] : naive.grads) {
     INFO(name);
-    CHECK(relative_error(tiled.grads.at(name), grad) < 1e-5);
+    CHECK(xtrain::testing::max_relative_error(tiled.grads.at(name), grad) < 1e-5);
   }
 }
 
