@@ -1,12 +1,11 @@
 // How idle OpenMP threads wait (train.omp_wait_policy), applied before any parallel work.
 //
-// With Debian's LibTorch 1.13, fp32 GEMMs ran on OpenBLAS's own pthread pool and everything else
-// on libgomp's; both spin after each parallel region, so when the threads filled the cores the
-// spinning OpenMP workers took the cores from the BLAS threads, and passive OpenMP waiting
-// trained the fp32 demo recipe 2.0x faster, while bf16 (oneDNN on the OpenMP pool alone) was
-// 15% slower with it. The torch wheel's MKL runs on libgomp's pool too: on 2 cores
-// recipes/bench-cpu.yaml in fp32 trains at 4.6k-5.2k tokens/s either way (3 alternating rounds),
-// so auto keeps passive waiting for fp32 and the default for bf16. libgomp reads OMP_WAIT_POLICY once, when it is loaded, so the policy
+// auto is libgomp's default (spin briefly, then sleep), as in PyTorch eager. Passive waiting
+// pays a futex wake-up at every parallel region: with the torch wheel (MKL on libgomp's pool)
+// recipes/bench-cpu.yaml in fp32 on 2 cores trained at a median 2.8k tokens/s passive against
+// 3.4k default and 3.6k active (4 alternating rounds; eager 3.0k). Active spinning takes the
+// cores from the data loader and from other ranks, so it is a choice, not the default.
+// libgomp reads OMP_WAIT_POLICY once, when it is loaded, so the policy
 // is set by re-executing xtrain (the same process id, arguments and descriptors) with it in the
 // environment. A policy already in the environment is the user's choice and is kept.
 #pragma once

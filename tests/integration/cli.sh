@@ -46,7 +46,7 @@ checkpoint:
 YAML
 "$xtrain" train "$work/tiny.yaml" > "$work/train.log"
 grep -q "done: 6 steps" "$work/train.log"
-grep -q "1 threads (OpenMP wait passive)" "$work/train.log"  # train.omp_wait_policy auto, fp32
+grep -q "1 threads (OpenMP wait default)" "$work/train.log"  # train.omp_wait_policy auto: libgomp's default
 grep -q "eval step 6: loss" "$work/train.log"
 [[ $(readlink "$work/run/checkpoints/latest") == step-6 ]]
 [[ $(ls "$work/run/checkpoints" | grep -c '^step-') -eq 2 ]]
@@ -88,10 +88,13 @@ for i in $(seq 1 200); do echo "{\"text\": \"the cat sat on the mat number $i. t
 first=$(sed -n '1s/.*"loss":\([0-9.e+-]*\).*/\1/p' "$work/bf16/metrics.jsonl")
 last=$(sed -n '20s/.*"loss":\([0-9.e+-]*\).*/\1/p' "$work/bf16/metrics.jsonl")
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1.0) }'
-grep -q "(OpenMP wait default)" "$work/bf16.log"  # auto leaves bf16 to libgomp's default
+grep -q "(OpenMP wait default)" "$work/bf16.log"
 OMP_WAIT_POLICY=active "$xtrain" train "$work/tiny.yaml" --set run.dir="$work/active" --set train.steps=1 \
   --set optim.warmup_steps=0 --set data.eval= > "$work/active.log"
 grep -q "(OpenMP wait active)" "$work/active.log"
+"$xtrain" train "$work/tiny.yaml" --set run.dir="$work/passive" --set train.steps=1 --set optim.warmup_steps=0 \
+  --set data.eval= --set train.omp_wait_policy=passive > "$work/passive.log"
+grep -q "(OpenMP wait passive)" "$work/passive.log"  # set by re-executing xtrain
 
 # kill -9 during training: latest still names a complete checkpoint and the run resumes.
 "$xtrain" train "$work/tiny.yaml" --set run.dir="$work/killed" --set train.steps=400 \
