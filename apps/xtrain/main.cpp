@@ -20,6 +20,7 @@
 #include "dist/comm.h"
 #include "launch/error_file.h"
 #include "launch/launcher.h"
+#include "host_allocator.h"
 #include "omp_wait_policy.h"
 #include "train/balance_report.h"
 #include "train/generate.h"
@@ -122,6 +123,7 @@ int run_env() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  keep_freed_host_memory();
   // A collective that failed or timed out ends the process at once, reported like any error:
   // unwinding would wait on process groups whose peer is gone.
   dist::set_collective_failure_handler([](const std::string& message) {
