@@ -5,8 +5,8 @@
 // a page of zeroing, for every 4 KiB of them: 4.5k faults a step on recipes/bench-cpu.yaml,
 // against 0.2k for PyTorch eager, whose Python heap rarely shrinks. Keeping blocks of up to
 // 32 MiB (glibc's largest fixed mmap threshold) in the heap and trimming it only beyond 1 GiB
-// of free space brings that under 0.4k (set with MALLOC_*_ before the process starts: 7): like LibTorch's CUDA caching allocator, the
-// process keeps what its steps use. Users who tune malloc themselves (MALLOC_*_ environment
+// of free space brings that under 0.4k (7 when set by MALLOC_*_ before the process starts):
+// like LibTorch's CUDA caching allocator, the process keeps what its steps use. Users who tune malloc themselves (MALLOC_*_ environment
 // variables or GLIBC_TUNABLES) keep their settings.
 #pragma once
 
