@@ -15,14 +15,6 @@ int64_t loss_chunk_tokens(const config::Recipe& recipe) {
   return std::stoll(spec);
 }
 
-torch::Tensor training_loss(model::LlamaForCausalLM& model, const torch::Tensor& tokens, int64_t chunk_tokens) {
-  if (chunk_tokens <= 0) return model::next_token_loss(model, tokens);
-  const int64_t seq = tokens.size(1) - 1;
-  auto hidden = model->model(tokens.narrow(1, 0, seq));
-  return memory::chunked_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model->output_weight(),
-                                       tokens.narrow(1, 1, seq).reshape({-1}), chunk_tokens);
-}
-
 torch::Tensor training_loss(model::LlamaForCausalLM& model, const torch::Tensor& inputs, const torch::Tensor& targets,
                             int64_t chunk_tokens, const model::SequenceLayout& layout) {
   const auto flat_targets = targets.reshape({-1});

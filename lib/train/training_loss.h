@@ -12,9 +12,6 @@ namespace xtrain::train {
 // Tokens per loss chunk for memory.chunked_loss (0: unchunked).
 int64_t loss_chunk_tokens(const config::Recipe& recipe);
 
-// tokens: [B, T + 1]; mean next-token loss over B * T predictions.
-torch::Tensor training_loss(model::LlamaForCausalLM& model, const torch::Tensor& tokens, int64_t chunk_tokens);
-
 // inputs, targets: [B, T] (targets -100 where a token carries no loss, as a SampleDataset's
 // targets()); layout: how each row's tokens form documents. Mean loss over the targets that are
 // not -100; 0 when there are none.

@@ -19,44 +19,89 @@ struct LossAndGrads {
   std::map<std::string, torch::Tensor> grads;
 };
 
-LossAndGrads run(int64_t chunk, const memory::MemoryOptions& options = {}) {
+// A batch as the loader delivers it: inputs and next-token targets [2, 37], with the targets of
+// a prompt (the first 5 positions of row 0) and of the padding after a document (the last 9 of
+// row 1) set to -100.
+struct Batch {
+  torch::Tensor inputs, targets;
+};
+
+Batch make_batch() {
+  torch::manual_seed(6);
+  auto tokens = torch::randint(0, 300, {2, 38}, torch::kInt64);
+  Batch batch{tokens.narrow(1, 0, 37).clone(), tokens.narrow(1, 1, 37).clone()};
+  batch.targets[0].narrow(0, 0, 5).fill_(-100);
+  batch.targets[1].narrow(0, 28, 9).fill_(-100);
+  return batch;
+}
+
+// loss_of(model, batch) under chunk, memory policy and a freshly seeded model.
+template <typename LossOf>
+LossAndGrads run(const LossOf& loss_of, const memory::MemoryOptions& options = {}) {
   torch::manual_seed(5);
   model::LlamaForCausalLM llama(testing::SmallLlama{300, 32, 2, 4, 2, 64, 40}.config());
   memory::apply_memory_policy(llama, options);
-  auto tokens = torch::randint(0, 300, {2, 38}, torch::kInt64);
-  auto loss = train::training_loss(llama, tokens, chunk);
+  auto loss = loss_of(llama, make_batch());
   loss.backward();
   LossAndGrads out{loss.detach(), {}};
   for (const auto& item : llama->named_parameters()) out.grads[item.key()] = item.value().grad().clone();
   return out;
 }
 
+// The loss as the trainer computes it.
+LossAndGrads training_run(int64_t chunk, const memory::MemoryOptions& options = {}) {
+  return run([chunk](model::LlamaForCausalLM& llama, const Batch& batch) {
+    return train::training_loss(llama, batch.inputs, batch.targets, chunk);
+  }, options);
+}
+
+// The reference: LibTorch's own mean cross-entropy over the full logits, -100 ignored.
+LossAndGrads reference_run() {
+  return run([](model::LlamaForCausalLM& llama, const Batch& batch) {
+    auto logits = llama(batch.inputs);
+    namespace F = torch::nn::functional;
+    return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), batch.targets.reshape({-1}),
+                            F::CrossEntropyFuncOptions().ignore_index(-100));
+  });
+}
+
+void require_close(const LossAndGrads& actual, const LossAndGrads& expected, double tolerance) {
+  CHECK(xtrain::testing::max_relative_error(actual.loss, expected.loss) < tolerance);
+  for (const auto& [name, grad] : expected.grads) {
+    INFO(name);
+    CHECK(xtrain::testing::max_relative_error(actual.grads.at(name), grad) < tolerance);
+  }
+}
+
 }  // namespace
 
-TEST_CASE("the chunked training loss equals the plain one, with its gradients", "[train][memory]") {
-  const auto plain = run(0);
-  for (int64_t chunk : {1, 7, 74, 1000}) {
+TEST_CASE("the training loss, chunked or not, is the mean cross-entropy over counted targets", "[train][memory]") {
+  const auto reference = reference_run();
+  for (int64_t chunk : {0, 1, 7, 74, 1000}) {
     INFO("chunk " << chunk);
-    const auto chunked = run(chunk);
-    CHECK(xtrain::testing::max_relative_error(chunked.loss, plain.loss) < 1e-6);
-    for (const auto& [name, grad] : plain.grads) {
+    require_close(training_run(chunk), reference, 1e-6);
+  }
+}
+
+TEST_CASE("a batch without counted targets has loss 0 and zero gradients, chunked or not", "[train][memory]") {
+  for (int64_t chunk : {0, 7}) {
+    INFO("chunk " << chunk);
+    const auto empty = run([chunk](model::LlamaForCausalLM& llama, const Batch& batch) {
+      return train::training_loss(llama, batch.inputs, torch::full_like(batch.targets, -100), chunk);
+    });
+    CHECK(empty.loss.item<double>() == 0.0);
+    for (const auto& [name, grad] : empty.grads) {
       INFO(name);
-      CHECK(xtrain::testing::max_relative_error(chunked.grads.at(name), grad) < 1e-6);
+      CHECK(grad.abs().max().item<double>() == 0.0);
     }
   }
 }
 
 TEST_CASE("blockwise attention in the model matches the naive kernel", "[train][memory]") {
-  const auto naive = run(0);
   memory::MemoryOptions blockwise;
   blockwise.attention = "blockwise";
   blockwise.attention_block_size = 8;
-  const auto tiled = run(0, blockwise);
-  CHECK(xtrain::testing::max_relative_error(tiled.loss, naive.loss) < 1e-5);
-  for (const auto& [name, grad] : naive.grads) {
-    INFO(name);
-    CHECK(xtrain::testing::max_relative_error(tiled.grads.at(name), grad) < 1e-5);
-  }
+  require_close(training_run(0, blockwise), training_run(0), 1e-5);
 }
 
 TEST_CASE("memory.chunked_loss resolves to tokens per chunk", "[train][memory]") {
