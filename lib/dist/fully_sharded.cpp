@@ -4,9 +4,14 @@
 #include <cmath>
 #include <string>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/torch.h>
+
+#include "util/input_error.h"
+#include "util/numeric_fault.h"
 
 namespace xtrain::dist {
 namespace {
@@ -87,6 +92,7 @@ FullyShardedModel::FullyShardedModel(model::LlamaForCausalLM model, DeviceMesh m
     blocks_.push_back(std::make_unique<ShardUnit>("model.layers." + std::to_string(i), std::move(per_block[i]),
                                                   mesh_.fsdp, mesh_.dp));
   head_ = std::make_unique<ShardUnit>(tied_ ? "root" : "head", std::move(head), mesh_.fsdp, mesh_.dp);
+  check_numeric_fault_unit();
   // Wraps whatever runner the memory policy installed (recompute, offload): it runs inside.
   auto inner = model_->model->block_runner;
   model_->model->block_runner = [this, inner](int64_t layer, const torch::Tensor& x, const UnitFn& block) {
@@ -125,6 +131,18 @@ FullyShardedModel::FullyShardedModel(model::LlamaForCausalLM model, DeviceMesh m
 FullyShardedModel::~FullyShardedModel() {
   model_->model->block_runner = nullptr;
   model_->model->embed_runner = nullptr;
+}
+
+void FullyShardedModel::check_numeric_fault_unit() const {
+  const auto& fault = util::numeric_fault();
+  if (!fault.is(util::NumericFaultKind::skip_reduce_scatter)) return;
+  std::vector<std::string> names;
+  for (const auto* unit : units()) {
+    if (unit->name() == fault.target) return;
+    names.push_back(unit->name());
+  }
+  throw InputError(fmt::format("XTRAIN_NUMERIC_FAULT=skip_reduce_scatter:{}: no FSDP unit has that name (units: {})",
+                               fault.target, fmt::join(names, ", ")));
 }
 
 std::vector<ShardUnit*> FullyShardedModel::units() const {

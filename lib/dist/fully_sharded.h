@@ -57,6 +57,8 @@ class FullyShardedModel {
 
  private:
   void note_peak();
+  // XTRAIN_NUMERIC_FAULT skip_reduce_scatter names one of units().
+  void check_numeric_fault_unit() const;
   // Embedding (when untied), blocks, head: every unit, in model order.
   std::vector<ShardUnit*> units() const;
   // Tied embeddings, or no blocks to hang the head's gather and release on.

@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include "util/numeric_fault.h"
+
 namespace xtrain::dist {
 
 ShardUnit::ShardUnit(std::string name, std::vector<std::pair<std::string, torch::Tensor>> params,
@@ -91,17 +93,33 @@ void ShardUnit::prepare_gradients_ungathered() {
   prepare_gradients();
 }
 
+void ShardUnit::inject_gradient_fault(const torch::Tensor& flat_grad) const {
+  const auto& fault = util::numeric_fault();
+  if (!fault.strikes_here(util::NumericFaultKind::grad_scale)) return;
+  for (const auto& m : members_)
+    if (m.name == fault.target) flat_grad.narrow(0, m.offset, m.numel).mul_(1.0 + util::kNumericFaultGradScale);
+}
+
 void ShardUnit::start_reduce(bool last_micro_batch) {
   if (!sharded()) {
-    if (!last_micro_batch || replica_group_->size() == 1) return;
+    if (!last_micro_batch) return;
+    inject_gradient_fault(shard_grad_);
+    if (replica_group_->size() == 1) return;
     reduce_ = replica_group_->all_reduce_sum(shard_grad_);
     reducing_ = true;
     return;
   }
   TORCH_CHECK(full_grad_.defined(), "unit ", name_, ": reduce without prepared gradients");
   for (auto& m : members_) m.param.mutable_grad() = torch::Tensor();
+  inject_gradient_fault(full_grad_);
   reduce_out_ = torch::empty({shard_.numel()}, options_);
-  reduce_ = shard_group_->reduce_scatter_sum(reduce_out_, full_grad_);
+  const auto& fault = util::numeric_fault();
+  if (fault.is(util::NumericFaultKind::skip_reduce_scatter) && fault.target == name_) {
+    reduce_out_.copy_(full_grad_.narrow(0, shard_group_->rank() * shard_.numel(), shard_.numel()));
+    reduce_ = PendingCollective();
+  } else {
+    reduce_ = shard_group_->reduce_scatter_sum(reduce_out_, full_grad_);
+  }
   reducing_ = true;
 }
 

@@ -87,6 +87,8 @@ class ShardUnit {
     int64_t numel;
   };
   void point_parameters_at(const torch::Tensor& flat);
+  // XTRAIN_NUMERIC_FAULT grad_scale, on this rank's gradients before they are reduced.
+  void inject_gradient_fault(const torch::Tensor& flat_grad) const;
 
   std::string name_;
   std::vector<Member> members_;

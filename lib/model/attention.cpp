@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "model/fp16_emulation.h"
+#include "util/numeric_fault.h"
 
 namespace xtrain::model {
 
@@ -121,15 +122,27 @@ AttentionImpl::AttentionImpl(const LlamaConfig& config)
   o_proj = register_module("o_proj", linear(num_heads_ * head_dim_, config.hidden_size));
 }
 
+namespace {
+// A rotary table's rows for the tokens' positions, each moved on by `shift` (XTRAIN_NUMERIC_FAULT
+// rope_shift; 0 otherwise) and kept inside the table.
+torch::Tensor rows_at_positions(const torch::Tensor& table, const SequenceLayout& layout, int64_t seq, int64_t shift) {
+  if (shift == 0) return layout.packed() ? table.index_select(0, layout.positions) : table.narrow(0, 0, seq);
+  const auto int64_on_device = torch::TensorOptions().dtype(torch::kInt64).device(table.device());
+  auto positions = layout.packed() ? layout.positions : torch::arange(seq, int64_on_device);
+  return table.index_select(0, (positions + shift).clamp_max(table.size(0) - 1));
+}
+}  // namespace
+
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout) {
   const int64_t batch = x.size(0), seq = x.size(1);
   auto heads = [&](const torch::Tensor& t, int64_t n) {
     return t.view({batch, seq, n, head_dim_}).transpose(1, 2);
   };
-  auto cos = layout.packed() ? rotary.cos.index_select(0, layout.positions) : rotary.cos.narrow(0, 0, seq);
-  auto sin = layout.packed() ? rotary.sin.index_select(0, layout.positions) : rotary.sin.narrow(0, 0, seq);
-  auto q = apply_rotary(heads(project(q_proj, x), num_heads_), cos, sin);
-  auto k = apply_rotary(heads(project(k_proj, x), num_kv_heads_), cos, sin);
+  const int64_t query_shift = util::numeric_fault().is(util::NumericFaultKind::rope_shift) ? 1 : 0;
+  auto q = apply_rotary(heads(project(q_proj, x), num_heads_), rows_at_positions(rotary.cos, layout, seq, query_shift),
+                        rows_at_positions(rotary.sin, layout, seq, query_shift));
+  auto k = apply_rotary(heads(project(k_proj, x), num_kv_heads_), rows_at_positions(rotary.cos, layout, seq, 0),
+                        rows_at_positions(rotary.sin, layout, seq, 0));
   auto v = heads(project(v_proj, x), num_kv_heads_);
   auto attended = kernel ? kernel(q, k, v, layout.cu_seqlens) : causal_attention(q, k, v, layout.cu_seqlens);
   auto out = attended.transpose(1, 2).reshape({batch, seq, num_heads_ * head_dim_});

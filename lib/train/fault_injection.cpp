@@ -7,8 +7,10 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <torch/torch.h>
 
 #include "util/input_error.h"
+#include "util/numeric_fault.h"
 
 namespace xtrain::train {
 
@@ -59,6 +61,35 @@ double take_injected_spike(std::optional<Fault>& fault, int64_t step) {
   if (!fault->fired.insert(step).second) return 1.0;
   fmt::print(stderr, "XTRAIN_FAULT: the loss of step {} is multiplied by {:g}\n", step, kInjectedSpikeFactor);
   return kInjectedSpikeFactor;
+}
+
+double injected_divisor(double global_count) {
+  return util::numeric_fault().strikes_here(util::NumericFaultKind::grad_divisor) ? global_count + 1 : global_count;
+}
+
+double injected_micro_batch_weight(int64_t micro, int64_t accumulation) {
+  const bool dropped = micro + 1 == accumulation &&
+                       util::numeric_fault().strikes_here(util::NumericFaultKind::drop_micro_batch);
+  return dropped ? 0.0 : 1.0;
+}
+
+void check_numeric_fault_parameter(const std::vector<optim::NamedParameter>& parameters) {
+  const auto& fault = util::numeric_fault();
+  if (!fault.is(util::NumericFaultKind::grad_scale)) return;
+  for (const auto& p : parameters)
+    if (p.name == fault.target) return;
+  throw InputError(fmt::format(
+      "XTRAIN_NUMERIC_FAULT=grad_scale:{}:{}: the model has no parameter of that name (e.g. {})", fault.rank,
+      fault.target, parameters.empty() ? "" : parameters.front().name));
+}
+
+void inject_gradient_fault(const std::vector<optim::NamedParameter>& parameters) {
+  const auto& fault = util::numeric_fault();
+  if (!fault.strikes_here(util::NumericFaultKind::grad_scale)) return;
+  torch::NoGradGuard no_grad;
+  for (const auto& p : parameters)
+    if (p.name == fault.target && p.tensor.grad().defined())
+      p.tensor.mutable_grad().mul_(1.0 + util::kNumericFaultGradScale);
 }
 
 }  // namespace xtrain::train

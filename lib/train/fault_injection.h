@@ -11,6 +11,9 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
+
+#include "optim/adamw.h"
 
 namespace xtrain::train {
 
@@ -32,5 +35,15 @@ constexpr double kInjectedSpikeFactor = 100.0;
 double take_injected_spike(std::optional<Fault>& fault, int64_t step);
 // Carries out a kill_in_save fault if it is due for the checkpoint of `step`.
 void inject_fault_in_save(const std::optional<Fault>& fault, int64_t step);
+
+// The trainer's part of XTRAIN_NUMERIC_FAULT (util/numeric_fault.h), each the identity unless
+// its fault strikes this rank: the loss divisor (grad_divisor), a micro batch's gradient weight
+// (drop_micro_batch: 0 for the step's last one) and, for a model that is not sharded, the
+// gradient of one parameter after the micro batches (grad_scale).
+double injected_divisor(double global_count);
+double injected_micro_batch_weight(int64_t micro, int64_t accumulation);
+void inject_gradient_fault(const std::vector<optim::NamedParameter>& parameters);
+// A grad_scale fault names one of `parameters` (the whole model's); else an InputError.
+void check_numeric_fault_parameter(const std::vector<optim::NamedParameter>& parameters);
 
 }  // namespace xtrain::train

@@ -53,6 +53,7 @@
 #include "util/durable_file.h"
 #include "util/exit_codes.h"
 #include "util/input_error.h"
+#include "util/numeric_fault.h"
 #include "util/signal_names.h"
 
 namespace fs = std::filesystem;
@@ -247,6 +248,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     throw InputError(fmt::format("--stop-at-step {} is outside 1..train.steps ({})", options.stop_at_step,
                                  recipe.train.steps));
   const auto fault = planned_fault(world.rank, world.restart_count);
+  util::numeric_fault();  // a malformed XTRAIN_NUMERIC_FAULT fails here, before any work
   // Its own copy: the spike fault is consumed when it fires, while a background save reads `fault`.
   std::optional<Fault> injected_spike = fault;
 
@@ -259,6 +261,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
   progress.device = device;
   const auto backend = comm_backend(recipe.dist.backend, device);
   auto model = build_model(recipe);  // the same seed on every rank: the same initial weights
+  check_numeric_fault_parameter(named_parameters(model));
   const int64_t total_parameters = model->num_parameters();  // before sharding leaves each rank a piece
   model->to(device);  // initialised on the CPU, so every device starts from the same weights
   auto offloader = memory::apply_memory_policy(model, memory_options(recipe, device));
@@ -612,6 +615,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     double local_count = 0;
     for (const auto& micro_batch : micro_batches) local_count += static_cast<double>(micro_batch.target_count);
     const double global_count = sum_over_ranks(local_count);
+    const double divisor = injected_divisor(global_count);
     auto loss_sum = torch::zeros({}, scalar_options);  // over this rank's targets, read once per step
     const auto busy_started = Clock::now();
     const double waited_before_busy = dist::PendingCollective::total_wait_seconds();
@@ -630,11 +634,14 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
       }
       if (injected_loss_factor != 1.0) loss = loss * injected_loss_factor;
       // Gradients are averaged over the data-parallel ranks afterwards, hence the factor.
-      const double share = global_count > 0 ? count * static_cast<double>(data_ranks) / global_count : 0.0;
+      const double share = global_count > 0 ? count * static_cast<double>(data_ranks) / divisor *
+                                                  injected_micro_batch_weight(micro, accumulation)
+                                            : 0.0;
       (loss * ((loss_scaler ? loss_scaler->scale() : 1.0) * share)).backward();
       if (sharded) sharded->end_micro_batch();
       loss_sum.add_(loss.detach().to(torch::kFloat64) * count);
     }
+    if (!sharded) inject_gradient_fault(optimized);
     const double local_loss_sum = loss_sum.item<double>();  // waits for the device's queued work
     // This rank's forward and backward time, less what it spent blocked on its peers: a rank
     // whose share is heavier (or whose machine is slower) stands out.

@@ -46,8 +46,9 @@ free_port() {
   "${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# compare_runs REFERENCE_RUN_DIR RUN_DIR [FIRST_STEP]: per-step losses within 1e-5 relative and
-# exported final weights within 1e-5 absolute; prints the largest differences.
+# compare_runs REFERENCE_RUN_DIR RUN_DIR [FIRST_STEP]: per-step losses and gradient norms within
+# 1e-5 relative, exported final weights within 1e-5 absolute; prints the largest differences
+# ("RUN: N steps, max loss difference ..., max grad norm difference ..., max weight difference ...").
 compare_runs() {
   local reference=$1 run=$2 first=${3:-1}
   "$xtrain" export "$reference/checkpoints/latest" "$reference/export" > /dev/null
@@ -57,19 +58,25 @@ import json, sys
 from safetensors.torch import load_file
 reference, run, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
-def losses(folder):
+def per_step(folder, key):
     records = [json.loads(line) for line in open(f"{folder}/metrics.jsonl")]
-    return {r["step"]: r["loss"] for r in records if "loss" in r and r["step"] >= first}
+    return {r["step"]: r[key] for r in records if key in r and "loss" in r and r["step"] >= first}
 
-a, b = losses(reference), losses(run)
-assert a.keys() == b.keys() and a, (sorted(a), sorted(b))
-loss_error = max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
+def relative_error(key):
+    a, b = per_step(reference, key), per_step(run, key)
+    assert a.keys() == b.keys() and a, (key, sorted(a), sorted(b))
+    return len(a), max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
+
+steps, loss_error = relative_error("loss")
+_, grad_norm_error = relative_error("grad_norm")
 wa, wb = load_file(f"{reference}/export/model.safetensors"), load_file(f"{run}/export/model.safetensors")
 assert wa.keys() == wb.keys(), (sorted(wa), sorted(wb))
 weight_error = max((wa[k].double() - wb[k].double()).abs().max().item() for k in wa)
-print(f"{run.split('/')[-1]}: {len(a)} steps, max loss difference {loss_error:.2e} (relative), "
+print(f"{run.split('/')[-1]}: {steps} steps, max loss difference {loss_error:.2e} (relative), "
+      f"max grad norm difference {grad_norm_error:.2e} (relative), "
       f"max weight difference {weight_error:.2e} (absolute)")
 assert loss_error <= 1e-5, loss_error
+assert grad_norm_error <= 1e-5, grad_norm_error
 assert weight_error <= 1e-5, weight_error
 PY
 }
