@@ -1,7 +1,9 @@
 #include "dist/comm.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <mutex>
 
 #include <torch/torch.h>
@@ -83,6 +85,28 @@ class SingleProcessComm : public Comm {
   }
   PendingCollective all_reduce_sum(torch::Tensor) override { return {}; }
   PendingCollective broadcast(torch::Tensor, int64_t) override { return {}; }
+  PendingCollective all_to_all(torch::Tensor out, torch::Tensor in, std::vector<int64_t> out_splits,
+                               std::vector<int64_t> in_splits) override {
+    TORCH_CHECK(out.size(0) == in.size(0) && (out_splits.empty() || out_splits == std::vector<int64_t>{out.size(0)}) &&
+                    (in_splits.empty() || in_splits == std::vector<int64_t>{in.size(0)}),
+                "all_to_all on one rank: the splits must be [rows of in] (", in.size(0), ")");
+    if (!out.is_same(in)) out.copy_(in);
+    return {};
+  }
+  PendingCollective send_recv(const std::vector<PeerTransfer>& transfers) override {
+    std::deque<torch::Tensor> sent;
+    for (const auto& t : transfers) {
+      TORCH_CHECK(t.peer == 0, "send_recv on one rank: peer ", t.peer, " is not in the group");
+      if (t.kind == PeerTransfer::Kind::send) sent.push_back(t.tensor.clone());
+    }
+    for (const auto& t : transfers) {
+      if (t.kind != PeerTransfer::Kind::recv) continue;
+      TORCH_CHECK(!sent.empty(), "send_recv on one rank: a receive without a send to match it");
+      t.tensor.copy_(sent.front().view(t.tensor.sizes()));
+      sent.pop_front();
+    }
+    return {};
+  }
   void barrier() override {}
 
  private:
@@ -93,6 +117,37 @@ class SingleProcessComm : public Comm {
 
 std::shared_ptr<Comm> make_single_process_comm(std::string name) {
   return std::make_shared<SingleProcessComm>(std::move(name));
+}
+
+torch::Tensor all_gather_along(Comm& comm, const torch::Tensor& x, int64_t dim) {
+  auto rows = x.movedim(dim, 0).contiguous();
+  auto sizes = rows.sizes().vec();
+  sizes[0] *= comm.size();
+  auto out = torch::empty(sizes, rows.options());
+  comm.all_gather(out.view(-1), rows.view(-1)).wait();
+  return out.movedim(0, dim).contiguous();
+}
+
+torch::Tensor reduce_scatter_along(Comm& comm, const torch::Tensor& x, int64_t dim) {
+  auto rows = x.movedim(dim, 0).clone(torch::MemoryFormat::Contiguous);  // the collective clobbers its input
+  TORCH_CHECK(rows.size(0) % comm.size() == 0, "reduce_scatter_along: dimension ", dim, " of size ", rows.size(0),
+              " does not split over ", comm.size(), " ranks");
+  auto sizes = rows.sizes().vec();
+  sizes[0] /= comm.size();
+  auto out = torch::empty(sizes, rows.options());
+  comm.reduce_scatter_sum(out.view(-1), rows.view(-1)).wait();
+  return out.movedim(0, dim).contiguous();
+}
+
+std::vector<PeerTransfer> deadlock_free_order(std::vector<PeerTransfer> transfers, int64_t rank) {
+  auto position = [rank](const PeerTransfer& t) {
+    const bool sends_first = rank <= t.peer;
+    const bool is_send = t.kind == PeerTransfer::Kind::send;
+    return std::make_pair(t.peer, is_send == sends_first ? 0 : 1);
+  };
+  std::stable_sort(transfers.begin(), transfers.end(),
+                   [&](const PeerTransfer& a, const PeerTransfer& b) { return position(a) < position(b); });
+  return transfers;
 }
 
 }  // namespace xtrain::dist

@@ -12,6 +12,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -56,6 +57,15 @@ class PendingCollective {
   std::function<void()> wait_;
 };
 
+// One transfer of a batch of point-to-point operations: send `tensor` to `peer`, or receive into
+// it from `peer` (ranks within the group).
+struct PeerTransfer {
+  enum class Kind { send, recv };
+  Kind kind;
+  torch::Tensor tensor;
+  int64_t peer;
+};
+
 class Comm {
  public:
   virtual ~Comm() = default;
@@ -71,8 +81,27 @@ class Comm {
   virtual PendingCollective all_reduce_sum(torch::Tensor t) = 0;
   // t <- root's t.
   virtual PendingCollective broadcast(torch::Tensor t, int64_t root) = 0;
+  // Rows (dim 0) to and from every rank: in's rows are split by in_splits[r] (sent to rank r),
+  // out's by out_splits[r] (received from rank r); an empty split list means equal parts. Rank
+  // s's in_splits[r] must equal rank r's out_splits[s]; zero is allowed.
+  virtual PendingCollective all_to_all(torch::Tensor out, torch::Tensor in, std::vector<int64_t> out_splits,
+                                       std::vector<int64_t> in_splits) = 0;
+  // Starts every transfer of the batch, in an order that cannot deadlock whatever the peers
+  // post (with each peer, the lower rank sends first); wait() completes them all. Transfers
+  // between the same two ranks match in the order they are given.
+  virtual PendingCollective send_recv(const std::vector<PeerTransfer>& transfers) = 0;
   virtual void barrier() = 0;
 };
+
+// Along a tensor dimension, over `comm` (both complete before returning):
+// the concatenation of every rank's x along dim, in rank order;
+torch::Tensor all_gather_along(Comm& comm, const torch::Tensor& x, int64_t dim);
+// this rank's part (1/size of dim) of the sum over ranks of x; dim must divide evenly.
+torch::Tensor reduce_scatter_along(Comm& comm, const torch::Tensor& x, int64_t dim);
+
+// The order send_recv issues a batch in: grouped by peer, and with each peer the lower rank's
+// sends before its receives, the higher rank's receives before its sends.
+std::vector<PeerTransfer> deadlock_free_order(std::vector<PeerTransfer> transfers, int64_t rank);
 
 std::shared_ptr<Comm> make_single_process_comm(std::string name);
 

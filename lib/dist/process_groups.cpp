@@ -58,6 +58,31 @@ class C10dComm : public Comm {
     return pending("broadcast", [&] { return group_->broadcast(tensors, options); });
   }
 
+  PendingCollective all_to_all(torch::Tensor out, torch::Tensor in, std::vector<int64_t> out_splits,
+                               std::vector<int64_t> in_splits) override {
+    return pending("all_to_all", [&] { return group_->alltoall_base(out, in, out_splits, in_splits); });
+  }
+
+  // NCCL batches the transfers into one group call; Gloo's sends and receives do not block, so
+  // issuing them in deadlock_free_order is enough.
+  PendingCollective send_recv(const std::vector<PeerTransfer>& transfers) override {
+    std::vector<PendingCollective> started;
+    const bool coalesce = group_->supportsCoalescing();
+    if (coalesce) group_->startCoalescing();
+    for (const auto& t : deadlock_free_order(transfers, rank())) {
+      std::vector<torch::Tensor> tensors{t.tensor};
+      const int peer = static_cast<int>(t.peer);
+      if (t.kind == PeerTransfer::Kind::send)
+        started.push_back(pending("send", [&] { return group_->send(tensors, peer, 0); }));
+      else
+        started.push_back(pending("recv", [&] { return group_->recv(tensors, peer, 0); }));
+    }
+    if (coalesce) started = {pending("send_recv", [&] { return group_->endCoalescing(); })};
+    return PendingCollective([started]() mutable {
+      for (auto& transfer : started) transfer.wait();
+    });
+  }
+
   void barrier() override {
     pending("barrier", [&] { return group_->barrier(); }).wait();
   }

@@ -1,7 +1,11 @@
-// The Comm over a real c10d Gloo backend, on one rank over an in-memory store: the flat
-// collectives (all_gather and reduce_scatter over the tensor-level c10d calls) return what
-// their contract says.
+// The Comm over a real c10d Gloo backend: on one rank, the flat collectives (all_gather and
+// reduce_scatter over the tensor-level c10d calls) return what their contract says; on 3 and 4
+// ranks (threads of this process over one in-memory store, each with its own Gloo backend),
+// all-to-all with uneven and zero splits and batched send/recv in a ring give what the
+// in-process Comm gives.
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -9,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "dist/process_groups.h"
+#include "rank_threads.h"
 
 using namespace xtrain;
 
@@ -30,4 +35,70 @@ TEST_CASE("collectives over a one-rank Gloo backend", "[dist]") {
   comm->all_reduce_sum(sum).wait();
   CHECK(sum.item<double>() == 1.25);
   CHECK_THROWS_WITH(comm->all_gather(torch::empty({5}), t), Catch::Contains("size * in.numel()"));
+}
+
+namespace {
+
+// Rank r's Comm over a Gloo backend of `ranks` ranks meeting in `store`; every rank must call it
+// at the same time (the backend connects to all its peers).
+std::shared_ptr<dist::Comm> gloo_comm(const c10::intrusive_ptr<c10d::Store>& store, int64_t rank, int64_t ranks) {
+  auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
+  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, static_cast<int>(rank), static_cast<int>(ranks),
+                                                            options);
+  std::vector<int64_t> members;
+  for (int64_t r = 0; r < ranks; ++r) members.push_back(r);
+  return dist::make_backend_comm(backend, "ep", members, std::chrono::seconds(30));
+}
+
+}  // namespace
+
+TEST_CASE("Gloo all-to-all with uneven and zero splits, over 3 ranks", "[dist][comm]") {
+  const int64_t n = 3;
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const std::vector<std::vector<int64_t>> sends = {{2, 0, 1}, {0, 0, 3}, {1, 2, 0}};  // sends[s][r]
+  std::vector<torch::Tensor> out(n);
+  auto errors = testing::run_ranks(n, [&](int64_t r) {
+    auto comm = gloo_comm(store, r, n);
+    std::vector<int64_t> out_splits;
+    int64_t in_rows = 0, out_rows = 0;
+    for (int64_t s = 0; s < n; ++s) {
+      out_splits.push_back(sends[s][r]);
+      in_rows += sends[r][s];
+      out_rows += sends[s][r];
+    }
+    auto in = (torch::arange(in_rows, torch::kFloat32) + 10 * r).unsqueeze(1).expand({in_rows, 2}).contiguous();
+    out[r] = torch::full({out_rows, 2}, -1.f);
+    comm->all_to_all(out[r], in, out_splits, sends[r]).wait();
+  });
+  CHECK(errors == std::vector<std::string>(n, ""));
+  auto rows = [](std::vector<float> v) {
+    return torch::tensor(v).unsqueeze(1).expand({static_cast<int64_t>(v.size()), 2});
+  };
+  CHECK(torch::equal(out[0], rows({0, 1, 20})));
+  CHECK(torch::equal(out[1], rows({21, 22})));
+  CHECK(torch::equal(out[2], rows({2, 10, 11, 12})));
+}
+
+TEST_CASE("Gloo batched send and recv in a ring, over 4 ranks", "[dist][comm]") {
+  const int64_t n = 4;
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<torch::Tensor> from_left(n), from_right(n);
+  auto errors = testing::run_ranks(n, [&](int64_t r) {
+    auto comm = gloo_comm(store, r, n);
+    const int64_t right = (r + 1) % n, left = (r + n - 1) % n;
+    from_left[r] = torch::empty({3});
+    from_right[r] = torch::empty({3});
+    using Kind = dist::PeerTransfer::Kind;
+    comm->send_recv({{Kind::recv, from_left[r], left},
+                     {Kind::recv, from_right[r], right},
+                     {Kind::send, torch::full({3}, static_cast<float>(r)), right},
+                     {Kind::send, torch::full({3}, 100.f + static_cast<float>(r)), left}})
+        .wait();
+  });
+  CHECK(errors == std::vector<std::string>(n, ""));
+  for (int64_t r = 0; r < n; ++r) {
+    CHECK(torch::equal(from_left[r], torch::full({3}, static_cast<float>((r + n - 1) % n))));
+    CHECK(torch::equal(from_right[r], torch::full({3}, 100.f + static_cast<float>((r + 1) % n))));
+  }
 }
