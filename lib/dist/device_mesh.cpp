@@ -1,9 +1,12 @@
 #include "dist/device_mesh.h"
 
+#include <algorithm>
 #include <chrono>
+#include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "dist/process_groups.h"
 #include "util/input_error.h"
@@ -52,38 +55,121 @@ ParallelDegrees resolve_degrees(ParallelDegrees d, int64_t world_size) {
   return d;
 }
 
+namespace {
+
+int64_t degree_of(const ParallelDegrees& d, const std::string& dimension) {
+  if (dimension == "pp") return d.pp;
+  if (dimension == "dp") return d.dp;
+  if (dimension == "fsdp") return d.fsdp;
+  if (dimension == "tp") return d.tp;
+  throw std::invalid_argument(fmt::format("no mesh dimension '{}' (dimensions: {})", dimension,
+                                          fmt::join(DeviceMesh::dimensions(), ", ")));
+}
+
+}  // namespace
+
+const std::vector<std::string>& DeviceMesh::dimensions() {
+  static const std::vector<std::string> order{"pp", "dp", "fsdp", "tp"};
+  return order;
+}
+
+DeviceMesh::DeviceMesh(World world, ParallelDegrees degrees, const GroupFactory& make_group,
+                       std::shared_ptr<ProcessGroups> groups)
+    : world_(std::move(world)), degrees_(degrees), process_groups_(std::move(groups)) {
+  const auto& dims = dimensions();
+  int64_t ranks = 1;
+  for (const auto& d : dims) ranks *= size(d);
+  if (ranks != world_.size)
+    throw std::invalid_argument(fmt::format("a mesh of {} ranks for a world of {}", ranks, world_.size));
+  std::vector<int64_t> everyone(static_cast<size_t>(world_.size));
+  for (int64_t r = 0; r < world_.size; ++r) everyone[static_cast<size_t>(r)] = r;
+  groups_["world"] = world_.size == 1 ? make_single_process_comm("world") : make_group("world", everyone);
+  // Every set of dimensions, in the same order on every rank. Sets that differ only by
+  // dimensions of size 1 share one group, named by the others.
+  std::map<std::string, std::shared_ptr<Comm>> by_ranks_name;
+  for (unsigned mask = 1; mask < (1u << dims.size()); ++mask) {
+    std::vector<std::string> along, wide;
+    for (size_t i = 0; i < dims.size(); ++i)
+      if (mask & (1u << i)) {
+        along.push_back(dims[i]);
+        if (size(dims[i]) > 1) wide.push_back(dims[i]);
+      }
+    const std::string name = fmt::format("{}", fmt::join(along, "_"));
+    if (wide.empty()) {
+      groups_[name] = make_single_process_comm(name);
+      continue;
+    }
+    const std::string shared_name = fmt::format("{}", fmt::join(wide, "_"));
+    auto& comm = by_ranks_name[shared_name];
+    if (!comm) comm = make_group(shared_name, ranks_along(wide));
+    groups_[name] = comm;
+  }
+}
+
+std::vector<int64_t> DeviceMesh::ranks_along(const std::vector<std::string>& along) const {
+  // This rank with the coordinates along `along` replaced by every combination, outermost first.
+  std::vector<int64_t> ranks{world_.rank};
+  for (const auto& d : along) {
+    const int64_t s = stride(d), here = coordinate(d) * s;
+    std::vector<int64_t> next;
+    for (int64_t base : ranks)
+      for (int64_t i = 0; i < size(d); ++i) next.push_back(base - here + i * s);
+    ranks = std::move(next);
+  }
+  return ranks;
+}
+
+int64_t DeviceMesh::size(const std::string& dimension) const { return degree_of(degrees_, dimension); }
+
+int64_t DeviceMesh::stride(const std::string& dimension) const {
+  int64_t stride = 1;
+  const auto& dims = dimensions();
+  for (auto d = dims.rbegin(); d != dims.rend() && *d != dimension; ++d) stride *= size(*d);
+  return stride;
+}
+
+int64_t DeviceMesh::coordinate(const std::string& dimension) const {
+  return world_.rank / stride(dimension) % size(dimension);
+}
+
+const std::shared_ptr<Comm>& DeviceMesh::group(const std::string& name) const {
+  if (name != "world") degree_of(degrees_, name);  // names the dimensions when unknown
+  return groups_.at(name);
+}
+
+const std::shared_ptr<Comm>& DeviceMesh::flatten(const std::vector<std::string>& along) const {
+  std::vector<std::string> ordered;
+  for (const auto& d : dimensions())
+    if (std::find(along.begin(), along.end(), d) != along.end()) ordered.push_back(d);
+  for (const auto& d : along) degree_of(degrees_, d);
+  if (ordered.size() != along.size() || ordered.empty())
+    throw std::invalid_argument(fmt::format("flatten({{{}}}): each dimension once, at least one",
+                                            fmt::join(along, ", ")));
+  return groups_.at(fmt::format("{}", fmt::join(ordered, "_")));
+}
+
 std::string DeviceMesh::describe() const {
-  if (!world.distributed()) return "1 process";
+  if (!world_.distributed()) return "1 process";
+  const auto& degrees = degrees_;
   std::string layout = degrees.dp > 1 && degrees.fsdp > 1 ? fmt::format("HSDP dp {} x fsdp {}", degrees.dp, degrees.fsdp)
                        : degrees.fsdp > 1                  ? fmt::format("FSDP {}", degrees.fsdp)
                                                            : fmt::format("DDP {}", degrees.dp);
-  return fmt::format("{} ranks ({}), {}", world.size, world.source, layout);
+  return fmt::format("{} ranks ({}), {}", world_.size, world_.source, layout);
 }
 
 DeviceMesh build_mesh(const World& world, const ParallelDegrees& degrees, double timeout_s, CommBackend backend,
                       double init_timeout_s) {
-  DeviceMesh mesh;
-  mesh.world = world;
-  mesh.degrees = degrees;
-  if (!world.distributed()) {
-    mesh.world_comm = make_single_process_comm("world");
-    mesh.fsdp = make_single_process_comm("fsdp");
-    mesh.dp = make_single_process_comm("dp");
-    return mesh;
-  }
+  if (!world.distributed())
+    return DeviceMesh(world, degrees, [](const std::string& name, const std::vector<int64_t>&) -> std::shared_ptr<Comm> {
+      throw std::logic_error("one process needs no group, asked for " + name);
+    });
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  mesh.groups = std::make_shared<ProcessGroups>(
+  auto groups = std::make_shared<ProcessGroups>(
       world, timeout, backend, std::chrono::milliseconds(static_cast<int64_t>(init_timeout_s * 1000)));
-  std::vector<int64_t> all(world.size);
-  for (int64_t r = 0; r < world.size; ++r) all[r] = r;
-  mesh.world_comm = mesh.groups->make_group("world", all);
-  const int64_t dp_index = world.rank / degrees.fsdp, fsdp_index = world.rank % degrees.fsdp;
-  std::vector<int64_t> shard_ranks, replica_ranks;
-  for (int64_t i = 0; i < degrees.fsdp; ++i) shard_ranks.push_back(dp_index * degrees.fsdp + i);
-  for (int64_t i = 0; i < degrees.dp; ++i) replica_ranks.push_back(i * degrees.fsdp + fsdp_index);
-  mesh.fsdp = mesh.groups->make_group("fsdp", shard_ranks);
-  mesh.dp = mesh.groups->make_group("dp", replica_ranks);
-  return mesh;
+  return DeviceMesh(
+      world, degrees,
+      [&groups](const std::string& name, const std::vector<int64_t>& ranks) { return groups->make_group(name, ranks); },
+      groups);
 }
 
 }  // namespace xtrain::dist

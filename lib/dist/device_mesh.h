@@ -1,12 +1,12 @@
 // The parallel layout of a job: parallel.{dp, fsdp, tp, pp, ep} degrees over the world's ranks,
-// and the named groups built once from them. Ranks are laid out dp-major, fsdp-minor
-// (rank = dp_index * fsdp + fsdp_index), so a sharding group is a run of consecutive ranks (on
-// one node when fsdp divides the node's ranks) and the replicas of a shard are fsdp ranks apart.
-// Every rank is a data-parallel rank: data_size() = dp * fsdp.
+// as a mesh of named dimensions, and the groups along them, built once (DeviceMesh below).
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <functional>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "dist/comm.h"
 #include "dist/process_groups.h"
@@ -27,17 +27,52 @@ struct ParallelDegrees {
 // show the product.
 ParallelDegrees resolve_degrees(ParallelDegrees requested, int64_t world_size);
 
-struct DeviceMesh {
-  World world;
-  ParallelDegrees degrees;
-  std::shared_ptr<ProcessGroups> groups;  // null for one process
-  std::shared_ptr<Comm> world_comm;
-  std::shared_ptr<Comm> fsdp;  // this rank's sharding group
-  std::shared_ptr<Comm> dp;    // this rank's replica group (same fsdp index)
+// Makes the group of the given global ranks (which include this process's), called with the
+// same name and ranks on every member: ProcessGroups::make_group, or in-process thread groups.
+using GroupFactory =
+    std::function<std::shared_ptr<Comm>(const std::string& name, const std::vector<int64_t>& ranks)>;
 
-  int64_t data_rank() const { return world.rank; }
-  int64_t data_size() const { return degrees.dp * degrees.fsdp; }
+// Named dimensions, outermost first: pp, dp, fsdp, tp. A rank's coordinates follow from
+// rank = ((pp_i * dp + dp_i) * fsdp + fsdp_i) * tp + tp_i: tp's ranks are consecutive and a
+// sharding group's nearly so (on one node when the degrees divide the node's ranks), pipeline
+// stages furthest apart. Experts will fold into the data dimensions (dp, fsdp).
+class DeviceMesh {
+ public:
+  static const std::vector<std::string>& dimensions();
+
+  // Builds every group this rank belongs to, once: "world", one per dimension and one per set
+  // of dimensions flattened together. A group of one rank is a single-process comm; the others
+  // come from make_group, in the same order on every rank. `groups` is kept alive with the mesh
+  // (null for one process).
+  DeviceMesh(World world, ParallelDegrees degrees, const GroupFactory& make_group,
+             std::shared_ptr<ProcessGroups> groups = nullptr);
+
+  const World& world() const { return world_; }
+  const ParallelDegrees& degrees() const { return degrees_; }
+  int64_t size(const std::string& dimension) const;
+  int64_t coordinate(const std::string& dimension) const;  // this rank's index along it
+
+  // "world" or a dimension's name; an unknown name is a programming error (std::invalid_argument).
+  const std::shared_ptr<Comm>& group(const std::string& name) const;
+  // The ranks that differ from this one only along `dimensions` (in mesh order), e.g.
+  // flatten({"dp", "fsdp"}): every data-parallel rank of this pipeline stage and TP index.
+  const std::shared_ptr<Comm>& flatten(const std::vector<std::string>& dimensions) const;
+
+  // The data-parallel position: over dp and fsdp only.
+  int64_t data_rank() const { return coordinate("dp") * size("fsdp") + coordinate("fsdp"); }
+  int64_t data_size() const { return size("dp") * size("fsdp"); }
+
+  ProcessGroups* process_groups() const { return process_groups_.get(); }
   std::string describe() const;
+
+ private:
+  int64_t stride(const std::string& dimension) const;
+  std::vector<int64_t> ranks_along(const std::vector<std::string>& dimensions) const;
+
+  World world_;
+  ParallelDegrees degrees_;
+  std::shared_ptr<ProcessGroups> process_groups_;
+  std::map<std::string, std::shared_ptr<Comm>> groups_;  // by name: "world", "dp", "dp_fsdp", ...
 };
 
 // Builds the groups over the backend (Gloo for CPU tensors, NCCL for CUDA ones); with one

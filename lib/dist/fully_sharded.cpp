@@ -87,11 +87,11 @@ FullyShardedModel::FullyShardedModel(model::LlamaForCausalLM model, DeviceMesh m
       head.emplace_back(name, item.value());
     }
   }
-  if (!tied_) embed_ = std::make_unique<ShardUnit>("model.embed_tokens", std::move(embed), mesh_.fsdp, mesh_.dp);
+  if (!tied_) embed_ = std::make_unique<ShardUnit>("model.embed_tokens", std::move(embed), mesh_.group("fsdp"), mesh_.group("dp"));
   for (int64_t i = 0; i < layers; ++i)
     blocks_.push_back(std::make_unique<ShardUnit>("model.layers." + std::to_string(i), std::move(per_block[i]),
-                                                  mesh_.fsdp, mesh_.dp));
-  head_ = std::make_unique<ShardUnit>(tied_ ? "root" : "head", std::move(head), mesh_.fsdp, mesh_.dp);
+                                                  mesh_.group("fsdp"), mesh_.group("dp")));
+  head_ = std::make_unique<ShardUnit>(tied_ ? "root" : "head", std::move(head), mesh_.group("fsdp"), mesh_.group("dp"));
   check_numeric_fault_unit();
   // Wraps whatever runner the memory policy installed (recompute, offload): it runs inside.
   auto inner = model_->model->block_runner;
@@ -245,7 +245,7 @@ double FullyShardedModel::clip_grad_norm(double max_norm) {
   // On the parameters' device: one host read, of the reduced norm, per step.
   auto squares = torch::zeros({}, head_->shard_grad().options().dtype(torch::kFloat64));
   for (auto* unit : units()) squares.add_(unit->shard_grad().to(torch::kFloat64).square().sum());
-  mesh_.fsdp->all_reduce_sum(squares).wait();
+  mesh_.group("fsdp")->all_reduce_sum(squares).wait();
   const double norm = std::sqrt(squares.item<double>());
   if (max_norm > 0) {
     const double coefficient = max_norm / (norm + 1e-6);

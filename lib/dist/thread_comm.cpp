@@ -1,5 +1,6 @@
 #include "dist/thread_comm.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -282,6 +283,16 @@ std::vector<std::shared_ptr<Comm>> make_thread_comms(int64_t size, std::string n
   std::vector<std::shared_ptr<Comm>> comms;
   for (int64_t r = 0; r < size; ++r) comms.push_back(std::make_shared<ThreadComm>(group, r));
   return comms;
+}
+
+std::shared_ptr<Comm> ThreadWorld::make_group(int64_t caller, const std::string& name,
+                                              const std::vector<int64_t>& ranks) {
+  const auto member = std::find(ranks.begin(), ranks.end(), caller);
+  TORCH_CHECK(member != ranks.end(), "rank ", caller, " asked for group '", name, "' without being in it");
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& comms = groups_[{name, ranks}];
+  if (comms.empty()) comms = make_thread_comms(static_cast<int64_t>(ranks.size()), name, timeout_);
+  return comms[static_cast<size_t>(member - ranks.begin())];
 }
 
 }  // namespace xtrain::dist

@@ -9,8 +9,11 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dist/comm.h"
@@ -20,5 +23,19 @@ namespace xtrain::dist {
 // The Comms of one group of `size` ranks: element r is rank r's, to be used from its own thread.
 std::vector<std::shared_ptr<Comm>> make_thread_comms(int64_t size, std::string name,
                                                      std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// The groups of a world of threads, made on request as a DeviceMesh asks for them
+// (GroupFactory): the first member to ask for a group (by name and ranks) makes it for all of
+// its members, each of which gets its own rank's Comm.
+class ThreadWorld {
+ public:
+  explicit ThreadWorld(std::chrono::milliseconds timeout = std::chrono::seconds(30)) : timeout_(timeout) {}
+  std::shared_ptr<Comm> make_group(int64_t caller, const std::string& name, const std::vector<int64_t>& ranks);
+
+ private:
+  std::chrono::milliseconds timeout_;
+  std::mutex mutex_;
+  std::map<std::pair<std::string, std::vector<int64_t>>, std::vector<std::shared_ptr<Comm>>> groups_;
+};
 
 }  // namespace xtrain::dist

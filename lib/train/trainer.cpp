@@ -268,7 +268,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
   const int64_t loss_chunk = loss_chunk_tokens(recipe);
 
   auto mesh = dist::build_mesh(world, degrees, recipe.dist.timeout_s, backend, recipe.dist.init_timeout_s);
-  dist::Watchdog watchdog(mesh.groups.get(), world, recipe.dist.watchdog_s);
+  dist::Watchdog watchdog(mesh.process_groups(), world, recipe.dist.watchdog_s);
   // Scalars that ranks sum (loss, token counts, flags) live where the backend reduces them.
   const auto scalar_options = torch::TensorOptions().dtype(torch::kFloat64).device(device);
   std::unique_ptr<dist::FullyShardedModel> sharded;
@@ -372,7 +372,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     prepare_run_folder(recipe.run.dir);
     store.remove_stale_temp_folders();
   }
-  mesh.world_comm->barrier();
+  mesh.group("world")->barrier();
   std::optional<MetricsLog> metrics;
   if (chief) metrics.emplace(recipe.run.dir + "/metrics.jsonl", step);
   const std::string recipe_yaml = config::dump_recipe(recipe);
@@ -421,11 +421,11 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
   auto sum_over_ranks = [&](double value) {
     if (!world.distributed()) return value;
     auto total = torch::tensor({value}, torch::kFloat64).to(device);
-    mesh.world_comm->all_reduce_sum(total).wait();
+    mesh.group("world")->all_reduce_sum(total).wait();
     return total.item<double>();
   };
   CheckpointWriter checkpoints(
-      store, *mesh.world_comm, device, recipe.checkpoint.async,
+      store, *mesh.group("world"), device, recipe.checkpoint.async,
       [&](int64_t at_step, const std::string& folder, double blocking_s, double write_s) {
         fmt::print("checkpoint: {}{} (written in {:.2f} s; the steps waited {:.2f} s)\n", folder,
                    sharded ? fmt::format(" ({} shards)", degrees.fsdp) : "", write_s, blocking_s);
@@ -486,14 +486,14 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     } else {
       // Every rank of the first replica writes its shard; rank 0 also the metadata.
       std::vector<ckpt::ParameterPiece> pieces;
-      if (mesh.dp->rank() == 0)
+      if (mesh.group("dp")->rank() == 0)
         for (size_t i = 0; i < optimized.size(); ++i) {
           const auto& name = optimized[i].name;
           pieces.push_back({name, piece_shape[i], piece_begin[i], snapshot(optimized[i].tensor),
                             snapshot(optimizer_state.at("exp_avg." + name)),
                             snapshot(optimizer_state.at("exp_avg_sq." + name))});
         }
-      write = [pieces, rank = world.rank, writes_shard = mesh.dp->rank() == 0, steps = optimizer.steps_taken(), chief,
+      write = [pieces, rank = world.rank, writes_shard = mesh.group("dp")->rank() == 0, steps = optimizer.steps_taken(), chief,
                model_config, trainer_state, recipe_yaml, &fault, at_step](const std::string& folder) {
         if (writes_shard) ckpt::write_checkpoint_shard(folder, rank, pieces, steps);
         inject_fault_in_save(fault, at_step);
@@ -524,7 +524,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     host[0] = summed;
     host[world.rank + 1] = per_rank;
     auto values = host.to(device);
-    mesh.world_comm->all_reduce_sum(values).wait();
+    mesh.group("world")->all_reduce_sum(values).wait();
     values = values.to(torch::kCPU);
     const auto ranks = values.narrow(0, 1, world.size);
     return std::make_pair(values[0].item<double>(), RankSpread{ranks.mean().item<double>(), ranks.max().item<double>(),
@@ -533,7 +533,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
 
   if (step >= last_step) {
     if (chief) fmt::print("nothing to do: the checkpoint is at step {} and the run ends at step {}\n", step, last_step);
-    mesh.world_comm->barrier();
+    mesh.group("world")->barrier();
     return 0;
   }
   const int64_t first_step = step + 1;
@@ -569,7 +569,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
   // the spike step (the samples since that checkpoint are skipped). False without a checkpoint.
   auto roll_back = [&](const Spike& spike) {
     checkpoints.finish();            // a background save in flight is committed first
-    mesh.world_comm->barrier();      // and seen by every rank
+    mesh.group("world")->barrier();      // and seen by every rank
     const auto choice = store.newest_intact(/*strict=*/false);
     if (!choice) return false;
     const int64_t spike_step = step, data_position = samples_consumed;
@@ -781,7 +781,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
                    stop_requested() ? util::signal_name(stop_signal_number()) : "a STOP file or another rank's signal",
                    step, kExitStopped);
       checkpoints.finish();
-      mesh.world_comm->barrier();
+      mesh.group("world")->barrier();
       return kExitStopped;
     }
   }
@@ -801,7 +801,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     fmt::print("data: waited {:.3f} s for batches in {} steps ({:.2f}% of step time)\n", data_wait_total,
                steps_run, session_seconds > 0 ? 100.0 * data_wait_total / session_seconds : 0.0);
   }
-  mesh.world_comm->barrier();
+  mesh.group("world")->barrier();
   return 0;
 }
 

@@ -14,6 +14,7 @@
 
 #include "dist/process_groups.h"
 #include "rank_threads.h"
+#include "uneven_all_to_all.h"
 
 using namespace xtrain;
 
@@ -54,30 +55,14 @@ std::shared_ptr<dist::Comm> gloo_comm(const c10::intrusive_ptr<c10d::Store>& sto
 }  // namespace
 
 TEST_CASE("Gloo all-to-all with uneven and zero splits, over 3 ranks", "[dist][comm]") {
-  const int64_t n = 3;
+  const testing::UnevenAllToAll uneven;
   auto store = c10::make_intrusive<c10d::HashStore>();
-  const std::vector<std::vector<int64_t>> sends = {{2, 0, 1}, {0, 0, 3}, {1, 2, 0}};  // sends[s][r]
-  std::vector<torch::Tensor> out(n);
-  auto errors = testing::run_ranks(n, [&](int64_t r) {
-    auto comm = gloo_comm(store, r, n);
-    std::vector<int64_t> out_splits;
-    int64_t in_rows = 0, out_rows = 0;
-    for (int64_t s = 0; s < n; ++s) {
-      out_splits.push_back(sends[s][r]);
-      in_rows += sends[r][s];
-      out_rows += sends[s][r];
-    }
-    auto in = (torch::arange(in_rows, torch::kFloat32) + 10 * r).unsqueeze(1).expand({in_rows, 2}).contiguous();
-    out[r] = torch::full({out_rows, 2}, -1.f);
-    comm->all_to_all(out[r], in, out_splits, sends[r]).wait();
+  std::vector<torch::Tensor> out(uneven.kRanks);
+  auto errors = testing::run_ranks(uneven.kRanks, [&](int64_t r) {
+    out[r] = uneven.run(*gloo_comm(store, r, uneven.kRanks), r);
   });
-  CHECK(errors == std::vector<std::string>(n, ""));
-  auto rows = [](std::vector<float> v) {
-    return torch::tensor(v).unsqueeze(1).expand({static_cast<int64_t>(v.size()), 2});
-  };
-  CHECK(torch::equal(out[0], rows({0, 1, 20})));
-  CHECK(torch::equal(out[1], rows({21, 22})));
-  CHECK(torch::equal(out[2], rows({2, 10, 11, 12})));
+  CHECK(errors == std::vector<std::string>(uneven.kRanks, ""));
+  for (int64_t r = 0; r < uneven.kRanks; ++r) CHECK(torch::equal(out[r], uneven.expected(r)));
 }
 
 TEST_CASE("Gloo batched send and recv in a ring, over 4 ranks", "[dist][comm]") {

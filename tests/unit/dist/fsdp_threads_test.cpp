@@ -1,4 +1,4 @@
-// FSDP over in-process ranks: 2 and 4 ranks (threads over dist::make_thread_comms), each
+// FSDP over in-process ranks: FSDP 2 and 4, HSDP 2x2 and DDP 2 (threads over a ThreadWorld), each
 // training on its slice of the batch, hold in their shards exactly the gradients one process
 // computes on the whole batch, for every parameter, tied or untied. This is the multi-rank FSDP
 // path (gathers prefetched, reductions started from backward) without processes or sockets.
@@ -18,23 +18,26 @@ using namespace xtrain;
 
 namespace {
 
-dist::DeviceMesh thread_mesh(const std::vector<std::shared_ptr<dist::Comm>>& fsdp, int64_t rank) {
-  dist::DeviceMesh mesh;
-  mesh.world.rank = rank;
-  mesh.world.size = static_cast<int64_t>(fsdp.size());
-  mesh.degrees.dp = 1;
-  mesh.degrees.fsdp = mesh.world.size;
-  mesh.world_comm = mesh.fsdp = fsdp[static_cast<size_t>(rank)];
-  mesh.dp = dist::make_single_process_comm("dp");
-  return mesh;
+dist::DeviceMesh thread_mesh(dist::ThreadWorld& threads, int64_t rank, int64_t dp, int64_t fsdp) {
+  dist::World world;
+  world.rank = rank;
+  world.size = dp * fsdp;
+  dist::ParallelDegrees degrees;
+  degrees.dp = dp;
+  degrees.fsdp = fsdp;
+  return dist::DeviceMesh(world, degrees, [&threads, rank](const std::string& name, const std::vector<int64_t>& ranks) {
+    return threads.make_group(rank, name, ranks);
+  });
 }
 
 }  // namespace
 
-TEST_CASE("FSDP over 2 and 4 thread ranks holds the gradients of one process", "[dist][fsdp]") {
-  const int64_t ranks = GENERATE(2, 4);
+TEST_CASE("FSDP 2 and 4, HSDP 2x2 and DDP 2 over thread ranks hold the gradients of one process", "[dist][fsdp]") {
+  const auto [dp, fsdp_degree] = GENERATE(std::pair<int64_t, int64_t>{1, 2}, std::pair<int64_t, int64_t>{1, 4},
+                                          std::pair<int64_t, int64_t>{2, 2}, std::pair<int64_t, int64_t>{2, 1});
+  const int64_t ranks = dp * fsdp_degree;
   const bool tied = GENERATE(false, true);
-  INFO("ranks = " << ranks << ", tie_embeddings = " << tied);
+  INFO("dp = " << dp << ", fsdp = " << fsdp_degree << ", tie_embeddings = " << tied);
   // Hidden 30 (3 heads of 10): no unit's size divides by 4, so shards over 4 ranks carry padding.
   const auto config = testing::SmallLlama{53, 30, 2, 3, 1, 70, 16, tied}.config();
   torch::manual_seed(5);
@@ -51,13 +54,14 @@ TEST_CASE("FSDP over 2 and 4 thread ranks holds the gradients of one process", "
     torch::manual_seed(3);  // every rank starts from the same weights
     models.emplace_back(config);
   }
-  auto comms = dist::make_thread_comms(ranks, "fsdp");
+  dist::ThreadWorld threads;
   std::vector<std::unique_ptr<dist::FullyShardedModel>> sharded(static_cast<size_t>(ranks));
   const int64_t per_rank = tokens.size(0) / ranks;
   auto errors = testing::run_ranks(ranks, [&](int64_t r) {
     auto& model = models[static_cast<size_t>(r)];
     auto& fsdp = sharded[static_cast<size_t>(r)];
-    fsdp = std::make_unique<dist::FullyShardedModel>(model, thread_mesh(comms, r), /*reshard_after_forward=*/true);
+    fsdp = std::make_unique<dist::FullyShardedModel>(model, thread_mesh(threads, r, dp, fsdp_degree),
+                                                     /*reshard_after_forward=*/true);
     fsdp->zero_grad();
     fsdp->begin_micro_batch(/*last=*/true);
     model::next_token_loss(model, tokens.narrow(0, r * per_rank, per_rank)).backward();
@@ -80,8 +84,8 @@ TEST_CASE("FSDP over 2 and 4 thread ranks holds the gradients of one process", "
       worst = std::max(worst, error);
     }
   }
-  // The ranks' pieces cover every parameter exactly once.
+  // The ranks' pieces cover every parameter exactly once per replica.
   REQUIRE(covered.size() == expected.size());
-  for (const auto& [name, grad] : expected) CHECK(covered[name] == grad.numel());
+  for (const auto& [name, grad] : expected) CHECK(covered[name] == grad.numel() * dp);
   CHECK(worst < 1e-6);
 }

@@ -7,13 +7,13 @@
 #include "dist/comm.h"
 #include "dist/thread_comm.h"
 #include "rank_threads.h"
+#include "uneven_all_to_all.h"
 
 using namespace xtrain;
 using dist::PeerTransfer;
 using testing::run_ranks;
 
 namespace {
-const std::vector<std::string> kNoErrors(4, "");
 std::vector<std::string> no_errors(int64_t ranks) { return std::vector<std::string>(static_cast<size_t>(ranks), ""); }
 }  // namespace
 
@@ -50,32 +50,12 @@ TEST_CASE("thread comm collectives: gather, reduce-scatter, all-reduce, broadcas
 }
 
 TEST_CASE("thread comm all-to-all with uneven and zero splits", "[dist][comm]") {
-  const int64_t n = 3;
-  auto comms = dist::make_thread_comms(n, "ep");
-  // sends[s][r]: rows rank s sends to rank r. Rank 1 sends nothing but to rank 2, and receives
-  // only from rank 2; rank 2 sends nothing to itself.
-  const std::vector<std::vector<int64_t>> sends = {{2, 0, 1}, {0, 0, 3}, {1, 2, 0}};
-  std::vector<torch::Tensor> out(n);
-  auto errors = run_ranks(n, [&](int64_t r) {
-    std::vector<int64_t> in_splits = sends[r], out_splits;
-    int64_t in_rows = 0, out_rows = 0;
-    for (int64_t s = 0; s < n; ++s) {
-      out_splits.push_back(sends[s][r]);
-      in_rows += sends[r][s];
-      out_rows += sends[s][r];
-    }
-    // Row i of rank r holds 10 r + i in both columns.
-    auto in = (torch::arange(in_rows, torch::kFloat32) + 10 * r).unsqueeze(1).expand({in_rows, 2}).contiguous();
-    out[r] = torch::full({out_rows, 2}, -1.f);
-    comms[r]->all_to_all(out[r], in, out_splits, in_splits).wait();
-  });
-  CHECK(errors == no_errors(n));
-  auto rows = [](std::vector<float> v) {
-    return torch::tensor(v).unsqueeze(1).expand({static_cast<int64_t>(v.size()), 2});
-  };
-  CHECK(torch::equal(out[0], rows({0, 1, 20})));  // rank 0's rows 0-1, rank 2's row 0
-  CHECK(torch::equal(out[1], rows({21, 22})));     // rank 2's rows 1-2
-  CHECK(torch::equal(out[2], rows({2, 10, 11, 12})));
+  const testing::UnevenAllToAll uneven;
+  auto comms = dist::make_thread_comms(uneven.kRanks, "ep");
+  std::vector<torch::Tensor> out(uneven.kRanks);
+  auto errors = run_ranks(uneven.kRanks, [&](int64_t r) { out[r] = uneven.run(*comms[r], r); });
+  CHECK(errors == no_errors(uneven.kRanks));
+  for (int64_t r = 0; r < uneven.kRanks; ++r) CHECK(torch::equal(out[r], uneven.expected(r)));
 
   // Splits that disagree are an error on every rank, not a hang or a silent truncation.
   auto bad = dist::make_thread_comms(2, "ep");
@@ -110,7 +90,7 @@ TEST_CASE("thread comm batched send and recv in a ring", "[dist][comm]") {
                          {PeerTransfer::Kind::send, torch::full({1}, 7.f * static_cast<float>(r)), right}})
         .wait();
   });
-  CHECK(errors == kNoErrors);
+  CHECK(errors == no_errors(n));
   for (int64_t r = 0; r < n; ++r) {
     const auto left = static_cast<float>((r + n - 1) % n), right = static_cast<float>((r + 1) % n);
     CHECK(torch::equal(from_left[r], torch::full({3}, left)));

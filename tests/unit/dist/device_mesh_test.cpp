@@ -1,0 +1,90 @@
+// The named mesh: coordinates in the documented order (pp, dp, fsdp, tp: tp innermost), the
+// ranks of every group and of flattened dimensions, the data-parallel rank from (dp, fsdp)
+// alone, and the groups built once each, in the same order on every rank.
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "dist/device_mesh.h"
+
+using namespace xtrain;
+
+namespace {
+
+// A mesh of `rank` whose factory records each group asked for; the comms are single-process
+// stand-ins, enough for names and layout.
+struct RecordedMesh {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> made;
+  std::unique_ptr<dist::DeviceMesh> mesh;
+
+  RecordedMesh(int64_t rank, dist::ParallelDegrees degrees) {
+    dist::World world;
+    world.rank = rank;
+    world.size = degrees.pp * degrees.dp * degrees.fsdp * degrees.tp;
+    mesh = std::make_unique<dist::DeviceMesh>(world, degrees,
+                                              [this](const std::string& name, const std::vector<int64_t>& ranks) {
+                                                made.emplace_back(name, ranks);
+                                                return dist::make_single_process_comm(name);
+                                              });
+  }
+  std::vector<int64_t> ranks_of(const std::string& name) const {
+    for (const auto& [n, ranks] : made)
+      if (n == name) return ranks;
+    return {};
+  }
+};
+
+dist::ParallelDegrees degrees(int64_t pp, int64_t dp, int64_t fsdp, int64_t tp) {
+  dist::ParallelDegrees d;
+  d.pp = pp;
+  d.dp = dp;
+  d.fsdp = fsdp;
+  d.tp = tp;
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("mesh coordinates: pp outermost, tp innermost", "[dist][mesh]") {
+  // 16 ranks: pp 2 x dp 2 x fsdp 2 x tp 2. Rank 13 = ((1 * 2 + 1) * 2 + 0) * 2 + 1.
+  RecordedMesh m(13, degrees(2, 2, 2, 2));
+  CHECK(dist::DeviceMesh::dimensions() == std::vector<std::string>{"pp", "dp", "fsdp", "tp"});
+  CHECK(m.mesh->coordinate("pp") == 1);
+  CHECK(m.mesh->coordinate("dp") == 1);
+  CHECK(m.mesh->coordinate("fsdp") == 0);
+  CHECK(m.mesh->coordinate("tp") == 1);
+  CHECK(m.mesh->data_rank() == 2);  // dp 1 x fsdp 2 + fsdp 0: not the world rank
+  CHECK(m.mesh->data_size() == 4);
+  CHECK(m.ranks_of("tp") == std::vector<int64_t>{12, 13});
+  CHECK(m.ranks_of("fsdp") == std::vector<int64_t>{13, 15});
+  CHECK(m.ranks_of("dp") == std::vector<int64_t>{9, 13});
+  CHECK(m.ranks_of("pp") == std::vector<int64_t>{5, 13});
+  CHECK(m.ranks_of("dp_fsdp") == std::vector<int64_t>{9, 11, 13, 15});
+  CHECK(m.ranks_of("world").size() == 16);
+  CHECK(m.mesh->flatten({"fsdp", "dp"})->name() == "dp_fsdp");  // any order asked, mesh order kept
+  CHECK(m.mesh->group("tp")->name() == "tp");
+  // One group per set of dimensions, made once: world and the 15 non-empty sets.
+  CHECK(m.made.size() == 16);
+}
+
+TEST_CASE("mesh groups: dimensions of size 1 make no group, and sets that differ only by them share one",
+          "[dist][mesh]") {
+  RecordedMesh m(3, degrees(1, 2, 2, 1));  // HSDP 2x2
+  CHECK(m.mesh->data_rank() == 3);
+  CHECK(m.ranks_of("fsdp") == std::vector<int64_t>{2, 3});
+  CHECK(m.ranks_of("dp") == std::vector<int64_t>{1, 3});
+  CHECK(m.ranks_of("dp_fsdp") == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(m.made.size() == 4);  // world, dp, fsdp, dp_fsdp
+  CHECK(m.mesh->flatten({"pp", "fsdp", "tp"})->name() == "fsdp");
+  CHECK(m.mesh->group("tp")->size() == 1);
+
+  RecordedMesh one(0, degrees(1, 1, 1, 1));
+  CHECK(one.made.empty());
+  CHECK(one.mesh->group("world")->size() == 1);
+
+  CHECK_THROWS_WITH(m.mesh->group("ep"), "no mesh dimension 'ep' (dimensions: pp, dp, fsdp, tp)");
+  CHECK_THROWS_WITH(m.mesh->flatten({"dp", "dp"}), "flatten({dp, dp}): each dimension once, at least one");
+}
