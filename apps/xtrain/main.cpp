@@ -17,7 +17,7 @@
 #include "config/recipe_loader.h"
 #include "data/data_prepare.h"
 #include "data/tokenizer.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 #include "launch/error_file.h"
 #include "launch/launcher.h"
 #include "host_allocator.h"
@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   keep_freed_host_memory();
   // A collective that failed or timed out ends the process at once, reported like any error:
   // unwinding would wait on process groups whose peer is gone.
-  dist::set_collective_failure_handler([](const std::string& message) {
+  parallel::set_collective_failure_handler([](const std::string& message) {
     fmt::print(stderr, "error: {}\n", message);
     launch::record_error_if_requested(launch::error_record("CommError", message));
     std::fflush(stdout);

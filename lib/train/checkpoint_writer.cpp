@@ -14,7 +14,7 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 
 }  // namespace
 
-CheckpointWriter::CheckpointWriter(const ckpt::CheckpointStore& store, dist::Comm& world, torch::Device device,
+CheckpointWriter::CheckpointWriter(const ckpt::CheckpointStore& store, parallel::Comm& world, torch::Device device,
                                    bool background, OnCommit on_commit)
     : store_(store), world_(world), device_(device), background_(background), on_commit_(std::move(on_commit)) {}
 

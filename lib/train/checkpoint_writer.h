@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "ckpt/checkpoint.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 namespace xtrain::train {
 
@@ -29,7 +29,7 @@ class CheckpointWriter {
   using OnCommit = std::function<void(int64_t step, const std::string& folder, double blocking_s, double write_s)>;
 
   // device: where the world comm reduces (the parameters' device).
-  CheckpointWriter(const ckpt::CheckpointStore& store, dist::Comm& world, torch::Device device, bool background,
+  CheckpointWriter(const ckpt::CheckpointStore& store, parallel::Comm& world, torch::Device device, bool background,
                    OnCommit on_commit);
   ~CheckpointWriter();
   CheckpointWriter(const CheckpointWriter&) = delete;
@@ -47,7 +47,7 @@ class CheckpointWriter {
   void commit_when_written(bool wait);
 
   const ckpt::CheckpointStore& store_;
-  dist::Comm& world_;
+  parallel::Comm& world_;
   torch::Device device_;
   bool background_;
   OnCommit on_commit_;

@@ -25,10 +25,10 @@
 #include "data/batch_schedule.h"
 #include "data/micro_batch.h"
 #include "data/tokenizer.h"
-#include "dist/device_mesh.h"
-#include "dist/fully_sharded.h"
-#include "dist/watchdog.h"
-#include "dist/world.h"
+#include "parallel/device_mesh.h"
+#include "parallel/fully_sharded.h"
+#include "parallel/watchdog.h"
+#include "parallel/world.h"
 #include "memory/memory_policy.h"
 #include "model/sdpa_attention.h"
 #include "optim/adamw.h"
@@ -166,13 +166,13 @@ std::vector<optim::NamedParameter> named_parameters(model::LlamaForCausalLM& mod
 }
 
 // dist.backend auto: NCCL for CUDA tensors, Gloo for CPU ones.
-dist::CommBackend comm_backend(const std::string& setting, const torch::Device& device) {
+parallel::CommBackend comm_backend(const std::string& setting, const torch::Device& device) {
   if (setting == "gloo" && device.is_cuda())
     throw InputError("dist.backend: gloo, but train.device is cuda; xtrain's collectives run where the tensors "
                      "are: use dist.backend: nccl (or auto)");
   if (setting == "nccl" && !device.is_cuda())
     throw InputError("dist.backend: nccl needs train.device: cuda (this run trains on the CPU); use gloo or auto");
-  return device.is_cuda() ? dist::CommBackend::nccl : dist::CommBackend::gloo;
+  return device.is_cuda() ? parallel::CommBackend::nccl : parallel::CommBackend::gloo;
 }
 
 // memory.attention auto: the fused kernels wherever they take the batch (every unpacked batch; packed
@@ -231,10 +231,10 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
 namespace {
 
 int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunProgress& progress) {
-  const auto world = dist::discover_world();
+  const auto world = parallel::discover_world();
   apply_threads(recipe, world.local_size);
   const bool chief = world.rank == 0;
-  const auto degrees = dist::resolve_degrees({recipe.parallel.dp, recipe.parallel.fsdp, recipe.parallel.tp,
+  const auto degrees = parallel::resolve_degrees({recipe.parallel.dp, recipe.parallel.fsdp, recipe.parallel.tp,
                                               recipe.parallel.pp, recipe.parallel.ep},
                                              world.size);
   const int64_t data_ranks = degrees.dp * degrees.fsdp;
@@ -267,16 +267,16 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
   auto offloader = memory::apply_memory_policy(model, memory_options(recipe, device));
   const int64_t loss_chunk = loss_chunk_tokens(recipe);
 
-  auto mesh = dist::build_mesh(world, degrees, recipe.dist.timeout_s, backend, recipe.dist.init_timeout_s);
-  dist::Watchdog watchdog(mesh.process_groups(), world, recipe.dist.watchdog_s);
+  auto mesh = parallel::build_mesh(world, degrees, recipe.dist.timeout_s, backend, recipe.dist.init_timeout_s);
+  parallel::Watchdog watchdog(mesh.process_groups(), world, recipe.dist.watchdog_s);
   // Scalars that ranks sum (loss, token counts, flags) live where the backend reduces them.
   const auto scalar_options = torch::TensorOptions().dtype(torch::kFloat64).device(device);
-  std::unique_ptr<dist::FullyShardedModel> sharded;
+  std::unique_ptr<parallel::FullyShardedModel> sharded;
   std::vector<optim::NamedParameter> optimized;
   std::vector<int64_t> piece_begin;               // first element of each optimized tensor in its parameter
   std::vector<std::vector<int64_t>> piece_shape;  // and that parameter's whole shape
   if (world.distributed()) {
-    sharded = std::make_unique<dist::FullyShardedModel>(model, mesh, recipe.parallel.reshard_after_forward);
+    sharded = std::make_unique<parallel::FullyShardedModel>(model, mesh, recipe.parallel.reshard_after_forward);
     for (auto* piece : sharded->parameters()) {
       optimized.push_back({piece->name, piece->local, piece->shape.size() >= 2});
       piece_begin.push_back(piece->begin);
@@ -595,7 +595,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
   model->train();
   while (step < last_step) {
     const auto started = Clock::now();
-    const double waited_before = dist::PendingCollective::total_wait_seconds();
+    const double waited_before = parallel::PendingCollective::total_wait_seconds();
     ++step;
     ++steps_run;
     progress.step = step;
@@ -618,7 +618,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     const double divisor = injected_divisor(global_count);
     auto loss_sum = torch::zeros({}, scalar_options);  // over this rank's targets, read once per step
     const auto busy_started = Clock::now();
-    const double waited_before_busy = dist::PendingCollective::total_wait_seconds();
+    const double waited_before_busy = parallel::PendingCollective::total_wait_seconds();
     for (int64_t micro = 0; micro < accumulation; ++micro) {
       const auto& batch = micro_batches[static_cast<size_t>(micro)];
       const auto layout =
@@ -646,7 +646,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     // This rank's forward and backward time, less what it spent blocked on its peers: a rank
     // whose share is heavier (or whose machine is slower) stands out.
     const double busy = std::chrono::duration<double>(Clock::now() - busy_started).count() -
-                        (dist::PendingCollective::total_wait_seconds() - waited_before_busy);
+                        (parallel::PendingCollective::total_wait_seconds() - waited_before_busy);
     const auto [global_loss_sum, busy_spread] = sum_and_spread(local_loss_sum, busy);
     imbalance_sum += busy_spread.mean > 0 ? busy_spread.max / busy_spread.mean : 1.0;
     samples_consumed += t.global_batch_size;
@@ -701,7 +701,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
                                        {"peak_rss_mib", peak_rss_mib()},
                                        {"peak_device_mib", device_mib()},
                                        {"state_mib", static_cast<double>(peak_state_bytes) / (1 << 20)},
-                                       {"comm_wait_s", dist::PendingCollective::total_wait_seconds() - waited_before},
+                                       {"comm_wait_s", parallel::PendingCollective::total_wait_seconds() - waited_before},
                                        {"data_wait_s", data_wait},
                                        {"data_read_s", loader->last_read_seconds()}};
       if (world.distributed()) {

@@ -12,8 +12,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/torch.h>
 
-#include "dist/process_groups.h"
-#include "dist/shard_unit.h"
+#include "parallel/process_groups.h"
+#include "parallel/shard_unit.h"
 #include "memory/activation_offload.h"
 #include "model/blockwise_attention.h"
 #include "model/sdpa_attention.h"
@@ -24,12 +24,12 @@ namespace {
 
 const torch::Device kCuda(torch::kCUDA, 0);
 
-std::shared_ptr<dist::Comm> one_rank_nccl(const std::string& name) {
+std::shared_ptr<parallel::Comm> one_rank_nccl(const std::string& name) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = std::chrono::seconds(60);
   auto backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, 0, 1, options);
-  return dist::make_backend_comm(backend, name, {0}, std::chrono::seconds(60));
+  return parallel::make_backend_comm(backend, name, {0}, std::chrono::seconds(60));
 }
 
 double relative_error(const torch::Tensor& actual, const torch::Tensor& expected) {
@@ -61,7 +61,7 @@ TEST_CASE("an FSDP gather is ordered after the compute stream's writes", "[gpu][
   auto comm = one_rank_nccl("fsdp");
   auto weight = torch::zeros({1 << 20}, torch::TensorOptions().dtype(torch::kFloat32).device(kCuda));
   weight.requires_grad_(true);
-  dist::ShardUnit unit("u", {{"w", weight}}, comm, dist::make_single_process_comm("dp"));
+  parallel::ShardUnit unit("u", {{"w", weight}}, comm, parallel::make_single_process_comm("dp"));
   torch::NoGradGuard no_grad;
   auto big = torch::randn({4096, 4096}, weight.options());
   for (int i = 0; i < 8; ++i) big = torch::mm(big, big).div_(64.0);  // keeps the stream busy

@@ -7,8 +7,8 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
-#include "dist/fully_sharded.h"
-#include "dist/thread_comm.h"
+#include "parallel/fully_sharded.h"
+#include "parallel/thread_comm.h"
 #include "model/llama.h"
 #include "model/small_llama.h"
 #include "rank_threads.h"
@@ -18,21 +18,21 @@ using namespace xtrain;
 
 namespace {
 
-dist::DeviceMesh thread_mesh(dist::ThreadWorld& threads, int64_t rank, int64_t dp, int64_t fsdp) {
-  dist::World world;
+parallel::DeviceMesh thread_mesh(parallel::ThreadWorld& threads, int64_t rank, int64_t dp, int64_t fsdp) {
+  parallel::World world;
   world.rank = rank;
   world.size = dp * fsdp;
-  dist::ParallelDegrees degrees;
+  parallel::ParallelDegrees degrees;
   degrees.dp = dp;
   degrees.fsdp = fsdp;
-  return dist::DeviceMesh(world, degrees, [&threads, rank](const std::string& name, const std::vector<int64_t>& ranks) {
+  return parallel::DeviceMesh(world, degrees, [&threads, rank](const std::string& name, const std::vector<int64_t>& ranks) {
     return threads.make_group(rank, name, ranks);
   });
 }
 
 }  // namespace
 
-TEST_CASE("FSDP 2 and 4, HSDP 2x2 and DDP 2 over thread ranks hold the gradients of one process", "[dist][fsdp]") {
+TEST_CASE("FSDP 2 and 4, HSDP 2x2 and DDP 2 over thread ranks hold the gradients of one process", "[parallel][fsdp]") {
   const auto [dp, fsdp_degree] = GENERATE(std::pair<int64_t, int64_t>{1, 2}, std::pair<int64_t, int64_t>{1, 4},
                                           std::pair<int64_t, int64_t>{2, 2}, std::pair<int64_t, int64_t>{2, 1});
   const int64_t ranks = dp * fsdp_degree;
@@ -54,13 +54,13 @@ TEST_CASE("FSDP 2 and 4, HSDP 2x2 and DDP 2 over thread ranks hold the gradients
     torch::manual_seed(3);  // every rank starts from the same weights
     models.emplace_back(config);
   }
-  dist::ThreadWorld threads;
-  std::vector<std::unique_ptr<dist::FullyShardedModel>> sharded(static_cast<size_t>(ranks));
+  parallel::ThreadWorld threads;
+  std::vector<std::unique_ptr<parallel::FullyShardedModel>> sharded(static_cast<size_t>(ranks));
   const int64_t per_rank = tokens.size(0) / ranks;
   auto errors = testing::run_ranks(ranks, [&](int64_t r) {
     auto& model = models[static_cast<size_t>(r)];
     auto& fsdp = sharded[static_cast<size_t>(r)];
-    fsdp = std::make_unique<dist::FullyShardedModel>(model, thread_mesh(threads, r, dp, fsdp_degree),
+    fsdp = std::make_unique<parallel::FullyShardedModel>(model, thread_mesh(threads, r, dp, fsdp_degree),
                                                      /*reshard_after_forward=*/true);
     fsdp->zero_grad();
     fsdp->begin_micro_batch(/*last=*/true);

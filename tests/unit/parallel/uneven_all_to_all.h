@@ -7,7 +7,7 @@
 
 #include <torch/torch.h>
 
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 namespace xtrain::testing {
 
@@ -16,7 +16,7 @@ struct UnevenAllToAll {
   const std::vector<std::vector<int64_t>> sends = {{2, 0, 1}, {0, 0, 3}, {1, 2, 0}};
 
   // Rank r's part: what it receives.
-  torch::Tensor run(dist::Comm& comm, int64_t r) const {
+  torch::Tensor run(parallel::Comm& comm, int64_t r) const {
     std::vector<int64_t> out_splits;
     int64_t in_rows = 0, out_rows = 0;
     for (int64_t s = 0; s < kRanks; ++s) {

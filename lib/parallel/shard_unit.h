@@ -25,9 +25,9 @@
 
 #include <torch/types.h>
 
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
-namespace xtrain::dist {
+namespace xtrain::parallel {
 
 // This rank's piece of one parameter: elements [begin, begin + local.numel()) of the flattened
 // parameter, as a view of the unit's shard (and of its gradient).
@@ -104,4 +104,4 @@ class ShardUnit {
   bool gathered_ = false, gathering_ = false, reducing_ = false;
 };
 
-}  // namespace xtrain::dist
+}  // namespace xtrain::parallel

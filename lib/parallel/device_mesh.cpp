@@ -1,4 +1,4 @@
-#include "dist/device_mesh.h"
+#include "parallel/device_mesh.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,10 +8,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "dist/process_groups.h"
+#include "parallel/process_groups.h"
 #include "util/input_error.h"
 
-namespace xtrain::dist {
+namespace xtrain::parallel {
 
 ParallelDegrees resolve_degrees(ParallelDegrees d, int64_t world_size) {
   struct Named {
@@ -172,4 +172,4 @@ DeviceMesh build_mesh(const World& world, const ParallelDegrees& degrees, double
       groups);
 }
 
-}  // namespace xtrain::dist
+}  // namespace xtrain::parallel

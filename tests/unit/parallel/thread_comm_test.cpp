@@ -4,22 +4,22 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
-#include "dist/comm.h"
-#include "dist/thread_comm.h"
+#include "parallel/comm.h"
+#include "parallel/thread_comm.h"
 #include "rank_threads.h"
 #include "uneven_all_to_all.h"
 
 using namespace xtrain;
-using dist::PeerTransfer;
+using parallel::PeerTransfer;
 using testing::run_ranks;
 
 namespace {
 std::vector<std::string> no_errors(int64_t ranks) { return std::vector<std::string>(static_cast<size_t>(ranks), ""); }
 }  // namespace
 
-TEST_CASE("thread comm collectives: gather, reduce-scatter, all-reduce, broadcast, along a dimension", "[dist][comm]") {
+TEST_CASE("thread comm collectives: gather, reduce-scatter, all-reduce, broadcast, along a dimension", "[parallel][comm]") {
   const int64_t n = 3;
-  auto comms = dist::make_thread_comms(n, "fsdp");
+  auto comms = parallel::make_thread_comms(n, "fsdp");
   std::vector<torch::Tensor> gathered(n), scattered(n), reduced(n), broadcast(n), along(n), scattered_along(n);
   auto errors = run_ranks(n, [&](int64_t r) {
     auto& comm = *comms[static_cast<size_t>(r)];
@@ -33,8 +33,8 @@ TEST_CASE("thread comm collectives: gather, reduce-scatter, all-reduce, broadcas
     comm.all_reduce_sum(reduced[r]).wait();
     broadcast[r] = torch::full({3}, static_cast<float>(r));
     comm.broadcast(broadcast[r], 2).wait();
-    along[r] = dist::all_gather_along(comm, torch::full({2, 1}, static_cast<float>(r)), 1);
-    scattered_along[r] = dist::reduce_scatter_along(comm, torch::arange(6, torch::kFloat32).view({2, 3}), 1);
+    along[r] = parallel::all_gather_along(comm, torch::full({2, 1}, static_cast<float>(r)), 1);
+    scattered_along[r] = parallel::reduce_scatter_along(comm, torch::arange(6, torch::kFloat32).view({2, 3}), 1);
     comm.barrier();
   });
   CHECK(errors == no_errors(n));
@@ -49,16 +49,16 @@ TEST_CASE("thread comm collectives: gather, reduce-scatter, all-reduce, broadcas
   }
 }
 
-TEST_CASE("thread comm all-to-all with uneven and zero splits", "[dist][comm]") {
+TEST_CASE("thread comm all-to-all with uneven and zero splits", "[parallel][comm]") {
   const testing::UnevenAllToAll uneven;
-  auto comms = dist::make_thread_comms(uneven.kRanks, "ep");
+  auto comms = parallel::make_thread_comms(uneven.kRanks, "ep");
   std::vector<torch::Tensor> out(uneven.kRanks);
   auto errors = run_ranks(uneven.kRanks, [&](int64_t r) { out[r] = uneven.run(*comms[r], r); });
   CHECK(errors == no_errors(uneven.kRanks));
   for (int64_t r = 0; r < uneven.kRanks; ++r) CHECK(torch::equal(out[r], uneven.expected(r)));
 
   // Splits that disagree are an error on every rank, not a hang or a silent truncation.
-  auto bad = dist::make_thread_comms(2, "ep");
+  auto bad = parallel::make_thread_comms(2, "ep");
   errors = run_ranks(2, [&](int64_t r) {
     auto in = torch::zeros({r == 0 ? 2 : 1, 4});
     auto o = torch::zeros({r == 0 ? 1 : 2, 4});
@@ -71,9 +71,9 @@ TEST_CASE("thread comm all-to-all with uneven and zero splits", "[dist][comm]") 
   CHECK(errors == std::vector<std::string>{expected, expected});
 }
 
-TEST_CASE("thread comm batched send and recv in a ring", "[dist][comm]") {
+TEST_CASE("thread comm batched send and recv in a ring", "[parallel][comm]") {
   const int64_t n = 4;
-  auto comms = dist::make_thread_comms(n, "pp");
+  auto comms = parallel::make_thread_comms(n, "pp");
   std::vector<torch::Tensor> from_left(n), from_right(n), second(n);
   auto errors = run_ranks(n, [&](int64_t r) {
     const int64_t right = (r + 1) % n, left = (r + n - 1) % n;
@@ -99,7 +99,7 @@ TEST_CASE("thread comm batched send and recv in a ring", "[dist][comm]") {
   }
 }
 
-TEST_CASE("deadlock_free_order: with each peer the lower rank sends first", "[dist][comm]") {
+TEST_CASE("deadlock_free_order: with each peer the lower rank sends first", "[parallel][comm]") {
   auto kinds = [](const std::vector<PeerTransfer>& order) {
     std::vector<std::pair<int64_t, char>> out;
     for (const auto& t : order) out.emplace_back(t.peer, t.kind == PeerTransfer::Kind::send ? 's' : 'r');
@@ -110,12 +110,12 @@ TEST_CASE("deadlock_free_order: with each peer the lower rank sends first", "[di
                                            {PeerTransfer::Kind::recv, torch::Tensor(), 1},
                                            {PeerTransfer::Kind::send, torch::Tensor(), 3}};
   using Order = std::vector<std::pair<int64_t, char>>;
-  CHECK(kinds(dist::deadlock_free_order(batch, 2)) == Order{{1, 'r'}, {1, 's'}, {3, 's'}, {3, 'r'}});
-  CHECK(kinds(dist::deadlock_free_order(batch, 0)) == Order{{1, 's'}, {1, 'r'}, {3, 's'}, {3, 'r'}});
+  CHECK(kinds(parallel::deadlock_free_order(batch, 2)) == Order{{1, 'r'}, {1, 's'}, {3, 's'}, {3, 'r'}});
+  CHECK(kinds(parallel::deadlock_free_order(batch, 0)) == Order{{1, 's'}, {1, 'r'}, {3, 's'}, {3, 'r'}});
 }
 
-TEST_CASE("thread comm reports collectives called in different orders, and a rank that never arrives", "[dist][comm]") {
-  auto comms = dist::make_thread_comms(2, "fsdp");
+TEST_CASE("thread comm reports collectives called in different orders, and a rank that never arrives", "[parallel][comm]") {
+  auto comms = parallel::make_thread_comms(2, "fsdp");
   auto errors = run_ranks(2, [&](int64_t r) {
     if (r == 0)
       comms[0]->all_gather(torch::empty({12}), torch::zeros({6})).wait();
@@ -126,7 +126,7 @@ TEST_CASE("thread comm reports collectives called in different orders, and a ran
                             "while rank 0 called all_gather of 6 elements";
   CHECK(errors == std::vector<std::string>{order, order});
 
-  auto slow = dist::make_thread_comms(2, "dp", std::chrono::milliseconds(100));
+  auto slow = parallel::make_thread_comms(2, "dp", std::chrono::milliseconds(100));
   errors = run_ranks(2, [&](int64_t r) {
     if (r == 0) slow[0]->all_reduce_sum(torch::zeros({1})).wait();
   });

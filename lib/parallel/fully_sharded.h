@@ -21,11 +21,11 @@
 #include <memory>
 #include <vector>
 
-#include "dist/device_mesh.h"
-#include "dist/shard_unit.h"
+#include "parallel/device_mesh.h"
+#include "parallel/shard_unit.h"
 #include "model/llama.h"
 
-namespace xtrain::dist {
+namespace xtrain::parallel {
 
 class FullyShardedModel {
  public:
@@ -75,4 +75,4 @@ class FullyShardedModel {
   int64_t peak_bytes_ = 0;
 };
 
-}  // namespace xtrain::dist
+}  // namespace xtrain::parallel

@@ -1,4 +1,4 @@
-#include "dist/world.h"
+#include "parallel/world.h"
 
 #include <cstdlib>
 
@@ -6,7 +6,7 @@
 
 #include "util/input_error.h"
 
-namespace xtrain::dist {
+namespace xtrain::parallel {
 namespace {
 
 int64_t parse_count(const Environment& env, const std::string& name, int64_t fallback) {
@@ -112,4 +112,4 @@ World discover_world(const Environment& env) {
   return w;
 }
 
-}  // namespace xtrain::dist
+}  // namespace xtrain::parallel

@@ -12,17 +12,17 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
 
-#include "dist/process_groups.h"
+#include "parallel/process_groups.h"
 #include "rank_threads.h"
 #include "uneven_all_to_all.h"
 
 using namespace xtrain;
 
-TEST_CASE("collectives over a one-rank Gloo backend", "[dist]") {
+TEST_CASE("collectives over a one-rank Gloo backend", "[parallel]") {
   auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
   options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
   auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::HashStore>(), 0, 1, options);
-  auto comm = dist::make_backend_comm(backend, "world", {0}, std::chrono::seconds(30));
+  auto comm = parallel::make_backend_comm(backend, "world", {0}, std::chrono::seconds(30));
   CHECK(comm->size() == 1);
   CHECK(comm->name() == "world");
   auto t = torch::arange(6, torch::kFloat32);
@@ -42,19 +42,19 @@ namespace {
 
 // Rank r's Comm over a Gloo backend of `ranks` ranks meeting in `store`; every rank must call it
 // at the same time (the backend connects to all its peers).
-std::shared_ptr<dist::Comm> gloo_comm(const c10::intrusive_ptr<c10d::Store>& store, int64_t rank, int64_t ranks) {
+std::shared_ptr<parallel::Comm> gloo_comm(const c10::intrusive_ptr<c10d::Store>& store, int64_t rank, int64_t ranks) {
   auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
   options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
   auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, static_cast<int>(rank), static_cast<int>(ranks),
                                                             options);
   std::vector<int64_t> members;
   for (int64_t r = 0; r < ranks; ++r) members.push_back(r);
-  return dist::make_backend_comm(backend, "ep", members, std::chrono::seconds(30));
+  return parallel::make_backend_comm(backend, "ep", members, std::chrono::seconds(30));
 }
 
 }  // namespace
 
-TEST_CASE("Gloo all-to-all with uneven and zero splits, over 3 ranks", "[dist][comm]") {
+TEST_CASE("Gloo all-to-all with uneven and zero splits, over 3 ranks", "[parallel][comm]") {
   const testing::UnevenAllToAll uneven;
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<torch::Tensor> out(uneven.kRanks);
@@ -65,7 +65,7 @@ TEST_CASE("Gloo all-to-all with uneven and zero splits, over 3 ranks", "[dist][c
   for (int64_t r = 0; r < uneven.kRanks; ++r) CHECK(torch::equal(out[r], uneven.expected(r)));
 }
 
-TEST_CASE("Gloo batched send and recv in a ring, over 4 ranks", "[dist][comm]") {
+TEST_CASE("Gloo batched send and recv in a ring, over 4 ranks", "[parallel][comm]") {
   const int64_t n = 4;
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<torch::Tensor> from_left(n), from_right(n);
@@ -74,7 +74,7 @@ TEST_CASE("Gloo batched send and recv in a ring, over 4 ranks", "[dist][comm]") 
     const int64_t right = (r + 1) % n, left = (r + n - 1) % n;
     from_left[r] = torch::empty({3});
     from_right[r] = torch::empty({3});
-    using Kind = dist::PeerTransfer::Kind;
+    using Kind = parallel::PeerTransfer::Kind;
     comm->send_recv({{Kind::recv, from_left[r], left},
                      {Kind::recv, from_right[r], right},
                      {Kind::send, torch::full({3}, static_cast<float>(r)), right},

@@ -4,7 +4,7 @@
 // and the timeout, so a hung or dead peer ends the job with a message rather than a hang.
 //
 // Implementations: a single-process one (size 1: every collective is a copy) and one over a c10d
-// backend, Gloo or NCCL (dist/process_groups.h).
+// backend, Gloo or NCCL (parallel/process_groups.h).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -16,7 +16,7 @@
 
 #include <torch/types.h>
 
-namespace xtrain::dist {
+namespace xtrain::parallel {
 
 class CommError : public std::runtime_error {
  public:
@@ -105,4 +105,4 @@ std::vector<PeerTransfer> deadlock_free_order(std::vector<PeerTransfer> transfer
 
 std::shared_ptr<Comm> make_single_process_comm(std::string name);
 
-}  // namespace xtrain::dist
+}  // namespace xtrain::parallel

@@ -1,4 +1,4 @@
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 #include <algorithm>
 #include <atomic>
@@ -8,7 +8,7 @@
 
 #include <torch/torch.h>
 
-namespace xtrain::dist {
+namespace xtrain::parallel {
 
 namespace {
 std::atomic<int64_t> waited_nanoseconds{0};
@@ -150,4 +150,4 @@ std::vector<PeerTransfer> deadlock_free_order(std::vector<PeerTransfer> transfer
   return transfers;
 }
 
-}  // namespace xtrain::dist
+}  // namespace xtrain::parallel

@@ -3,7 +3,7 @@
 // started last. It ends the job when no step has completed for stall_s seconds (dist.watchdog_s),
 // printing every rank's last step and collective first, so a hang outside any collective (a stuck
 // read, a deadlock) also ends with a message. When a peer's connection closes, the heartbeats tell
-// which rank died: the one whose beat stopped (dist::diagnose_peers).
+// which rank died: the one whose beat stopped (parallel::diagnose_peers).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -15,14 +15,14 @@
 
 #include <c10/util/intrusive_ptr.h>
 
-#include "dist/process_groups.h"
-#include "dist/world.h"
+#include "parallel/process_groups.h"
+#include "parallel/world.h"
 
 namespace c10d {
 class Store;
 }  // namespace c10d
 
-namespace xtrain::dist {
+namespace xtrain::parallel {
 
 class Watchdog {
  public:
@@ -59,4 +59,4 @@ class Watchdog {
   std::thread thread_;
 };
 
-}  // namespace xtrain::dist
+}  // namespace xtrain::parallel

@@ -2,15 +2,15 @@
 
 #include <map>
 
-#include "dist/device_mesh.h"
-#include "dist/world.h"
+#include "parallel/device_mesh.h"
+#include "parallel/world.h"
 #include "util/input_error.h"
 
 using namespace xtrain;
 
 namespace {
 
-dist::Environment environment(std::map<std::string, std::string> values) {
+parallel::Environment environment(std::map<std::string, std::string> values) {
   return [values](const std::string& name) -> std::optional<std::string> {
     auto it = values.find(name);
     if (it == values.end()) return std::nullopt;
@@ -29,16 +29,16 @@ std::string error_of(const std::function<void()>& f) {
 
 }  // namespace
 
-TEST_CASE("no launcher variables: one process", "[dist]") {
-  auto w = dist::discover_world(environment({}));
+TEST_CASE("no launcher variables: one process", "[parallel]") {
+  auto w = parallel::discover_world(environment({}));
   CHECK(w.size == 1);
   CHECK(w.rank == 0);
   CHECK(w.source == "single");
   CHECK_FALSE(w.distributed());
 }
 
-TEST_CASE("torchrun variables", "[dist]") {
-  auto w = dist::discover_world(environment({{"RANK", "5"},
+TEST_CASE("torchrun variables", "[parallel]") {
+  auto w = parallel::discover_world(environment({{"RANK", "5"},
                                              {"WORLD_SIZE", "8"},
                                              {"LOCAL_RANK", "1"},
                                              {"LOCAL_WORLD_SIZE", "4"},
@@ -59,8 +59,8 @@ TEST_CASE("torchrun variables", "[dist]") {
   CHECK(w.agent_store);
 }
 
-TEST_CASE("SLURM variables: first host of the node list, a port from the job id", "[dist]") {
-  auto w = dist::discover_world(environment({{"SLURM_PROCID", "3"},
+TEST_CASE("SLURM variables: first host of the node list, a port from the job id", "[parallel]") {
+  auto w = parallel::discover_world(environment({{"SLURM_PROCID", "3"},
                                              {"SLURM_NTASKS", "4"},
                                              {"SLURM_LOCALID", "1"},
                                              {"SLURM_NODEID", "1"},
@@ -76,45 +76,45 @@ TEST_CASE("SLURM variables: first host of the node list, a port from the job id"
   CHECK(w.master_addr == "gpu007");
   CHECK(w.master_port == 10000 + 123456 % 50000);
   // MASTER_ADDR / MASTER_PORT, when exported in the batch script, win.
-  auto set = dist::discover_world(environment(
+  auto set = parallel::discover_world(environment(
       {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "4000"}}));
   CHECK(set.master_addr == "10.0.0.1");
   CHECK(set.master_port == 4000);
 }
 
-TEST_CASE("SLURM node lists", "[dist]") {
-  CHECK(dist::first_slurm_host("node1") == "node1");
-  CHECK(dist::first_slurm_host("node[01-04]") == "node01");
-  CHECK(dist::first_slurm_host("a[3,5],b[1-2]") == "a3");
-  CHECK(dist::first_slurm_host("x-1,x-2") == "x-1");
-  CHECK(dist::first_slurm_tasks_per_node("8(x4),2") == 8);
+TEST_CASE("SLURM node lists", "[parallel]") {
+  CHECK(parallel::first_slurm_host("node1") == "node1");
+  CHECK(parallel::first_slurm_host("node[01-04]") == "node01");
+  CHECK(parallel::first_slurm_host("a[3,5],b[1-2]") == "a3");
+  CHECK(parallel::first_slurm_host("x-1,x-2") == "x-1");
+  CHECK(parallel::first_slurm_tasks_per_node("8(x4),2") == 8);
 }
 
-TEST_CASE("inconsistent launcher variables are bad input naming the variable", "[dist]") {
-  CHECK(error_of([] { dist::discover_world(environment({{"RANK", "4"}, {"WORLD_SIZE", "4"}})); }) ==
+TEST_CASE("inconsistent launcher variables are bad input naming the variable", "[parallel]") {
+  CHECK(error_of([] { parallel::discover_world(environment({{"RANK", "4"}, {"WORLD_SIZE", "4"}})); }) ==
         "RANK=4 is not below WORLD_SIZE=4: check the launcher's settings");
-  CHECK(error_of([] { dist::discover_world(environment({{"RANK", "x"}, {"WORLD_SIZE", "4"}})); }) ==
+  CHECK(error_of([] { parallel::discover_world(environment({{"RANK", "x"}, {"WORLD_SIZE", "4"}})); }) ==
         "environment variable RANK=x: expected a non-negative integer");
   CHECK(error_of([] {
-          dist::discover_world(environment({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}));
+          parallel::discover_world(environment({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}));
         }) == "MASTER_PORT=70000 is not a TCP port (1..65535)");
 }
 
-TEST_CASE("parallel degrees: -1 takes the rest, the product must match the world", "[dist]") {
-  auto d = dist::resolve_degrees({1, -1, 1, 1, 1}, 4);
+TEST_CASE("parallel degrees: -1 takes the rest, the product must match the world", "[parallel]") {
+  auto d = parallel::resolve_degrees({1, -1, 1, 1, 1}, 4);
   CHECK(d.fsdp == 4);
-  d = dist::resolve_degrees({-1, 2, 1, 1, 1}, 8);
+  d = parallel::resolve_degrees({-1, 2, 1, 1, 1}, 8);
   CHECK(d.dp == 4);
-  CHECK(error_of([] { dist::resolve_degrees({3, 1, 1, 1, 1}, 4); }) ==
+  CHECK(error_of([] { parallel::resolve_degrees({3, 1, 1, 1, 1}, 4); }) ==
         "parallel degrees dp 3 x fsdp 1 x tp 1 x pp 1 x ep 1 = 3 ranks, but the job has 4 (WORLD_SIZE); make the "
         "product equal the number of processes, or set one degree to -1");
-  CHECK(error_of([] { dist::resolve_degrees({-1, -1, 1, 1, 1}, 4); }) ==
+  CHECK(error_of([] { parallel::resolve_degrees({-1, -1, 1, 1, 1}, 4); }) ==
         "parallel.dp and parallel.fsdp are both -1: at most one degree can take \"the rest\"");
-  CHECK(error_of([] { dist::resolve_degrees({1, -1, 1, 1, 1}, 1); }).empty());
-  CHECK(error_of([] { dist::resolve_degrees({3, -1, 1, 1, 1}, 4); }) ==
+  CHECK(error_of([] { parallel::resolve_degrees({1, -1, 1, 1, 1}, 1); }).empty());
+  CHECK(error_of([] { parallel::resolve_degrees({3, -1, 1, 1, 1}, 4); }) ==
         "parallel.fsdp = -1 cannot fill the world of 4 ranks: the other degrees multiply to 3, which does not "
         "divide 4");
-  CHECK(error_of([] { dist::resolve_degrees({1, -1, 2, 1, 1}, 4); }) ==
+  CHECK(error_of([] { parallel::resolve_degrees({1, -1, 2, 1, 1}, 4); }) ==
         "parallel.tp = 2: tensor, pipeline and expert parallelism are not yet supported; use parallel.dp and "
         "parallel.fsdp");
 }

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-namespace xtrain::dist {
+namespace xtrain::parallel {
 
 struct World {
   int64_t rank = 0;
@@ -44,4 +44,4 @@ std::string first_slurm_host(const std::string& nodelist);
 // "2(x3),1" -> 2: tasks on the first node, from SLURM_TASKS_PER_NODE.
 int64_t first_slurm_tasks_per_node(const std::string& tasks_per_node);
 
-}  // namespace xtrain::dist
+}  // namespace xtrain::parallel

@@ -2,18 +2,18 @@
 
 #include <catch2/catch.hpp>
 
-#include "dist/comm.h"
-#include "dist/shard_unit.h"
+#include "parallel/comm.h"
+#include "parallel/shard_unit.h"
 
 using namespace xtrain;
 
 // A single-process sharding group: the unit keeps everything, and its pieces are the whole
 // parameters, viewing the same memory the module uses.
-TEST_CASE("an unsharded unit: parameters and gradients are views of the shard", "[dist]") {
+TEST_CASE("an unsharded unit: parameters and gradients are views of the shard", "[parallel]") {
   auto a = torch::arange(6, torch::kFloat32).view({2, 3}).requires_grad_(true);
   auto b = torch::full({4}, 7.0f).requires_grad_(true);
-  dist::ShardUnit unit("u", {{"a", a}, {"b", b}}, dist::make_single_process_comm("fsdp"),
-                       dist::make_single_process_comm("dp"));
+  parallel::ShardUnit unit("u", {{"a", a}, {"b", b}}, parallel::make_single_process_comm("fsdp"),
+                       parallel::make_single_process_comm("dp"));
   CHECK(unit.numel() == 10);
   CHECK(unit.shard_numel() == 10);
   auto& pieces = unit.parameters();

@@ -10,15 +10,15 @@
 
 #include <c10/util/intrusive_ptr.h>
 
-#include "dist/comm.h"
-#include "dist/world.h"
+#include "parallel/comm.h"
+#include "parallel/world.h"
 
 namespace c10d {
 class Backend;
 class Store;
 }  // namespace c10d
 
-namespace xtrain::dist {
+namespace xtrain::parallel {
 
 enum class CommBackend { gloo, nccl };
 
@@ -51,4 +51,4 @@ class ProcessGroups {
 std::shared_ptr<Comm> make_backend_comm(c10::intrusive_ptr<c10d::Backend> backend, std::string name,
                                         std::vector<int64_t> ranks, std::chrono::milliseconds timeout);
 
-}  // namespace xtrain::dist
+}  // namespace xtrain::parallel

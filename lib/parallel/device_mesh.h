@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "dist/comm.h"
-#include "dist/process_groups.h"
-#include "dist/world.h"
+#include "parallel/comm.h"
+#include "parallel/process_groups.h"
+#include "parallel/world.h"
 
-namespace xtrain::dist {
+namespace xtrain::parallel {
 
 struct ParallelDegrees {
   int64_t dp = 1;
@@ -81,4 +81,4 @@ class DeviceMesh {
 DeviceMesh build_mesh(const World& world, const ParallelDegrees& degrees, double timeout_s,
                       CommBackend backend = CommBackend::gloo, double init_timeout_s = 300);
 
-}  // namespace xtrain::dist
+}  // namespace xtrain::parallel

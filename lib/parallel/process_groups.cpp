@@ -1,4 +1,4 @@
-#include "dist/process_groups.h"
+#include "parallel/process_groups.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -17,7 +17,7 @@
 
 #include "util/input_error.h"
 
-namespace xtrain::dist {
+namespace xtrain::parallel {
 namespace {
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
@@ -273,4 +273,4 @@ std::shared_ptr<Comm> ProcessGroups::make_group(const std::string& name, const s
   }
 }
 
-}  // namespace xtrain::dist
+}  // namespace xtrain::parallel

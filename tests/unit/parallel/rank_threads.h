@@ -1,5 +1,5 @@
 // Runs one function per rank, each on its own thread, for tests of communicating code over
-// dist::make_thread_comms (or a c10d backend per thread). Returns each rank's exception message
+// parallel::make_thread_comms (or a c10d backend per thread). Returns each rank's exception message
 // ("" when it returned normally), so a test can check what every rank saw.
 #pragma once
 #include <cstdint>

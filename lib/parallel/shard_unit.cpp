@@ -1,4 +1,4 @@
-#include "dist/shard_unit.h"
+#include "parallel/shard_unit.h"
 
 #include <algorithm>
 
@@ -6,7 +6,7 @@
 
 #include "util/numeric_fault.h"
 
-namespace xtrain::dist {
+namespace xtrain::parallel {
 
 ShardUnit::ShardUnit(std::string name, std::vector<std::pair<std::string, torch::Tensor>> params,
                      std::shared_ptr<Comm> shard_group, std::shared_ptr<Comm> replica_group)
@@ -144,4 +144,4 @@ int64_t ShardUnit::resident_bytes() const {
   return elements * static_cast<int64_t>(sizeof(float));
 }
 
-}  // namespace xtrain::dist
+}  // namespace xtrain::parallel

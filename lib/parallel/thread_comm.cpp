@@ -1,4 +1,4 @@
-#include "dist/thread_comm.h"
+#include "parallel/thread_comm.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -13,7 +13,7 @@
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
-namespace xtrain::dist {
+namespace xtrain::parallel {
 namespace {
 
 // One rank's part of the collective in progress.
@@ -295,4 +295,4 @@ std::shared_ptr<Comm> ThreadWorld::make_group(int64_t caller, const std::string&
   return comms[static_cast<size_t>(member - ranks.begin())];
 }
 
-}  // namespace xtrain::dist
+}  // namespace xtrain::parallel

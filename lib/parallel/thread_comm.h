@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
-namespace xtrain::dist {
+namespace xtrain::parallel {
 
 // The Comms of one group of `size` ranks: element r is rank r's, to be used from its own thread.
 std::vector<std::shared_ptr<Comm>> make_thread_comms(int64_t size, std::string name,
@@ -38,4 +38,4 @@ class ThreadWorld {
   std::map<std::pair<std::string, std::vector<int64_t>>, std::vector<std::shared_ptr<Comm>>> groups_;
 };
 
-}  // namespace xtrain::dist
+}  // namespace xtrain::parallel

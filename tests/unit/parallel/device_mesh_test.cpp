@@ -8,7 +8,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "dist/device_mesh.h"
+#include "parallel/device_mesh.h"
 
 using namespace xtrain;
 
@@ -18,16 +18,16 @@ namespace {
 // stand-ins, enough for names and layout.
 struct RecordedMesh {
   std::vector<std::pair<std::string, std::vector<int64_t>>> made;
-  std::unique_ptr<dist::DeviceMesh> mesh;
+  std::unique_ptr<parallel::DeviceMesh> mesh;
 
-  RecordedMesh(int64_t rank, dist::ParallelDegrees degrees) {
-    dist::World world;
+  RecordedMesh(int64_t rank, parallel::ParallelDegrees degrees) {
+    parallel::World world;
     world.rank = rank;
     world.size = degrees.pp * degrees.dp * degrees.fsdp * degrees.tp;
-    mesh = std::make_unique<dist::DeviceMesh>(world, degrees,
+    mesh = std::make_unique<parallel::DeviceMesh>(world, degrees,
                                               [this](const std::string& name, const std::vector<int64_t>& ranks) {
                                                 made.emplace_back(name, ranks);
-                                                return dist::make_single_process_comm(name);
+                                                return parallel::make_single_process_comm(name);
                                               });
   }
   std::vector<int64_t> ranks_of(const std::string& name) const {
@@ -37,8 +37,8 @@ struct RecordedMesh {
   }
 };
 
-dist::ParallelDegrees degrees(int64_t pp, int64_t dp, int64_t fsdp, int64_t tp) {
-  dist::ParallelDegrees d;
+parallel::ParallelDegrees degrees(int64_t pp, int64_t dp, int64_t fsdp, int64_t tp) {
+  parallel::ParallelDegrees d;
   d.pp = pp;
   d.dp = dp;
   d.fsdp = fsdp;
@@ -48,10 +48,10 @@ dist::ParallelDegrees degrees(int64_t pp, int64_t dp, int64_t fsdp, int64_t tp) 
 
 }  // namespace
 
-TEST_CASE("mesh coordinates: pp outermost, tp innermost", "[dist][mesh]") {
+TEST_CASE("mesh coordinates: pp outermost, tp innermost", "[parallel][mesh]") {
   // 16 ranks: pp 2 x dp 2 x fsdp 2 x tp 2. Rank 13 = ((1 * 2 + 1) * 2 + 0) * 2 + 1.
   RecordedMesh m(13, degrees(2, 2, 2, 2));
-  CHECK(dist::DeviceMesh::dimensions() == std::vector<std::string>{"pp", "dp", "fsdp", "tp"});
+  CHECK(parallel::DeviceMesh::dimensions() == std::vector<std::string>{"pp", "dp", "fsdp", "tp"});
   CHECK(m.mesh->coordinate("pp") == 1);
   CHECK(m.mesh->coordinate("dp") == 1);
   CHECK(m.mesh->coordinate("fsdp") == 0);
@@ -71,7 +71,7 @@ TEST_CASE("mesh coordinates: pp outermost, tp innermost", "[dist][mesh]") {
 }
 
 TEST_CASE("mesh groups: dimensions of size 1 make no group, and sets that differ only by them share one",
-          "[dist][mesh]") {
+          "[parallel][mesh]") {
   RecordedMesh m(3, degrees(1, 2, 2, 1));  // HSDP 2x2
   CHECK(m.mesh->data_rank() == 3);
   CHECK(m.ranks_of("fsdp") == std::vector<int64_t>{2, 3});

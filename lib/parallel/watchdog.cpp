@@ -1,13 +1,13 @@
-#include "dist/watchdog.h"
+#include "parallel/watchdog.h"
 
 #include <vector>
 
 #include <fmt/format.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
-namespace xtrain::dist {
+namespace xtrain::parallel {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -118,4 +118,4 @@ std::string Watchdog::diagnose() const {
                      fmt::join(dead, ", "));
 }
 
-}  // namespace xtrain::dist
+}  // namespace xtrain::parallel

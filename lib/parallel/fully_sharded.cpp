@@ -1,4 +1,4 @@
-#include "dist/fully_sharded.h"
+#include "parallel/fully_sharded.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,7 @@
 #include "util/input_error.h"
 #include "util/numeric_fault.h"
 
-namespace xtrain::dist {
+namespace xtrain::parallel {
 namespace {
 
 using torch::autograd::variable_list;
@@ -270,4 +270,4 @@ int64_t FullyShardedModel::resident_bytes() const {
 
 void FullyShardedModel::note_peak() { peak_bytes_ = std::max(peak_bytes_, resident_bytes()); }
 
-}  // namespace xtrain::dist
+}  // namespace xtrain::parallel
