@@ -1,6 +1,9 @@
 #include "ckpt/hf_llama.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <iterator>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -12,10 +15,26 @@
 
 namespace xtrain::ckpt {
 
+namespace {
+// Each family's Hugging Face class and model_type.
+struct HfFamily {
+  const char* family;
+  const char* architecture;
+};
+constexpr HfFamily kHfFamilies[] = {
+    {"llama", "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}};
+
+const char* hf_architecture(const std::string& family) {
+  for (const auto& f : kHfFamilies)
+    if (family == f.family) return f.architecture;
+  throw std::invalid_argument("no Hugging Face class for model family " + family);
+}
+}  // namespace
+
 nlohmann::json hf_config(const model::LlamaConfig& c, int64_t eos_token_id) {
-  return {
-      {"architectures", {"LlamaForCausalLM"}},
-      {"model_type", "llama"},
+  nlohmann::json json = {
+      {"architectures", {hf_architecture(c.family)}},
+      {"model_type", c.family},
       {"vocab_size", c.vocab_size},
       {"hidden_size", c.hidden_size},
       {"intermediate_size", c.intermediate_size},
@@ -38,6 +57,13 @@ nlohmann::json hf_config(const model::LlamaConfig& c, int64_t eos_token_id) {
       {"torch_dtype", "float32"},
       {"use_cache", true},
   };
+  // qwen2's q, k and v biases are implied by its class; its sliding window is off.
+  if (c.family == "qwen2") {
+    json.erase("attention_bias");
+    json.erase("mlp_bias");
+    json["use_sliding_window"] = false;
+  }
+  return json;
 }
 
 model::LlamaConfig llama_config_from_hf(const nlohmann::json& json, const std::string& source) {
@@ -57,6 +83,11 @@ model::LlamaConfig llama_config_from_hf(const nlohmann::json& json, const std::s
     return value.get<double>();
   };
   model::LlamaConfig c;
+  c.family = json.value("model_type", std::string("llama"));
+  if (!std::any_of(std::begin(kHfFamilies), std::end(kHfFamilies),
+                   [&](const HfFamily& f) { return c.family == f.family; }))
+    throw InputError(fmt::format("{}: model_type \"{}\" is not a family xtrain trains (llama, qwen2, qwen3)", source,
+                                 c.family));
   c.vocab_size = integer("vocab_size");
   c.hidden_size = integer("hidden_size");
   c.intermediate_size = integer("intermediate_size");
@@ -68,14 +99,14 @@ model::LlamaConfig llama_config_from_hf(const nlohmann::json& json, const std::s
   c.norm_eps = number("rms_norm_eps", 1e-6);
   c.init_std = number("initializer_range", 0.02);
   c.tie_embeddings = json.value("tie_word_embeddings", false);
-  if (c.num_heads <= 0 || c.hidden_size % c.num_heads != 0 || c.num_kv_heads <= 0 ||
-      c.num_heads % c.num_kv_heads != 0)
+  if (json.contains("head_dim") && !json.at("head_dim").is_null()) c.head_dim_override = integer("head_dim");
+  if (c.num_heads <= 0 || c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 ||
+      (c.head_dim_override <= 0 && c.hidden_size % c.num_heads != 0))
     throw InputError(fmt::format("{}: inconsistent head counts (hidden_size {}, heads {}, kv heads {})",
                                  source, c.hidden_size, c.num_heads, c.num_kv_heads));
-  if (json.contains("head_dim") && json.at("head_dim").is_number_integer() &&
-      json.at("head_dim").get<int64_t>() != c.head_dim())
-    throw InputError(fmt::format("{}: head_dim {} differs from hidden_size/num_attention_heads {}; not supported",
-                                 source, json.at("head_dim").get<int64_t>(), c.head_dim()));
+  if (c.head_dim_override == c.hidden_size / c.num_heads) c.head_dim_override = 0;
+  if (c.family == "qwen2" && json.value("use_sliding_window", false))
+    throw InputError(fmt::format("{}: use_sliding_window is true; xtrain's qwen2 attends to the whole sequence", source));
   return c;
 }
 

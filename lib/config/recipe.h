@@ -16,9 +16,7 @@ struct RunSection {
 };
 
 // The model shape is the model's own config; the recipe only adds which family to build.
-struct ModelSection : model::LlamaConfig {
-  std::string family;
-};
+struct ModelSection : model::LlamaConfig {};
 
 struct DataSection {
   std::string train;  // one source, or a list as YAML flow text (data/source_list.h)

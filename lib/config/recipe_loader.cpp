@@ -164,14 +164,15 @@ class RecipeBuilder {
 
   void check_consistency() {
     const auto& m = recipe_.model;
-    if (m.hidden_size % m.num_heads != 0)
+    if (m.head_dim_override == 0 && m.hidden_size % m.num_heads != 0)
       report(where("model.num_heads"), "model.num_heads",
              fmt::format("{} heads do not divide hidden_size {} (hidden_size must be a multiple of num_heads)",
                          m.num_heads, m.hidden_size));
-    else if ((m.hidden_size / m.num_heads) % 2 != 0)
-      report(where("model.num_heads"), "model.num_heads",
-             fmt::format("head size hidden_size/num_heads = {} must be even for rotary embeddings",
-                         m.hidden_size / m.num_heads));
+    else if (m.head_dim() % 2 != 0)
+      report(where(m.head_dim_override > 0 ? "model.head_dim" : "model.num_heads"),
+             m.head_dim_override > 0 ? "model.head_dim" : "model.num_heads",
+             fmt::format("head size {} = {} must be even for rotary embeddings",
+                         m.head_dim_override > 0 ? "head_dim" : "hidden_size/num_heads", m.head_dim()));
     if (m.num_kv_heads > 0 && m.num_heads % m.num_kv_heads != 0)
       report(where("model.num_kv_heads"), "model.num_kv_heads",
              fmt::format("{} kv heads do not divide num_heads {} (each kv head serves a whole group of query heads)",

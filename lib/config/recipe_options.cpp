@@ -67,7 +67,7 @@ OptionRegistry build_registry() {
   r.add<std::string>("run.dir", FIELD(run.dir), "", "Run folder for checkpoints and metrics; empty means runs/<name>.");
   r.add<int64_t>("run.seed", FIELD(run.seed), 1234, "Seed for weight init and data order.", at_least<int64_t>(0));
 
-  r.add<std::string>("model.family", FIELD(model.family), "llama", "Model family.", one_of({"llama"}));
+  r.add<std::string>("model.family", FIELD(model.family), "llama", "Model family: llama, qwen2 (biases on the q, k and v projections) or qwen3 (RMSNorm on q and k per head).", one_of({"llama", "qwen2", "qwen3"}));
   r.add<int64_t>("model.vocab_size", FIELD(model.vocab_size), 0, "Vocabulary size; 0 means the tokenizer's.", in_range<int64_t>(0, int64_t{1} << 24));
   r.add<int64_t>("model.hidden_size", FIELD(model.hidden_size), 256, "Width of the residual stream.", in_range<int64_t>(1, int64_t{1} << 20));
   r.add<int64_t>("model.num_layers", FIELD(model.num_layers), 4, "Number of transformer blocks.", in_range<int64_t>(1, 4096));
@@ -75,6 +75,7 @@ OptionRegistry build_registry() {
   r.add<int64_t>("model.num_kv_heads", FIELD(model.num_kv_heads), 0, "Key/value heads (grouped-query attention); 0 means num_heads.", in_range<int64_t>(0, 16384));
   r.add<int64_t>("model.intermediate_size", FIELD(model.intermediate_size), 0, "SwiGLU hidden width; 0 means 8/3 x hidden_size rounded up to a multiple of 64.", in_range<int64_t>(0, int64_t{1} << 22));
   r.add<int64_t>("model.max_seq_len", FIELD(model.max_seq_len), 0, "Longest sequence the model supports; 0 means data.seq_len.", at_least<int64_t>(0));
+  r.add<int64_t>("model.head_dim", FIELD(model.head_dim_override), 0, "Size of each attention head; 0 means hidden_size / num_heads.", in_range<int64_t>(0, 4096));
   r.add<double>("model.rope_theta", FIELD(model.rope_theta), 10000.0, "Rotary embedding base.", positive());
   r.add<double>("model.norm_eps", FIELD(model.norm_eps), 1e-5, "RMSNorm epsilon.", positive());
   r.add<bool>("model.tie_embeddings", FIELD(model.tie_embeddings), false, "Share the token embedding with the output projection.");

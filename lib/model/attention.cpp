@@ -37,8 +37,10 @@ torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, c
   const int64_t groups = q.size(1) / k.size(1);
   auto keys = groups == 1 ? k : k.repeat_interleave(groups, /*dim=*/1);
   auto values = groups == 1 ? v : v.repeat_interleave(groups, /*dim=*/1);
-  // Scaling q ([T, D]) instead of the scores ([T, T]) touches seq/head_dim times fewer elements.
-  auto scores = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(q.size(-1)))), keys.transpose(-2, -1));
+  // The scores are scaled after the product, in transformers' eager order: with a head size
+  // whose 1/sqrt is not a power of two (qwen3's head_dim 128 is one), scaling q first rounds
+  // differently. The fused kernels (sdpa, blockwise) are the fast paths.
+  auto scores = torch::matmul(q, keys.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity());
   // Softmax in at least fp32: bf16/fp16 scores lose too much in the exponent sum.
   auto probs = torch::softmax(scores, -1, at::promote_types(scores.scalar_type(), torch::kFloat32))
@@ -113,13 +115,18 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
 
 AttentionImpl::AttentionImpl(const LlamaConfig& config)
     : num_heads_(config.num_heads), num_kv_heads_(config.num_kv_heads), head_dim_(config.head_dim()) {
-  auto linear = [](int64_t in, int64_t out) {
-    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+  auto linear = [](int64_t in, int64_t out, bool bias) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
   };
-  q_proj = register_module("q_proj", linear(config.hidden_size, num_heads_ * head_dim_));
-  k_proj = register_module("k_proj", linear(config.hidden_size, num_kv_heads_ * head_dim_));
-  v_proj = register_module("v_proj", linear(config.hidden_size, num_kv_heads_ * head_dim_));
-  o_proj = register_module("o_proj", linear(num_heads_ * head_dim_, config.hidden_size));
+  const bool bias = config.attention_bias();
+  q_proj = register_module("q_proj", linear(config.hidden_size, num_heads_ * head_dim_, bias));
+  k_proj = register_module("k_proj", linear(config.hidden_size, num_kv_heads_ * head_dim_, bias));
+  v_proj = register_module("v_proj", linear(config.hidden_size, num_kv_heads_ * head_dim_, bias));
+  o_proj = register_module("o_proj", linear(num_heads_ * head_dim_, config.hidden_size, false));
+  if (config.qk_norm()) {
+    q_norm = register_module("q_norm", RMSNorm(head_dim_, config.norm_eps));
+    k_norm = register_module("k_norm", RMSNorm(head_dim_, config.norm_eps));
+  }
 }
 
 namespace {
@@ -139,10 +146,14 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const RotaryTables&
     return t.view({batch, seq, n, head_dim_}).transpose(1, 2);
   };
   const int64_t query_shift = util::numeric_fault().is(util::NumericFaultKind::rope_shift) ? 1 : 0;
-  auto q = apply_rotary(heads(project(q_proj, x), num_heads_), rows_at_positions(rotary.cos, layout, seq, query_shift),
-                        rows_at_positions(rotary.sin, layout, seq, query_shift));
-  auto k = apply_rotary(heads(project(k_proj, x), num_kv_heads_), rows_at_positions(rotary.cos, layout, seq, 0),
-                        rows_at_positions(rotary.sin, layout, seq, 0));
+  auto q = heads(project(q_proj, x), num_heads_), k = heads(project(k_proj, x), num_kv_heads_);
+  if (q_norm) {  // over each head's features, as qwen3 does before the rotation
+    q = q_norm(q);
+    k = k_norm(k);
+  }
+  q = apply_rotary(q, rows_at_positions(rotary.cos, layout, seq, query_shift),
+                   rows_at_positions(rotary.sin, layout, seq, query_shift));
+  k = apply_rotary(k, rows_at_positions(rotary.cos, layout, seq, 0), rows_at_positions(rotary.sin, layout, seq, 0));
   auto v = heads(project(v_proj, x), num_kv_heads_);
   auto attended = kernel ? kernel(q, k, v, layout.cu_seqlens) : causal_attention(q, k, v, layout.cu_seqlens);
   auto out = attended.transpose(1, 2).reshape({batch, seq, num_heads_ * head_dim_});

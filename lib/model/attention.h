@@ -7,6 +7,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "model/llama_config.h"
+#include "model/rms_norm.h"
 #include "model/rotary.h"
 #include "model/sequence_layout.h"
 
@@ -37,6 +38,7 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {});
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qwen3 only
   AttentionKernel kernel;  // empty: causal_attention
 
  private:

@@ -18,7 +18,8 @@ torch::Tensor round_to_fp16(const torch::Tensor& x) {
 
 torch::Tensor project(torch::nn::Linear& layer, const torch::Tensor& x) {
   if (!emulating) return layer(x);
-  return round_to_fp16(torch::nn::functional::linear(round_to_fp16(x), round_to_fp16(layer->weight)));
+  const auto bias = layer->bias.defined() ? round_to_fp16(layer->bias) : torch::Tensor();
+  return round_to_fp16(torch::nn::functional::linear(round_to_fp16(x), round_to_fp16(layer->weight), bias));
 }
 
 }  // namespace xtrain::model

@@ -69,7 +69,9 @@ void LlamaForCausalLMImpl::init_weights() {
   for (auto& item : named_parameters()) {
     const std::string& name = item.key();
     auto& p = item.value();
-    if (p.dim() == 1) {
+    if (p.dim() == 1 && name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {
+      p.zero_();  // projection biases (qwen2)
+    } else if (p.dim() == 1) {
       p.fill_(1.0);  // norm gains
     } else if (name.find("o_proj") != std::string::npos || name.find("down_proj") != std::string::npos) {
       p.normal_(0.0, residual_std);

@@ -1,10 +1,15 @@
-// LlamaConfig: the shape of a Llama-style decoder, independent of recipes and parallelism.
+// LlamaConfig: the shape of a Llama-style decoder, independent of recipes and parallelism, and
+// the family it belongs to. The families differ from Llama in attention only: "qwen2" adds
+// biases to the q, k and v projections; "qwen3" normalises q and k per head (RMSNorm over
+// head_dim, before the rotation) and may set head_dim apart from hidden_size / num_heads.
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace xtrain::model {
 
 struct LlamaConfig {
+  std::string family = "llama";  // llama, qwen2 or qwen3
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_layers = 0;
@@ -16,8 +21,11 @@ struct LlamaConfig {
   double norm_eps = 1e-5;
   bool tie_embeddings = false;
   double init_std = 0.02;
+  int64_t head_dim_override = 0;  // 0: hidden_size / num_heads
 
-  int64_t head_dim() const { return hidden_size / num_heads; }
+  int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden_size / num_heads; }
+  bool attention_bias() const { return family == "qwen2"; }
+  bool qk_norm() const { return family == "qwen3"; }
 };
 
 }  // namespace xtrain::model

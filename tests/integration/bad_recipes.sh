@@ -61,6 +61,16 @@ expect heads_vs_hidden "heads_vs_hidden.yaml:6:3: model.num_heads: 5 heads do no
   hidden_size: 128
   num_heads: 5
 "
+expect unknown_family "unknown_family.yaml:5:11: model.family: must be one of llama, qwen2, qwen3, got 'gpt2'" \
+"${head}model:
+  family: gpt2
+"
+expect odd_head_dim "odd_head_dim.yaml:7:3: model.head_dim: head size head_dim = 7 must be even for rotary embeddings" \
+"${head}model:
+  family: qwen3
+  num_heads: 4
+  head_dim: 7
+"
 expect kv_heads_vs_heads "kv_heads_vs_heads.yaml:6:3: model.num_kv_heads: 3 kv heads do not divide num_heads 8 (each kv head serves a whole group of query heads)" \
 "${head}model:
   num_heads: 8

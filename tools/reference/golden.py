@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Produces golden forward/backward/optimizer outputs for a Llama checkpoint.
+"""Produces golden forward/backward/optimizer outputs for a Llama, Qwen2 or Qwen3 checkpoint.
 
-The model is Hugging Face `transformers.LlamaForCausalLM`, loaded from the
-folder with `from_pretrained` in float32 with eager attention, so the golden
-numbers are those of the library the exported folders are meant for.
+The model is the Hugging Face `transformers` class config.json names (LlamaForCausalLM,
+Qwen2ForCausalLM, Qwen3ForCausalLM), loaded with `from_pretrained` in float32 with eager
+attention, so the golden numbers are those of the library the exported folders are meant for.
 
 Usage:
     golden.py --checkpoint DIR --tokens TOKENS.safetensors --out OUT.safetensors
@@ -63,13 +63,14 @@ def param_groups(model, weight_decay):
 def load_model(directory, dtype=torch.float32):
     """Loads an HF Llama folder; any missing, unexpected or mis-shaped tensor is an
     error, so a comparison never runs against partly initialised weights."""
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     # Loading reports are checked below; the library's own warnings would only repeat them.
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
-    model, info = LlamaForCausalLM.from_pretrained(
+    # The class config.json names: LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM.
+    model, info = AutoModelForCausalLM.from_pretrained(
         directory, dtype=dtype, attn_implementation="eager", output_loading_info=True)
     # Rotary tables are never stored in checkpoints, some older exports carry them anyway.
     unexpected = [k for k in info.get("unexpected_keys", []) if not k.endswith("rotary_emb.inv_freq")]
@@ -77,7 +78,7 @@ def load_model(directory, dtype=torch.float32):
                 "unexpected": sorted(unexpected),
                 "mismatched": sorted(str(m) for m in info.get("mismatched_keys", []))}
     if any(problems.values()):
-        raise KeyError(f"checkpoint {directory} does not match LlamaForCausalLM: {problems}")
+        raise KeyError(f"checkpoint {directory} does not match {type(model).__name__}: {problems}")
     model.train()  # attention_dropout is 0 in exported configs; train() only selects training paths
     return model
 

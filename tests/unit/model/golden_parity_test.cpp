@@ -1,6 +1,7 @@
 // Golden parity with Hugging Face transformers (tools/reference/golden.py): the folder xtrain
-// exports, loaded by transformers.LlamaForCausalLM.from_pretrained, gives the same logits,
-// loss, gradients and torch.optim.AdamW trajectory (with clipping) as xtrain.
+// exports, loaded by transformers' LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM
+// (from_pretrained), gives the same logits, loss, gradients and torch.optim.AdamW trajectory
+// (with clipping) as xtrain.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -19,13 +20,23 @@
 
 using namespace xtrain;
 
-TEST_CASE("logits, loss, gradients and AdamW steps match transformers' LlamaForCausalLM", "[model][golden]") {
+TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qwen2 and Qwen3", "[model][golden]") {
+  // qwen2: biases on q, k and v; qwen3: q and k normalised per head, head_dim 8 set apart from
+  // hidden / heads = 16.
+  const auto [family, head_dim] = GENERATE(std::pair<std::string, int64_t>{"llama", 0},
+                                           std::pair<std::string, int64_t>{"qwen2", 0},
+                                           std::pair<std::string, int64_t>{"qwen3", 8});
   const bool tied = GENERATE(false, true);
-  INFO("tie_embeddings = " << tied);
+  INFO("family = " << family << ", tie_embeddings = " << tied);
   testing::ScratchDir scratch;
   const std::string dir = (scratch.path() / "model").string();
   torch::manual_seed(11);
-  model::LlamaForCausalLM llama(testing::SmallLlama{97, 64, 2, 4, 2, 160, 32, tied}.config());
+  model::LlamaForCausalLM llama(testing::SmallLlama{97, 64, 2, 4, 2, 160, 32, tied, family, head_dim}.config());
+  if (family == "qwen2") {  // zero at init: give them values, so that they are tested
+    torch::NoGradGuard no_grad;
+    for (auto& item : llama->named_parameters())
+      if (item.key().find(".bias") != std::string::npos) item.value().normal_(0.0, 0.1);
+  }
   ckpt::save_hf_folder(dir, llama, 96);
   auto tokens = torch::randint(0, 97, {2, 25}, torch::kInt64);
   const std::string tokens_path = (scratch.path() / "tokens.safetensors").string();
@@ -58,7 +69,11 @@ TEST_CASE("logits, loss, gradients and AdamW steps match transformers' LlamaForC
     grad_error = std::max(grad_error, error);
     ++compared;
   }
-  CHECK(compared == (tied ? 20 : 21));
+  int64_t golden_gradients = 0;
+  for (const auto& [name, tensor] : golden) golden_gradients += name.rfind("grad.", 0) == 0 ? 1 : 0;
+  CHECK(compared == golden_gradients);  // transformers' model has exactly xtrain's parameters
+  const int64_t per_layer = family == "qwen2" ? 3 : family == "qwen3" ? 2 : 0;  // biases, or q/k norms
+  CHECK(compared == (tied ? 20 : 21) + 2 * per_layer);
 
   // The same optimizer trajectory: clip + AdamW with decay only on matrices.
   std::vector<optim::NamedParameter> parameters;
@@ -85,18 +100,24 @@ TEST_CASE("logits, loss, gradients and AdamW steps match transformers' LlamaForC
     CHECK(error < 1e-5);
     weight_error = std::max(weight_error, error);
   }
-  fmt::print("golden parity ({}): worst relative error: logits {:.2e}, loss {:.2e}, gradients {:.2e} ({} tensors), "
+  fmt::print("golden parity ({}, {}): worst relative error: logits {:.2e}, loss {:.2e}, gradients {:.2e} ({} tensors), "
              "AdamW step losses {:.2e}, weights after {} steps {:.2e}\n",
-             tied ? "tied" : "untied", logits_error, loss_error, grad_error, compared, step_loss_error, steps,
+             family, tied ? "tied" : "untied", logits_error, loss_error, grad_error, compared, step_loss_error, steps,
              weight_error);
 }
 
-TEST_CASE("an HF folder written by xtrain loads back into an identical model", "[model][ckpt]") {
+TEST_CASE("an HF folder written by xtrain loads back into an identical model, of each family", "[model][ckpt]") {
+  const auto [family, head_dim] = GENERATE(std::pair<std::string, int64_t>{"llama", 0},
+                                           std::pair<std::string, int64_t>{"qwen2", 0},
+                                           std::pair<std::string, int64_t>{"qwen3", 8});
+  INFO("family = " << family);
   testing::ScratchDir scratch;
   torch::manual_seed(3);
-  model::LlamaForCausalLM llama(testing::SmallLlama{97, 64, 2, 4, 2, 160, 32, false}.config());
+  model::LlamaForCausalLM llama(testing::SmallLlama{97, 64, 2, 4, 2, 160, 32, false, family, head_dim}.config());
   ckpt::save_hf_folder(scratch.path().string(), llama, 96);
   auto loaded = ckpt::load_hf_folder(scratch.path().string());
+  CHECK(loaded->config().family == family);
+  CHECK(loaded->config().head_dim() == (head_dim > 0 ? head_dim : 16));
   auto input = torch::randint(0, 97, {1, 9}, torch::kInt64);
   CHECK(torch::equal(llama(input), loaded(input)));
 }
