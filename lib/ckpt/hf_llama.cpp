@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iterator>
+#include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -156,8 +157,44 @@ model::LlamaForCausalLM load_hf_folder(const std::string& dir) {
     load_model_tensors(model, tensors, dir);
     return model;
   }
+  const std::string index_path = dir + "/model.safetensors.index.json";
+  if (!std::filesystem::exists(weights_path) && std::filesystem::exists(index_path)) {
+    load_model_tensors(model, read_indexed_shards(dir, index_path), index_path);
+    return model;
+  }
   load_model_tensors(model, load_safetensors(weights_path).tensors, weights_path);
   return model;
+}
+
+TensorMap read_indexed_shards(const std::string& dir, const std::string& index_path) {
+  nlohmann::json index;
+  try {
+    index = nlohmann::json::parse(util::read_file(index_path));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: invalid JSON: {}", index_path, e.what()));
+  }
+  if (!index.contains("weight_map") || !index.at("weight_map").is_object())
+    throw InputError(fmt::format("{}: no \"weight_map\" object (tensor name -> file)", index_path));
+  std::map<std::string, std::vector<std::string>> by_file;
+  for (const auto& [name, file] : index.at("weight_map").items()) {
+    const std::string file_name = file.is_string() ? file.get<std::string>() : "";
+    if (file_name.empty() || file_name.find('/') != std::string::npos || file_name == "." || file_name == "..")
+      throw InputError(
+          fmt::format("{}: tensor '{}' maps to {}, not a file name in the folder", index_path, name, file.dump()));
+    by_file[file_name].push_back(name);
+  }
+  TensorMap tensors;
+  for (const auto& [file_name, names] : by_file) {
+    auto shard = load_safetensors(dir + "/" + file_name).tensors;
+    for (const auto& name : names) {
+      auto it = shard.find(name);
+      if (it == shard.end())
+        throw InputError(fmt::format("{}: tensor '{}' is not in {}, where {} puts it", dir + "/" + file_name, name,
+                                     file_name, index_path));
+      tensors[name] = it->second;
+    }
+  }
+  return tensors;
 }
 
 }  // namespace xtrain::ckpt

@@ -1,4 +1,4 @@
-// Hugging Face Llama adapter: config.json <-> LlamaConfig, and model.safetensors <-> the
+// Hugging Face adapter for the llama, qwen2 and qwen3 families: config.json <-> LlamaConfig, and model.safetensors <-> the
 // model's parameters. xtrain's parameter names already are HF's (see model/llama.h) and its
 // rotary layout is HF's rotate_half layout, so tensors map 1:1 with no permutation.
 #pragma once
@@ -23,7 +23,12 @@ void load_model_tensors(model::LlamaForCausalLM& model, const TensorMap& tensors
 
 // A folder with config.json + model.safetensors, as HF's save_pretrained writes it.
 void save_hf_folder(const std::string& dir, model::LlamaForCausalLM& model, int64_t eos_token_id);
-// Loads such a folder, or a sharded training checkpoint (config.json + shard-*.safetensors).
+// Loads such a folder, one whose weights save_pretrained split over several files
+// (model.safetensors.index.json), or a sharded training checkpoint (config.json +
+// shard-*.safetensors).
 model::LlamaForCausalLM load_hf_folder(const std::string& dir);
+// The tensors of a model.safetensors.index.json's files, by its weight_map; a file name that
+// leaves the folder, or a tensor missing from its file, is an InputError.
+TensorMap read_indexed_shards(const std::string& dir, const std::string& index_path);
 
 }  // namespace xtrain::ckpt
