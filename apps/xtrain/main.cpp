@@ -300,7 +300,10 @@ int main(int argc, char** argv) {
     if (*generate_cmd) return run_generate(checkpoint_dir, prompt, generate_options);
     if (*export_cmd) {
       const auto check = ckpt::verify_checkpoint(checkpoint_dir);
-      const int64_t tensors = ckpt::export_hf_folder(checkpoint_dir, export_out);
+      std::vector<ckpt::ExtraFile> tokenizer_files;
+      for (const auto& file : data::hf_tokenizer_files(checkpoint_tokenizer(checkpoint_dir)))
+        tokenizer_files.push_back({file.source, file.name});
+      const int64_t tensors = ckpt::export_hf_folder(checkpoint_dir, export_out, tokenizer_files);
       fmt::print("exported {} tensors from {} ({}) to {}\n", tensors, checkpoint_dir, check.summary(), export_out);
       return 0;
     }

@@ -1,19 +1,15 @@
-// Hugging Face adapter for the llama, qwen2 and qwen3 families: config.json <-> LlamaConfig, and model.safetensors <-> the
-// model's parameters. xtrain's parameter names already are HF's (see model/llama.h) and its
-// rotary layout is HF's rotate_half layout, so tensors map 1:1 with no permutation.
+// Hugging Face adapter for the llama, qwen2 and qwen3 families: model.safetensors <-> the
+// model's parameters (config.json is ckpt/hf_config.h). xtrain's parameter names already are
+// HF's (see model/llama.h) and its rotary layout is HF's rotate_half layout, so tensors map 1:1
+// with no permutation.
 #pragma once
 #include <string>
 
-#include <nlohmann/json.hpp>
-
+#include "ckpt/hf_config.h"
 #include "ckpt/safetensors.h"
 #include "model/llama.h"
 
 namespace xtrain::ckpt {
-
-nlohmann::json hf_config(const model::LlamaConfig& config, int64_t eos_token_id);
-// Reads HF fields; a missing or mistyped field is an InputError naming source and field.
-model::LlamaConfig llama_config_from_hf(const nlohmann::json& config, const std::string& source);
 
 // The parameters under their HF names (shared storage, not copies).
 TensorMap model_tensors(model::LlamaForCausalLM& model);
@@ -27,6 +23,9 @@ void save_hf_folder(const std::string& dir, model::LlamaForCausalLM& model, int6
 // (model.safetensors.index.json), or a sharded training checkpoint (config.json +
 // shard-*.safetensors).
 model::LlamaForCausalLM load_hf_folder(const std::string& dir);
+// The weights of such a folder into a model already built to its config.json (strict, as
+// load_model_tensors). Returns the number of tensors read.
+int64_t load_hf_weights(model::LlamaForCausalLM& model, const std::string& dir);
 // The tensors of a model.safetensors.index.json's files, by its weight_map; a file name that
 // leaves the folder, or a tensor missing from its file, is an InputError.
 TensorMap read_indexed_shards(const std::string& dir, const std::string& index_path);

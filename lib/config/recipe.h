@@ -15,8 +15,10 @@ struct RunSection {
   int64_t seed = 0;
 };
 
-// The model shape is the model's own config; the recipe only adds which family to build.
-struct ModelSection : model::LlamaConfig {};
+// The model shape is the model's own config; the recipe adds where its first weights come from.
+struct ModelSection : model::LlamaConfig {
+  std::string init_from;  // "" (run.seed's random init) or hf:DIR
+};
 
 struct DataSection {
   std::string train;  // one source, or a list as YAML flow text (data/source_list.h)
@@ -40,6 +42,7 @@ struct TrainSection {
   int64_t log_every = 0;
   int64_t eval_every = 0;
   int64_t eval_batches = 0;
+  bool eval_at_start = false;
   int64_t threads = 0;
   int64_t max_skipped_steps = 0;
   std::string spike;  // off | skip | rollback

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "ckpt/hf_config.h"
 #include "config/option_registry.h"
 #include "data/text_source.h"
 #include "data/tokenizer.h"
@@ -148,7 +149,55 @@ class RecipeBuilder {
     return it == set_at_.end() ? file_ : it->second;
   }
 
+  // model.init_from hf:DIR: the model's shape from DIR/config.json and, unless the recipe names
+  // one, the tokenizer from DIR. A shape key the recipe sets as well must agree. A checkpoint's
+  // copy of the recipe (check_files off) is resolved already, and the folder may be gone.
+  void resolve_init_from() {
+    const std::string& spec = recipe_.model.init_from;
+    if (spec.empty() || !options_.check_files) return;
+    const std::string dir = spec.substr(3);
+    model::LlamaConfig hf;
+    try {
+      hf = ckpt::llama_config_from_hf(ckpt::read_hf_config(dir), dir + "/config.json");
+    } catch (const InputError& e) {
+      report(where("model.init_from"), "model.init_from", e.what());
+      return;
+    }
+    auto& m = recipe_.model;
+    const int64_t kv_heads = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;  // as the recipe means them
+    const int64_t head_dim = m.head_dim_override == 0 ? m.hidden_size / m.num_heads : m.head_dim_override;
+    take_from_hf(dir, "model.family", m.family, hf.family);
+    take_from_hf(dir, "model.vocab_size", m.vocab_size, hf.vocab_size);
+    take_from_hf(dir, "model.hidden_size", m.hidden_size, hf.hidden_size);
+    take_from_hf(dir, "model.num_layers", m.num_layers, hf.num_layers);
+    take_from_hf(dir, "model.num_heads", m.num_heads, hf.num_heads);
+    take_from_hf(dir, "model.intermediate_size", m.intermediate_size, hf.intermediate_size);
+    take_from_hf(dir, "model.max_seq_len", m.max_seq_len, hf.max_seq_len);
+    take_from_hf(dir, "model.rope_theta", m.rope_theta, hf.rope_theta);
+    take_from_hf(dir, "model.norm_eps", m.norm_eps, hf.norm_eps);
+    take_from_hf(dir, "model.tie_embeddings", m.tie_embeddings, hf.tie_embeddings);
+    take_from_hf(dir, "model.init_std", m.init_std, hf.init_std);
+    int64_t given_kv_heads = kv_heads, given_head_dim = head_dim;
+    take_from_hf(dir, "model.num_kv_heads", given_kv_heads, hf.num_kv_heads);
+    take_from_hf(dir, "model.head_dim", given_head_dim, hf.head_dim());
+    m.num_kv_heads = hf.num_kv_heads;
+    m.head_dim_override = hf.head_dim_override;
+    if (!set_at_.count("data.tokenizer") && std::filesystem::is_regular_file(dir + "/tokenizer.json"))
+      recipe_.data.tokenizer = "hf:" + dir;
+  }
+
+  template <typename T>
+  void take_from_hf(const std::string& dir, const std::string& path, T& field, const T& value) {
+    if (set_at_.count(path) && field != value)
+      report(where(path), path,
+             fmt::format("{}, but {}/config.json says {}; leave it out of the recipe (model.init_from takes the "
+                         "model's shape from config.json)",
+                         field, dir, value));
+    field = value;
+  }
+
   void resolve_derived() {
+    resolve_init_from();
     auto& m = recipe_.model;
     if (recipe_.run.dir.empty()) recipe_.run.dir = "runs/" + recipe_.name;
     if (m.num_kv_heads == 0) m.num_kv_heads = m.num_heads;

@@ -55,6 +55,13 @@ Check<std::string> signal_list() {
   return [](const std::string& value) { return util::check_signal_list(value); };
 }
 
+Check<std::string> init_source() {
+  return [](const std::string& value) -> std::optional<std::string> {
+    if (value.empty() || (value.rfind("hf:", 0) == 0 && value.size() > 3)) return std::nullopt;
+    return fmt::format("expected hf:DIR (a Hugging Face model folder) or nothing, got '{}'", value);
+  };
+}
+
 Check<std::string> chat_template() {
   return [](const std::string& value) { return data::check_chat_template(value); };
 }
@@ -80,6 +87,7 @@ OptionRegistry build_registry() {
   r.add<double>("model.norm_eps", FIELD(model.norm_eps), 1e-5, "RMSNorm epsilon.", positive());
   r.add<bool>("model.tie_embeddings", FIELD(model.tie_embeddings), false, "Share the token embedding with the output projection.");
   r.add<double>("model.init_std", FIELD(model.init_std), 0.02, "Std of the normal weight init (output projections of each block use init_std/sqrt(2*num_layers)).", positive());
+  r.add<std::string>("model.init_from", FIELD(model.init_from), "", "Initial weights: empty for a random init from run.seed, or hf:DIR, a Hugging Face folder (config.json with model.safetensors, or its shards and model.safetensors.index.json). The model's shape comes from config.json, and the tokenizer from DIR/tokenizer.json unless data.tokenizer is set; a resumed run reads its checkpoint instead. See Starting from a Hugging Face model.", init_source());
 
   r.add_sources("data.train", FIELD(data.train), "builtin:demo", "Training data: builtin:demo, a text file, a folder of text files, a .jsonl file (records with \"text\", or chat \"messages\"), megatron:PREFIX (an indexed dataset), or a blend [{path: SOURCE, weight: W}, ...]; see Data.", not_empty());
   r.add_sources("data.eval", FIELD(data.eval), "", "Evaluation data, same forms as data.train; empty means none.");
@@ -98,6 +106,7 @@ OptionRegistry build_registry() {
   r.add<int64_t>("train.log_every", FIELD(train.log_every), 10, "Print a progress line every N steps.", at_least<int64_t>(1));
   r.add<int64_t>("train.eval_every", FIELD(train.eval_every), 0, "Evaluate on data.eval every N steps; 0 means only at the end (if data.eval is set).", at_least<int64_t>(0));
   r.add<int64_t>("train.eval_batches", FIELD(train.eval_batches), 16, "Micro batches per evaluation; 0 means the whole eval set.", at_least<int64_t>(0));
+  r.add<bool>("train.eval_at_start", FIELD(train.eval_at_start), false, "Also evaluate on data.eval before the first step of a fresh run: the loss of the initial (or imported) weights.");
   r.add<std::string>("train.device", FIELD(train.device), "auto", "Where to train: cpu, cuda (the GPU LOCAL_RANK names; an error without one), or auto (cuda when a device is there and CUDA was compiled in, else cpu).", one_of({"auto", "cpu", "cuda"}));
   r.add<std::string>("train.omp_wait_policy", FIELD(train.omp_wait_policy), "auto", "How idle OpenMP threads wait: passive (sleep at once), active (spin), or auto/default (libgomp's default, as in PyTorch: spin briefly, then sleep). OMP_WAIT_POLICY in the environment overrides it.", one_of({"auto", "default", "passive", "active"}));
   r.add<int64_t>("train.threads", FIELD(train.threads), 0, "Intra-op CPU threads; 0 means the cores divided among the ranks on this machine (or OMP_NUM_THREADS when set). At most 4 x the machine's cores.", thread_count());

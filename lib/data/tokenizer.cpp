@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
+
 #include "data/byte_tokenizer.h"
 #include "data/hf_bpe_tokenizer.h"
 #include "data/sentencepiece_tokenizer.h"
@@ -56,5 +58,17 @@ std::optional<std::string> check_tokenizer_spec(const std::string& spec) {
 }
 
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec) { return construct(spec); }
+
+std::vector<TokenizerFile> hf_tokenizer_files(const std::string& spec) {
+  namespace fs = std::filesystem;
+  if (starts_with(spec, "sentencepiece:")) return {{spec.substr(14), "tokenizer.model"}};
+  if (!starts_with(spec, "hf:")) return {};
+  const fs::path path = spec.substr(3);
+  const fs::path json = fs::is_directory(path) ? path / "tokenizer.json" : path;
+  std::vector<TokenizerFile> files = {{json.string(), "tokenizer.json"}};
+  for (const char* name : {"tokenizer_config.json", "special_tokens_map.json"})
+    if (fs::is_regular_file(json.parent_path() / name)) files.push_back({(json.parent_path() / name).string(), name});
+  return files;
+}
 
 }  // namespace xtrain::data

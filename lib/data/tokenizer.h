@@ -34,4 +34,14 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
 // It loads the tokenizer, so a malformed file is reported here.
 std::optional<std::string> check_tokenizer_spec(const std::string& spec);
 
+// The files a Hugging Face folder needs to load this tokenizer with AutoTokenizer: the source
+// path and the name it takes in the folder. hf:PATH gives tokenizer.json and, where they lie
+// beside it, tokenizer_config.json and special_tokens_map.json; sentencepiece:MODEL gives
+// tokenizer.model; byte and tiktoken have no file transformers reads.
+struct TokenizerFile {
+  std::string source;
+  std::string name;
+};
+std::vector<TokenizerFile> hf_tokenizer_files(const std::string& spec);
+
 }  // namespace xtrain::data

@@ -8,5 +8,8 @@ namespace xtrain::train {
 model::LlamaConfig llama_config(const config::ModelSection& model);
 // Seeds the default generator with run.seed first, so the init is reproducible.
 model::LlamaForCausalLM build_model(const config::Recipe& recipe);
+// model.init_from (hf:DIR) into a model built from the recipe, whose shape the recipe loader
+// took from DIR/config.json. Returns the number of tensors read.
+int64_t import_initial_weights(model::LlamaForCausalLM& model, const std::string& init_from);
 
 }  // namespace xtrain::train

@@ -260,7 +260,16 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
   const auto device = util::choose_device(t.device, world.local_rank);
   progress.device = device;
   const auto backend = comm_backend(recipe.dist.backend, device);
+  ckpt::CheckpointStore store(recipe.run.dir, recipe.checkpoint.keep);
+  const auto resume = checkpoint_to_resume(recipe, store, chief);
   auto model = build_model(recipe);  // the same seed on every rank: the same initial weights
+  if (!recipe.model.init_from.empty() && !resume) {
+    const auto started = Clock::now();
+    const int64_t tensors = import_initial_weights(model, recipe.model.init_from);
+    if (chief)
+      fmt::print("model: {} tensors from {} ({:.2f} s)\n", tensors, recipe.model.init_from,
+                 std::chrono::duration<double>(Clock::now() - started).count());
+  }
   check_numeric_fault_parameter(named_parameters(model));
   const int64_t total_parameters = model->num_parameters();  // before sharding leaves each rank a piece
   model->to(device);  // initialised on the CPU, so every device starts from the same weights
@@ -291,7 +300,6 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
                          {recipe.optim.betas[0], recipe.optim.betas[1], recipe.optim.eps, recipe.optim.weight_decay});
   std::vector<torch::Tensor> parameters;  // what the optimizer updates: whole tensors, or this rank's pieces
   for (const auto& p : optimized) parameters.push_back(p.tensor);
-  ckpt::CheckpointStore store(recipe.run.dir, recipe.checkpoint.keep);
   std::optional<optim::DynamicLossScaler> loss_scaler;
   if (recipe.train.dtype == "fp16") {
     optim::LossScalerOptions scaling;
@@ -342,7 +350,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     }
   };
   std::vector<std::string> resume_notices;
-  if (auto resume = checkpoint_to_resume(recipe, store, chief)) {
+  if (resume) {
     const std::string& resume_dir = resume->dir;
     ckpt::CheckpointReader checkpoint(resume_dir);
     check_model_unchanged(recipe, checkpoint.recipe_yaml, resume_dir);
@@ -536,6 +544,7 @@ int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunPr
     mesh.group("world")->barrier();
     return 0;
   }
+  if (t.eval_at_start && step == 0) run_eval(0);
   const int64_t first_step = step + 1;
   // A background thread reads this rank's micro batches ahead of the steps that train on them.
   const data::BatchSchedule batch_schedule(

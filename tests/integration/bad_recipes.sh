@@ -101,6 +101,18 @@ all_at_once.yaml:7:10: train.dtype: must be one of fp32, bf16, fp16, got 'fp8'
 train:
   dtype: fp8
 " --set optim.warmup_steps=-1
+expect init_from_missing "init_from_missing.yaml:5:3: model.init_from: hf_missing/config.json: not found; a Hugging Face model folder holds config.json and model.safetensors (or model.safetensors.index.json and its files)" \
+"${head}model:
+  init_from: hf:hf_missing
+"
+mkdir -p hf_rope
+printf '%s' '{"model_type": "llama", "vocab_size": 300, "hidden_size": 64, "intermediate_size": 128,
+  "num_hidden_layers": 1, "num_attention_heads": 4, "max_position_embeddings": 256,
+  "rope_scaling": {"rope_type": "llama3", "factor": 32.0}}' > hf_rope/config.json
+expect init_from_rope_scaling "init_from_rope_scaling.yaml:5:3: model.init_from: hf_rope/config.json: rope_scaling {\"factor\":32.0,\"rope_type\":\"llama3\"} is set; xtrain's rotary embedding is unscaled (a model trained with scaling would compute other logits here)" \
+"${head}model:
+  init_from: hf:hf_rope
+"
 expect yaml_syntax "yaml_syntax.yaml:6:1: invalid YAML: end of sequence flow not found" \
 "${head}model:
   hidden_size: [128

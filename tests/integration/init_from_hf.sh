@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# model.init_from: hf:DIR against transformers. A random Qwen3 that save_pretrained split over
+# several files (with its index) and a trained tokenizer.json: xtrain takes the shape and the
+# tokenizer from the folder, and its eval loss before the first step is transformers' within
+# 1e-5. Fine-tuned under FSDP 2, the export loads back in transformers (AutoTokenizer and
+# AutoModelForCausalLM), whose eval loss is xtrain's final one within 1e-5. A resumed run reads
+# its checkpoint, not the folder. Fails when the Python ($XTRAIN_PYTHON, else
+# .venv/bin/python3) has no transformers.
+set -euo pipefail
+xtrain=$1
+srcdir=$2
+source "$srcdir/tests/integration/lib/distributed.sh"
+python=${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export TMPDIR=$work
+
+"$python" "$srcdir/tools/data/make_tokenizer_text.py" --size 60000 > "$work/text.txt"
+"$python" "$srcdir/tools/data/train_hf_bpe.py" "$work/text.txt" "$work/tokenizers" > /dev/null
+"$python" "$srcdir/tools/reference/hf_folder.py" make --family qwen3 --tokenizer "$work/tokenizers/qwen2.json" \
+  --out "$work/qwen3"
+shards=$(ls "$work/qwen3" | grep -c '^model-.*-of-.*\.safetensors$' || true)
+[[ -f $work/qwen3/model.safetensors.index.json && $shards -ge 2 ]] || {
+  ls "$work/qwen3"
+  exit 1
+}
+# Documents of 400 characters, as JSONL records: 3/4 to train on, 1/4 to evaluate.
+"$python" - "$work" <<'PY'
+import json, sys
+work = sys.argv[1]
+text = open(f"{work}/text.txt", encoding="utf-8").read()
+docs = [text[i:i + 400] for i in range(0, len(text), 400)]
+cut = len(docs) * 3 // 4
+for name, part in (("train", docs[:cut]), ("eval", docs[cut:])):
+    with open(f"{work}/{name}.jsonl", "w", encoding="utf-8") as f:
+        for doc in part:
+            f.write(json.dumps({"text": doc}, ensure_ascii=False) + "\n")
+PY
+
+cat > "$work/recipe.yaml" <<YAML
+name: init-from-hf
+model:
+  init_from: hf:$work/qwen3
+data:
+  train: $work/train.jsonl
+  eval: $work/eval.jsonl
+  seq_len: 32
+train:
+  steps: 4
+  global_batch_size: 8
+  micro_batch_size: 4
+  eval_batches: 0
+  eval_at_start: true
+  threads: 1
+optim:
+  lr: 1.0e-3
+  warmup_steps: 0
+checkpoint:
+  every: 2
+YAML
+# The shape and the tokenizer come from the folder.
+"$xtrain" validate "$work/recipe.yaml" > "$work/resolved.yaml"
+for line in "family: qwen3" "head_dim: 8" "num_kv_heads: 2" "max_seq_len: 128" "norm_eps: 1e-06" \
+  "tokenizer: hf:$work/qwen3"; do
+  grep -q "^  $line\$" "$work/resolved.yaml" || { echo "resolved recipe lacks '$line'"; cat "$work/resolved.yaml"; exit 1; }
+done
+
+train fsdp2 2 --stop-at-step 2
+grep -q "model: .* tensors from hf:$work/qwen3" "$work/fsdp2.log"
+# Resumed: the checkpoint's weights, not the folder's again.
+train fsdp2 2
+grep -q "resumed from .*step-2 at step 2" "$work/fsdp2.log"
+if grep -q "tensors from hf:" "$work/fsdp2.log"; then echo "the resumed run read the folder again"; exit 1; fi
+"$xtrain" export "$work/fsdp2/checkpoints/latest" "$work/export" > /dev/null
+ls "$work/export"/{config.json,generation_config.json,model.safetensors,tokenizer.json,tokenizer_config.json} > /dev/null
+
+read -r start_reference _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss --model "$work/qwen3" \
+  --data "$work/eval.jsonl" --seq-len 32)
+read -r end_reference _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss --model "$work/export" \
+  --data "$work/eval.jsonl" --seq-len 32)
+"$python" - "$work/fsdp2/metrics.jsonl" "$start_reference" "$end_reference" <<'PY'
+import json, sys
+records = [json.loads(line) for line in open(sys.argv[1])]
+evals = {r["step"]: r["eval_loss"] for r in records if "eval_loss" in r}
+start, end = float(sys.argv[2]), float(sys.argv[3])
+first, last = evals[0], evals[max(evals)]
+print(f"init_from hf: eval loss at step 0 {first:.8f} vs transformers {start:.8f} (difference {abs(first - start):.2e}); "
+      f"after {max(evals)} FSDP 2 steps {last:.8f} vs transformers on the export {end:.8f} "
+      f"(difference {abs(last - end):.2e})")
+assert abs(first - start) <= 1e-5 and abs(last - end) <= 1e-5
+assert last < first - 1e-3, "fine-tuning did not lower the eval loss"
+PY
+
+# A shape the recipe sets must agree with config.json.
+set +e
+"$xtrain" validate "$work/recipe.yaml" --set model.hidden_size=128 > /dev/null 2> "$work/error.txt"
+status=$?
+set -e
+[[ $status == 2 ]] && grep -q "model.hidden_size: 128, but $work/qwen3/config.json says 64" "$work/error.txt" || {
+  echo "status $status"
+  cat "$work/error.txt"
+  exit 1
+}
