@@ -231,8 +231,6 @@ void FullyShardedModel::end_micro_batch() {
   for (auto* unit : units()) unit->finish_reduce();
   if (!last_micro_batch_) return;
   head_->reshard();
-  const double inverse = 1.0 / static_cast<double>(mesh_.data_size());
-  for (auto* unit : units()) unit->shard_grad().mul_(inverse);
 }
 
 void FullyShardedModel::zero_grad() {

@@ -15,7 +15,8 @@
 //
 // Per micro batch: begin_micro_batch(last) before forward, end_micro_batch() after backward.
 // The optimizer works on parameters(): this rank's pieces of every parameter, whose gradients
-// hold the data-parallel mean after the last micro batch.
+// hold the sum over the data-parallel ranks after the last micro batch. A mean is the caller's
+// to weigh: the trainer weighs each micro batch's loss by its share of the global batch.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -45,6 +45,7 @@
 #include "train/non_finite_guard.h"
 #include "train/spike_detector.h"
 #include "train/resume_changes.h"
+#include "train/schedule.h"
 #include "train/stop_signal.h"
 #include "train/training_loss.h"
 #include "util/blas_probe.h"
@@ -209,7 +210,768 @@ struct RunProgress {
   torch::Device device = torch::kCPU;
 };
 
-int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunProgress& progress);
+// What one optimizer step did: for the log line, metrics.jsonl and the decisions after it.
+struct StepOutcome {
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();
+  double loss_scale = 1.0;
+  double seconds = 0;
+  double data_wait = 0;
+  double comm_wait = 0;
+  bool skipped = false;
+  std::optional<Spike> spike;
+  RankSpread busy;
+  std::map<std::string, double> aux_losses;  // per target, over the global batch
+};
+
+// One training process from its recipe to its exit code: set-up (data, model, mesh, sharding,
+// optimizer, resume), then train_step after train_step, each followed by logging, the checks
+// that stop a diverging run, checkpoints and evaluation.
+class TrainingRun {
+ public:
+  TrainingRun(const config::Recipe& recipe, const TrainOptions& options, RunProgress& progress);
+  int run();
+
+ private:
+  void check_layout();
+  void load_data();
+  void build_model();
+  void shard_model();
+  void resume();
+  void open_outputs();
+  void print_summary() const;
+
+  StepOutcome train_step();
+  void zero_grad();
+  MicroBatchLosses forward_backward(const data::MicroBatch& batch, int64_t index, int64_t count);
+  void update(StepOutcome& outcome);
+  void log_step(const StepOutcome& outcome);
+  void stop_if_diverging(const StepOutcome& outcome) const;
+  bool handle_spike(const Spike& spike);
+  std::optional<int> checkpoint_evaluate_or_stop();
+  int finish();
+
+  void load_checkpoint_state(const ckpt::CheckpointReader& checkpoint, const std::string& dir);
+  void check_resumed_schedule(const std::string& dir) const;
+  void save(int64_t at_step);
+  nlohmann::json trainer_state(int64_t at_step) const;
+  void check_finite_weights(int64_t at_step);
+  void run_eval(int64_t at_step);
+  void start_loader(int64_t from_step, int64_t from_position);
+  bool roll_back(const Spike& spike);
+  double sum_over_ranks(double value);
+  std::pair<double, RankSpread> sum_and_spread(double summed, double per_rank);
+  int64_t state_bytes() const;
+  double device_mib() const { return static_cast<double>(util::peak_device_memory_bytes(device_)) / (1 << 20); }
+
+  const config::Recipe& recipe_;
+  const config::TrainSection& t_;
+  const TrainOptions& options_;
+  RunProgress& progress_;
+  const parallel::World world_;
+  const bool chief_;
+  parallel::ParallelDegrees degrees_;
+  int64_t data_ranks_ = 1;
+  std::optional<Fault> fault_;
+  std::optional<Fault> injected_spike_;  // its own copy: consumed when it fires, while a save reads fault_
+
+  std::unique_ptr<data::Tokenizer> tokenizer_;
+  std::unique_ptr<data::SampleDataset> train_data_;
+  std::unique_ptr<data::SampleDataset> eval_data_;
+  torch::Device device_ = torch::kCPU;
+  std::unique_ptr<ckpt::CheckpointStore> store_;
+  std::optional<ResumeFrom> resume_from_;
+  model::LlamaForCausalLM model_{nullptr};
+  int64_t total_parameters_ = 0;
+  std::shared_ptr<memory::ActivationOffloader> offloader_;
+  int64_t loss_chunk_ = 0;
+  std::optional<parallel::DeviceMesh> mesh_;
+  std::unique_ptr<parallel::Watchdog> watchdog_;
+  torch::TensorOptions scalar_options_;  // where the backend sums scalars (loss, counts, flags)
+  std::unique_ptr<parallel::FullyShardedModel> sharded_;
+  std::vector<optim::NamedParameter> optimized_;  // whole tensors, or this rank's pieces
+  std::vector<int64_t> piece_begin_;               // first element of each optimized tensor in its parameter
+  std::vector<std::vector<int64_t>> piece_shape_;  // and that parameter's whole shape
+  std::vector<torch::Tensor> parameters_;          // optimized_'s tensors
+  std::unique_ptr<optim::AdamW> optimizer_;
+  std::optional<optim::DynamicLossScaler> loss_scaler_;
+  std::unique_ptr<Schedule> schedule_;
+
+  int64_t step_ = 0;
+  int64_t samples_consumed_ = 0;
+  nlohmann::json saved_schedule_;  // the data schedule of the checkpoint's run
+  nlohmann::json data_schedule_;
+  std::vector<std::string> resume_notices_;
+  std::optional<MetricsLog> metrics_;
+  std::string recipe_yaml_;
+  int64_t accumulation_ = 1;
+  int64_t tokens_per_step_ = 0;
+  int64_t last_step_ = 0;
+  optim::LrSchedule lr_schedule_;
+  std::unique_ptr<CheckpointWriter> checkpoints_;
+  std::unique_ptr<data::BatchSchedule> batch_schedule_;
+  std::optional<data::BatchLoader> loader_;  // restarted after a rollback, from the data after the spike
+
+  // The step being computed: its targets over all ranks, the divisor of its loss, a spike fault's factor.
+  double step_targets_ = 0;
+  double step_divisor_ = 0;
+  double injected_loss_factor_ = 1.0;
+
+  NonFiniteGuard non_finite_;
+  SpikeDetector spikes_;
+  int64_t spikes_in_a_row_ = 0, rollbacks_to_latest_ = 0;
+  int64_t steps_run_ = 0;  // in this process, rollbacks included
+  double data_wait_total_ = 0;
+  double imbalance_sum_ = 0;  // over steps: the slowest rank's busy time over the mean
+  double interval_seconds_ = 0, session_seconds_ = 0;
+  int64_t interval_steps_ = 0;
+  int64_t peak_state_bytes_ = 0;
+};
+
+TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& options, RunProgress& progress)
+    : recipe_(recipe), t_(recipe.train), options_(options), progress_(progress), world_(parallel::discover_world()),
+      chief_(world_.rank == 0),
+      lr_schedule_{recipe.optim.lr, recipe.optim.min_lr, recipe.optim.warmup_steps, recipe.train.steps,
+                   recipe.optim.schedule},
+      non_finite_(recipe.train.max_skipped_steps), spikes_(recipe.train.spike_window, recipe.train.spike_zscore) {
+  apply_threads(recipe_, world_.local_size);
+  check_layout();
+  fault_ = planned_fault(world_.rank, world_.restart_count);
+  util::numeric_fault();  // a malformed XTRAIN_NUMERIC_FAULT fails here, before any work
+  injected_spike_ = fault_;
+  // Everything that can fail on bad input happens before the run folder is created.
+  load_data();
+  device_ = util::choose_device(t_.device, world_.local_rank);
+  progress_.device = device_;
+  const auto backend = comm_backend(recipe_.dist.backend, device_);
+  store_ = std::make_unique<ckpt::CheckpointStore>(recipe_.run.dir, recipe_.checkpoint.keep);
+  resume_from_ = checkpoint_to_resume(recipe_, *store_, chief_);
+  build_model();
+  mesh_ = parallel::build_mesh(world_, degrees_, recipe_.dist.timeout_s, backend, recipe_.dist.init_timeout_s);
+  watchdog_ = std::make_unique<parallel::Watchdog>(mesh_->process_groups(), world_, recipe_.dist.watchdog_s);
+  scalar_options_ = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
+  shard_model();
+  if (t_.dtype == "fp16") {
+    optim::LossScalerOptions scaling;
+    scaling.initial_scale = recipe_.precision.loss_scale_initial;
+    scaling.growth_interval = recipe_.precision.loss_scale_growth_interval;
+    loss_scaler_.emplace(scaling);
+  }
+  schedule_ = make_schedule(degrees_.pp);
+  data_schedule_ = {{"global_batch_size", t_.global_batch_size},
+                    {"balance_window", recipe_.data.balance_window},
+                    {"pack", recipe_.data.pack}};
+  if (resume_from_) resume();
+  open_outputs();
+  print_summary();
+}
+
+void TrainingRun::check_layout() {
+  degrees_ = parallel::resolve_degrees(
+      {recipe_.parallel.dp, recipe_.parallel.fsdp, recipe_.parallel.tp, recipe_.parallel.pp, recipe_.parallel.ep},
+      world_.size);
+  data_ranks_ = degrees_.dp * degrees_.fsdp;
+  if (t_.global_batch_size % (data_ranks_ * t_.micro_batch_size) != 0)
+    throw InputError(fmt::format(
+        "train.global_batch_size ({}) must be a multiple of train.micro_batch_size ({}) x data-parallel ranks ({}) "
+        "= {}; the global batch does not depend on the number of ranks",
+        t_.global_batch_size, t_.micro_batch_size, data_ranks_, t_.micro_batch_size * data_ranks_));
+  if (options_.stop_at_step < 0 || options_.stop_at_step > t_.steps)
+    throw InputError(
+        fmt::format("--stop-at-step {} is outside 1..train.steps ({})", options_.stop_at_step, t_.steps));
+  accumulation_ = t_.global_batch_size / data_ranks_ / t_.micro_batch_size;
+  tokens_per_step_ = t_.global_batch_size * recipe_.data.seq_len;
+  last_step_ = options_.stop_at_step > 0 ? options_.stop_at_step : t_.steps;
+}
+
+void TrainingRun::load_data() {
+  tokenizer_ = data::make_tokenizer(recipe_.data.tokenizer);
+  train_data_ = load_recipe_dataset("data.train", recipe_.data.train, *tokenizer_, recipe_, recipe_.data.shuffle);
+  if (!recipe_.data.eval.empty())
+    eval_data_ = load_recipe_dataset("data.eval", recipe_.data.eval, *tokenizer_, recipe_, false);
+}
+
+void TrainingRun::build_model() {
+  model_ = train::build_model(recipe_);  // the same seed on every rank: the same initial weights
+  if (!recipe_.model.init_from.empty() && !resume_from_) {
+    const auto started = Clock::now();
+    const int64_t tensors = import_initial_weights(model_, recipe_.model.init_from);
+    if (chief_)
+      fmt::print("model: {} tensors from {} ({:.2f} s)\n", tensors, recipe_.model.init_from,
+                 std::chrono::duration<double>(Clock::now() - started).count());
+  }
+  check_numeric_fault_parameter(named_parameters(model_));
+  total_parameters_ = model_->num_parameters();  // before sharding leaves each rank a piece
+  model_->to(device_);  // initialised on the CPU, so every device starts from the same weights
+  offloader_ = memory::apply_memory_policy(model_, memory_options(recipe_, device_));
+  loss_chunk_ = loss_chunk_tokens(recipe_);
+}
+
+void TrainingRun::shard_model() {
+  if (world_.distributed()) {
+    sharded_ = std::make_unique<parallel::FullyShardedModel>(model_, *mesh_, recipe_.parallel.reshard_after_forward);
+    for (auto* piece : sharded_->parameters()) {
+      optimized_.push_back({piece->name, piece->local, piece->shape.size() >= 2});
+      piece_begin_.push_back(piece->begin);
+      piece_shape_.push_back(piece->shape);
+    }
+  } else {
+    optimized_ = named_parameters(model_);
+    piece_begin_.assign(optimized_.size(), 0);
+    for (const auto& p : optimized_) piece_shape_.push_back(p.tensor.sizes().vec());
+  }
+  optimizer_ = std::make_unique<optim::AdamW>(
+      optimized_, optim::AdamWOptions{recipe_.optim.betas[0], recipe_.optim.betas[1], recipe_.optim.eps,
+                                      recipe_.optim.weight_decay});
+  for (const auto& p : optimized_) parameters_.push_back(p.tensor);
+}
+
+void TrainingRun::resume() {
+  const std::string& dir = resume_from_->dir;
+  ckpt::CheckpointReader checkpoint(dir);
+  check_model_unchanged(recipe_, checkpoint.recipe_yaml, dir);
+  load_checkpoint_state(checkpoint, dir);
+  check_resumed_schedule(dir);
+  // After the balance checks, whose messages say more about their case.
+  resume_notices_ = check_resume_changes(recipe_, checkpoint.recipe_yaml, dir, options_.allow_changed);
+  if (chief_) {
+    fmt::print("resumed from {} at step {} ({})\n", dir, step_, resume_from_->verification);
+    for (const auto& notice : resume_notices_) fmt::print("notice: changed since the checkpoint: {}\n", notice);
+  }
+}
+
+// A balanced order sorts windows of balance_window x global_batch_size samples by a cost that
+// depends on data.pack: continuing it needs the same three (any number of ranks will do).
+void TrainingRun::check_resumed_schedule(const std::string& dir) const {
+  if (recipe_.data.balance_window == 0) return;
+  if (!saved_schedule_.is_null() && saved_schedule_ != data_schedule_)
+    throw InputError(fmt::format(
+        "{}: this run balanced its data with train.global_batch_size {}, data.balance_window {} and data.pack {}, "
+        "the recipe says {}, {} and {}; the balanced sample order depends on all three, so resume with the "
+        "checkpoint's values",
+        dir, saved_schedule_.value("global_batch_size", 0), saved_schedule_.value("balance_window", 0),
+        saved_schedule_.value("pack", false), t_.global_batch_size, recipe_.data.balance_window, recipe_.data.pack));
+  if (samples_consumed_ % t_.global_batch_size != 0)
+    throw InputError(fmt::format("{}: {} samples consumed is not a whole number of global batches of {}; resume "
+                                 "with the checkpoint's train.global_batch_size or without data.balance_window",
+                                 dir, samples_consumed_, t_.global_batch_size));
+}
+
+void TrainingRun::open_outputs() {
+  if (chief_) {
+    prepare_run_folder(recipe_.run.dir);
+    store_->remove_stale_temp_folders();
+  }
+  mesh_->group("world")->barrier();
+  if (chief_) metrics_.emplace(recipe_.run.dir + "/metrics.jsonl", step_);
+  recipe_yaml_ = config::dump_recipe(recipe_);
+  install_stop_signal_handlers(util::parse_signal_list(t_.stop_signals));
+  checkpoints_ = std::make_unique<CheckpointWriter>(
+      *store_, *mesh_->group("world"), device_, recipe_.checkpoint.async,
+      [this](int64_t at_step, const std::string& folder, double blocking_s, double write_s) {
+        fmt::print("checkpoint: {}{} (written in {:.2f} s; the steps waited {:.2f} s)\n", folder,
+                   sharded_ ? fmt::format(" ({} shards)", degrees_.fsdp) : "", write_s, blocking_s);
+        nlohmann::ordered_json record = {{"step", at_step}, {"checkpoint", folder}, {"checkpoint_write_s", write_s},
+                                         {"checkpoint_blocking_s", blocking_s}};
+        metrics_->write(record);
+      });
+}
+
+void TrainingRun::print_summary() const {
+  if (!chief_) return;
+  const auto& m = recipe_.model;
+  fmt::print("model: {} parameters ({} layers, hidden {}, heads {}/{} kv, vocab {})\n", total_parameters_,
+             m.num_layers, m.hidden_size, m.num_heads, m.num_kv_heads, m.vocab_size);
+  fmt::print("data: {} tokens, {} samples of {} tokens; unigram entropy {:.4f} nats/token\n",
+             train_data_->num_tokens(), train_data_->num_samples(), recipe_.data.seq_len,
+             train_data_->unigram_entropy());
+  if (recipe_.data.pack) {
+    const int64_t looked_at = std::min<int64_t>(train_data_->num_samples(), 1000);
+    int64_t pieces = 0;
+    for (int64_t g = 0; g < looked_at; ++g) pieces += data::document_piece_lengths(*train_data_, g).size();
+    fmt::print("packing: {:.2f} documents per sample (first {} samples){}\n",
+               static_cast<double>(pieces) / static_cast<double>(looked_at), looked_at,
+               recipe_.data.balance_window > 0
+                   ? fmt::format("; balancing attention cost over windows of {} steps", recipe_.data.balance_window)
+                   : "");
+  }
+  fmt::print("parallel: {}\n", mesh_->describe());
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  fmt::print("train: {} steps x {} sequences ({} per rank: {} micro batches of {}), {} tokens/step, dtype {}, {} "
+             "threads (OpenMP wait {})\n",
+             t_.steps, t_.global_batch_size, t_.global_batch_size / data_ranks_, accumulation_, t_.micro_batch_size,
+             tokens_per_step_, t_.dtype, torch::get_num_threads(), wait_policy ? wait_policy : "default");
+}
+
+// Weights, optimizer state, step, data position and RNG from a checkpoint: at the start of a
+// resumed run, and when train.spike rolls back.
+void TrainingRun::load_checkpoint_state(const ckpt::CheckpointReader& checkpoint, const std::string& dir) {
+  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> optimizer_state;
+  for (size_t i = 0; i < optimized_.size(); ++i) {
+    const auto& [name, tensor, decay] = optimized_[i];
+    auto read = [&](const std::string& kind) {
+      return checkpoint.read(kind, name, piece_begin_[i], tensor.numel()).view(tensor.sizes());
+    };
+    if (checkpoint.shape(name) != piece_shape_[i])
+      throw InputError(fmt::format("{}: '{}' has shape {}, the model needs {}", dir, name,
+                                   fmt::join(checkpoint.shape(name), "x"), fmt::join(piece_shape_[i], "x")));
+    tensor.copy_(read("model"));
+    optimizer_state["exp_avg." + name] = read("exp_avg");
+    optimizer_state["exp_avg_sq." + name] = read("exp_avg_sq");
+  }
+  optimizer_state["step"] = torch::tensor(checkpoint.optimizer_step(), torch::kInt64);
+  optimizer_->load_state(optimizer_state);
+  const auto& state = checkpoint.trainer_state;
+  try {
+    step_ = state.at("step").get<int64_t>();
+    samples_consumed_ = state.at("samples_consumed").get<int64_t>();
+    at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one
+    generator.set_state(from_hex(state.at("rng_cpu").get<std::string>()));
+    if (device_.is_cuda() && state.contains("rng_cuda"))
+      util::set_device_rng_state(device_, from_hex(state.at("rng_cuda").get<std::string>()));
+    if (state.contains("data_schedule")) saved_schedule_ = state.at("data_schedule");
+    if (loss_scaler_ && state.contains("loss_scale"))
+      loss_scaler_->load_state({state.at("loss_scale").get<double>(), state.at("loss_scale_finite_steps").get<int64_t>()});
+  } catch (const std::exception& e) {  // missing field, wrong type, corrupt RNG state
+    throw InputError(fmt::format("{}/trainer_state.json: {}", dir, e.what()));
+  }
+}
+
+int TrainingRun::run() {
+  if (step_ >= last_step_) {
+    if (chief_) fmt::print("nothing to do: the checkpoint is at step {} and the run ends at step {}\n", step_, last_step_);
+    mesh_->group("world")->barrier();
+    return 0;
+  }
+  if (t_.eval_at_start && step_ == 0) run_eval(0);
+  batch_schedule_ = std::make_unique<data::BatchSchedule>(
+      *train_data_, t_.global_batch_size,
+      data::BalanceOptions{recipe_.data.balance_window, recipe_.data.pack, static_cast<uint64_t>(recipe_.run.seed)});
+  start_loader(step_ + 1, samples_consumed_);
+  model_->train();
+  while (step_ < last_step_) {
+    const StepOutcome outcome = train_step();
+    log_step(outcome);
+    stop_if_diverging(outcome);
+    if (outcome.spike && handle_spike(*outcome.spike)) continue;  // rolled back
+    if (auto exit_code = checkpoint_evaluate_or_stop()) return *exit_code;
+  }
+  return finish();
+}
+
+// This rank's share of the global batch (the global batches do not depend on the layout),
+// through the schedule, then the update.
+StepOutcome TrainingRun::train_step() {
+  StepOutcome outcome;
+  const auto started = Clock::now();
+  const double waited_before = parallel::PendingCollective::total_wait_seconds();
+  ++step_;
+  ++steps_run_;
+  progress_.step = step_;
+  inject_fault(fault_, step_);
+  injected_loss_factor_ = take_injected_spike(injected_spike_, step_);
+  outcome.lr = lr_schedule_.at(step_);
+  zero_grad();
+  const std::vector<data::MicroBatch> micro_batches = loader_->next();
+  outcome.data_wait = loader_->last_wait_seconds();
+  data_wait_total_ += outcome.data_wait;
+  double local_targets = 0;
+  for (const auto& micro_batch : micro_batches) local_targets += static_cast<double>(micro_batch.target_count);
+  step_targets_ = sum_over_ranks(local_targets);
+  step_divisor_ = injected_divisor(step_targets_);
+  const auto busy_started = Clock::now();
+  const double waited_before_busy = parallel::PendingCollective::total_wait_seconds();
+  const MicroBatchLosses losses = schedule_->run(
+      micro_batches, [this](const data::MicroBatch& batch, int64_t index, int64_t count) {
+        return forward_backward(batch, index, count);
+      });
+  if (!sharded_) inject_gradient_fault(optimized_);
+  const double local_loss_sum = losses.loss_sum.item<double>();  // waits for the device's queued work
+  // This rank's forward and backward time, less what it spent blocked on its peers: a rank
+  // whose share is heavier (or whose machine is slower) stands out.
+  const double busy = std::chrono::duration<double>(Clock::now() - busy_started).count() -
+                      (parallel::PendingCollective::total_wait_seconds() - waited_before_busy);
+  const auto [global_loss_sum, busy_spread] = sum_and_spread(local_loss_sum, busy);
+  imbalance_sum_ += busy_spread.mean > 0 ? busy_spread.max / busy_spread.mean : 1.0;
+  samples_consumed_ += t_.global_batch_size;
+  outcome.loss = step_targets_ > 0 ? global_loss_sum / step_targets_ : 0.0;
+  outcome.busy = busy_spread;
+  for (const auto& [name, value] : losses.aux_losses)
+    outcome.aux_losses[name] = step_targets_ > 0 ? sum_over_ranks(value.item<double>()) / step_targets_ : 0.0;
+  update(outcome);
+  peak_state_bytes_ = std::max(peak_state_bytes_, sharded_ ? sharded_->peak_resident_bytes() + state_bytes() -
+                                                                 sharded_->resident_bytes()
+                                                           : state_bytes());
+  outcome.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  outcome.comm_wait = parallel::PendingCollective::total_wait_seconds() - waited_before;
+  interval_seconds_ += outcome.seconds;
+  session_seconds_ += outcome.seconds;
+  ++interval_steps_;
+  return outcome;
+}
+
+void TrainingRun::zero_grad() {
+  if (sharded_)
+    sharded_->zero_grad();
+  else
+    for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();
+}
+
+// The one place where gradients get their scale. Every target token of the global batch weighs
+// the same: a micro batch's mean loss counts by its share of the global batch's targets (chat
+// data leaves some samples without any), so that the data-parallel sum of the ranks' gradients
+// is the gradient of the global mean loss.
+MicroBatchLosses TrainingRun::forward_backward(const data::MicroBatch& batch, int64_t index, int64_t count) {
+  const auto layout =
+      batch.cu_seqlens.defined() ? model::packed_layout(batch.cu_seqlens, device_) : model::SequenceLayout{};
+  const auto targets = static_cast<double>(batch.target_count);
+  if (sharded_) sharded_->begin_micro_batch(index + 1 == count);
+  torch::Tensor loss;
+  if (offloader_) offloader_->begin_forward();
+  {
+    PrecisionScope precision(t_.dtype, device_.type());
+    loss = training_loss(model_, batch.inputs.to(device_, /*non_blocking=*/true),
+                         batch.targets.to(device_, /*non_blocking=*/true), loss_chunk_, layout);
+  }
+  if (injected_loss_factor_ != 1.0) loss = loss * injected_loss_factor_;
+  const double weight =
+      step_targets_ > 0 ? targets / step_divisor_ * injected_micro_batch_weight(index, count) : 0.0;
+  (loss * ((loss_scaler_ ? loss_scaler_->scale() : 1.0) * weight)).backward();
+  if (sharded_) sharded_->end_micro_batch();
+  return {loss.detach().to(torch::kFloat64) * targets, {}};
+}
+
+// fp16: a step whose gradients overflowed is skipped (no update) and the loss scale shrinks;
+// a non-finite loss or gradient norm, or a loss spike, skips the step too.
+void TrainingRun::update(StepOutcome& outcome) {
+  outcome.loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
+  bool finite_gradients = true;
+  if (loss_scaler_) finite_gradients = sum_over_ranks(loss_scaler_->unscale(parameters_) ? 0.0 : 1.0) == 0.0;
+  outcome.skipped = !finite_gradients;
+  if (finite_gradients) {
+    outcome.grad_norm = sharded_ ? sharded_->clip_grad_norm(recipe_.optim.grad_clip)
+                                 : optim::clip_grad_norm(parameters_, recipe_.optim.grad_clip);
+    outcome.skipped = !non_finite_.admit(step_, outcome.loss, outcome.grad_norm);
+    if (!outcome.skipped && t_.spike != "off") outcome.spike = spikes_.check(outcome.loss, outcome.grad_norm);
+    if (outcome.spike) {
+      outcome.skipped = true;
+      ++spikes_in_a_row_;
+    } else if (!outcome.skipped) {
+      spikes_in_a_row_ = 0;
+      spikes_.add(outcome.loss, outcome.grad_norm);
+      optimizer_->step(outcome.lr);
+    }
+    if (outcome.skipped && !outcome.spike && chief_)
+      fmt::print("step {}: loss {:.4f}, gradient norm {:.4g}: not finite; step skipped, no update ({} in a row, {} "
+                 "in all)\n",
+                 step_, outcome.loss, outcome.grad_norm, non_finite_.in_a_row(), non_finite_.total());
+  }
+  if (loss_scaler_) {
+    loss_scaler_->update(finite_gradients);
+    if (!finite_gradients && chief_)
+      fmt::print("step {}: fp16 gradients overflowed at loss scale {:g}; step skipped, loss scale now {:g}\n", step_,
+                 outcome.loss_scale, loss_scaler_->scale());
+  }
+}
+
+void TrainingRun::log_step(const StepOutcome& outcome) {
+  if (!chief_) return;
+  nlohmann::ordered_json record = {{"step", step_},
+                                   {"loss", outcome.loss},
+                                   {"lr", outcome.lr},
+                                   {"grad_norm", outcome.grad_norm},
+                                   {"tokens_per_s", tokens_per_step_ / outcome.seconds},
+                                   {"step_s", outcome.seconds},
+                                   {"tokens_seen", samples_consumed_ * recipe_.data.seq_len},
+                                   {"peak_rss_mib", peak_rss_mib()},
+                                   {"peak_device_mib", device_mib()},
+                                   {"state_mib", static_cast<double>(peak_state_bytes_) / (1 << 20)},
+                                   {"comm_wait_s", outcome.comm_wait},
+                                   {"data_wait_s", outcome.data_wait},
+                                   {"data_read_s", loader_->last_read_seconds()}};
+  for (const auto& [name, value] : outcome.aux_losses) record["aux_loss." + name] = value;
+  if (world_.distributed()) {
+    record["busy_s_mean"] = outcome.busy.mean;
+    record["busy_s_max"] = outcome.busy.max;
+    record["slowest_rank"] = outcome.busy.argmax;
+  }
+  if (loss_scaler_) record["loss_scale"] = outcome.loss_scale;
+  record["skipped"] = outcome.skipped;
+  record["skipped_total"] = non_finite_.total();
+  if (outcome.spike) record["spike"] = t_.spike;
+  metrics_->write(record);
+  if (step_ % t_.log_every != 0 && step_ != last_step_ && steps_run_ != 1) return;
+  std::string aux;
+  for (const auto& [name, value] : outcome.aux_losses) aux += fmt::format(" | {} {:.4f}", name, value);
+  const double mean_step = session_seconds_ / static_cast<double>(steps_run_);
+  fmt::print("step {:>{}}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {} tok/s | {:.0f} MiB{} | eta {}\n",
+             step_, std::to_string(t_.steps).size(), t_.steps, outcome.loss, aux, outcome.lr, outcome.grad_norm,
+             format_rate(tokens_per_step_ * interval_steps_ / interval_seconds_), peak_rss_mib(),
+             device_.is_cuda() ? fmt::format(" | {:.0f} MiB on {}", device_mib(), device_.str()) : "",
+             format_duration(mean_step * static_cast<double>(last_step_ - step_)));
+  std::fflush(stdout);
+  interval_seconds_ = 0;
+  interval_steps_ = 0;
+}
+
+void TrainingRun::stop_if_diverging(const StepOutcome& outcome) const {
+  if (non_finite_.exhausted()) {
+    const auto latest = store_->latest();
+    throw std::runtime_error(fmt::format(
+        "steps {}-{}: {} steps in a row had a non-finite loss or gradient norm (train.max_skipped_steps); the "
+        "run is diverging. Likely causes: optim.lr too high (now {:g}){}{}, or corrupt data in the samples of "
+        "these steps. {}",
+        non_finite_.first_of_run(), step_, non_finite_.in_a_row(), recipe_.optim.lr,
+        recipe_.optim.grad_clip > 0 ? "" : ", no gradient clipping (optim.grad_clip 0)",
+        t_.dtype == "fp16" ? ", fp16 overflow (bf16 has fp32's range)" : "",
+        latest ? fmt::format("The last checkpoint, {}, holds finite weights from before them", *latest)
+               : "No checkpoint was written yet"));
+  }
+  if (outcome.spike && t_.spike == "rollback" && rollbacks_to_latest_ >= t_.max_skipped_steps)
+    throw std::runtime_error(fmt::format(
+        "step {}: {}, and the run has rolled back to the same checkpoint {} time{} already (train.spike "
+        "rollback, train.max_skipped_steps {}): {}",
+        step_, outcome.spike->describe(), rollbacks_to_latest_, rollbacks_to_latest_ == 1 ? "" : "s",
+        t_.max_skipped_steps, kPersistentSpikes));
+}
+
+// True when the run rolled back to its last checkpoint; otherwise the step stays skipped.
+bool TrainingRun::handle_spike(const Spike& spike) {
+  if (t_.spike == "rollback" && roll_back(spike)) {
+    ++rollbacks_to_latest_;
+    watchdog_->step_done(step_);
+    return true;
+  }
+  if (spikes_in_a_row_ >= t_.max_skipped_steps)
+    throw std::runtime_error(fmt::format(
+        "steps {}-{}: {} loss spikes in a row, the last: {} (train.spike {}, train.max_skipped_steps {}): {}",
+        step_ - spikes_in_a_row_ + 1, step_, spikes_in_a_row_, spike.describe(), t_.spike, t_.max_skipped_steps,
+        kPersistentSpikes));
+  if (chief_)
+    fmt::print("step {}: loss spike: {}; step skipped, no update{}\n", step_, spike.describe(),
+               t_.spike == "rollback" ? " (no checkpoint to roll back to yet)" : "");
+  return false;
+}
+
+// After a step: commit a finished background save, write the checkpoints that are due,
+// evaluate, and stop on a signal or a STOP file (the exit code), every rank at the same step.
+std::optional<int> TrainingRun::checkpoint_evaluate_or_stop() {
+  checkpoints_->poll();
+  const bool stop_file = chief_ && take_stop_file(recipe_.run.dir);
+  if (stop_file)
+    fmt::print("found {}/STOP after step {}: saving a checkpoint and stopping (the file is removed)\n",
+               recipe_.run.dir, step_);
+  const bool stopping = sum_over_ranks(stop_requested() || stop_file ? 1.0 : 0.0) > 0;
+  const bool periodic = recipe_.checkpoint.every > 0 && step_ % recipe_.checkpoint.every == 0;
+  // While steps are being skipped, periodic checkpoints wait: the keep policy would otherwise
+  // replace the checkpoints from before the trouble with copies of the same weights.
+  if (periodic && (non_finite_.in_a_row() > 0 || spikes_in_a_row_ > 0) && step_ != last_step_ && !stopping) {
+    if (chief_) fmt::print("step {}: checkpoint deferred while steps are being skipped\n", step_);
+  } else if (periodic || step_ == last_step_ || stopping) {
+    save(step_);
+    rollbacks_to_latest_ = 0;
+  }
+  if (t_.eval_every > 0 && step_ % t_.eval_every == 0 && step_ != t_.steps) run_eval(step_);
+  watchdog_->step_done(step_);
+  if (!stopping) return std::nullopt;
+  if (chief_)
+    fmt::print("stopped by {} after step {}; run the same command to continue (exit {})\n",
+               stop_requested() ? util::signal_name(stop_signal_number()) : "a STOP file or another rank's signal",
+               step_, kExitStopped);
+  checkpoints_->finish();
+  mesh_->group("world")->barrier();
+  return kExitStopped;
+}
+
+int TrainingRun::finish() {
+  checkpoints_->finish();
+  if (step_ == t_.steps) run_eval(step_);
+  if (chief_) {
+    if (options_.stop_at_step > 0 && step_ < t_.steps)
+      fmt::print("stopped at step {} of {} (--stop-at-step); run again to continue\n", step_, t_.steps);
+    else
+      fmt::print("done: {} steps\n", step_);
+    fmt::print("memory per rank: parameters + gradients + optimizer state {:.1f} MiB (peak, with gathered blocks)\n",
+               static_cast<double>(peak_state_bytes_) / (1 << 20));
+    if (world_.distributed())
+      fmt::print("ranks: the busiest rank computed {:.1f}% longer than the mean per step (busy_s_max / busy_s_mean, "
+                 "averaged over steps)\n",
+                 100.0 * (imbalance_sum_ / static_cast<double>(steps_run_) - 1.0));
+    fmt::print("data: waited {:.3f} s for batches in {} steps ({:.2f}% of step time)\n", data_wait_total_, steps_run_,
+               session_seconds_ > 0 ? 100.0 * data_wait_total_ / session_seconds_ : 0.0);
+  }
+  mesh_->group("world")->barrier();
+  return 0;
+}
+
+// A sum over all ranks, so that every rank takes the same decisions.
+double TrainingRun::sum_over_ranks(double value) {
+  if (!world_.distributed()) return value;
+  auto total = torch::tensor({value}, torch::kFloat64).to(device_);
+  mesh_->group("world")->all_reduce_sum(total).wait();
+  return total.item<double>();
+}
+
+// In one all-reduce: the sum over ranks of `summed`, and the spread of `per_rank` (its mean,
+// its maximum and the rank that holds it).
+std::pair<double, RankSpread> TrainingRun::sum_and_spread(double summed, double per_rank) {
+  if (!world_.distributed()) return {summed, RankSpread{per_rank, per_rank, 0}};
+  auto host = torch::zeros({world_.size + 1}, torch::kFloat64);
+  host[0] = summed;
+  host[world_.rank + 1] = per_rank;
+  auto values = host.to(device_);
+  mesh_->group("world")->all_reduce_sum(values).wait();
+  values = values.to(torch::kCPU);
+  const auto ranks = values.narrow(0, 1, world_.size);
+  return {values[0].item<double>(),
+          RankSpread{ranks.mean().item<double>(), ranks.max().item<double>(), ranks.argmax().item<int64_t>()}};
+}
+
+// Parameters + gradients + optimizer state held by this rank.
+int64_t TrainingRun::state_bytes() const {
+  int64_t optimizer_bytes = 0;
+  for (const auto& p : parameters_) optimizer_bytes += 2 * p.numel() * static_cast<int64_t>(sizeof(float));
+  if (sharded_) return sharded_->resident_bytes() + optimizer_bytes;
+  return 2 * optimizer_bytes;  // parameters and gradients, as many bytes as the two moments
+}
+
+// A checkpoint never holds non-finite weights: `latest` and the keep policy trust it.
+void TrainingRun::check_finite_weights(int64_t at_step) {
+  const double bad = sum_over_ranks(all_finite(parameters_) ? 0.0 : 1.0);
+  if (bad == 0) return;
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& p : optimized_) named.emplace_back(p.name, p.tensor);
+  const auto latest = store_->latest();
+  const std::string here = describe_non_finite(named);
+  throw std::runtime_error(fmt::format("the weights are not finite after step {} ({}); no checkpoint was written, {}",
+                                       at_step, here.empty() ? "in another rank's shard" : here,
+                                       latest ? "the latest is still " + *latest : "there is none yet"));
+}
+
+nlohmann::json TrainingRun::trainer_state(int64_t at_step) const {
+  nlohmann::json state = {
+      {"step", at_step},
+      {"samples_consumed", samples_consumed_},
+      {"tokens_seen", samples_consumed_ * recipe_.data.seq_len},
+      {"data_schedule", data_schedule_},
+      {"rng_cpu", to_hex(at::detail::getDefaultCPUGenerator().get_state())},
+      {"xtrain_version", XTRAIN_VERSION},
+      {"world_size", world_.size},
+      {"parallel", {{"dp", degrees_.dp}, {"fsdp", degrees_.fsdp}}},
+  };
+  if (device_.is_cuda()) state["rng_cuda"] = to_hex(util::device_rng_state(device_));
+  if (loss_scaler_) {
+    state["loss_scale"] = loss_scaler_->state().scale;
+    state["loss_scale_finite_steps"] = loss_scaler_->state().finite_steps;
+  }
+  return state;
+}
+
+void TrainingRun::save(int64_t at_step) {
+  check_finite_weights(at_step);
+  const auto state = trainer_state(at_step);
+  const auto model_config = ckpt::hf_config(model_->config(), tokenizer_->eos_id());
+  // In the background, the write works on a host copy of the state, taken now; synchronously
+  // it reads the live tensors.
+  const auto snapshot_started = Clock::now();
+  auto snapshot = [&](const torch::Tensor& tensor) {
+    return checkpoints_->background() ? tensor.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true)
+                                      : tensor;
+  };
+  auto optimizer_state = optimizer_->state();
+  CheckpointWriter::WriteFiles write;
+  const std::string& recipe_yaml = recipe_yaml_;
+  if (!sharded_) {
+    ckpt::TensorMap model_state;
+    for (const auto& [name, tensor] : ckpt::model_tensors(model_)) model_state[name] = snapshot(tensor);
+    for (auto& [name, tensor] : optimizer_state) tensor = snapshot(tensor);
+    write = [model_state, optimizer_state, model_config, state, recipe_yaml, &fault = fault_,
+             at_step](const std::string& folder) {
+      ckpt::save_safetensors(folder + "/model.safetensors", model_state, {{"format", "pt"}});
+      inject_fault_in_save(fault, at_step);
+      ckpt::save_safetensors(folder + "/optimizer.safetensors", optimizer_state);
+      ckpt::write_metadata_files(folder, model_config, state, recipe_yaml);
+    };
+  } else {
+    // Every rank of the first replica writes its shard; rank 0 also the metadata.
+    const bool writes_shard = mesh_->group("dp")->rank() == 0;
+    std::vector<ckpt::ParameterPiece> pieces;
+    if (writes_shard)
+      for (size_t i = 0; i < optimized_.size(); ++i) {
+        const auto& name = optimized_[i].name;
+        pieces.push_back({name, piece_shape_[i], piece_begin_[i], snapshot(optimized_[i].tensor),
+                          snapshot(optimizer_state.at("exp_avg." + name)),
+                          snapshot(optimizer_state.at("exp_avg_sq." + name))});
+      }
+    write = [pieces, rank = world_.rank, writes_shard, steps = optimizer_->steps_taken(), chief = chief_, model_config,
+             state, recipe_yaml, &fault = fault_, at_step](const std::string& folder) {
+      if (writes_shard) ckpt::write_checkpoint_shard(folder, rank, pieces, steps);
+      inject_fault_in_save(fault, at_step);
+      if (chief) ckpt::write_metadata_files(folder, model_config, state, recipe_yaml);
+    };
+  }
+  const double snapshot_s = std::chrono::duration<double>(Clock::now() - snapshot_started).count();
+  checkpoints_->save(at_step, std::move(write), snapshot_s);
+}
+
+void TrainingRun::run_eval(int64_t at_step) {
+  if (!eval_data_) return;
+  // Every rank evaluates the same batches: the gathers need all of them.
+  if (sharded_) sharded_->begin_inference();
+  auto result = evaluate(model_, *eval_data_, t_.micro_batch_size, t_.eval_batches, t_.dtype, loss_chunk_,
+                         recipe_.data.pack);
+  if (sharded_) sharded_->end_inference();
+  if (!chief_) return;
+  fmt::print("eval step {}: loss {:.4f} | perplexity {:.3f} | {} tokens\n", at_step, result.loss, result.perplexity,
+             result.tokens);
+  nlohmann::ordered_json record = {{"step", at_step}, {"eval_loss", result.loss},
+                                   {"eval_perplexity", result.perplexity}, {"eval_tokens", result.tokens}};
+  metrics_->write(record);
+}
+
+// A background thread reads this rank's micro batches ahead of the steps that train on them.
+void TrainingRun::start_loader(int64_t from_step, int64_t from_position) {
+  loader_.reset();
+  loader_.emplace(
+      [this, from_step, from_position](int64_t at_step) {
+        const int64_t position = from_position + (at_step - from_step) * t_.global_batch_size;
+        const auto mine = batch_schedule_->step_samples(position, data_ranks_)[static_cast<size_t>(mesh_->data_rank())];
+        std::vector<data::MicroBatch> micro_batches;
+        for (int64_t micro = 0; micro < accumulation_; ++micro)
+          micro_batches.push_back(data::make_micro_batch(
+              *train_data_,
+              std::vector<int64_t>(mine.begin() + micro * t_.micro_batch_size,
+                                   mine.begin() + (micro + 1) * t_.micro_batch_size),
+              recipe_.data.pack));
+        return micro_batches;
+      },
+      from_step, last_step_, recipe_.data.prefetch);
+}
+
+// train.spike rollback: the weights of the newest intact checkpoint, and the data from after
+// the spike step (the samples since that checkpoint are skipped). False without a checkpoint.
+bool TrainingRun::roll_back(const Spike& spike) {
+  checkpoints_->finish();               // a background save in flight is committed first
+  mesh_->group("world")->barrier();     // and seen by every rank
+  const auto choice = store_->newest_intact(/*strict=*/false);
+  if (!choice) return false;
+  const int64_t spike_step = step_, data_position = samples_consumed_;
+  load_checkpoint_state(ckpt::CheckpointReader(choice->dir), choice->dir);
+  const int64_t skipped_from = samples_consumed_;
+  samples_consumed_ = data_position;
+  spikes_in_a_row_ = 0;
+  start_loader(step_ + 1, samples_consumed_);
+  if (chief_) {
+    fmt::print("step {}: loss spike: {}; rolled back to {} (step {}), skipping samples {}-{} (the data of steps "
+               "{}-{})\n",
+               spike_step, spike.describe(), choice->dir, step_, skipped_from, data_position - 1, step_ + 1,
+               spike_step);
+    metrics_->write({{"step", spike_step}, {"rollback_to", step_}, {"skipped_samples", {skipped_from, data_position}}});
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -217,7 +979,8 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
   RunProgress progress;
   auto device_mib = [&] { return static_cast<double>(util::peak_device_memory_bytes(progress.device)) / (1 << 20); };
   try {
-    return train_steps(recipe, options, progress);
+    TrainingRun run(recipe, options, progress);
+    return run.run();
   } catch (const c10::OutOfMemoryError& e) {
     out_of_memory(progress.step, e.what_without_backtrace(), peak_rss_mib(), device_mib(), recipe);
   } catch (const std::bad_alloc& e) {
@@ -227,594 +990,6 @@ int train(const config::Recipe& recipe, const TrainOptions& options) {
     out_of_memory(progress.step, e.what_without_backtrace(), peak_rss_mib(), device_mib(), recipe);
   }
 }
-
-namespace {
-
-int train_steps(const config::Recipe& recipe, const TrainOptions& options, RunProgress& progress) {
-  const auto world = parallel::discover_world();
-  apply_threads(recipe, world.local_size);
-  const bool chief = world.rank == 0;
-  const auto degrees = parallel::resolve_degrees({recipe.parallel.dp, recipe.parallel.fsdp, recipe.parallel.tp,
-                                              recipe.parallel.pp, recipe.parallel.ep},
-                                             world.size);
-  const int64_t data_ranks = degrees.dp * degrees.fsdp;
-  const auto& t = recipe.train;
-  if (t.global_batch_size % (data_ranks * t.micro_batch_size) != 0)
-    throw InputError(fmt::format(
-        "train.global_batch_size ({}) must be a multiple of train.micro_batch_size ({}) x data-parallel ranks ({}) "
-        "= {}; the global batch does not depend on the number of ranks",
-        t.global_batch_size, t.micro_batch_size, data_ranks, t.micro_batch_size * data_ranks));
-  if (options.stop_at_step < 0 || options.stop_at_step > recipe.train.steps)
-    throw InputError(fmt::format("--stop-at-step {} is outside 1..train.steps ({})", options.stop_at_step,
-                                 recipe.train.steps));
-  const auto fault = planned_fault(world.rank, world.restart_count);
-  util::numeric_fault();  // a malformed XTRAIN_NUMERIC_FAULT fails here, before any work
-  // Its own copy: the spike fault is consumed when it fires, while a background save reads `fault`.
-  std::optional<Fault> injected_spike = fault;
-
-  // Everything that can fail on bad input happens before the run folder is created.
-  auto tokenizer = data::make_tokenizer(recipe.data.tokenizer);
-  auto train_data = load_recipe_dataset("data.train", recipe.data.train, *tokenizer, recipe, recipe.data.shuffle);
-  std::unique_ptr<data::SampleDataset> eval_data;
-  if (!recipe.data.eval.empty()) eval_data = load_recipe_dataset("data.eval", recipe.data.eval, *tokenizer, recipe, false);
-  const auto device = util::choose_device(t.device, world.local_rank);
-  progress.device = device;
-  const auto backend = comm_backend(recipe.dist.backend, device);
-  ckpt::CheckpointStore store(recipe.run.dir, recipe.checkpoint.keep);
-  const auto resume = checkpoint_to_resume(recipe, store, chief);
-  auto model = build_model(recipe);  // the same seed on every rank: the same initial weights
-  if (!recipe.model.init_from.empty() && !resume) {
-    const auto started = Clock::now();
-    const int64_t tensors = import_initial_weights(model, recipe.model.init_from);
-    if (chief)
-      fmt::print("model: {} tensors from {} ({:.2f} s)\n", tensors, recipe.model.init_from,
-                 std::chrono::duration<double>(Clock::now() - started).count());
-  }
-  check_numeric_fault_parameter(named_parameters(model));
-  const int64_t total_parameters = model->num_parameters();  // before sharding leaves each rank a piece
-  model->to(device);  // initialised on the CPU, so every device starts from the same weights
-  auto offloader = memory::apply_memory_policy(model, memory_options(recipe, device));
-  const int64_t loss_chunk = loss_chunk_tokens(recipe);
-
-  auto mesh = parallel::build_mesh(world, degrees, recipe.dist.timeout_s, backend, recipe.dist.init_timeout_s);
-  parallel::Watchdog watchdog(mesh.process_groups(), world, recipe.dist.watchdog_s);
-  // Scalars that ranks sum (loss, token counts, flags) live where the backend reduces them.
-  const auto scalar_options = torch::TensorOptions().dtype(torch::kFloat64).device(device);
-  std::unique_ptr<parallel::FullyShardedModel> sharded;
-  std::vector<optim::NamedParameter> optimized;
-  std::vector<int64_t> piece_begin;               // first element of each optimized tensor in its parameter
-  std::vector<std::vector<int64_t>> piece_shape;  // and that parameter's whole shape
-  if (world.distributed()) {
-    sharded = std::make_unique<parallel::FullyShardedModel>(model, mesh, recipe.parallel.reshard_after_forward);
-    for (auto* piece : sharded->parameters()) {
-      optimized.push_back({piece->name, piece->local, piece->shape.size() >= 2});
-      piece_begin.push_back(piece->begin);
-      piece_shape.push_back(piece->shape);
-    }
-  } else {
-    optimized = named_parameters(model);
-    piece_begin.assign(optimized.size(), 0);
-    for (const auto& p : optimized) piece_shape.push_back(p.tensor.sizes().vec());
-  }
-  optim::AdamW optimizer(optimized,
-                         {recipe.optim.betas[0], recipe.optim.betas[1], recipe.optim.eps, recipe.optim.weight_decay});
-  std::vector<torch::Tensor> parameters;  // what the optimizer updates: whole tensors, or this rank's pieces
-  for (const auto& p : optimized) parameters.push_back(p.tensor);
-  std::optional<optim::DynamicLossScaler> loss_scaler;
-  if (recipe.train.dtype == "fp16") {
-    optim::LossScalerOptions scaling;
-    scaling.initial_scale = recipe.precision.loss_scale_initial;
-    scaling.growth_interval = recipe.precision.loss_scale_growth_interval;
-    loss_scaler.emplace(scaling);
-  }
-
-  int64_t step = 0;
-  int64_t samples_consumed = 0;
-  nlohmann::json saved_schedule;  // the data schedule of the checkpoint's run
-  const nlohmann::json data_schedule = {{"global_batch_size", t.global_batch_size},
-                                        {"balance_window", recipe.data.balance_window},
-                                        {"pack", recipe.data.pack}};
-  // Weights, optimizer state, step, data position and RNG from a checkpoint: at the start of a
-  // resumed run, and when train.spike rolls back.
-  auto load_checkpoint_state = [&](const ckpt::CheckpointReader& checkpoint, const std::string& resume_dir) {
-    torch::NoGradGuard no_grad;
-    std::map<std::string, torch::Tensor> optimizer_state;
-    for (size_t i = 0; i < optimized.size(); ++i) {
-      const auto& [name, tensor, decay] = optimized[i];
-      const int64_t numel = tensor.numel();
-      auto read = [&](const std::string& kind) {
-        return checkpoint.read(kind, name, piece_begin[i], numel).view(tensor.sizes());
-      };
-      if (checkpoint.shape(name) != piece_shape[i])
-        throw InputError(fmt::format("{}: '{}' has shape {}, the model needs {}", resume_dir, name,
-                                     fmt::join(checkpoint.shape(name), "x"), fmt::join(piece_shape[i], "x")));
-      tensor.copy_(read("model"));
-      optimizer_state["exp_avg." + name] = read("exp_avg");
-      optimizer_state["exp_avg_sq." + name] = read("exp_avg_sq");
-    }
-    optimizer_state["step"] = torch::tensor(checkpoint.optimizer_step(), torch::kInt64);
-    optimizer.load_state(optimizer_state);
-    try {
-      step = checkpoint.trainer_state.at("step").get<int64_t>();
-      samples_consumed = checkpoint.trainer_state.at("samples_consumed").get<int64_t>();
-      at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one
-      generator.set_state(from_hex(checkpoint.trainer_state.at("rng_cpu").get<std::string>()));
-      if (device.is_cuda() && checkpoint.trainer_state.contains("rng_cuda"))
-        util::set_device_rng_state(device, from_hex(checkpoint.trainer_state.at("rng_cuda").get<std::string>()));
-      if (checkpoint.trainer_state.contains("data_schedule")) saved_schedule = checkpoint.trainer_state.at("data_schedule");
-      if (loss_scaler && checkpoint.trainer_state.contains("loss_scale"))
-        loss_scaler->load_state({checkpoint.trainer_state.at("loss_scale").get<double>(),
-                                 checkpoint.trainer_state.at("loss_scale_finite_steps").get<int64_t>()});
-    } catch (const std::exception& e) {  // missing field, wrong type, corrupt RNG state
-      throw InputError(fmt::format("{}/trainer_state.json: {}", resume_dir, e.what()));
-    }
-  };
-  std::vector<std::string> resume_notices;
-  if (resume) {
-    const std::string& resume_dir = resume->dir;
-    ckpt::CheckpointReader checkpoint(resume_dir);
-    check_model_unchanged(recipe, checkpoint.recipe_yaml, resume_dir);
-    load_checkpoint_state(checkpoint, resume_dir);
-    // A balanced order sorts windows of balance_window x global_batch_size samples by a cost
-    // that depends on data.pack: continuing it needs the same three (any number of ranks will do).
-    if (recipe.data.balance_window > 0 && !saved_schedule.is_null() && saved_schedule != data_schedule)
-      throw InputError(fmt::format(
-          "{}: this run balanced its data with train.global_batch_size {}, data.balance_window {} and data.pack {}, "
-          "the recipe says {}, {} and {}; the balanced sample order depends on all three, so resume with the "
-          "checkpoint's values",
-          resume_dir, saved_schedule.value("global_batch_size", 0), saved_schedule.value("balance_window", 0),
-          saved_schedule.value("pack", false), t.global_batch_size, recipe.data.balance_window, recipe.data.pack));
-    if (recipe.data.balance_window > 0 && samples_consumed % t.global_batch_size != 0)
-      throw InputError(fmt::format("{}: {} samples consumed is not a whole number of global batches of {}; resume "
-                                   "with the checkpoint's train.global_batch_size or without data.balance_window",
-                                   resume_dir, samples_consumed, t.global_batch_size));
-    // After the balance checks, whose messages say more about their case.
-    resume_notices = check_resume_changes(recipe, checkpoint.recipe_yaml, resume_dir, options.allow_changed);
-    if (chief) {
-      fmt::print("resumed from {} at step {} ({})\n", resume_dir, step, resume->verification);
-      for (const auto& notice : resume_notices) fmt::print("notice: changed since the checkpoint: {}\n", notice);
-    }
-  }
-
-  if (chief) {
-    prepare_run_folder(recipe.run.dir);
-    store.remove_stale_temp_folders();
-  }
-  mesh.group("world")->barrier();
-  std::optional<MetricsLog> metrics;
-  if (chief) metrics.emplace(recipe.run.dir + "/metrics.jsonl", step);
-  const std::string recipe_yaml = config::dump_recipe(recipe);
-  install_stop_signal_handlers(util::parse_signal_list(t.stop_signals));
-
-  const int64_t per_rank = t.global_batch_size / data_ranks;
-  const int64_t accumulation = per_rank / t.micro_batch_size;
-  const int64_t tokens_per_step = t.global_batch_size * recipe.data.seq_len;
-  const int64_t last_step = options.stop_at_step > 0 ? options.stop_at_step : t.steps;
-  const optim::LrSchedule schedule{recipe.optim.lr, recipe.optim.min_lr, recipe.optim.warmup_steps, t.steps,
-                                   recipe.optim.schedule};
-  // The caching allocator's peak since the start (0 on CPU).
-  auto device_mib = [&] { return static_cast<double>(util::peak_device_memory_bytes(device)) / (1 << 20); };
-  auto state_bytes = [&] {  // parameters + gradients + optimizer state held by this rank
-    int64_t optimizer_bytes = 0;
-    for (const auto& p : parameters) optimizer_bytes += 2 * p.numel() * static_cast<int64_t>(sizeof(float));
-    if (sharded) return sharded->resident_bytes() + optimizer_bytes;
-    return 2 * optimizer_bytes;  // parameters and gradients, as many bytes as the two moments
-  };
-
-  if (chief) {
-    fmt::print("model: {} parameters ({} layers, hidden {}, heads {}/{} kv, vocab {})\n", total_parameters,
-               recipe.model.num_layers, recipe.model.hidden_size, recipe.model.num_heads, recipe.model.num_kv_heads,
-               recipe.model.vocab_size);
-    fmt::print("data: {} tokens, {} samples of {} tokens; unigram entropy {:.4f} nats/token\n",
-               train_data->num_tokens(), train_data->num_samples(), recipe.data.seq_len, train_data->unigram_entropy());
-    if (recipe.data.pack) {
-      const int64_t looked_at = std::min<int64_t>(train_data->num_samples(), 1000);
-      int64_t pieces = 0;
-      for (int64_t g = 0; g < looked_at; ++g) pieces += data::document_piece_lengths(*train_data, g).size();
-      fmt::print("packing: {:.2f} documents per sample (first {} samples){}\n",
-                 static_cast<double>(pieces) / static_cast<double>(looked_at), looked_at,
-                 recipe.data.balance_window > 0
-                     ? fmt::format("; balancing attention cost over windows of {} steps", recipe.data.balance_window)
-                     : "");
-    }
-    fmt::print("parallel: {}\n", mesh.describe());
-    const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
-    fmt::print("train: {} steps x {} sequences ({} per rank: {} micro batches of {}), {} tokens/step, dtype {}, {} "
-               "threads (OpenMP wait {})\n",
-               t.steps, t.global_batch_size, per_rank, accumulation, t.micro_batch_size, tokens_per_step, t.dtype,
-               torch::get_num_threads(), wait_policy ? wait_policy : "default");
-  }
-
-  // A sum over all ranks, so that every rank takes the same decisions.
-  auto sum_over_ranks = [&](double value) {
-    if (!world.distributed()) return value;
-    auto total = torch::tensor({value}, torch::kFloat64).to(device);
-    mesh.group("world")->all_reduce_sum(total).wait();
-    return total.item<double>();
-  };
-  CheckpointWriter checkpoints(
-      store, *mesh.group("world"), device, recipe.checkpoint.async,
-      [&](int64_t at_step, const std::string& folder, double blocking_s, double write_s) {
-        fmt::print("checkpoint: {}{} (written in {:.2f} s; the steps waited {:.2f} s)\n", folder,
-                   sharded ? fmt::format(" ({} shards)", degrees.fsdp) : "", write_s, blocking_s);
-        nlohmann::ordered_json record = {{"step", at_step}, {"checkpoint", folder}, {"checkpoint_write_s", write_s},
-                                         {"checkpoint_blocking_s", blocking_s}};
-        metrics->write(record);
-      });
-  // A checkpoint never holds non-finite weights: `latest` and the keep policy trust it.
-  auto check_finite_weights = [&](int64_t at_step) {
-    const double bad = sum_over_ranks(all_finite(parameters) ? 0.0 : 1.0);
-    if (bad == 0) return;
-    std::vector<std::pair<std::string, torch::Tensor>> named;
-    for (const auto& p : optimized) named.emplace_back(p.name, p.tensor);
-    const auto latest = store.latest();
-    const std::string here = describe_non_finite(named);
-    throw std::runtime_error(fmt::format("the weights are not finite after step {} ({}); no checkpoint was written, {}",
-                                         at_step, here.empty() ? "in another rank's shard" : here,
-                                         latest ? "the latest is still " + *latest : "there is none yet"));
-  };
-  auto save = [&](int64_t at_step) {
-    check_finite_weights(at_step);
-    nlohmann::json trainer_state = {
-        {"step", at_step},
-        {"samples_consumed", samples_consumed},
-        {"tokens_seen", samples_consumed * recipe.data.seq_len},
-        {"data_schedule", data_schedule},
-        {"rng_cpu", to_hex(at::detail::getDefaultCPUGenerator().get_state())},
-        {"xtrain_version", XTRAIN_VERSION},
-        {"world_size", world.size},
-        {"parallel", {{"dp", degrees.dp}, {"fsdp", degrees.fsdp}}},
-    };
-    if (device.is_cuda()) trainer_state["rng_cuda"] = to_hex(util::device_rng_state(device));
-    if (loss_scaler) {
-      trainer_state["loss_scale"] = loss_scaler->state().scale;
-      trainer_state["loss_scale_finite_steps"] = loss_scaler->state().finite_steps;
-    }
-    const auto model_config = ckpt::hf_config(model->config(), tokenizer->eos_id());
-    // In the background, the write works on a host copy of the state, taken now; synchronously
-    // it reads the live tensors.
-    const auto snapshot_started = Clock::now();
-    auto snapshot = [&](const torch::Tensor& tensor) {
-      return checkpoints.background() ? tensor.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true)
-                                      : tensor;
-    };
-    auto optimizer_state = optimizer.state();
-    CheckpointWriter::WriteFiles write;
-    if (!sharded) {
-      ckpt::TensorMap model_state;
-      for (const auto& [name, tensor] : ckpt::model_tensors(model)) model_state[name] = snapshot(tensor);
-      for (auto& [name, tensor] : optimizer_state) tensor = snapshot(tensor);
-      write = [model_state, optimizer_state, model_config, trainer_state, recipe_yaml, &fault,
-               at_step](const std::string& folder) {
-        ckpt::save_safetensors(folder + "/model.safetensors", model_state, {{"format", "pt"}});
-        inject_fault_in_save(fault, at_step);
-        ckpt::save_safetensors(folder + "/optimizer.safetensors", optimizer_state);
-        ckpt::write_metadata_files(folder, model_config, trainer_state, recipe_yaml);
-      };
-    } else {
-      // Every rank of the first replica writes its shard; rank 0 also the metadata.
-      std::vector<ckpt::ParameterPiece> pieces;
-      if (mesh.group("dp")->rank() == 0)
-        for (size_t i = 0; i < optimized.size(); ++i) {
-          const auto& name = optimized[i].name;
-          pieces.push_back({name, piece_shape[i], piece_begin[i], snapshot(optimized[i].tensor),
-                            snapshot(optimizer_state.at("exp_avg." + name)),
-                            snapshot(optimizer_state.at("exp_avg_sq." + name))});
-        }
-      write = [pieces, rank = world.rank, writes_shard = mesh.group("dp")->rank() == 0, steps = optimizer.steps_taken(), chief,
-               model_config, trainer_state, recipe_yaml, &fault, at_step](const std::string& folder) {
-        if (writes_shard) ckpt::write_checkpoint_shard(folder, rank, pieces, steps);
-        inject_fault_in_save(fault, at_step);
-        if (chief) ckpt::write_metadata_files(folder, model_config, trainer_state, recipe_yaml);
-      };
-    }
-    const double snapshot_s = std::chrono::duration<double>(Clock::now() - snapshot_started).count();
-    checkpoints.save(at_step, std::move(write), snapshot_s);
-  };
-  auto run_eval = [&](int64_t at_step) {
-    if (!eval_data) return;
-    // Every rank evaluates the same batches: the gathers need all of them.
-    if (sharded) sharded->begin_inference();
-    auto result = evaluate(model, *eval_data, t.micro_batch_size, t.eval_batches, t.dtype, loss_chunk, recipe.data.pack);
-    if (sharded) sharded->end_inference();
-    if (!chief) return;
-    fmt::print("eval step {}: loss {:.4f} | perplexity {:.3f} | {} tokens\n", at_step, result.loss,
-               result.perplexity, result.tokens);
-    nlohmann::ordered_json record = {{"step", at_step}, {"eval_loss", result.loss},
-                                     {"eval_perplexity", result.perplexity}, {"eval_tokens", result.tokens}};
-    metrics->write(record);
-  };
-  // In one all-reduce: the sum over ranks of `summed`, and the spread of `per_rank` (its mean,
-  // its maximum and the rank that holds it).
-  auto sum_and_spread = [&](double summed, double per_rank) {
-    if (!world.distributed()) return std::make_pair(summed, RankSpread{per_rank, per_rank, 0});
-    auto host = torch::zeros({world.size + 1}, torch::kFloat64);
-    host[0] = summed;
-    host[world.rank + 1] = per_rank;
-    auto values = host.to(device);
-    mesh.group("world")->all_reduce_sum(values).wait();
-    values = values.to(torch::kCPU);
-    const auto ranks = values.narrow(0, 1, world.size);
-    return std::make_pair(values[0].item<double>(), RankSpread{ranks.mean().item<double>(), ranks.max().item<double>(),
-                                                               ranks.argmax().item<int64_t>()});
-  };
-
-  if (step >= last_step) {
-    if (chief) fmt::print("nothing to do: the checkpoint is at step {} and the run ends at step {}\n", step, last_step);
-    mesh.group("world")->barrier();
-    return 0;
-  }
-  if (t.eval_at_start && step == 0) run_eval(0);
-  const int64_t first_step = step + 1;
-  // A background thread reads this rank's micro batches ahead of the steps that train on them.
-  const data::BatchSchedule batch_schedule(
-      *train_data, t.global_batch_size,
-      {recipe.data.balance_window, recipe.data.pack, static_cast<uint64_t>(recipe.run.seed)});
-  // Restarted after a rollback, from the data after the spike.
-  std::optional<data::BatchLoader> loader;
-  auto start_loader = [&](int64_t from_step, int64_t from_position) {
-    loader.reset();
-    loader.emplace(
-        [&, from_step, from_position](int64_t at_step) {
-          const int64_t position = from_position + (at_step - from_step) * t.global_batch_size;
-          const auto mine = batch_schedule.step_samples(position, data_ranks)[static_cast<size_t>(mesh.data_rank())];
-          std::vector<data::MicroBatch> micro_batches;
-          for (int64_t micro = 0; micro < accumulation; ++micro)
-            micro_batches.push_back(data::make_micro_batch(
-                *train_data,
-                std::vector<int64_t>(mine.begin() + micro * t.micro_batch_size,
-                                     mine.begin() + (micro + 1) * t.micro_batch_size),
-                recipe.data.pack));
-          return micro_batches;
-        },
-        from_step, last_step, recipe.data.prefetch);
-  };
-  start_loader(first_step, samples_consumed);
-  NonFiniteGuard non_finite(t.max_skipped_steps);
-  SpikeDetector spikes(t.spike_window, t.spike_zscore);
-  int64_t spikes_in_a_row = 0, rollbacks_to_latest = 0;
-  int64_t steps_run = 0;  // in this process, rollbacks included
-  // train.spike rollback: the weights of the newest intact checkpoint, and the data from after
-  // the spike step (the samples since that checkpoint are skipped). False without a checkpoint.
-  auto roll_back = [&](const Spike& spike) {
-    checkpoints.finish();            // a background save in flight is committed first
-    mesh.group("world")->barrier();      // and seen by every rank
-    const auto choice = store.newest_intact(/*strict=*/false);
-    if (!choice) return false;
-    const int64_t spike_step = step, data_position = samples_consumed;
-    load_checkpoint_state(ckpt::CheckpointReader(choice->dir), choice->dir);
-    const int64_t skipped_from = samples_consumed;
-    samples_consumed = data_position;
-    spikes_in_a_row = 0;
-    start_loader(step + 1, samples_consumed);
-    if (chief) {
-      fmt::print("step {}: loss spike: {}; rolled back to {} (step {}), skipping samples {}-{} (the data of steps "
-                 "{}-{})\n",
-                 spike_step, spike.describe(), choice->dir, step, skipped_from, data_position - 1, step + 1,
-                 spike_step);
-      metrics->write({{"step", spike_step}, {"rollback_to", step}, {"skipped_samples", {skipped_from, data_position}}});
-    }
-    return true;
-  };
-  double data_wait_total = 0;
-  double imbalance_sum = 0;  // over steps: the slowest rank's busy time over the mean
-  double interval_seconds = 0, session_seconds = 0;
-  int64_t interval_steps = 0;
-  int64_t peak_state_bytes = 0;
-  model->train();
-  while (step < last_step) {
-    const auto started = Clock::now();
-    const double waited_before = parallel::PendingCollective::total_wait_seconds();
-    ++step;
-    ++steps_run;
-    progress.step = step;
-    inject_fault(fault, step);
-    const double injected_loss_factor = take_injected_spike(injected_spike, step);
-    const double lr = schedule.at(step);
-    if (sharded)
-      sharded->zero_grad();
-    else
-      for (auto& p : parameters) p.mutable_grad() = torch::Tensor();
-    // This rank's share of the global batch (the global batches do not depend on the layout).
-    const std::vector<data::MicroBatch> micro_batches = loader->next();
-    const double data_wait = loader->last_wait_seconds();
-    data_wait_total += data_wait;
-    // Every target token of the global batch weighs the same: a micro batch's mean loss counts
-    // by its share of the batch's targets (chat data leaves some samples without any).
-    double local_count = 0;
-    for (const auto& micro_batch : micro_batches) local_count += static_cast<double>(micro_batch.target_count);
-    const double global_count = sum_over_ranks(local_count);
-    const double divisor = injected_divisor(global_count);
-    auto loss_sum = torch::zeros({}, scalar_options);  // over this rank's targets, read once per step
-    const auto busy_started = Clock::now();
-    const double waited_before_busy = parallel::PendingCollective::total_wait_seconds();
-    for (int64_t micro = 0; micro < accumulation; ++micro) {
-      const auto& batch = micro_batches[static_cast<size_t>(micro)];
-      const auto layout =
-          batch.cu_seqlens.defined() ? model::packed_layout(batch.cu_seqlens, device) : model::SequenceLayout{};
-      const auto count = static_cast<double>(batch.target_count);
-      if (sharded) sharded->begin_micro_batch(micro + 1 == accumulation);
-      torch::Tensor loss;
-      if (offloader) offloader->begin_forward();
-      {
-        PrecisionScope precision(t.dtype, device.type());
-        loss = training_loss(model, batch.inputs.to(device, /*non_blocking=*/true),
-                             batch.targets.to(device, /*non_blocking=*/true), loss_chunk, layout);
-      }
-      if (injected_loss_factor != 1.0) loss = loss * injected_loss_factor;
-      // Gradients are averaged over the data-parallel ranks afterwards, hence the factor.
-      const double share = global_count > 0 ? count * static_cast<double>(data_ranks) / divisor *
-                                                  injected_micro_batch_weight(micro, accumulation)
-                                            : 0.0;
-      (loss * ((loss_scaler ? loss_scaler->scale() : 1.0) * share)).backward();
-      if (sharded) sharded->end_micro_batch();
-      loss_sum.add_(loss.detach().to(torch::kFloat64) * count);
-    }
-    if (!sharded) inject_gradient_fault(optimized);
-    const double local_loss_sum = loss_sum.item<double>();  // waits for the device's queued work
-    // This rank's forward and backward time, less what it spent blocked on its peers: a rank
-    // whose share is heavier (or whose machine is slower) stands out.
-    const double busy = std::chrono::duration<double>(Clock::now() - busy_started).count() -
-                        (parallel::PendingCollective::total_wait_seconds() - waited_before_busy);
-    const auto [global_loss_sum, busy_spread] = sum_and_spread(local_loss_sum, busy);
-    imbalance_sum += busy_spread.mean > 0 ? busy_spread.max / busy_spread.mean : 1.0;
-    samples_consumed += t.global_batch_size;
-    const double loss_value = global_count > 0 ? global_loss_sum / global_count : 0.0;
-    // fp16: a step whose gradients overflowed is skipped (no update) and the loss scale shrinks.
-    const double loss_scale = loss_scaler ? loss_scaler->scale() : 1.0;
-    bool finite_gradients = true;
-    if (loss_scaler) finite_gradients = sum_over_ranks(loss_scaler->unscale(parameters) ? 0.0 : 1.0) == 0.0;
-    double grad_norm = std::numeric_limits<double>::quiet_NaN();
-    bool skipped = !finite_gradients;
-    std::optional<Spike> spike;
-    if (finite_gradients) {
-      grad_norm = sharded ? sharded->clip_grad_norm(recipe.optim.grad_clip)
-                          : optim::clip_grad_norm(parameters, recipe.optim.grad_clip);
-      skipped = !non_finite.admit(step, loss_value, grad_norm);
-      if (!skipped && t.spike != "off") spike = spikes.check(loss_value, grad_norm);
-      if (spike) {
-        skipped = true;
-        ++spikes_in_a_row;
-      } else if (!skipped) {
-        spikes_in_a_row = 0;
-        spikes.add(loss_value, grad_norm);
-        optimizer.step(lr);
-      }
-      if (skipped && !spike && chief)
-        fmt::print("step {}: loss {:.4f}, gradient norm {:.4g}: not finite; step skipped, no update ({} in a row, {} "
-                   "in all)\n",
-                   step, loss_value, grad_norm, non_finite.in_a_row(), non_finite.total());
-    }
-    if (loss_scaler) {
-      loss_scaler->update(finite_gradients);
-      if (!finite_gradients && chief)
-        fmt::print("step {}: fp16 gradients overflowed at loss scale {:g}; step skipped, loss scale now {:g}\n", step,
-                   loss_scale, loss_scaler->scale());
-    }
-    peak_state_bytes = std::max(peak_state_bytes, sharded ? sharded->peak_resident_bytes() + state_bytes() -
-                                                                sharded->resident_bytes()
-                                                          : state_bytes());
-    const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
-    interval_seconds += seconds;
-    session_seconds += seconds;
-    ++interval_steps;
-
-    if (chief) {
-      nlohmann::ordered_json record = {{"step", step},
-                                       {"loss", loss_value},
-                                       {"lr", lr},
-                                       {"grad_norm", grad_norm},
-                                       {"tokens_per_s", tokens_per_step / seconds},
-                                       {"step_s", seconds},
-                                       {"tokens_seen", samples_consumed * recipe.data.seq_len},
-                                       {"peak_rss_mib", peak_rss_mib()},
-                                       {"peak_device_mib", device_mib()},
-                                       {"state_mib", static_cast<double>(peak_state_bytes) / (1 << 20)},
-                                       {"comm_wait_s", parallel::PendingCollective::total_wait_seconds() - waited_before},
-                                       {"data_wait_s", data_wait},
-                                       {"data_read_s", loader->last_read_seconds()}};
-      if (world.distributed()) {
-        record["busy_s_mean"] = busy_spread.mean;
-        record["busy_s_max"] = busy_spread.max;
-        record["slowest_rank"] = busy_spread.argmax;
-      }
-      if (loss_scaler) record["loss_scale"] = loss_scale;
-      record["skipped"] = skipped;
-      record["skipped_total"] = non_finite.total();
-      if (spike) record["spike"] = t.spike;
-      metrics->write(record);
-    }
-    if (chief && (step % t.log_every == 0 || step == last_step || steps_run == 1)) {
-      const double mean_step = session_seconds / static_cast<double>(steps_run);
-      fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {} tok/s | {:.0f} MiB{} | eta {}\n",
-                 step, std::to_string(t.steps).size(), t.steps, loss_value, lr, grad_norm,
-                 format_rate(tokens_per_step * interval_steps / interval_seconds), peak_rss_mib(),
-                 device.is_cuda() ? fmt::format(" | {:.0f} MiB on {}", device_mib(), device.str()) : "",
-                 format_duration(mean_step * static_cast<double>(last_step - step)));
-      std::fflush(stdout);
-      interval_seconds = 0;
-      interval_steps = 0;
-    }
-    if (non_finite.exhausted()) {
-      const auto latest = store.latest();
-      throw std::runtime_error(fmt::format(
-          "steps {}-{}: {} steps in a row had a non-finite loss or gradient norm (train.max_skipped_steps); the "
-          "run is diverging. Likely causes: optim.lr too high (now {:g}){}{}, or corrupt data in the samples of "
-          "these steps. {}",
-          non_finite.first_of_run(), step, non_finite.in_a_row(), recipe.optim.lr,
-          recipe.optim.grad_clip > 0 ? "" : ", no gradient clipping (optim.grad_clip 0)",
-          t.dtype == "fp16" ? ", fp16 overflow (bf16 has fp32's range)" : "",
-          latest ? fmt::format("The last checkpoint, {}, holds finite weights from before them", *latest)
-                 : "No checkpoint was written yet"));
-    }
-    if (spike) {
-      if (t.spike == "rollback" && rollbacks_to_latest >= t.max_skipped_steps)
-        throw std::runtime_error(fmt::format(
-            "step {}: {}, and the run has rolled back to the same checkpoint {} time{} already (train.spike "
-            "rollback, train.max_skipped_steps {}): {}",
-            step, spike->describe(), rollbacks_to_latest, rollbacks_to_latest == 1 ? "" : "s", t.max_skipped_steps,
-            kPersistentSpikes));
-      if (t.spike == "rollback" && roll_back(*spike)) {
-        ++rollbacks_to_latest;
-        watchdog.step_done(step);
-        continue;
-      }
-      if (spikes_in_a_row >= t.max_skipped_steps)
-        throw std::runtime_error(fmt::format(
-            "steps {}-{}: {} loss spikes in a row, the last: {} (train.spike {}, train.max_skipped_steps {}): {}",
-            step - spikes_in_a_row + 1, step, spikes_in_a_row, spike->describe(), t.spike, t.max_skipped_steps,
-            kPersistentSpikes));
-      if (chief)
-        fmt::print("step {}: loss spike: {}; step skipped, no update{}\n", step, spike->describe(),
-                   t.spike == "rollback" ? " (no checkpoint to roll back to yet)" : "");
-    }
-    checkpoints.poll();  // commits a background save whose files every rank has written
-    const bool stop_file = chief && take_stop_file(recipe.run.dir);
-    if (stop_file) fmt::print("found {}/STOP after step {}: saving a checkpoint and stopping (the file is removed)\n",
-                              recipe.run.dir, step);
-    const bool stopping = sum_over_ranks(stop_requested() || stop_file ? 1.0 : 0.0) > 0;
-    const bool periodic = recipe.checkpoint.every > 0 && step % recipe.checkpoint.every == 0;
-    // While steps are being skipped, periodic checkpoints wait: the keep policy would otherwise
-    // replace the checkpoints from before the trouble with copies of the same weights.
-    if (periodic && (non_finite.in_a_row() > 0 || spikes_in_a_row > 0) && step != last_step && !stopping) {
-      if (chief) fmt::print("step {}: checkpoint deferred while steps are being skipped\n", step);
-    } else if (periodic || step == last_step || stopping) {
-      save(step);
-      rollbacks_to_latest = 0;
-    }
-    if (t.eval_every > 0 && step % t.eval_every == 0 && step != t.steps) run_eval(step);
-    watchdog.step_done(step);
-    if (stopping) {
-      if (chief)
-        fmt::print("stopped by {} after step {}; run the same command to continue (exit {})\n",
-                   stop_requested() ? util::signal_name(stop_signal_number()) : "a STOP file or another rank's signal",
-                   step, kExitStopped);
-      checkpoints.finish();
-      mesh.group("world")->barrier();
-      return kExitStopped;
-    }
-  }
-  checkpoints.finish();
-  if (step == t.steps) run_eval(step);
-  if (chief) {
-    if (options.stop_at_step > 0 && step < t.steps)
-      fmt::print("stopped at step {} of {} (--stop-at-step); run again to continue\n", step, t.steps);
-    else
-      fmt::print("done: {} steps\n", step);
-    fmt::print("memory per rank: parameters + gradients + optimizer state {:.1f} MiB (peak, with gathered blocks)\n",
-               static_cast<double>(peak_state_bytes) / (1 << 20));
-    if (world.distributed())
-      fmt::print("ranks: the busiest rank computed {:.1f}% longer than the mean per step (busy_s_max / busy_s_mean, "
-                 "averaged over steps)\n",
-                 100.0 * (imbalance_sum / static_cast<double>(steps_run) - 1.0));
-    fmt::print("data: waited {:.3f} s for batches in {} steps ({:.2f}% of step time)\n", data_wait_total,
-               steps_run, session_seconds > 0 ? 100.0 * data_wait_total / session_seconds : 0.0);
-  }
-  mesh.group("world")->barrier();
-  return 0;
-}
-
-}  // namespace
 
 int evaluate_checkpoint(const config::Recipe& recipe, const std::string& checkpoint_dir) {
   apply_threads(recipe);

@@ -1,5 +1,6 @@
-// The single-process training loop: data -> forward/backward with gradient accumulation ->
-// clip -> AdamW -> log, evaluate and checkpoint; resumes bit-exactly from a checkpoint.
+// The training run: data -> a Schedule of forward/backward passes over this rank's micro
+// batches (lib/train/schedule.h) -> clip -> AdamW -> log, evaluate and checkpoint, on one process
+// or as one rank of a data-parallel mesh; resumes bit-exactly from a checkpoint of any layout.
 #pragma once
 #include <cstdint>
 #include <string>

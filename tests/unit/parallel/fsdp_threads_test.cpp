@@ -64,7 +64,9 @@ TEST_CASE("FSDP 2 and 4, HSDP 2x2 and DDP 2 over thread ranks hold the gradients
                                                      /*reshard_after_forward=*/true);
     fsdp->zero_grad();
     fsdp->begin_micro_batch(/*last=*/true);
-    model::next_token_loss(model, tokens.narrow(0, r * per_rank, per_rank)).backward();
+    // Each rank's mean loss weighs 1/ranks: the reduced gradients are the sum over ranks.
+    (model::next_token_loss(model, tokens.narrow(0, r * per_rank, per_rank)) / static_cast<double>(ranks))
+        .backward();
     fsdp->end_micro_batch();
   });
   CHECK(errors == std::vector<std::string>(static_cast<size_t>(ranks), ""));
