@@ -42,11 +42,16 @@ std::string version_text() {
   return fmt::format("xtrain {} ({}; {} build)", XTRAIN_VERSION, util::describe_runtime(), XTRAIN_BUILD_TYPE);
 }
 
-// The tokenizer a checkpoint was trained with, from the recipe copy saved beside it. A
-// tokenizer file that has gone missing is an error, not a silent switch to bytes.
+// The tokenizer a checkpoint was trained with, from the recipe copy saved beside it; in a plain
+// Hugging Face folder, its tokenizer.json or tokenizer.model, else bytes. A tokenizer file that
+// has gone missing is an error, not a silent switch to bytes.
 std::string checkpoint_tokenizer(const std::string& dir) {
   const std::string recipe = dir + "/recipe.yaml";
-  if (::access(recipe.c_str(), F_OK) != 0) return "byte";  // a plain HF folder without xtrain's recipe copy
+  if (::access(recipe.c_str(), F_OK) != 0) {
+    if (::access((dir + "/tokenizer.json").c_str(), R_OK) == 0) return "hf:" + dir;
+    if (::access((dir + "/tokenizer.model").c_str(), R_OK) == 0) return "sentencepiece:" + dir + "/tokenizer.model";
+    return "byte";
+  }
   config::LoadOptions options;
   options.check_files = false;
   return config::load_recipe_text(util::read_file(recipe), recipe, options).data.tokenizer;
@@ -189,9 +194,15 @@ int main(int argc, char** argv) {
 
   std::string export_out;
   auto* export_cmd = app.add_subcommand(
-      "export", "Write a checkpoint (single-process or sharded) as one Hugging Face folder: model.safetensors + config.json");
+      "export", "Write a checkpoint (single-process or sharded) as one Hugging Face folder: config.json, "
+      "generation_config.json, the weights (model.safetensors, or files and their index above --max-shard-size) "
+      "and the tokenizer's files");
   export_cmd->add_option("checkpoint", checkpoint_dir, "Checkpoint folder (e.g. runs/NAME/checkpoints/latest)")->required();
   export_cmd->add_option("out", export_out, "Output folder")->required();
+  std::string max_shard_size = "5GB";
+  export_cmd->add_option("--max-shard-size", max_shard_size,
+                         "Split the weights over files of at most this size, with model.safetensors.index.json "
+                         "(5GB, 200MB, 100KB or bytes; default 5GB, as save_pretrained)");
 
   auto* tokenize_cmd = app.add_subcommand("tokenize", "Print the token ids of a text as one document, on one line");
   tokenize_cmd->add_option("--tokenizer", tokenizer_spec, "Tokenizer, as the recipe key data.tokenizer")
@@ -303,7 +314,11 @@ int main(int argc, char** argv) {
       std::vector<ckpt::ExtraFile> tokenizer_files;
       for (const auto& file : data::hf_tokenizer_files(checkpoint_tokenizer(checkpoint_dir)))
         tokenizer_files.push_back({file.source, file.name});
-      const int64_t tensors = ckpt::export_hf_folder(checkpoint_dir, export_out, tokenizer_files);
+      const auto shard_bytes = ckpt::parse_shard_size(max_shard_size);
+      if (!shard_bytes)
+        throw InputError(fmt::format("--max-shard-size {}: expected a size such as 5GB, 200MB, 100KB or a number of "
+                                     "bytes", max_shard_size));
+      const int64_t tensors = ckpt::export_hf_folder(checkpoint_dir, export_out, tokenizer_files, *shard_bytes);
       fmt::print("exported {} tensors from {} ({}) to {}\n", tensors, checkpoint_dir, check.summary(), export_out);
       return 0;
     }

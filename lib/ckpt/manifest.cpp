@@ -75,7 +75,7 @@ std::string ManifestCheck::summary() const {
     case Status::verified:
       return fmt::format("verified {:.1f} MiB in {:.2f} s", static_cast<double>(bytes) / (1 << 20), seconds);
     case Status::no_manifest:
-      return "no manifest (written before checkpoints carried checksums); loaded unverified";
+      return "no manifest (written by another tool, or before xtrain kept checksums); loaded unverified";
     case Status::failed:
       break;
   }

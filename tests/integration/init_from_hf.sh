@@ -2,8 +2,9 @@
 # model.init_from: hf:DIR against transformers. A random Qwen3 that save_pretrained split over
 # several files (with its index) and a trained tokenizer.json: xtrain takes the shape and the
 # tokenizer from the folder, and its eval loss before the first step is transformers' within
-# 1e-5. Fine-tuned under FSDP 2, the export loads back in transformers (AutoTokenizer and
-# AutoModelForCausalLM), whose eval loss is xtrain's final one within 1e-5. A resumed run reads
+# 1e-5. Fine-tuned under FSDP 2, the export (split over files with an index) loads back in
+# transformers (AutoTokenizer and AutoModelForCausalLM), whose eval loss is xtrain's final one
+# within 1e-5. A resumed run reads
 # its checkpoint, not the folder. Fails when the Python ($XTRAIN_PYTHON, else
 # .venv/bin/python3) has no transformers.
 set -euo pipefail
@@ -71,8 +72,17 @@ grep -q "model: .* tensors from hf:$work/qwen3" "$work/fsdp2.log"
 train fsdp2 2
 grep -q "resumed from .*step-2 at step 2" "$work/fsdp2.log"
 if grep -q "tensors from hf:" "$work/fsdp2.log"; then echo "the resumed run read the folder again"; exit 1; fi
+# Exported twice into one folder: whole, then split over files of at most 300 KB with an index
+# (the whole file goes, so transformers cannot pick it).
 "$xtrain" export "$work/fsdp2/checkpoints/latest" "$work/export" > /dev/null
 ls "$work/export"/{config.json,generation_config.json,model.safetensors,tokenizer.json,tokenizer_config.json} > /dev/null
+"$xtrain" export "$work/fsdp2/checkpoints/latest" "$work/export" --max-shard-size 300KB > /dev/null
+[[ ! -e $work/export/model.safetensors && -f $work/export/model.safetensors.index.json ]]
+ls "$work/export"/model-0000{1,2,3}-of-0000?.safetensors > /dev/null
+# xtrain reads its own split export back: the same text as from the checkpoint.
+from_checkpoint=$("$xtrain" generate "$work/fsdp2/checkpoints/latest" --prompt "The" --max-new-tokens 8 --temperature 0)
+from_export=$("$xtrain" generate "$work/export" --prompt "The" --max-new-tokens 8 --temperature 0)
+[[ -n $from_export && $from_export == "$from_checkpoint" ]] || { echo "'$from_export' vs '$from_checkpoint'"; exit 1; }
 
 read -r start_reference _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss --model "$work/qwen3" \
   --data "$work/eval.jsonl" --seq-len 32)
@@ -97,6 +107,21 @@ set +e
 status=$?
 set -e
 [[ $status == 2 ]] && grep -q "model.hidden_size: 128, but $work/qwen3/config.json says 64" "$work/error.txt" || {
+  echo "status $status"
+  cat "$work/error.txt"
+  exit 1
+}
+
+# An export carries a manifest: a flipped byte in one of its files stops init_from before any
+# step, naming the file.
+printf '\x5a' | dd of="$work/export/model-00002-of-00003.safetensors" bs=1 seek=4000 conv=notrunc status=none
+set +e
+"$xtrain" train "$work/recipe.yaml" --set model.init_from="hf:$work/export" --set run.dir="$work/damaged" \
+  > /dev/null 2> "$work/error.txt"
+status=$?
+set -e
+[[ $status == 2 ]] && grep -q "model.init_from hf:$work/export: model-00002-of-00003.safetensors: .*does not match" \
+  "$work/error.txt" || {
   echo "status $status"
   cat "$work/error.txt"
   exit 1
