@@ -129,6 +129,17 @@ AttentionImpl::AttentionImpl(const LlamaConfig& config)
   }
 }
 
+void AttentionImpl::init_weights(double std, double output_std) {
+  torch::NoGradGuard no_grad;
+  for (auto* projection : {&q_proj, &k_proj, &v_proj}) {
+    (*projection)->weight.normal_(0.0, std);
+    if ((*projection)->bias.defined()) (*projection)->bias.zero_();
+  }
+  o_proj->weight.normal_(0.0, output_std);
+  if (q_norm) q_norm->reset_parameters();
+  if (k_norm) k_norm->reset_parameters();
+}
+
 namespace {
 // A rotary table's rows for the tokens' positions, each moved on by `shift` (XTRAIN_NUMERIC_FAULT
 // rope_shift; 0 otherwise) and kept inside the table.

@@ -36,6 +36,9 @@ class AttentionImpl : public torch::nn::Module {
   explicit AttentionImpl(const LlamaConfig& config);
   // x: [B, T, hidden]; rotary tables cover every position of the layout (T when not packed).
   torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {});
+  // q, k and v ~ N(0, std^2), their biases 0; o_proj, which writes into the residual stream,
+  // ~ N(0, output_std^2); the q and k norm gains 1.
+  void init_weights(double std, double output_std);
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qwen3 only

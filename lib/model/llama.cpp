@@ -62,23 +62,43 @@ torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& input_ids, cons
   return torch::nn::functional::linear(model(input_ids, layout), output_weight());
 }
 
+void DecoderLayerImpl::init_weights(double std, double output_std) {
+  input_layernorm->reset_parameters();
+  self_attn->init_weights(std, output_std);
+  post_attention_layernorm->reset_parameters();
+  mlp->init_weights(std, output_std);
+}
+
 void LlamaForCausalLMImpl::init_weights() {
   torch::NoGradGuard no_grad;
   const double std = config_.init_std;
-  const double residual_std = std / std::sqrt(2.0 * config_.num_layers);
-  for (auto& item : named_parameters()) {
-    const std::string& name = item.key();
-    auto& p = item.value();
-    if (p.dim() == 1 && name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {
-      p.zero_();  // projection biases (qwen2)
-    } else if (p.dim() == 1) {
-      p.fill_(1.0);  // norm gains
-    } else if (name.find("o_proj") != std::string::npos || name.find("down_proj") != std::string::npos) {
-      p.normal_(0.0, residual_std);
-    } else {
-      p.normal_(0.0, std);
-    }
-  }
+  const double output_std = std / std::sqrt(2.0 * config_.num_layers);
+  model->embed_tokens->weight.normal_(0.0, std);
+  for (const auto& layer : *model->layers) layer->as<DecoderLayer>()->init_weights(std, output_std);
+  model->norm->reset_parameters();
+  if (lm_head) lm_head->weight.normal_(0.0, std);
+}
+
+namespace {
+ShardPlan::Unit unit_of(const std::string& name, const torch::nn::Module& module) {
+  ShardPlan::Unit unit{name, {}};
+  for (const auto& item : module.named_parameters()) unit.parameters.emplace_back(name + "." + item.key(), item.value());
+  return unit;
+}
+}  // namespace
+
+ShardPlan LlamaForCausalLMImpl::shard_plan() {
+  ShardPlan plan;
+  if (!config_.tie_embeddings) plan.embedding = unit_of("model.embed_tokens", *model->embed_tokens);
+  for (size_t i = 0; i < model->layers->size(); ++i)
+    plan.blocks.push_back(unit_of("model.layers." + std::to_string(i), *(*model->layers)[i]));
+  plan.head = unit_of("model.norm", *model->norm);
+  plan.head.name = config_.tie_embeddings ? "root" : "head";
+  if (config_.tie_embeddings)
+    plan.head.parameters.insert(plan.head.parameters.begin(), {"model.embed_tokens.weight", model->embed_tokens->weight});
+  else
+    plan.head.parameters.emplace_back("lm_head.weight", lm_head->weight);
+  return plan;
 }
 
 int64_t LlamaForCausalLMImpl::num_parameters() const {

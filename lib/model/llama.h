@@ -4,12 +4,16 @@
 // (model.layers.0.self_attn.q_proj.weight, ..., lm_head.weight), so a state dict maps 1:1
 // onto an HF checkpoint.
 //
-// Init (init_weights): every embedding and linear weight ~ N(0, init_std^2), except the two
-// projections that write into the residual stream (o_proj, down_proj), which use
-// init_std / sqrt(2 * num_layers) so that the residual variance does not grow with depth
-// (GPT-2, Megatron); norm weights are 1.
+// Init (init_weights, each layer initialising its own parameters): every embedding and linear
+// weight ~ N(0, init_std^2), except the two projections that write into the residual stream
+// (o_proj, down_proj), which use init_std / sqrt(2 * num_layers) so that the residual variance
+// does not grow with depth (GPT-2, Megatron); biases 0, norm weights 1.
 #pragma once
 #include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -23,10 +27,22 @@
 
 namespace xtrain::model {
 
+// Parameters grouped into the units that FSDP gathers and reduces together.
+struct ShardPlan {
+  struct Unit {
+    std::string name;
+    std::vector<std::pair<std::string, torch::Tensor>> parameters;  // full names, model order
+  };
+  std::optional<Unit> embedding;
+  std::vector<Unit> blocks;
+  Unit head;
+};
+
 class DecoderLayerImpl : public torch::nn::Module {
  public:
   explicit DecoderLayerImpl(const LlamaConfig& config);
   torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {});
+  void init_weights(double std, double output_std);
 
   RMSNorm input_layernorm{nullptr};
   Attention self_attn{nullptr};
@@ -76,7 +92,12 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
   // Weight of the output projection [vocab, hidden] (the embedding when tied).
   torch::Tensor output_weight() const;
 
+  // Draws in the order of named_parameters(), so that one seed gives one set of weights.
   void init_weights();
+  // The model's FSDP units, by its module tree: the token embedding (none when tied: the one
+  // table then lives in the head's unit), each decoder layer, and the rest (final norm and
+  // output projection, or with tied embeddings the shared table too).
+  ShardPlan shard_plan();
   int64_t num_parameters() const;
   const LlamaConfig& config() const { return config_; }
 

@@ -14,4 +14,9 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   return weight * normed.to(x.scalar_type());
 }
 
+void RMSNormImpl::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  weight.fill_(1.0);
+}
+
 }  // namespace xtrain::model

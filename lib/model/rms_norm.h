@@ -10,6 +10,7 @@ class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps);
   torch::Tensor forward(const torch::Tensor& x);
+  void reset_parameters();  // gains 1
 
   torch::Tensor weight;
 

@@ -19,4 +19,11 @@ torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x) {
   return project(down_proj, torch::silu(project(gate_proj, x)) * project(up_proj, x));
 }
 
+void SwiGLUImpl::init_weights(double std, double output_std) {
+  torch::NoGradGuard no_grad;
+  gate_proj->weight.normal_(0.0, std);
+  up_proj->weight.normal_(0.0, std);
+  down_proj->weight.normal_(0.0, output_std);
+}
+
 }  // namespace xtrain::model

@@ -10,6 +10,8 @@ class SwiGLUImpl : public torch::nn::Module {
  public:
   SwiGLUImpl(int64_t hidden_size, int64_t intermediate_size);
   torch::Tensor forward(const torch::Tensor& x);
+  // gate and up ~ N(0, std^2); down, which writes into the residual stream, ~ N(0, output_std^2).
+  void init_weights(double std, double output_std);
 
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 
 #include <fmt/format.h>
@@ -72,26 +73,13 @@ FullyShardedModel::FullyShardedModel(model::LlamaForCausalLM model, DeviceMesh m
       mesh_(std::move(mesh)),
       reshard_after_forward_(reshard_after_forward),
       tied_(model_->config().tie_embeddings) {
-  const int64_t layers = model_->config().num_layers;
-  std::vector<std::pair<std::string, torch::Tensor>> embed, head;
-  std::vector<std::vector<std::pair<std::string, torch::Tensor>>> per_block(layers);
-  const std::string prefix = "model.layers.";
-  for (const auto& item : model_->named_parameters()) {
-    const std::string& name = item.key();
-    if (name.rfind(prefix, 0) == 0) {
-      const int64_t layer = std::stoll(name.substr(prefix.size()));
-      per_block.at(layer).emplace_back(name, item.value());
-    } else if (name.rfind("model.embed_tokens.", 0) == 0 && !tied_) {
-      embed.emplace_back(name, item.value());
-    } else {
-      head.emplace_back(name, item.value());
-    }
-  }
-  if (!tied_) embed_ = std::make_unique<ShardUnit>("model.embed_tokens", std::move(embed), mesh_.group("fsdp"), mesh_.group("dp"));
-  for (int64_t i = 0; i < layers; ++i)
-    blocks_.push_back(std::make_unique<ShardUnit>("model.layers." + std::to_string(i), std::move(per_block[i]),
-                                                  mesh_.group("fsdp"), mesh_.group("dp")));
-  head_ = std::make_unique<ShardUnit>(tied_ ? "root" : "head", std::move(head), mesh_.group("fsdp"), mesh_.group("dp"));
+  auto plan = model_->shard_plan();
+  auto unit = [this](model::ShardPlan::Unit& u) {
+    return std::make_unique<ShardUnit>(u.name, std::move(u.parameters), mesh_.group("fsdp"), mesh_.group("dp"));
+  };
+  if (plan.embedding) embed_ = unit(*plan.embedding);
+  for (auto& block : plan.blocks) blocks_.push_back(unit(block));
+  head_ = unit(plan.head);
   check_numeric_fault_unit();
   // Wraps whatever runner the memory policy installed (recompute, offload): it runs inside.
   auto inner = model_->model->block_runner;
@@ -157,10 +145,11 @@ std::vector<ParameterShard*> FullyShardedModel::parameters() {
   std::vector<ParameterShard*> all;
   for (auto* unit : units())
     for (auto& p : unit->parameters()) all.push_back(&p);
-  // Model order (embeddings first, head last), as the single-process optimizer sees them.
-  std::stable_sort(all.begin(), all.end(), [](const ParameterShard* a, const ParameterShard* b) {
-    auto rank = [](const std::string& n) { return n.rfind("model.embed", 0) == 0 ? 0 : n.rfind("model.layers.", 0) == 0 ? 1 : 2; };
-    return rank(a->name) < rank(b->name);
+  // Model order, as the single-process optimizer sees them (a tied table comes first, not with the head).
+  std::map<std::string, size_t> position;
+  for (const auto& item : model_->named_parameters()) position.emplace(item.key(), position.size());
+  std::stable_sort(all.begin(), all.end(), [&position](const ParameterShard* a, const ParameterShard* b) {
+    return position.at(a->name) < position.at(b->name);
   });
   return all;
 }
