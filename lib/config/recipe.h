@@ -98,6 +98,7 @@ struct CheckpointSection {
   int64_t keep = 0;
   std::string resume;
   bool async = false;
+  bool at_start = false;
 };
 
 struct Recipe {

@@ -151,6 +151,7 @@ OptionRegistry build_registry() {
   r.add<int64_t>("checkpoint.keep", FIELD(checkpoint.keep), 3, "Keep the last N checkpoints; the newest, verified as it is written, is never removed.", at_least<int64_t>(1));
   r.add<std::string>("checkpoint.resume", FIELD(checkpoint.resume), "auto", "auto (continue from checkpoints/latest, or from the newest checkpoint that verifies when latest is damaged), strict (the same, but a damaged latest stops the run with exit 2), never, or a checkpoint folder.", not_empty());
   r.add<bool>("checkpoint.async", FIELD(checkpoint.async), false, "Write checkpoints in the background: the state is copied to host memory at the step boundary, then written, fsynced and committed while training goes on (one save at a time; a crash during the write leaves latest on the previous checkpoint).");
+  r.add<bool>("checkpoint.at_start", FIELD(checkpoint.at_start), false, "Also save the initial weights as checkpoints/step-0 before the first step of a fresh run: the seed every layout starts from (they are bit-identical across layouts), or the imported weights as xtrain holds them.");
   return r;
 }
 

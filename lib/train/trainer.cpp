@@ -546,6 +546,7 @@ int TrainingRun::run() {
     return 0;
   }
   if (t_.eval_at_start && step_ == 0) run_eval(0);
+  if (recipe_.checkpoint.at_start && step_ == 0) save(0);
   batch_schedule_ = std::make_unique<data::BatchSchedule>(
       *train_data_, t_.global_batch_size,
       data::BalanceOptions{recipe_.data.balance_window, recipe_.data.pack, static_cast<uint64_t>(recipe_.run.seed)});
