@@ -26,6 +26,48 @@ const char* hf_architecture(const std::string& family) {
     if (family == f.family) return f.architecture;
   throw std::invalid_argument("no Hugging Face class for model family " + family);
 }
+
+nlohmann::json rope_scaling_json(const model::RopeScaling& s) {
+  if (!s.enabled()) return nullptr;
+  return {{"rope_type", "llama3"},
+          {"factor", s.factor},
+          {"low_freq_factor", s.low_freq_factor},
+          {"high_freq_factor", s.high_freq_factor},
+          {"original_max_position_embeddings", s.original_max_len}};
+}
+
+// transformers 5 writes rope_parameters (rope_type, rope_theta and the scaling's fields); 4.x
+// wrote rope_theta and rope_scaling. Rope types other than default and llama3 are refused.
+void read_rope(const nlohmann::json& json, const std::string& source, model::LlamaConfig& c) {
+  const nlohmann::json* rope = nullptr;
+  for (const char* key : {"rope_parameters", "rope_scaling"})
+    if (!rope && json.contains(key) && json.at(key).is_object()) rope = &json.at(key);
+  auto number = [&](const nlohmann::json& object, const char* name, double fallback) {
+    if (!object.contains(name)) return fallback;
+    if (!object.at(name).is_number())
+      throw InputError(fmt::format("{}: rope field \"{}\" must be a number", source, name));
+    return object.at(name).get<double>();
+  };
+  c.rope_theta = number(json, "rope_theta", 10000.0);
+  if (!rope) return;
+  c.rope_theta = number(*rope, "rope_theta", c.rope_theta);
+  const std::string type = rope->value("rope_type", rope->value("type", std::string("default")));
+  if (type == "default") return;
+  if (type != "llama3")
+    throw InputError(fmt::format("{}: rope type \"{}\" ({}); xtrain computes the default rotary embedding and "
+                                 "llama3's scaling (a model trained with another would compute other logits here)",
+                                 source, type, rope->dump()));
+  for (const char* name : {"factor", "original_max_position_embeddings"})
+    if (!rope->contains(name)) throw InputError(fmt::format("{}: llama3 rope scaling without \"{}\"", source, name));
+  c.rope_scaling.factor = number(*rope, "factor", 0);
+  c.rope_scaling.low_freq_factor = number(*rope, "low_freq_factor", 1.0);
+  c.rope_scaling.high_freq_factor = number(*rope, "high_freq_factor", 4.0);
+  c.rope_scaling.original_max_len = static_cast<int64_t>(number(*rope, "original_max_position_embeddings", 8192));
+  if (c.rope_scaling.factor <= 0 || c.rope_scaling.high_freq_factor <= c.rope_scaling.low_freq_factor)
+    throw InputError(fmt::format("{}: llama3 rope scaling {} needs factor > 0 and high_freq_factor > low_freq_factor",
+                                 source, rope->dump()));
+}
+
 }  // namespace
 
 nlohmann::json hf_config(const model::LlamaConfig& c, int64_t eos_token_id) {
@@ -41,7 +83,7 @@ nlohmann::json hf_config(const model::LlamaConfig& c, int64_t eos_token_id) {
       {"head_dim", c.head_dim()},
       {"max_position_embeddings", c.max_seq_len},
       {"rope_theta", c.rope_theta},
-      {"rope_scaling", nullptr},
+      {"rope_scaling", rope_scaling_json(c.rope_scaling)},
       {"rms_norm_eps", c.norm_eps},
       {"tie_word_embeddings", c.tie_embeddings},
       {"hidden_act", "silu"},
@@ -92,7 +134,7 @@ model::LlamaConfig llama_config_from_hf(const nlohmann::json& json, const std::s
   c.num_heads = integer("num_attention_heads");
   c.num_kv_heads = json.contains("num_key_value_heads") ? integer("num_key_value_heads") : c.num_heads;
   c.max_seq_len = integer("max_position_embeddings");
-  c.rope_theta = number("rope_theta", 10000.0);
+  read_rope(json, source, c);
   c.norm_eps = number("rms_norm_eps", 1e-6);
   c.init_std = number("initializer_range", 0.02);
   c.tie_embeddings = json.value("tie_word_embeddings", false);
@@ -102,10 +144,11 @@ model::LlamaConfig llama_config_from_hf(const nlohmann::json& json, const std::s
     throw InputError(fmt::format("{}: inconsistent head counts (hidden_size {}, heads {}, kv heads {})",
                                  source, c.hidden_size, c.num_heads, c.num_kv_heads));
   if (c.head_dim_override == c.hidden_size / c.num_heads) c.head_dim_override = 0;
-  if (json.contains("rope_scaling") && !json.at("rope_scaling").is_null())
-    throw InputError(fmt::format("{}: rope_scaling {} is set; xtrain's rotary embedding is unscaled (a model "
-                                 "trained with scaling would compute other logits here)",
-                                 source, json.at("rope_scaling").dump()));
+  if (json.contains("layer_types") && json.at("layer_types").is_array())
+    for (const auto& type : json.at("layer_types"))
+      if (type != "full_attention")
+        throw InputError(fmt::format("{}: layer_types holds {}; xtrain's layers attend to the whole sequence", source,
+                                     type.dump()));
   if (json.value("hidden_act", std::string("silu")) != "silu")
     throw InputError(fmt::format("{}: hidden_act \"{}\"; xtrain's MLP is SwiGLU (silu)", source,
                                  json.value("hidden_act", std::string())));

@@ -174,6 +174,10 @@ class RecipeBuilder {
     take_from_hf(dir, "model.intermediate_size", m.intermediate_size, hf.intermediate_size);
     take_from_hf(dir, "model.max_seq_len", m.max_seq_len, hf.max_seq_len);
     take_from_hf(dir, "model.rope_theta", m.rope_theta, hf.rope_theta);
+    take_from_hf(dir, "model.rope_scaling_factor", m.rope_scaling.factor, hf.rope_scaling.factor);
+    take_from_hf(dir, "model.rope_low_freq_factor", m.rope_scaling.low_freq_factor, hf.rope_scaling.low_freq_factor);
+    take_from_hf(dir, "model.rope_high_freq_factor", m.rope_scaling.high_freq_factor, hf.rope_scaling.high_freq_factor);
+    take_from_hf(dir, "model.rope_original_max_len", m.rope_scaling.original_max_len, hf.rope_scaling.original_max_len);
     take_from_hf(dir, "model.norm_eps", m.norm_eps, hf.norm_eps);
     take_from_hf(dir, "model.tie_embeddings", m.tie_embeddings, hf.tie_embeddings);
     take_from_hf(dir, "model.init_std", m.init_std, hf.init_std);
@@ -230,6 +234,10 @@ class RecipeBuilder {
       report(where("model.vocab_size"), "model.vocab_size",
              fmt::format("{} is smaller than the {} ids of tokenizer '{}'", m.vocab_size,
                          tokenizer_vocab_, recipe_.data.tokenizer));
+    if (m.rope_scaling.enabled() && m.rope_scaling.high_freq_factor <= m.rope_scaling.low_freq_factor)
+      report(where("model.rope_high_freq_factor"), "model.rope_high_freq_factor",
+             fmt::format("{} must be above model.rope_low_freq_factor {}", m.rope_scaling.high_freq_factor,
+                         m.rope_scaling.low_freq_factor));
     if (m.max_seq_len < recipe_.data.seq_len)
       report(where("model.max_seq_len"), "model.max_seq_len",
              fmt::format("{} is shorter than data.seq_len {}", m.max_seq_len, recipe_.data.seq_len));

@@ -84,6 +84,10 @@ OptionRegistry build_registry() {
   r.add<int64_t>("model.max_seq_len", FIELD(model.max_seq_len), 0, "Longest sequence the model supports; 0 means data.seq_len.", at_least<int64_t>(0));
   r.add<int64_t>("model.head_dim", FIELD(model.head_dim_override), 0, "Size of each attention head; 0 means hidden_size / num_heads.", in_range<int64_t>(0, 4096));
   r.add<double>("model.rope_theta", FIELD(model.rope_theta), 10000.0, "Rotary embedding base.", positive());
+  r.add<double>("model.rope_scaling_factor", FIELD(model.rope_scaling.factor), 0.0, "Llama 3 rotary scaling (transformers' rope_type llama3): how much the long wavelengths are stretched; 0 means no scaling.", at_least<double>(0.0));
+  r.add<double>("model.rope_low_freq_factor", FIELD(model.rope_scaling.low_freq_factor), 1.0, "Llama 3 rotary scaling: wavelengths above rope_original_max_len / this are stretched by the factor.", positive());
+  r.add<double>("model.rope_high_freq_factor", FIELD(model.rope_scaling.high_freq_factor), 4.0, "Llama 3 rotary scaling: wavelengths below rope_original_max_len / this are kept; those between are blended.", positive());
+  r.add<int64_t>("model.rope_original_max_len", FIELD(model.rope_scaling.original_max_len), 8192, "Llama 3 rotary scaling: the context length the model was first trained for.", at_least<int64_t>(1));
   r.add<double>("model.norm_eps", FIELD(model.norm_eps), 1e-5, "RMSNorm epsilon.", positive());
   r.add<bool>("model.tie_embeddings", FIELD(model.tie_embeddings), false, "Share the token embedding with the output projection.");
   r.add<double>("model.init_std", FIELD(model.init_std), 0.02, "Std of the normal weight init (output projections of each block use init_std/sqrt(2*num_layers)).", positive());

@@ -21,7 +21,7 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const RotaryTabl
 }
 
 LlamaBodyImpl::LlamaBodyImpl(const LlamaConfig& config)
-    : config_(config), rotary_(rotary_tables(config.max_seq_len, config.head_dim(), config.rope_theta)) {
+    : config_(config), rotary_(rotary_tables(config.max_seq_len, config.head_dim(), config.rope_theta, config.rope_scaling)) {
   embed_tokens = register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_layers; ++i) layers->push_back(DecoderLayer(config));

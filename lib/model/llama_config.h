@@ -8,6 +8,17 @@
 
 namespace xtrain::model {
 
+// Llama 3's rotary scaling (transformers' rope_type "llama3"): wavelengths longer than
+// original_max_len / low_freq_factor are stretched by factor, shorter than
+// original_max_len / high_freq_factor kept, and those between blended. factor 0: none.
+struct RopeScaling {
+  double factor = 0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_len = 8192;
+  bool enabled() const { return factor > 0; }
+};
+
 struct LlamaConfig {
   std::string family = "llama";  // llama, qwen2 or qwen3
   int64_t vocab_size = 0;
@@ -18,6 +29,7 @@ struct LlamaConfig {
   int64_t intermediate_size = 0;
   int64_t max_seq_len = 0;
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
   double norm_eps = 1e-5;
   bool tie_embeddings = false;
   double init_std = 0.02;

@@ -5,6 +5,8 @@
 #pragma once
 #include <torch/types.h>
 
+#include "model/llama_config.h"
+
 namespace xtrain::model {
 
 struct RotaryTables {
@@ -12,8 +14,9 @@ struct RotaryTables {
   torch::Tensor sin;
 };
 
-// Tables for positions 0 .. num_positions - 1, in fp32.
-RotaryTables rotary_tables(int64_t num_positions, int64_t head_dim, double theta);
+// Tables for positions 0 .. num_positions - 1, in fp32, with the frequencies scaled as
+// transformers' llama3 rope type does when scaling is enabled.
+RotaryTables rotary_tables(int64_t num_positions, int64_t head_dim, double theta, const RopeScaling& scaling = {});
 
 // x: [batch, heads, seq, head_dim]; cos/sin: [seq, head_dim] (broadcast over batch and heads).
 torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);

@@ -108,8 +108,8 @@ expect init_from_missing "init_from_missing.yaml:5:3: model.init_from: hf_missin
 mkdir -p hf_rope
 printf '%s' '{"model_type": "llama", "vocab_size": 300, "hidden_size": 64, "intermediate_size": 128,
   "num_hidden_layers": 1, "num_attention_heads": 4, "max_position_embeddings": 256,
-  "rope_scaling": {"rope_type": "llama3", "factor": 32.0}}' > hf_rope/config.json
-expect init_from_rope_scaling "init_from_rope_scaling.yaml:5:3: model.init_from: hf_rope/config.json: rope_scaling {\"factor\":32.0,\"rope_type\":\"llama3\"} is set; xtrain's rotary embedding is unscaled (a model trained with scaling would compute other logits here)" \
+  "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0}}' > hf_rope/config.json
+expect init_from_rope_type "init_from_rope_type.yaml:5:3: model.init_from: hf_rope/config.json: rope type \"yarn\" ({\"factor\":4.0,\"rope_theta\":10000.0,\"rope_type\":\"yarn\"}); xtrain computes the default rotary embedding and llama3's scaling (a model trained with another would compute other logits here)" \
 "${head}model:
   init_from: hf:hf_rope
 "

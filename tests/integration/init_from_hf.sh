@@ -101,6 +101,27 @@ assert abs(first - start) <= 1e-5 and abs(last - end) <= 1e-5
 assert last < first - 1e-3, "fine-tuning did not lower the eval loss"
 PY
 
+# Llama 3's rotary scaling, and a rotary base other than 10000 (transformers 5 keeps both in
+# rope_parameters): the eval loss before the first step is transformers' within 1e-5.
+"$python" "$srcdir/tools/reference/hf_folder.py" make --family llama --tokenizer "$work/tokenizers/qwen2.json" \
+  --out "$work/llama3" --rope-theta 500000 --llama3-scaling > /dev/null
+"$xtrain" validate "$work/recipe.yaml" --set model.init_from="hf:$work/llama3" > "$work/llama3.yaml"
+for line in "family: llama" "rope_theta: 500000.0" "rope_scaling_factor: 8.0" "rope_original_max_len: 16"; do
+  grep -q "^  $line\$" "$work/llama3.yaml" || { echo "resolved recipe lacks '$line'"; cat "$work/llama3.yaml"; exit 1; }
+done
+"$xtrain" train "$work/recipe.yaml" --set model.init_from="hf:$work/llama3" --set run.dir="$work/llama3-run" \
+  --stop-at-step 1 > "$work/llama3.log"
+read -r llama3_reference _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss --model "$work/llama3" \
+  --data "$work/eval.jsonl" --seq-len 32)
+"$python" - "$work/llama3-run/metrics.jsonl" "$llama3_reference" <<'PY'
+import json, sys
+first = next(json.loads(line)["eval_loss"] for line in open(sys.argv[1]) if '"eval_loss"' in line)
+reference = float(sys.argv[2])
+print(f"init_from hf, llama3 rope scaling: eval loss at step 0 {first:.8f} vs transformers {reference:.8f} "
+      f"(difference {abs(first - reference):.2e})")
+assert abs(first - reference) <= 1e-5
+PY
+
 # A shape the recipe sets must agree with config.json.
 set +e
 "$xtrain" validate "$work/recipe.yaml" --set model.hidden_size=128 > /dev/null 2> "$work/error.txt"

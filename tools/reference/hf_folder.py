@@ -2,8 +2,10 @@
 """A Hugging Face model folder as transformers writes and reads it, for checking
 `model.init_from: hf:DIR` and `xtrain export` against the library users trust.
 
-    hf_folder.py make --family qwen3 --tokenizer TOKENIZER.json --out DIR
-        A small random model whose vocabulary is the tokenizer's plus 4 padding ids, written
+    hf_folder.py make --family qwen3 --tokenizer TOKENIZER.json --out DIR [--rope-theta T]
+                      [--llama3-scaling]
+        A small random model whose vocabulary is the tokenizer's plus 4 padding ids (rotary base
+        1e6 unless given; --llama3-scaling adds Llama 3's rope scaling), written
         with save_pretrained in several safetensors files and an index, with the tokenizer
         (tokenizer.json, and a tokenizer_config.json naming <|endoftext|> as its EOS).
     hf_folder.py eval-loss --model DIR --data EVAL.jsonl --seq-len N
@@ -26,9 +28,13 @@ def make(args):
 
     vocab = Tokenizer.from_file(args.tokenizer).get_vocab_size(with_added_tokens=True) + 4
     torch.manual_seed(args.seed)
+    rope = dict(rope_type="default", rope_theta=args.rope_theta)
+    if args.llama3_scaling:  # short wavelengths kept, long ones stretched 8 times, the middle blended
+        rope.update(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                    original_max_position_embeddings=16)
     shape = dict(vocab_size=vocab, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                 tie_word_embeddings=False, rms_norm_eps=1e-6, rope_theta=10000.0)
+                 tie_word_embeddings=False, rms_norm_eps=1e-6, rope_parameters=rope)
     if args.family == "qwen3":
         model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(head_dim=8, **shape))
     elif args.family == "qwen2":
@@ -81,6 +87,8 @@ def main():
     m.add_argument("--tokenizer", required=True)
     m.add_argument("--out", required=True)
     m.add_argument("--seed", type=int, default=11)
+    m.add_argument("--rope-theta", type=float, default=1e6)
+    m.add_argument("--llama3-scaling", action="store_true")
     e = sub.add_parser("eval-loss")
     e.add_argument("--model", required=True)
     e.add_argument("--data", required=True)
