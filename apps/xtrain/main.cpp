@@ -13,7 +13,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_export.h"
-#include "ckpt/hf_llama.h"
+#include "ckpt/hf_folder.h"
 #include "config/recipe_loader.h"
 #include "data/data_prepare.h"
 #include "data/tokenizer.h"
@@ -67,7 +67,7 @@ int run_generate(const std::string& dir, const std::string& prompt, const train:
   auto tokenizer = data::make_tokenizer(checkpoint_tokenizer(dir));
   fmt::print("{}", prompt);
   std::fflush(stdout);
-  train::generate(model, *tokenizer, prompt, options, [](const std::string& text) {
+  train::generate(*model, *tokenizer, prompt, options, [](const std::string& text) {
     fmt::print("{}", text);
     std::fflush(stdout);
   });
@@ -160,6 +160,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> overrides;
   int64_t stop_at_step = 0;
   std::vector<std::string> allow_changed;
+  bool setup_only = false;
   train::GenerateOptions generate_options;
 
   auto* train_cmd = app.add_subcommand("train", "Train (or resume training) a model from a recipe");
@@ -170,6 +171,9 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--allow-changed", allow_changed,
                         "Resume although this recipe key (data order or batch geometry) differs from the "
                         "checkpoint's run (repeatable)");
+  train_cmd->add_flag("--setup-only", setup_only,
+                      "Set up the run (data, mesh, model materialised and sharded, optimizer, checkpoint) and report "
+                      "its memory, then exit 0 without training or writing anything");
 
   auto* validate_cmd = app.add_subcommand("validate", "Check a recipe and print it fully resolved");
   validate_cmd->add_option("recipe", recipe_path, "Recipe YAML file")->required();
@@ -296,7 +300,7 @@ int main(int argc, char** argv) {
     if (*train_cmd) {
       auto recipe = config::load_recipe(recipe_path, load_options);
       apply_omp_wait_policy(recipe, argv);
-      return train::train(recipe, {stop_at_step, allow_changed});
+      return train::train(recipe, {stop_at_step, allow_changed, setup_only});
     }
     if (*validate_cmd) {
       auto recipe = config::load_recipe(recipe_path, load_options);

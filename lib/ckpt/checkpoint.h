@@ -1,5 +1,5 @@
 // Training checkpoints: <run.dir>/checkpoints/step-<N>/ holding
-//   model.safetensors + config.json   a Hugging Face Llama folder (loadable by HF as is)
+//   model.safetensors + config.json   a Hugging Face folder of the family (loadable by HF as is)
 //   optimizer.safetensors             optimizer state
 //   trainer_state.json                step, data position, RNG state, ...
 //   recipe.yaml                       the resolved recipe the run used

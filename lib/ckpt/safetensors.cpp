@@ -90,6 +90,31 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
   file.close();
 }
 
+SafetensorsReader::SafetensorsReader(std::string path)
+    : path_(std::move(path)), file_(std::make_unique<util::InputFile>(path_)),
+      header_(read_safetensors_header(*file_, path_)) {}
+
+SafetensorsReader::~SafetensorsReader() = default;
+
+const SafetensorsEntry* SafetensorsReader::find(const std::string& name) const {
+  // Entries are in name order.
+  auto it = std::lower_bound(header_.entries.begin(), header_.entries.end(), name,
+                             [](const SafetensorsEntry& entry, const std::string& key) { return entry.name < key; });
+  return it != header_.entries.end() && it->name == name ? &*it : nullptr;
+}
+
+torch::Tensor SafetensorsReader::read(const SafetensorsEntry& entry, int64_t begin, int64_t count) const {
+  const size_t element = safetensors_dtype_size(entry.dtype);
+  const auto type = scalar_type(entry.dtype);
+  TORCH_CHECK(type != torch::kBool, path_, ": tensor '", entry.name, "' is BOOL; read it with load_safetensors");
+  TORCH_CHECK(begin >= 0 && count >= 0 && (begin + count) * element <= entry.end - entry.begin, path_,
+              ": slice [", begin, ", ", begin + count, ") outside tensor '", entry.name, "'");
+  auto values = torch::empty({count}, torch::TensorOptions().dtype(type));
+  read_safetensors_bytes(*file_, values.data_ptr(), values.nbytes(), header_.data_start + entry.begin + begin * element,
+                         path_);
+  return values;
+}
+
 SafetensorsFile load_safetensors(const std::string& path) {
   util::InputFile input(path);
   SafetensorsHeader parsed = read_safetensors_header(input, path);

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "model/llama_config.h"
+#include "model/model_config.h"
 
 namespace xtrain::config {
 
@@ -16,7 +16,7 @@ struct RunSection {
 };
 
 // The model shape is the model's own config; the recipe adds where its first weights come from.
-struct ModelSection : model::LlamaConfig {
+struct ModelSection : model::ModelConfig {
   std::string init_from;  // "" (run.seed's random init) or hf:DIR
 };
 

@@ -156,9 +156,9 @@ class RecipeBuilder {
     const std::string& spec = recipe_.model.init_from;
     if (spec.empty() || !options_.check_files) return;
     const std::string dir = spec.substr(3);
-    model::LlamaConfig hf;
+    model::ModelConfig hf;
     try {
-      hf = ckpt::llama_config_from_hf(ckpt::read_hf_config(dir), dir + "/config.json");
+      hf = ckpt::model_config_from_hf(ckpt::read_hf_config(dir), dir + "/config.json");
     } catch (const InputError& e) {
       report(where("model.init_from"), "model.init_from", e.what());
       return;

@@ -10,10 +10,18 @@
 #include "config/option_registry.h"
 #include "util/signal_names.h"
 #include "data/chat_template.h"
+#include "model/model_spec.h"
 
 namespace xtrain::config {
 
 namespace {
+
+// The families come from the model registry, each with its spec's one line.
+std::string family_doc() {
+  std::vector<std::string> lines;
+  for (const auto& spec : model::model_specs()) lines.push_back(fmt::format("{} ({})", spec.family, spec.description));
+  return fmt::format("Model family: {}.", fmt::join(lines, "; "));
+}
 
 using namespace checks;
 using Floats = std::vector<double>;
@@ -74,7 +82,7 @@ OptionRegistry build_registry() {
   r.add<std::string>("run.dir", FIELD(run.dir), "", "Run folder for checkpoints and metrics; empty means runs/<name>.");
   r.add<int64_t>("run.seed", FIELD(run.seed), 1234, "Seed for weight init and data order.", at_least<int64_t>(0));
 
-  r.add<std::string>("model.family", FIELD(model.family), "llama", "Model family: llama, qwen2 (biases on the q, k and v projections) or qwen3 (RMSNorm on q and k per head).", one_of({"llama", "qwen2", "qwen3"}));
+  r.add<std::string>("model.family", FIELD(model.family), "llama", family_doc(), one_of(model::model_families()));
   r.add<int64_t>("model.vocab_size", FIELD(model.vocab_size), 0, "Vocabulary size; 0 means the tokenizer's.", in_range<int64_t>(0, int64_t{1} << 24));
   r.add<int64_t>("model.hidden_size", FIELD(model.hidden_size), 256, "Width of the residual stream.", in_range<int64_t>(1, int64_t{1} << 20));
   r.add<int64_t>("model.num_layers", FIELD(model.num_layers), 4, "Number of transformer blocks.", in_range<int64_t>(1, 4096));

@@ -15,34 +15,32 @@ int64_t recomputed_blocks(const MemoryOptions& options, int64_t num_layers) {
   return static_cast<int64_t>(std::ceil(options.recompute_ratio * static_cast<double>(num_layers) - 1e-9));
 }
 
-std::shared_ptr<ActivationOffloader> apply_memory_policy(model::LlamaForCausalLM& model, const MemoryOptions& options) {
-  const int64_t count = recomputed_blocks(options, model->config().num_layers);
+std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model, const MemoryOptions& options) {
+  const int64_t count = recomputed_blocks(options, model.config().num_layers);
   // Both kernels take the same arguments: pick one, install it on every layer.
   const auto tiled = options.attention == "blockwise" ? model::blockwise_causal_attention
                      : options.attention == "sdpa"    ? model::sdpa_causal_attention
                                                       : nullptr;
   if (tiled) {
     const int64_t block_size = options.attention_block_size;
-    for (const auto& layer : *model->model->layers)
-      layer->as<model::DecoderLayer>()->self_attn->kernel =
-          [tiled, block_size](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              const torch::Tensor& cu_seqlens) { return tiled(q, k, v, cu_seqlens, block_size); };
+    for (auto* kernel : model.attention_kernels())
+      *kernel = [tiled, block_size](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    const torch::Tensor& cu_seqlens) { return tiled(q, k, v, cu_seqlens, block_size); };
   }
   std::shared_ptr<ActivationOffloader> offloader;
   if (options.recompute == "full") {
     if (options.offload_activations) offloader = std::make_shared<ActivationOffloader>();
     ActivationOffloader* raw = offloader.get();
-    model->model->block_runner = [count, raw](int64_t layer, const torch::Tensor& x,
-                                              const std::function<torch::Tensor(const torch::Tensor&)>& block) {
+    model.block_runner = [count, raw](int64_t layer, const torch::Tensor& x, const model::BlockFn& block) {
       if (layer >= count) return block(x);
       return recompute([block](const std::vector<torch::Tensor>& in) { return block(in[0]); }, {x}, raw);
     };
   } else if (options.recompute == "selective") {
+    const auto kernels = model.attention_kernels();
     for (int64_t i = 0; i < count; ++i) {
-      auto& attention = (*model->model->layers)[i]->as<model::DecoderLayer>()->self_attn;
-      model::AttentionKernel inner = attention->kernel;
-      attention->kernel = [inner](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  const torch::Tensor& cu_seqlens) {
+      model::AttentionKernel inner = *kernels[i];
+      *kernels[i] = [inner](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                            const torch::Tensor& cu_seqlens) {
         return recompute(
             [inner, cu_seqlens](const std::vector<torch::Tensor>& in) {
               return inner ? inner(in[0], in[1], in[2], cu_seqlens)

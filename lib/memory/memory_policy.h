@@ -12,7 +12,7 @@
 #include <string>
 
 #include "memory/activation_offload.h"
-#include "model/llama.h"
+#include "model/causal_lm.h"
 
 namespace xtrain::memory {
 
@@ -29,6 +29,6 @@ int64_t recomputed_blocks(const MemoryOptions& options, int64_t num_layers);
 
 // Installs the policy on the model. The returned offloader (null without offload) must
 // outlive the model's use and have begin_forward() called before each forward pass.
-std::shared_ptr<ActivationOffloader> apply_memory_policy(model::LlamaForCausalLM& model, const MemoryOptions& options);
+std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model, const MemoryOptions& options);
 
 }  // namespace xtrain::memory

@@ -4,7 +4,6 @@
 
 #include <torch/torch.h>
 
-#include "model/fp16_emulation.h"
 #include "util/numeric_fault.h"
 
 namespace xtrain::model {
@@ -113,31 +112,26 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
   return outputs.size() == 1 ? outputs.front() : torch::cat(outputs, 2);
 }
 
-AttentionImpl::AttentionImpl(const LlamaConfig& config)
+AttentionImpl::AttentionImpl(const ModelConfig& config, const AttentionFeatures& features)
     : num_heads_(config.num_heads), num_kv_heads_(config.num_kv_heads), head_dim_(config.head_dim()) {
-  auto linear = [](int64_t in, int64_t out, bool bias) {
-    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
-  };
-  const bool bias = config.attention_bias();
-  q_proj = register_module("q_proj", linear(config.hidden_size, num_heads_ * head_dim_, bias));
-  k_proj = register_module("k_proj", linear(config.hidden_size, num_kv_heads_ * head_dim_, bias));
-  v_proj = register_module("v_proj", linear(config.hidden_size, num_kv_heads_ * head_dim_, bias));
-  o_proj = register_module("o_proj", linear(num_heads_ * head_dim_, config.hidden_size, false));
-  if (config.qk_norm()) {
+  const bool bias = features.qkv_bias;
+  q_proj = register_module("q_proj", Linear(config.hidden_size, num_heads_ * head_dim_, bias));
+  k_proj = register_module("k_proj", Linear(config.hidden_size, num_kv_heads_ * head_dim_, bias));
+  v_proj = register_module("v_proj", Linear(config.hidden_size, num_kv_heads_ * head_dim_, bias));
+  o_proj = register_module("o_proj", Linear(num_heads_ * head_dim_, config.hidden_size, false));
+  if (features.qk_norm) {
     q_norm = register_module("q_norm", RMSNorm(head_dim_, config.norm_eps));
     k_norm = register_module("k_norm", RMSNorm(head_dim_, config.norm_eps));
   }
 }
 
-void AttentionImpl::init_weights(double std, double output_std) {
-  torch::NoGradGuard no_grad;
-  for (auto* projection : {&q_proj, &k_proj, &v_proj}) {
-    (*projection)->weight.normal_(0.0, std);
-    if ((*projection)->bias.defined()) (*projection)->bias.zero_();
-  }
-  o_proj->weight.normal_(0.0, output_std);
-  if (q_norm) q_norm->reset_parameters();
-  if (k_norm) k_norm->reset_parameters();
+void AttentionImpl::describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const {
+  q_proj->describe_init(name + ".q_proj", std, plan);
+  k_proj->describe_init(name + ".k_proj", std, plan);
+  v_proj->describe_init(name + ".v_proj", std, plan);
+  o_proj->describe_init(name + ".o_proj", output_std, plan);
+  if (q_norm) q_norm->describe_init(name + ".q_norm", plan);
+  if (k_norm) k_norm->describe_init(name + ".k_norm", plan);
 }
 
 namespace {
@@ -157,7 +151,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const RotaryTables&
     return t.view({batch, seq, n, head_dim_}).transpose(1, 2);
   };
   const int64_t query_shift = util::numeric_fault().is(util::NumericFaultKind::rope_shift) ? 1 : 0;
-  auto q = heads(project(q_proj, x), num_heads_), k = heads(project(k_proj, x), num_kv_heads_);
+  auto q = heads(q_proj(x), num_heads_), k = heads(k_proj(x), num_kv_heads_);
   if (q_norm) {  // over each head's features, as qwen3 does before the rotation
     q = q_norm(q);
     k = k_norm(k);
@@ -165,10 +159,10 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const RotaryTables&
   q = apply_rotary(q, rows_at_positions(rotary.cos, layout, seq, query_shift),
                    rows_at_positions(rotary.sin, layout, seq, query_shift));
   k = apply_rotary(k, rows_at_positions(rotary.cos, layout, seq, 0), rows_at_positions(rotary.sin, layout, seq, 0));
-  auto v = heads(project(v_proj, x), num_kv_heads_);
+  auto v = heads(v_proj(x), num_kv_heads_);
   auto attended = kernel ? kernel(q, k, v, layout.cu_seqlens) : causal_attention(q, k, v, layout.cu_seqlens);
   auto out = attended.transpose(1, 2).reshape({batch, seq, num_heads_ * head_dim_});
-  return project(o_proj, out);
+  return o_proj(out);
 }
 
 }  // namespace xtrain::model

@@ -3,10 +3,11 @@
 #include <functional>
 
 #include <torch/nn/module.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
-#include "model/llama_config.h"
+#include "model/linear.h"
+#include "model/model_config.h"
+#include "model/parameter_init.h"
 #include "model/rms_norm.h"
 #include "model/rotary.h"
 #include "model/sequence_layout.h"
@@ -31,16 +32,22 @@ torch::Tensor document_ids(const torch::Tensor& cu_seqlens, int64_t seq);
 using AttentionKernel = std::function<torch::Tensor(const torch::Tensor& q, const torch::Tensor& k,
                                                     const torch::Tensor& v, const torch::Tensor& cu_seqlens)>;
 
+// What a family's attention adds to Llama's (a fact of the family, from its ModelSpec).
+struct AttentionFeatures {
+  bool qkv_bias = false;  // biases on the q, k and v projections (qwen2)
+  bool qk_norm = false;   // RMSNorm over each head of q and k before the rotation (qwen3)
+};
+
 class AttentionImpl : public torch::nn::Module {
  public:
-  explicit AttentionImpl(const LlamaConfig& config);
+  AttentionImpl(const ModelConfig& config, const AttentionFeatures& features);
   // x: [B, T, hidden]; rotary tables cover every position of the layout (T when not packed).
   torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {});
   // q, k and v ~ N(0, std^2), their biases 0; o_proj, which writes into the residual stream,
   // ~ N(0, output_std^2); the q and k norm gains 1.
-  void init_weights(double std, double output_std);
+  void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const;
 
-  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qwen3 only
   AttentionKernel kernel;  // empty: causal_attention
 

@@ -16,10 +16,11 @@ torch::Tensor round_to_fp16(const torch::Tensor& x) {
   return emulating ? x.to(torch::kHalf).to(x.scalar_type()) : x;
 }
 
-torch::Tensor project(torch::nn::Linear& layer, const torch::Tensor& x) {
-  if (!emulating) return layer(x);
-  const auto bias = layer->bias.defined() ? round_to_fp16(layer->bias) : torch::Tensor();
-  return round_to_fp16(torch::nn::functional::linear(round_to_fp16(x), round_to_fp16(layer->weight), bias));
+torch::Tensor project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  namespace F = torch::nn::functional;
+  if (!emulating) return F::linear(x, weight, bias);
+  const auto rounded_bias = bias.defined() ? round_to_fp16(bias) : torch::Tensor();
+  return round_to_fp16(F::linear(round_to_fp16(x), round_to_fp16(weight), rounded_bias));
 }
 
 }  // namespace xtrain::model

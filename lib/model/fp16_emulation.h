@@ -8,7 +8,7 @@
 // linear layer. The scope only needs to cover the forward pass: the roundings are recorded in
 // the autograd graph.
 #pragma once
-#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
 
 namespace xtrain::model {
 
@@ -28,7 +28,7 @@ bool fp16_emulation_enabled();
 // x rounded to fp16 and back to its own dtype when emulation is on; x itself otherwise.
 torch::Tensor round_to_fp16(const torch::Tensor& x);
 
-// layer(x), with fp16 roundings when emulation is on.
-torch::Tensor project(torch::nn::Linear& layer, const torch::Tensor& x);
+// linear(x, weight, bias), with fp16 roundings when emulation is on; bias may be undefined.
+torch::Tensor project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
 }  // namespace xtrain::model

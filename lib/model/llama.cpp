@@ -6,9 +6,9 @@
 
 namespace xtrain::model {
 
-DecoderLayerImpl::DecoderLayerImpl(const LlamaConfig& config) {
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, const AttentionFeatures& features) {
   input_layernorm = register_module("input_layernorm", RMSNorm(config.hidden_size, config.norm_eps));
-  self_attn = register_module("self_attn", Attention(config));
+  self_attn = register_module("self_attn", Attention(config, features));
   post_attention_layernorm =
       register_module("post_attention_layernorm", RMSNorm(config.hidden_size, config.norm_eps));
   mlp = register_module("mlp", SwiGLU(config.hidden_size, config.intermediate_size));
@@ -20,18 +20,19 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const RotaryTabl
   return h + mlp(post_attention_layernorm(h));
 }
 
-LlamaBodyImpl::LlamaBodyImpl(const LlamaConfig& config)
+LlamaBodyImpl::LlamaBodyImpl(const ModelConfig& config, const AttentionFeatures& features)
     : config_(config), rotary_(rotary_tables(config.max_seq_len, config.head_dim(), config.rope_theta, config.rope_scaling)) {
-  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
+  embed_tokens = register_module("embed_tokens", Embedding(config.vocab_size, config.hidden_size));
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < config.num_layers; ++i) layers->push_back(DecoderLayer(config));
+  for (int64_t i = 0; i < config.num_layers; ++i) layers->push_back(DecoderLayer(config, features));
   norm = register_module("norm", RMSNorm(config.hidden_size, config.norm_eps));
   // Buffers, so that the tables follow the module to its device (to() updates them in place).
   register_buffer("rotary_cos", rotary_.cos);
   register_buffer("rotary_sin", rotary_.sin);
 }
 
-torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids, const SequenceLayout& layout) {
+torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids, const SequenceLayout& layout,
+                                     const BlockRunner& block_runner, const EmbedRunner& embed_runner) {
   const int64_t longest = layout.packed() ? layout.longest : input_ids.size(1);
   TORCH_CHECK(longest <= config_.max_seq_len, "sequence of ", longest, " tokens exceeds model.max_seq_len ",
               config_.max_seq_len);
@@ -46,37 +47,44 @@ torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids, const Seque
   return norm(x);
 }
 
-LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaConfig& config) : config_(config) {
-  model = register_module("model", LlamaBody(config));
+LlamaForCausalLM::LlamaForCausalLM(const ModelConfig& config, const AttentionFeatures& features)
+    : CausalLM(config) {
+  model = register_module("model", LlamaBody(config, features));
   if (!config.tie_embeddings)
-    lm_head = register_module(
-        "lm_head", torch::nn::Linear(torch::nn::LinearOptions(config.hidden_size, config.vocab_size).bias(false)));
-  init_weights();
+    lm_head = register_module("lm_head", Linear(config.hidden_size, config.vocab_size, false));
 }
 
-torch::Tensor LlamaForCausalLMImpl::output_weight() const {
+torch::Tensor LlamaForCausalLM::output_weight() const {
   return lm_head ? lm_head->weight : model->embed_tokens->weight;
 }
 
-torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& input_ids, const SequenceLayout& layout) {
-  return torch::nn::functional::linear(model(input_ids, layout), output_weight());
+ModelOutput LlamaForCausalLM::forward(const Batch& batch) {
+  return {model(batch.input_ids, batch.layout, block_runner, embed_runner), {}};
 }
 
-void DecoderLayerImpl::init_weights(double std, double output_std) {
-  input_layernorm->reset_parameters();
-  self_attn->init_weights(std, output_std);
-  post_attention_layernorm->reset_parameters();
-  mlp->init_weights(std, output_std);
+std::vector<AttentionKernel*> LlamaForCausalLM::attention_kernels() {
+  std::vector<AttentionKernel*> kernels;
+  for (const auto& layer : *model->layers) kernels.push_back(&layer->as<DecoderLayer>()->self_attn->kernel);
+  return kernels;
 }
 
-void LlamaForCausalLMImpl::init_weights() {
-  torch::NoGradGuard no_grad;
-  const double std = config_.init_std;
-  const double output_std = std / std::sqrt(2.0 * config_.num_layers);
-  model->embed_tokens->weight.normal_(0.0, std);
-  for (const auto& layer : *model->layers) layer->as<DecoderLayer>()->init_weights(std, output_std);
-  model->norm->reset_parameters();
-  if (lm_head) lm_head->weight.normal_(0.0, std);
+void DecoderLayerImpl::describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const {
+  input_layernorm->describe_init(name + ".input_layernorm", plan);
+  self_attn->describe_init(name + ".self_attn", std, output_std, plan);
+  post_attention_layernorm->describe_init(name + ".post_attention_layernorm", plan);
+  mlp->describe_init(name + ".mlp", std, output_std, plan);
+}
+
+InitPlan LlamaForCausalLM::init_plan() const {
+  const double std = config().init_std;
+  const double output_std = std / std::sqrt(2.0 * config().num_layers);
+  InitPlan plan;
+  model->embed_tokens->describe_init("model.embed_tokens", std, plan);
+  for (size_t i = 0; i < model->layers->size(); ++i)
+    (*model->layers)[i]->as<DecoderLayer>()->describe_init("model.layers." + std::to_string(i), std, output_std, plan);
+  model->norm->describe_init("model.norm", plan);
+  if (lm_head) lm_head->describe_init("lm_head", std, plan);
+  return plan;
 }
 
 namespace {
@@ -87,37 +95,19 @@ ShardPlan::Unit unit_of(const std::string& name, const torch::nn::Module& module
 }
 }  // namespace
 
-ShardPlan LlamaForCausalLMImpl::shard_plan() {
+ShardPlan LlamaForCausalLM::shard_plan() {
   ShardPlan plan;
-  if (!config_.tie_embeddings) plan.embedding = unit_of("model.embed_tokens", *model->embed_tokens);
+  const bool tied = config().tie_embeddings;
+  if (!tied) plan.embedding = unit_of("model.embed_tokens", *model->embed_tokens);
   for (size_t i = 0; i < model->layers->size(); ++i)
     plan.blocks.push_back(unit_of("model.layers." + std::to_string(i), *(*model->layers)[i]));
   plan.head = unit_of("model.norm", *model->norm);
-  plan.head.name = config_.tie_embeddings ? "root" : "head";
-  if (config_.tie_embeddings)
+  plan.head.name = tied ? "root" : "head";
+  if (tied)
     plan.head.parameters.insert(plan.head.parameters.begin(), {"model.embed_tokens.weight", model->embed_tokens->weight});
   else
     plan.head.parameters.emplace_back("lm_head.weight", lm_head->weight);
   return plan;
-}
-
-int64_t LlamaForCausalLMImpl::num_parameters() const {
-  int64_t total = 0;
-  for (const auto& p : parameters()) total += p.numel();
-  return total;
-}
-
-torch::Tensor next_token_loss(LlamaForCausalLM& model, const torch::Tensor& tokens) {
-  const int64_t seq = tokens.size(1) - 1;
-  auto inputs = tokens.narrow(1, 0, seq);
-  auto targets = tokens.narrow(1, 1, seq);
-  auto logits = model(inputs);
-  auto wide = logits.to(at::promote_types(logits.scalar_type(), torch::kFloat32));
-  return torch::nn::functional::cross_entropy(wide.reshape({-1, wide.size(-1)}), targets.reshape({-1}));
-}
-
-bool decays(const std::string& /*parameter_name*/, const torch::Tensor& parameter) {
-  return parameter.dim() >= 2;
 }
 
 }  // namespace xtrain::model

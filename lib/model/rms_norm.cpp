@@ -2,10 +2,12 @@
 
 #include <torch/torch.h>
 
+#include "model/parameter_source.h"
+
 namespace xtrain::model {
 
 RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
-  weight = register_parameter("weight", torch::ones({dim}));
+  weight = register_parameter("weight", unmaterialized({dim}));
 }
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
@@ -14,9 +16,8 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   return weight * normed.to(x.scalar_type());
 }
 
-void RMSNormImpl::reset_parameters() {
-  torch::NoGradGuard no_grad;
-  weight.fill_(1.0);
+void RMSNormImpl::describe_init(const std::string& name, InitPlan& plan) const {
+  plan[name + ".weight"] = {ParameterInit::Kind::ones, 0.0};
 }
 
 }  // namespace xtrain::model

@@ -1,8 +1,12 @@
 // RMSNorm (Zhang & Sennrich 2019) as Llama uses it: y = w * x / sqrt(mean(x^2) + eps),
 // with the statistics computed in fp32 whatever the input dtype, then cast back.
 #pragma once
+#include <string>
+
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
+
+#include "model/parameter_init.h"
 
 namespace xtrain::model {
 
@@ -10,7 +14,7 @@ class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps);
   torch::Tensor forward(const torch::Tensor& x);
-  void reset_parameters();  // gains 1
+  void describe_init(const std::string& name, InitPlan& plan) const;  // gains 1
 
   torch::Tensor weight;
 

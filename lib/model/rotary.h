@@ -5,7 +5,7 @@
 #pragma once
 #include <torch/types.h>
 
-#include "model/llama_config.h"
+#include "model/model_config.h"
 
 namespace xtrain::model {
 

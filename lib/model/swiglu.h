@@ -1,8 +1,13 @@
 // SwiGLU feed-forward (Shazeer 2020): down(silu(gate(x)) * up(x)), no biases.
 #pragma once
+#include <cstdint>
+#include <string>
+
 #include <torch/nn/module.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
+
+#include "model/linear.h"
+#include "model/parameter_init.h"
 
 namespace xtrain::model {
 
@@ -11,9 +16,9 @@ class SwiGLUImpl : public torch::nn::Module {
   SwiGLUImpl(int64_t hidden_size, int64_t intermediate_size);
   torch::Tensor forward(const torch::Tensor& x);
   // gate and up ~ N(0, std^2); down, which writes into the residual stream, ~ N(0, output_std^2).
-  void init_weights(double std, double output_std);
+  void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const;
 
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };
 TORCH_MODULE(SwiGLU);
 

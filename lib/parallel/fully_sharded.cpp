@@ -68,22 +68,23 @@ torch::Tensor run_sharded_unit(const UnitHooks& hooks, const torch::Tensor& x, c
 
 }  // namespace
 
-FullyShardedModel::FullyShardedModel(model::LlamaForCausalLM model, DeviceMesh mesh, bool reshard_after_forward)
+FullyShardedModel::FullyShardedModel(std::shared_ptr<model::CausalLM> model, DeviceMesh mesh, bool reshard_after_forward,
+                                     const model::ParameterSource& source)
     : model_(std::move(model)),
       mesh_(std::move(mesh)),
       reshard_after_forward_(reshard_after_forward),
       tied_(model_->config().tie_embeddings) {
   auto plan = model_->shard_plan();
-  auto unit = [this](model::ShardPlan::Unit& u) {
-    return std::make_unique<ShardUnit>(u.name, std::move(u.parameters), mesh_.group("fsdp"), mesh_.group("dp"));
+  auto unit = [this, &source](model::ShardPlan::Unit& u) {
+    return std::make_unique<ShardUnit>(u.name, std::move(u.parameters), mesh_.group("fsdp"), mesh_.group("dp"), source);
   };
   if (plan.embedding) embed_ = unit(*plan.embedding);
   for (auto& block : plan.blocks) blocks_.push_back(unit(block));
   head_ = unit(plan.head);
   check_numeric_fault_unit();
   // Wraps whatever runner the memory policy installed (recompute, offload): it runs inside.
-  auto inner = model_->model->block_runner;
-  model_->model->block_runner = [this, inner](int64_t layer, const torch::Tensor& x, const UnitFn& block) {
+  auto inner = model_->block_runner;
+  model_->block_runner = [this, inner](int64_t layer, const torch::Tensor& x, const UnitFn& block) {
     const UnitHooks hooks{[this, layer] { before_block_forward(layer); }, [this, layer] { after_block_forward(layer); },
                           [this, layer] { before_block_backward(layer); },
                           [this, layer] { after_block_backward(layer); }};
@@ -94,7 +95,7 @@ FullyShardedModel::FullyShardedModel(model::LlamaForCausalLM model, DeviceMesh m
   if (!tied_) {
     // The lookup's backward needs the ids, not the table: the table is gathered for forward
     // only, and backward needs just the full gradient buffer.
-    model_->model->embed_runner = [this](const torch::Tensor& ids, const UnitFn& embed) {
+    model_->embed_runner = [this](const torch::Tensor& ids, const UnitFn& embed) {
       ShardUnit* unit = embed_.get();
       const UnitHooks hooks{[this, unit] {
                               unit->wait_gather();
@@ -117,8 +118,8 @@ FullyShardedModel::FullyShardedModel(model::LlamaForCausalLM model, DeviceMesh m
 }
 
 FullyShardedModel::~FullyShardedModel() {
-  model_->model->block_runner = nullptr;
-  model_->model->embed_runner = nullptr;
+  model_->block_runner = nullptr;
+  model_->embed_runner = nullptr;
 }
 
 void FullyShardedModel::check_numeric_fault_unit() const {

@@ -1,4 +1,4 @@
-// Data parallelism for the Llama model: FSDP (ZeRO-3), HSDP, or DDP, by the device mesh's
+// Data parallelism for a CausalLM of any family: FSDP (ZeRO-3), HSDP, or DDP, by the device mesh's
 // degrees. Each transformer block is a shard unit, and so are the token embedding and the head
 // (final norm and output projection). During forward a block's parameters are gathered just
 // before it runs while the next block's gather is already in flight (prefetch), and freed after
@@ -24,13 +24,16 @@
 
 #include "parallel/device_mesh.h"
 #include "parallel/shard_unit.h"
-#include "model/llama.h"
+#include "model/causal_lm.h"
 
 namespace xtrain::parallel {
 
 class FullyShardedModel {
  public:
-  FullyShardedModel(model::LlamaForCausalLM model, DeviceMesh mesh, bool reshard_after_forward);
+  // With a source, the model's parameters may be unmaterialised: each unit fills its shard from
+  // it, and no rank ever holds a whole parameter it does not keep.
+  FullyShardedModel(std::shared_ptr<model::CausalLM> model, DeviceMesh mesh, bool reshard_after_forward,
+                    const model::ParameterSource& source = {});
   ~FullyShardedModel();
 
   std::vector<ParameterShard*> parameters();
@@ -65,7 +68,7 @@ class FullyShardedModel {
   // Tied embeddings, or no blocks to hang the head's gather and release on.
   bool head_gathered_for_whole_pass() const;
 
-  model::LlamaForCausalLM model_;
+  std::shared_ptr<model::CausalLM> model_;
   DeviceMesh mesh_;
   bool reshard_after_forward_;
   bool tied_;

@@ -9,7 +9,8 @@
 namespace xtrain::parallel {
 
 ShardUnit::ShardUnit(std::string name, std::vector<std::pair<std::string, torch::Tensor>> params,
-                     std::shared_ptr<Comm> shard_group, std::shared_ptr<Comm> replica_group)
+                     std::shared_ptr<Comm> shard_group, std::shared_ptr<Comm> replica_group,
+                     const model::ParameterSource& source)
     : name_(std::move(name)), shard_group_(std::move(shard_group)), replica_group_(std::move(replica_group)) {
   torch::NoGradGuard no_grad;
   for (auto& [param_name, param] : params) {
@@ -34,7 +35,10 @@ ShardUnit::ShardUnit(std::string name, std::vector<std::pair<std::string, torch:
     const int64_t last = std::clamp(shard_begin + shard_numel - m.offset, int64_t{0}, m.numel);
     const int64_t at = std::clamp(m.offset + first - shard_begin, int64_t{0}, shard_numel);
     ParameterShard piece{m.name, m.shape, first, shard_.narrow(0, at, last - first)};
-    piece.local.copy_(m.param.reshape(-1).narrow(0, first, last - first));
+    if (source)
+      piece.local.copy_(source(m.name, first, last - first));
+    else
+      piece.local.copy_(m.param.reshape(-1).narrow(0, first, last - first));
     piece.local.mutable_grad() = shard_grad_.narrow(0, at, last - first);
     shards_.push_back(std::move(piece));
   }

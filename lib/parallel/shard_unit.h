@@ -25,6 +25,7 @@
 
 #include <torch/types.h>
 
+#include "model/parameter_source.h"
 #include "parallel/comm.h"
 
 namespace xtrain::parallel {
@@ -40,10 +41,12 @@ struct ParameterShard {
 
 class ShardUnit {
  public:
-  // params are the module's own tensors, with their current (full) values, identical on every
-  // rank; the unit takes this rank's shard of them and releases the rest.
+  // params are the module's own tensors. The unit fills this rank's shard from `source`, asking
+  // for the slices of each parameter that fall in it; without a source, from the parameters'
+  // current (full) values, identical on every rank. It then releases the parameters' memory.
   ShardUnit(std::string name, std::vector<std::pair<std::string, torch::Tensor>> params,
-            std::shared_ptr<Comm> shard_group, std::shared_ptr<Comm> replica_group);
+            std::shared_ptr<Comm> shard_group, std::shared_ptr<Comm> replica_group,
+            const model::ParameterSource& source = {});
 
   const std::string& name() const { return name_; }
   bool sharded() const { return shard_group_->size() > 1; }

@@ -7,20 +7,19 @@
 #include <torch/torch.h>
 
 #include "data/micro_batch.h"
-#include "model/sequence_layout.h"
 #include "train/precision.h"
 #include "train/training_loss.h"
 
 namespace xtrain::train {
 
-EvalResult evaluate(model::LlamaForCausalLM& model, const data::SampleDataset& dataset,
+EvalResult evaluate(model::CausalLM& model, const data::SampleDataset& dataset,
                     int64_t micro_batch_size, int64_t max_batches, const std::string& dtype,
                     int64_t loss_chunk_tokens, bool pack) {
   torch::NoGradGuard no_grad;
-  model->eval();
+  model.eval();
   int64_t samples = dataset.num_samples();
   if (max_batches > 0) samples = std::min(samples, max_batches * micro_batch_size);
-  const auto device = model->output_weight().device();
+  const auto device = model.output_weight().device();
   auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device));  // read once
   int64_t tokens = 0;
   for (int64_t first = 0; first < samples; first += micro_batch_size) {
@@ -29,14 +28,12 @@ EvalResult evaluate(model::LlamaForCausalLM& model, const data::SampleDataset& d
     std::iota(samples.begin(), samples.end(), first);
     const auto batch = data::make_micro_batch(dataset, samples, pack);
     PrecisionScope precision(dtype, device.type());
-    const auto layout =
-        batch.cu_seqlens.defined() ? model::packed_layout(batch.cu_seqlens, device) : model::SequenceLayout{};
-    const auto loss = training_loss(model, batch.inputs.to(device, /*non_blocking=*/true),
-                                    batch.targets.to(device, /*non_blocking=*/true), loss_chunk_tokens, layout);
+    const auto loss =
+        training_loss(model, model_batch(batch.inputs, batch.targets, batch.cu_seqlens, device), loss_chunk_tokens).loss;
     loss_sum.add_(loss.detach().to(torch::kFloat64) * static_cast<double>(batch.target_count));
     tokens += batch.target_count;
   }
-  model->train();
+  model.train();
   EvalResult result;
   result.tokens = tokens;
   result.loss = tokens ? loss_sum.item<double>() / static_cast<double>(tokens) : 0.0;

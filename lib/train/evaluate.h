@@ -3,7 +3,7 @@
 #include <string>
 
 #include "data/sample_dataset.h"
-#include "model/llama.h"
+#include "model/causal_lm.h"
 
 namespace xtrain::train {
 
@@ -16,7 +16,7 @@ struct EvalResult {
 // Scores the first max_batches micro batches (0: the whole dataset, each sample once): the
 // mean loss over the dataset's targets (with a loss mask, only the tokens that carry loss).
 // pack: score each document apart, as training with data.pack does (data/micro_batch.h).
-EvalResult evaluate(model::LlamaForCausalLM& model, const data::SampleDataset& dataset,
+EvalResult evaluate(model::CausalLM& model, const data::SampleDataset& dataset,
                     int64_t micro_batch_size, int64_t max_batches, const std::string& dtype,
                     int64_t loss_chunk_tokens = 0, bool pack = false);
 

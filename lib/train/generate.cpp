@@ -4,22 +4,23 @@
 
 namespace xtrain::train {
 
-std::string generate(model::LlamaForCausalLM& model, const data::Tokenizer& tokenizer,
+std::string generate(model::CausalLM& model, const data::Tokenizer& tokenizer,
                      const std::string& prompt, const GenerateOptions& options,
                      const std::function<void(const std::string&)>& on_text) {
   torch::NoGradGuard no_grad;
-  model->eval();
+  model.eval();
   auto generator = at::detail::createCPUGenerator(options.seed);
   std::vector<int64_t> context = tokenizer.encode(prompt);
   if (context.empty()) context.push_back(tokenizer.eos_id());
-  const int64_t window = model->config().max_seq_len;
+  const int64_t window = model.config().max_seq_len;
   std::vector<int64_t> generated;
   std::string emitted;
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
     const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(context.size()) - window);
-    auto input = torch::tensor(std::vector<int64_t>(context.begin() + start, context.end()), torch::kInt64)
-                     .unsqueeze(0);
-    auto logits = model(input).select(1, -1).squeeze(0).to(torch::kFloat32);
+    model::Batch input;
+    input.input_ids = torch::tensor(std::vector<int64_t>(context.begin() + start, context.end()), torch::kInt64)
+                          .unsqueeze(0);
+    auto logits = model.logits(input).select(1, -1).squeeze(0).to(torch::kFloat32);
     int64_t next;
     if (options.temperature <= 0) {
       next = logits.argmax().item<int64_t>();

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "data/tokenizer.h"
-#include "model/llama.h"
+#include "model/causal_lm.h"
 
 namespace xtrain::train {
 
@@ -20,7 +20,7 @@ struct GenerateOptions {
 
 // Returns the generated continuation (without the prompt). on_text, if set, receives each
 // piece of text as soon as it decodes, for streaming output.
-std::string generate(model::LlamaForCausalLM& model, const data::Tokenizer& tokenizer,
+std::string generate(model::CausalLM& model, const data::Tokenizer& tokenizer,
                      const std::string& prompt, const GenerateOptions& options,
                      const std::function<void(const std::string&)>& on_text = {});
 

@@ -1,28 +1,30 @@
 #include "train/model_factory.h"
 
-#include <torch/torch.h>
-
 #include <fmt/format.h>
 
-#include "ckpt/hf_llama.h"
+#include "ckpt/folder_weights.h"
 #include "ckpt/manifest.h"
+#include "model/model_spec.h"
+#include "model/parameter_init.h"
 #include "util/input_error.h"
 
 namespace xtrain::train {
 
-model::LlamaConfig llama_config(const config::ModelSection& model) { return model; }
-
-model::LlamaForCausalLM build_model(const config::Recipe& recipe) {
-  torch::manual_seed(static_cast<uint64_t>(recipe.run.seed));
-  return model::LlamaForCausalLM(llama_config(recipe.model));
+std::shared_ptr<model::CausalLM> build_model(const config::Recipe& recipe) {
+  return model::model_spec(recipe.model.family).build(recipe.model);
 }
 
-int64_t import_initial_weights(model::LlamaForCausalLM& model, const std::string& init_from) {
+InitialWeights initial_weights(const config::Recipe& recipe, const model::CausalLM& model, bool fresh) {
+  const std::string& init_from = recipe.model.init_from;
+  if (init_from.empty() || !fresh)
+    return {model::init_source(model.init_plan(), static_cast<uint64_t>(recipe.run.seed)),
+            fmt::format("run.seed {}", recipe.run.seed)};
   const std::string dir = init_from.substr(3);  // "hf:" checked by the option
   // A folder xtrain exported carries a manifest: damage is found before it is trained on.
   const auto check = ckpt::verify_manifest(dir);
   if (!check.usable()) throw InputError(fmt::format("model.init_from {}: {}", init_from, check.summary()));
-  return ckpt::load_hf_weights(model, dir);
+  auto weights = ckpt::folder_weights(dir, model);
+  return {std::move(weights.source), fmt::format("{} ({} tensors)", init_from, weights.tensors)};
 }
 
 }  // namespace xtrain::train

@@ -1,16 +1,25 @@
-// Builds the model a recipe describes.
+// The model a recipe describes, through the registry of families (model/model_spec.h), and
+// where its first weights come from: run.seed's init, or model.init_from's folder.
 #pragma once
+#include <memory>
+#include <string>
+
 #include "config/recipe.h"
-#include "model/llama.h"
+#include "model/causal_lm.h"
+#include "model/parameter_source.h"
 
 namespace xtrain::train {
 
-model::LlamaConfig llama_config(const config::ModelSection& model);
-// Seeds the default generator with run.seed first, so the init is reproducible.
-model::LlamaForCausalLM build_model(const config::Recipe& recipe);
-// model.init_from (hf:DIR) into a model built from the recipe, whose shape the recipe loader
-// took from DIR/config.json; a folder with a manifest (an xtrain export) must verify. Returns
-// the number of tensors read.
-int64_t import_initial_weights(model::LlamaForCausalLM& model, const std::string& init_from);
+// The recipe's model, its parameters without storage (model/parameter_source.h).
+std::shared_ptr<model::CausalLM> build_model(const config::Recipe& recipe);
+
+struct InitialWeights {
+  model::ParameterSource source;
+  std::string description;  // for the log: "run.seed 1234", or "hf:DIR (N tensors)"
+};
+// run.seed's init; or, with model.init_from (hf:DIR) and `fresh` (not resuming), the folder's
+// weights, whose shape the recipe loader took from DIR/config.json. A folder with a manifest (an
+// xtrain export) must verify; its tensors must be exactly the model's (checked before any read).
+InitialWeights initial_weights(const config::Recipe& recipe, const model::CausalLM& model, bool fresh);
 
 }  // namespace xtrain::train

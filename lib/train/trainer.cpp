@@ -18,7 +18,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_reader.h"
 #include "ckpt/sharded_checkpoint.h"
-#include "ckpt/hf_llama.h"
+#include "ckpt/hf_folder.h"
 #include "config/option_registry.h"
 #include "config/recipe_loader.h"
 #include "data/batch_loader.h"
@@ -30,6 +30,8 @@
 #include "parallel/watchdog.h"
 #include "parallel/world.h"
 #include "memory/memory_policy.h"
+#include "model/model_spec.h"
+#include "model/parameter_source.h"
 #include "model/sdpa_attention.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
@@ -159,10 +161,15 @@ bool is_out_of_memory(const c10::Error& error) {
   return what.find("can't allocate memory") != std::string::npos || what.find("out of memory") != std::string::npos;
 }
 
-std::vector<optim::NamedParameter> named_parameters(model::LlamaForCausalLM& model) {
+// Weight decay is the family's rule (its ModelSpec), for whole parameters and for shards alike.
+bool decays(const model::CausalLM& model, const std::string& name, size_t dims) {
+  return model::model_spec(model.config().family).decays(name, static_cast<int64_t>(dims));
+}
+
+std::vector<optim::NamedParameter> named_parameters(model::CausalLM& model) {
   std::vector<optim::NamedParameter> parameters;
-  for (const auto& item : model->named_parameters())
-    parameters.push_back({item.key(), item.value(), model::decays(item.key(), item.value())});
+  for (const auto& item : model.named_parameters())
+    parameters.push_back({item.key(), item.value(), decays(model, item.key(), item.value().dim())});
   return parameters;
 }
 
@@ -282,7 +289,8 @@ class TrainingRun {
   torch::Device device_ = torch::kCPU;
   std::unique_ptr<ckpt::CheckpointStore> store_;
   std::optional<ResumeFrom> resume_from_;
-  model::LlamaForCausalLM model_{nullptr};
+  std::shared_ptr<model::CausalLM> model_;
+  InitialWeights initial_weights_;
   int64_t total_parameters_ = 0;
   std::shared_ptr<memory::ActivationOffloader> offloader_;
   int64_t loss_chunk_ = 0;
@@ -363,7 +371,7 @@ TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& optio
                     {"balance_window", recipe_.data.balance_window},
                     {"pack", recipe_.data.pack}};
   if (resume_from_) resume();
-  open_outputs();
+  if (!options_.setup_only) open_outputs();
   print_summary();
 }
 
@@ -392,32 +400,31 @@ void TrainingRun::load_data() {
     eval_data_ = load_recipe_dataset("data.eval", recipe_.data.eval, *tokenizer_, recipe_, false);
 }
 
+// The model without parameter storage; shard_model() materialises what this rank keeps. A resumed
+// run starts from run.seed's init, which the checkpoint then overwrites.
 void TrainingRun::build_model() {
-  model_ = train::build_model(recipe_);  // the same seed on every rank: the same initial weights
-  if (!recipe_.model.init_from.empty() && !resume_from_) {
-    const auto started = Clock::now();
-    const int64_t tensors = import_initial_weights(model_, recipe_.model.init_from);
-    if (chief_)
-      fmt::print("model: {} tensors from {} ({:.2f} s)\n", tensors, recipe_.model.init_from,
-                 std::chrono::duration<double>(Clock::now() - started).count());
-  }
-  check_numeric_fault_parameter(named_parameters(model_));
-  total_parameters_ = model_->num_parameters();  // before sharding leaves each rank a piece
-  model_->to(device_);  // initialised on the CPU, so every device starts from the same weights
-  offloader_ = memory::apply_memory_policy(model_, memory_options(recipe_, device_));
+  model_ = train::build_model(recipe_);
+  model::place_unmaterialized(*model_, device_);
+  initial_weights_ = initial_weights(recipe_, *model_, /*fresh=*/!resume_from_);
+  check_numeric_fault_parameter(named_parameters(*model_));
+  total_parameters_ = model_->num_parameters();
+  offloader_ = memory::apply_memory_policy(*model_, memory_options(recipe_, device_));
   loss_chunk_ = loss_chunk_tokens(recipe_);
 }
 
 void TrainingRun::shard_model() {
+  const auto started = Clock::now();
   if (world_.distributed()) {
-    sharded_ = std::make_unique<parallel::FullyShardedModel>(model_, *mesh_, recipe_.parallel.reshard_after_forward);
+    sharded_ = std::make_unique<parallel::FullyShardedModel>(model_, *mesh_, recipe_.parallel.reshard_after_forward,
+                                                              initial_weights_.source);
     for (auto* piece : sharded_->parameters()) {
-      optimized_.push_back({piece->name, piece->local, piece->shape.size() >= 2});
+      optimized_.push_back({piece->name, piece->local, decays(*model_, piece->name, piece->shape.size())});
       piece_begin_.push_back(piece->begin);
       piece_shape_.push_back(piece->shape);
     }
   } else {
-    optimized_ = named_parameters(model_);
+    model::materialize(*model_, initial_weights_.source);
+    optimized_ = named_parameters(*model_);
     piece_begin_.assign(optimized_.size(), 0);
     for (const auto& p : optimized_) piece_shape_.push_back(p.tensor.sizes().vec());
   }
@@ -425,6 +432,18 @@ void TrainingRun::shard_model() {
       optimized_, optim::AdamWOptions{recipe_.optim.betas[0], recipe_.optim.betas[1], recipe_.optim.eps,
                                       recipe_.optim.weight_decay});
   for (const auto& p : optimized_) parameters_.push_back(p.tensor);
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  const auto rss = sum_and_spread(0.0, peak_rss_mib()).second;
+  if (chief_ && !resume_from_)  // a resumed run says where it resumed from instead
+    fmt::print("model: initial weights from {}, {} on each rank ({:.2f} s)\n", initial_weights_.description,
+               sharded_ ? "its shards" : "whole", seconds);
+  // The state as the whole model would hold it (parameters, gradients, AdamW's two moments, fp32).
+  const double whole_state_mib = static_cast<double>(total_parameters_) * 16 / (1 << 20);
+  if (chief_)
+    fmt::print("memory at start: peak resident {:.0f} MiB (rank {}; mean {:.0f}), this rank's state {:.0f} MiB, the "
+               "whole model's state {:.0f} MiB\n",
+               rss.max, rss.argmax, rss.mean, static_cast<double>(state_bytes()) / (1 << 20), whole_state_mib);
+  initial_weights_ = {};  // closes the folder's files
 }
 
 void TrainingRun::resume() {
@@ -540,6 +559,11 @@ void TrainingRun::load_checkpoint_state(const ckpt::CheckpointReader& checkpoint
 }
 
 int TrainingRun::run() {
+  if (options_.setup_only) {
+    if (chief_) fmt::print("set up; --setup-only: no training, nothing written\n");
+    mesh_->group("world")->barrier();
+    return 0;
+  }
   if (step_ >= last_step_) {
     if (chief_) fmt::print("nothing to do: the checkpoint is at step {} and the run ends at step {}\n", step_, last_step_);
     mesh_->group("world")->barrier();
@@ -625,23 +649,28 @@ void TrainingRun::zero_grad() {
 // data leaves some samples without any), so that the data-parallel sum of the ranks' gradients
 // is the gradient of the global mean loss.
 MicroBatchLosses TrainingRun::forward_backward(const data::MicroBatch& batch, int64_t index, int64_t count) {
-  const auto layout =
-      batch.cu_seqlens.defined() ? model::packed_layout(batch.cu_seqlens, device_) : model::SequenceLayout{};
   const auto targets = static_cast<double>(batch.target_count);
   if (sharded_) sharded_->begin_micro_batch(index + 1 == count);
-  torch::Tensor loss;
+  BatchLoss output;
   if (offloader_) offloader_->begin_forward();
   {
     PrecisionScope precision(t_.dtype, device_.type());
-    loss = training_loss(model_, batch.inputs.to(device_, /*non_blocking=*/true),
-                         batch.targets.to(device_, /*non_blocking=*/true), loss_chunk_, layout);
+    output = training_loss(*model_, model_batch(batch.inputs, batch.targets, batch.cu_seqlens, device_), loss_chunk_);
   }
+  auto loss = output.loss;
   if (injected_loss_factor_ != 1.0) loss = loss * injected_loss_factor_;
+  // Auxiliary losses weigh as the loss does, so their gradient does not depend on the layout.
+  MicroBatchLosses losses{loss.detach().to(torch::kFloat64) * targets, {}};
+  auto total = loss;
+  for (const auto& [name, aux] : output.aux_losses) {
+    total = total + aux;
+    losses.aux_losses[name] = aux.detach().to(torch::kFloat64) * targets;
+  }
   const double weight =
       step_targets_ > 0 ? targets / step_divisor_ * injected_micro_batch_weight(index, count) : 0.0;
-  (loss * ((loss_scaler_ ? loss_scaler_->scale() : 1.0) * weight)).backward();
+  (total * ((loss_scaler_ ? loss_scaler_->scale() : 1.0) * weight)).backward();
   if (sharded_) sharded_->end_micro_batch();
-  return {loss.detach().to(torch::kFloat64) * targets, {}};
+  return losses;
 }
 
 // fp16: a step whose gradients overflowed is skipped (no update) and the loss scale shrinks;
@@ -886,7 +915,7 @@ void TrainingRun::save(int64_t at_step) {
   const std::string& recipe_yaml = recipe_yaml_;
   if (!sharded_) {
     ckpt::TensorMap model_state;
-    for (const auto& [name, tensor] : ckpt::model_tensors(model_)) model_state[name] = snapshot(tensor);
+    for (const auto& [name, tensor] : ckpt::model_tensors(*model_)) model_state[name] = snapshot(tensor);
     for (auto& [name, tensor] : optimizer_state) tensor = snapshot(tensor);
     write = [model_state, optimizer_state, model_config, state, recipe_yaml, &fault = fault_,
              at_step](const std::string& folder) {
@@ -921,7 +950,7 @@ void TrainingRun::run_eval(int64_t at_step) {
   if (!eval_data_) return;
   // Every rank evaluates the same batches: the gathers need all of them.
   if (sharded_) sharded_->begin_inference();
-  auto result = evaluate(model_, *eval_data_, t_.micro_batch_size, t_.eval_batches, t_.dtype, loss_chunk_,
+  auto result = evaluate(*model_, *eval_data_, t_.micro_batch_size, t_.eval_batches, t_.dtype, loss_chunk_,
                          recipe_.data.pack);
   if (sharded_) sharded_->end_inference();
   if (!chief_) return;
@@ -1017,7 +1046,7 @@ int evaluate_checkpoint(const config::Recipe& recipe, const std::string& checkpo
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
   require_finite_weights(named, dir);
-  auto result = evaluate(model, *eval_data, recipe.train.micro_batch_size, recipe.train.eval_batches, recipe.train.dtype,
+  auto result = evaluate(*model, *eval_data, recipe.train.micro_batch_size, recipe.train.eval_batches, recipe.train.dtype,
                          0, recipe.data.pack);
   if (!std::isfinite(result.loss))
     throw std::runtime_error(fmt::format("{}: the eval loss is {} although the weights are finite; the model "

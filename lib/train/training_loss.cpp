@@ -15,22 +15,33 @@ int64_t loss_chunk_tokens(const config::Recipe& recipe) {
   return std::stoll(spec);
 }
 
-torch::Tensor training_loss(model::LlamaForCausalLM& model, const torch::Tensor& inputs, const torch::Tensor& targets,
-                            int64_t chunk_tokens, const model::SequenceLayout& layout) {
-  const auto flat_targets = targets.reshape({-1});
+BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64_t chunk_tokens) {
+  const auto flat_targets = batch.labels.reshape({-1});
+  auto output = model.forward(batch);
   if (chunk_tokens > 0) {
-    auto hidden = model->model(inputs, layout);
-    return memory::chunked_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model->output_weight(), flat_targets,
-                                         chunk_tokens, data::kIgnoreIndex);
+    const auto& hidden = output.hidden;
+    return {memory::chunked_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model.output_weight(), flat_targets,
+                                          chunk_tokens, data::kIgnoreIndex),
+            std::move(output.aux_losses)};
   }
-  auto logits = model(inputs, layout);
+  auto logits = torch::nn::functional::linear(output.hidden, model.output_weight());
   auto wide = logits.to(at::promote_types(logits.scalar_type(), torch::kFloat32));
   // A sum over the counted targets rather than the mean reduction, which is NaN for a batch
   // without any target (possible in chat data); chunked_cross_entropy gives 0 there too.
   namespace F = torch::nn::functional;
   auto sum = F::cross_entropy(wide.reshape({-1, wide.size(-1)}), flat_targets,
                               F::CrossEntropyFuncOptions().ignore_index(data::kIgnoreIndex).reduction(torch::kSum));
-  return sum / flat_targets.ne(data::kIgnoreIndex).sum().clamp_min(1).to(sum.scalar_type());
+  return {sum / flat_targets.ne(data::kIgnoreIndex).sum().clamp_min(1).to(sum.scalar_type()),
+          std::move(output.aux_losses)};
+}
+
+model::Batch model_batch(const torch::Tensor& inputs, const torch::Tensor& targets, const torch::Tensor& cu_seqlens,
+                         const torch::Device& device) {
+  model::Batch batch;
+  batch.input_ids = inputs.to(device, /*non_blocking=*/true);
+  batch.labels = targets.to(device, /*non_blocking=*/true);
+  if (cu_seqlens.defined()) batch.layout = model::packed_layout(cu_seqlens, device);
+  return batch;
 }
 
 }  // namespace xtrain::train

@@ -1,21 +1,30 @@
-// The training loss of a batch: next-token cross-entropy, through the chunked output
-// projection + loss when a chunk size is set, so the [tokens x vocab] logits never exist.
+// The training loss of a batch: cross-entropy of the model's logits against the batch's labels,
+// through the chunked output projection + loss when a chunk size is set, so the
+// [tokens x vocab] logits never exist; and the model's auxiliary losses beside it.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "config/recipe.h"
-#include "model/llama.h"
+#include "model/causal_lm.h"
 
 namespace xtrain::train {
 
 // Tokens per loss chunk for memory.chunked_loss (0: unchunked).
 int64_t loss_chunk_tokens(const config::Recipe& recipe);
 
-// inputs, targets: [B, T] (targets -100 where a token carries no loss, as a SampleDataset's
-// targets()); layout: how each row's tokens form documents. Mean loss over the targets that are
-// not -100; 0 when there are none.
-torch::Tensor training_loss(model::LlamaForCausalLM& model, const torch::Tensor& inputs, const torch::Tensor& targets,
-                            int64_t chunk_tokens, const model::SequenceLayout& layout = {});
+struct BatchLoss {
+  torch::Tensor loss;  // mean over the labels that are not -100; 0 when there are none
+  std::vector<std::pair<std::string, torch::Tensor>> aux_losses;  // the model's, by name
+};
+
+// batch.labels: [B, T], -100 where a token carries no loss (as a SampleDataset's targets()).
+BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64_t chunk_tokens);
+
+// The model batch of a data micro batch's inputs and targets, on `device`.
+model::Batch model_batch(const torch::Tensor& inputs, const torch::Tensor& targets, const torch::Tensor& cu_seqlens,
+                         const torch::Device& device);
 
 }  // namespace xtrain::train

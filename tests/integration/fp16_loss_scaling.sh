@@ -40,9 +40,12 @@ import json, sys
 records = [json.loads(line) for line in open(sys.argv[1]) if '"loss"' in line]
 assert len(records) == 40, len(records)
 skipped = [r["step"] for r in records if r["skipped"]]
-# Overflow happens first, then a run of clean steps.
-assert skipped and skipped == list(range(1, len(skipped) + 1)), skipped
 scales = [r["loss_scale"] for r in records]
+# Overflow happens first, halving the scale until it fits; afterwards an overflow is the
+# exception (the scale grown again, or gradients grown under it), each halving the scale.
+first = next(i for i, r in enumerate(records) if not r["skipped"])
+assert first > 0 and skipped[:first] == list(range(1, first + 1)), skipped
+assert len(skipped) - first <= (len(records) - first) // 4, (skipped, scales)
 for a, b, r in zip(scales, scales[1:], records):
     if r["skipped"]:
         assert b == a / 2, (r["step"], a, b)
@@ -52,7 +55,8 @@ assert all(r["grad_norm"] is None for r in records if r["skipped"])
 assert any(b == 2 * a for a, b in zip(scales, scales[1:])), "the scale never grew back"
 losses = [r["loss"] for r in records if not r["skipped"]]
 assert losses[-1] < losses[0] - 0.5, losses
-print(f"fp16: {len(skipped)} overflowed steps skipped (scale {scales[0]:g} -> {scales[len(skipped)]:g}), "
+print(f"fp16: {first} overflowed steps skipped (scale {scales[0]:g} -> {scales[first]:g}), {len(skipped) - first} "
+      f"later, "
       f"loss {losses[0]:.3f} -> {losses[-1]:.3f}")
 PY
 

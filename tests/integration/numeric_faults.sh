@@ -62,8 +62,8 @@ fault_caught_by_parity() {
 }
 
 ddp=(--set parallel.dp=2 --set parallel.fsdp=1)
-fault_caught_by_parity grad_scale "grad_scale:1:model.layers.1.mlp.down_proj.weight" "FSDP 2"
-fault_caught_by_parity grad_scale_ddp "grad_scale:1:model.layers.1.mlp.down_proj.weight" "DDP 2" "${ddp[@]}"
+fault_caught_by_parity grad_scale "grad_scale:1:lm_head.weight" "FSDP 2"
+fault_caught_by_parity grad_scale_ddp "grad_scale:1:lm_head.weight" "DDP 2" "${ddp[@]}"
 fault_caught_by_parity skip_reduce_scatter "skip_reduce_scatter:model.layers.0" "FSDP 2"
 fault_caught_by_parity grad_divisor "grad_divisor:1" "FSDP 2"
 fault_caught_by_parity drop_micro_batch "drop_micro_batch:1" "FSDP 2"

@@ -6,8 +6,10 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "ckpt/hf_llama.h"
+#include "ckpt/folder_weights.h"
+#include "ckpt/hf_folder.h"
 #include "ckpt/safetensors.h"
+#include "model/small_llama.h"
 #include "scratch_dir.h"
 #include "tensor_compare.h"
 #include "util/input_error.h"
@@ -40,7 +42,7 @@ TEST_CASE("a sharded save_pretrained folder of each family loads and computes tr
   CHECK(model->config().family == family);
   torch::NoGradGuard no_grad;
   const auto expected = ckpt::load_safetensors(logits_path).tensors.at("logits");
-  const double error = testing::max_relative_error(model(tokens), expected);
+  const double error = testing::max_relative_error(testing::logits(*model, tokens), expected);
   CHECK(error < 1e-5);
 }
 
@@ -48,15 +50,17 @@ TEST_CASE("a damaged weight index is an input error naming the file and the tens
   testing::ScratchDir scratch;
   const auto dir = scratch.path().string();
   util::write_file_durable(dir + "/bad.json", R"({"weight_map": {"model.norm.weight": "../elsewhere.safetensors"}})");
-  CHECK_THROWS_WITH(ckpt::read_indexed_shards(dir, dir + "/bad.json"),
+  CHECK_THROWS_WITH(ckpt::read_weight_map(dir + "/bad.json"),
                     dir + "/bad.json: tensor 'model.norm.weight' maps to \"../elsewhere.safetensors\", not a file name "
                           "in the folder");
   util::write_file_durable(dir + "/none.json", R"({"metadata": {}})");
-  CHECK_THROWS_WITH(ckpt::read_indexed_shards(dir, dir + "/none.json"),
+  CHECK_THROWS_WITH(ckpt::read_weight_map(dir + "/none.json"),
                     dir + "/none.json: no \"weight_map\" object (tensor name -> file)");
   ckpt::save_safetensors(dir + "/a.safetensors", {{"model.norm.weight", torch::ones({4})}});
-  util::write_file_durable(dir + "/moved.json", R"({"weight_map": {"lm_head.weight": "a.safetensors"}})");
-  CHECK_THROWS_WITH(ckpt::read_indexed_shards(dir, dir + "/moved.json"),
+  util::write_file_durable(dir + "/model.safetensors.index.json",
+                           R"({"weight_map": {"lm_head.weight": "a.safetensors"}})");
+  const auto model = model::model_spec("llama").build(testing::SmallLlama{}.config());
+  CHECK_THROWS_WITH(ckpt::folder_weights(dir, *model),
                     dir + "/a.safetensors: tensor 'lm_head.weight' is not in a.safetensors, where " + dir +
-                        "/moved.json puts it");
+                        "/model.safetensors.index.json puts it");
 }

@@ -13,7 +13,7 @@
 #include "data/token_dataset.h"
 #include "memory/memory_policy.h"
 #include "model/blockwise_attention.h"
-#include "model/llama.h"
+#include "model/causal_lm.h"
 #include "model/sequence_layout.h"
 #include "model/small_llama.h"
 #include "train/training_loss.h"
@@ -48,17 +48,17 @@ std::shared_ptr<data::InMemoryTokenStream> stream_of(const std::vector<std::vect
   return stream;
 }
 
-model::LlamaForCausalLM small_model(int64_t max_seq_len) {
+std::shared_ptr<model::CausalLM> small_model(int64_t max_seq_len) {
   testing::SmallLlama shape;
   shape.max_seq_len = max_seq_len;
   torch::manual_seed(7);
-  return model::LlamaForCausalLM(shape.config());
+  return shape.build(7);
 }
 
 // Sum of the next-token losses of one document piece run through the model on its own.
-double loss_sum_alone(model::LlamaForCausalLM& model, const std::vector<int64_t>& inputs,
+double loss_sum_alone(model::CausalLM& model, const std::vector<int64_t>& inputs,
                       const std::vector<int64_t>& targets) {
-  auto logits = model(torch::tensor(inputs, torch::kInt64).unsqueeze(0));
+  auto logits = testing::logits(model, torch::tensor(inputs, torch::kInt64).unsqueeze(0));
   namespace F = torch::nn::functional;
   return F::cross_entropy(logits.reshape({-1, kVocab}), torch::tensor(targets, torch::kInt64),
                           F::CrossEntropyFuncOptions().ignore_index(data::kIgnoreIndex).reduction(torch::kSum))
@@ -86,14 +86,14 @@ TEST_CASE("a packed batch's loss is the loss of its documents computed one by on
       memory::MemoryOptions options;
       options.attention = attention;
       options.attention_block_size = 8;
-      memory::apply_memory_policy(model, options);
+      memory::apply_memory_policy(*model, options);
       torch::NoGradGuard no_grad;
 
       const auto batch = data::make_micro_batch(dataset, samples, /*pack=*/true);
       REQUIRE(batch.inputs.sizes() == torch::IntArrayRef({1, 4 * seq}));
       const double packed_mean =
-          train::training_loss(model, batch.inputs, batch.targets, 0, model::packed_layout(batch.cu_seqlens))
-              .item<double>();
+          train::training_loss(*model, train::model_batch(batch.inputs, batch.targets, batch.cu_seqlens, torch::kCPU), 0)
+              .loss.item<double>();
 
       // The reference, from the documents themselves: each window (no shuffle: sample g is
       // stream tokens [g (seq + 1), (g + 1)(seq + 1))) splits into pieces at document starts;
@@ -108,7 +108,7 @@ TEST_CASE("a packed batch's loss is the loss of its documents computed one by on
           std::vector<int64_t> inputs(stream_ids.begin() + begin, stream_ids.begin() + p);
           std::vector<int64_t> targets(stream_ids.begin() + begin + 1, stream_ids.begin() + p + 1);
           if (begins_document(p)) targets.back() = data::kIgnoreIndex;
-          reference_sum += loss_sum_alone(model, inputs, targets);
+          reference_sum += loss_sum_alone(*model, inputs, targets);
           for (int64_t target : targets) reference_count += target != data::kIgnoreIndex;
           ++pieces;
           begin = p;
@@ -122,7 +122,9 @@ TEST_CASE("a packed batch's loss is the loss of its documents computed one by on
 
       // Unpacked, the same tokens attend across documents: a different loss.
       const auto unpacked = data::make_micro_batch(dataset, samples, /*pack=*/false);
-      const double unpacked_mean = train::training_loss(model, unpacked.inputs, unpacked.targets, 0).item<double>();
+      const double unpacked_mean =
+          train::training_loss(*model, train::model_batch(unpacked.inputs, unpacked.targets, {}, torch::kCPU), 0)
+              .loss.item<double>();
       CHECK(std::abs(unpacked_mean - packed_mean) > 1e-4);  // 7x the tolerance above
     }
   }
@@ -141,19 +143,19 @@ TEST_CASE("no attention crosses a document boundary in a packed row", "[data][pa
       memory::MemoryOptions options;
       options.attention = attention;
       options.attention_block_size = 64;
-      memory::apply_memory_policy(model, options);
+      memory::apply_memory_policy(*model, options);
       torch::NoGradGuard no_grad;
-      const auto logits = model(tokens, layout);
+      const auto logits = testing::logits(*model, tokens, layout);
       // Document 3 is [131, 400): change its tokens, and only its own logits may change.
       auto changed_tokens = tokens.clone();
       changed_tokens.narrow(1, 131, 269).random_(0, kVocab);
-      const auto changed = model(changed_tokens, layout);
+      const auto changed = testing::logits(*model, changed_tokens, layout);
       const auto difference = (changed - logits).abs().amax({0, 2});  // per position
       CHECK(difference.narrow(0, 0, 131).max().item<double>() == 0.0);
       CHECK(difference.narrow(0, 400, 200).max().item<double>() == 0.0);
       CHECK(difference.narrow(0, 131, 269).min().item<double>() > 0.0);
       // A document computes what it computes alone, positions restarting at 0.
-      const auto alone = model(tokens.narrow(1, 410, 190));
+      const auto alone = testing::logits(*model, tokens.narrow(1, 410, 190));
       CHECK((alone - logits.narrow(1, 410, 190)).abs().max().item<double>() < 1e-5);
     }
   }

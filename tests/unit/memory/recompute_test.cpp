@@ -5,7 +5,6 @@
 #include "memory/activation_offload.h"
 #include "memory/memory_policy.h"
 #include "memory/recompute.h"
-#include "model/llama.h"
 #include "model/small_llama.h"
 
 // Catch after torch: c10 defines a CHECK macro of its own.
@@ -19,11 +18,11 @@ namespace {
 std::map<std::string, torch::Tensor> gradients(const memory::MemoryOptions& options,
                                                std::vector<std::string>* events = nullptr) {
   torch::manual_seed(21);
-  model::LlamaForCausalLM llama(testing::SmallLlama{50, 32, 4, 4, 2, 64, 16}.config());
-  auto offloader = memory::apply_memory_policy(llama, options);
+  auto llama = testing::SmallLlama{50, 32, 4, 4, 2, 64, 16}.build(21);
+  auto offloader = memory::apply_memory_policy(*llama, options);
   auto tokens = torch::randint(0, 50, {3, 17}, torch::kInt64);
   if (offloader) offloader->begin_forward();
-  auto loss = model::next_token_loss(llama, tokens);
+  auto loss = model::next_token_loss(*llama, tokens);
   if (offloader) CHECK(offloader->resident_slots() == 4);  // one slot per block
   loss.backward();
   if (offloader) {
@@ -59,24 +58,25 @@ struct PolicyTrace {
 PolicyTrace trace(const memory::MemoryOptions& options) {
   torch::manual_seed(21);
   const testing::SmallLlama shape{50, 64, 4, 4, 2, 256, 128};
-  model::LlamaForCausalLM llama(shape.config());
+  auto llama = shape.build(21);
   PolicyTrace result;
   result.block_runs.assign(shape.layers, 0);
   result.attention_runs.assign(shape.layers, 0);
   // Counting kernels go in before the policy, so that a selective policy wraps them.
+  const auto kernels = llama->attention_kernels();
   for (int64_t i = 0; i < shape.layers; ++i) {
-    (*llama->model->layers)[i]->as<model::DecoderLayer>()->self_attn->kernel =
+    *kernels[i] =
         [&result, i](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      const torch::Tensor& cu_seqlens) {
           ++result.attention_runs[i];
           return model::causal_attention(q, k, v, cu_seqlens);
         };
   }
-  auto offloader = memory::apply_memory_policy(llama, options);
+  auto offloader = memory::apply_memory_policy(*llama, options);
   // The counting block goes in after it: the policy's runner calls it for the forward and
   // again for each replay in backward.
-  const model::BlockRunner installed = llama->model->block_runner;
-  llama->model->block_runner = [&result, installed](int64_t layer, const torch::Tensor& x,
+  const model::BlockRunner installed = llama->block_runner;
+  llama->block_runner = [&result, installed](int64_t layer, const torch::Tensor& x,
                                                    const std::function<torch::Tensor(const torch::Tensor&)>& block) {
     auto counted = [&result, layer, block](const torch::Tensor& in) {
       ++result.block_runs[layer];
@@ -87,7 +87,7 @@ PolicyTrace trace(const memory::MemoryOptions& options) {
   auto tokens = torch::randint(0, 50, {4, 128}, torch::kInt64);
   if (offloader) offloader->begin_forward();
   const int64_t before = heap_bytes_in_use();
-  auto loss = model::next_token_loss(llama, tokens);
+  auto loss = model::next_token_loss(*llama, tokens);
   result.saved_bytes = heap_bytes_in_use() - before;
   loss.backward();
   return result;

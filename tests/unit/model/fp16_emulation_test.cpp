@@ -5,25 +5,24 @@
 #include <cmath>
 
 #include "model/fp16_emulation.h"
+#include "model/linear.h"
+#include "model/parameter_source.h"
 
 using namespace xtrain;
 
 TEST_CASE("fp16 emulation rounds projections to fp16 precision and range, gradients included", "[model][fp16]") {
-  torch::nn::Linear layer(torch::nn::LinearOptions(2, 1).bias(false));
-  {
-    torch::NoGradGuard no_grad;
-    layer->weight.fill_(1.0f);
-  }
+  model::Linear layer(2, 1, /*bias=*/false);
+  model::materialize(*layer, [](const std::string&, int64_t, int64_t count) { return torch::ones({count}); });
   const float fine = 1.0f + 1.0f / 4096;  // not an fp16 number: rounds to 1
   {
     model::Fp16EmulationScope fp16;
-    CHECK(model::project(layer, torch::tensor({{fine, 2.0f}})).item<float>() == 3.0f);
-    CHECK(std::isinf(model::project(layer, torch::tensor({{40000.0f, 40000.0f}})).item<float>()));
+    CHECK(layer(torch::tensor({{fine, 2.0f}})).item<float>() == 3.0f);
+    CHECK(std::isinf(layer(torch::tensor({{40000.0f, 40000.0f}})).item<float>()));
     auto x = torch::tensor({{1.0f, 2.0f}}, torch::requires_grad());
-    model::project(layer, x).backward(torch::full({1, 1}, 70000.0f));  // a loss-scaled gradient
+    layer(x).backward(torch::full({1, 1}, 70000.0f));  // a loss-scaled gradient
     CHECK(std::isinf(x.grad()[0][0].item<float>()));
     CHECK(std::isinf(layer->weight.grad()[0][0].item<float>()));
   }
   CHECK_FALSE(model::fp16_emulation_enabled());
-  CHECK(model::project(layer, torch::tensor({{fine, 2.0f}})).item<float>() == 2.0f + fine);
+  CHECK(layer(torch::tensor({{fine, 2.0f}})).item<float>() == 2.0f + fine);
 }

@@ -9,9 +9,10 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "ckpt/hf_llama.h"
+#include "ckpt/hf_folder.h"
 #include "ckpt/safetensors.h"
-#include "model/llama.h"
+#include "model/causal_lm.h"
+#include "model/model_spec.h"
 #include "model/small_llama.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
@@ -31,13 +32,13 @@ TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qw
   testing::ScratchDir scratch;
   const std::string dir = (scratch.path() / "model").string();
   torch::manual_seed(11);
-  model::LlamaForCausalLM llama(testing::SmallLlama{97, 64, 2, 4, 2, 160, 32, tied, family, head_dim}.config());
+  auto llama = testing::SmallLlama{97, 64, 2, 4, 2, 160, 32, tied, family, head_dim}.build(11);
   if (family == "qwen2") {  // zero at init: give them values, so that they are tested
     torch::NoGradGuard no_grad;
     for (auto& item : llama->named_parameters())
       if (item.key().find(".bias") != std::string::npos) item.value().normal_(0.0, 0.1);
   }
-  ckpt::save_hf_folder(dir, llama, 96);
+  ckpt::save_hf_folder(dir, *llama, 96);
   auto tokens = torch::randint(0, 97, {2, 25}, torch::kInt64);
   const std::string tokens_path = (scratch.path() / "tokens.safetensors").string();
   const std::string out_path = (scratch.path() / "golden.safetensors").string();
@@ -54,9 +55,9 @@ TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qw
 
   // Forward and backward at the saved weights.
   auto inputs = tokens.narrow(1, 0, 24);
-  const double logits_error = xtrain::testing::max_relative_error(llama(inputs).detach(), golden.at("logits"));
+  const double logits_error = xtrain::testing::max_relative_error(testing::logits(*llama, inputs).detach(), golden.at("logits"));
   CHECK(logits_error < 1e-5);
-  auto loss = model::next_token_loss(llama, tokens);
+  auto loss = model::next_token_loss(*llama, tokens);
   const double loss_error = xtrain::testing::max_relative_error(loss.detach(), golden.at("loss"));
   CHECK(loss_error < 1e-5);
   loss.backward();
@@ -75,16 +76,17 @@ TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qw
   const int64_t per_layer = family == "qwen2" ? 3 : family == "qwen3" ? 2 : 0;  // biases, or q/k norms
   CHECK(compared == (tied ? 20 : 21) + 2 * per_layer);
 
-  // The same optimizer trajectory: clip + AdamW with decay only on matrices.
+  // The same optimizer trajectory: clip + AdamW with decay as the family's spec says (matrices only).
+  const auto& spec = model::model_spec(family);
   std::vector<optim::NamedParameter> parameters;
   for (const auto& item : llama->named_parameters())
-    parameters.push_back({item.key(), item.value(), model::decays(item.key(), item.value())});
+    parameters.push_back({item.key(), item.value(), spec.decays(item.key(), item.value().dim())});
   optim::AdamW adamw(parameters, {0.9, 0.95, 1e-8, weight_decay});
   auto golden_losses = golden.at("train_losses");
   double step_loss_error = 0;
   for (int step = 0; step < steps; ++step) {
     for (auto& p : llama->parameters()) p.mutable_grad() = torch::Tensor();
-    auto step_loss = model::next_token_loss(llama, tokens);
+    auto step_loss = model::next_token_loss(*llama, tokens);
     step_loss.backward();
     const double error = std::abs(step_loss.item<double>() - golden_losses[step].item<double>()) /
                          std::abs(golden_losses[step].item<double>());
@@ -113,11 +115,11 @@ TEST_CASE("an HF folder written by xtrain loads back into an identical model, of
   INFO("family = " << family);
   testing::ScratchDir scratch;
   torch::manual_seed(3);
-  model::LlamaForCausalLM llama(testing::SmallLlama{97, 64, 2, 4, 2, 160, 32, false, family, head_dim}.config());
-  ckpt::save_hf_folder(scratch.path().string(), llama, 96);
+  auto llama = testing::SmallLlama{97, 64, 2, 4, 2, 160, 32, false, family, head_dim}.build(3);
+  ckpt::save_hf_folder(scratch.path().string(), *llama, 96);
   auto loaded = ckpt::load_hf_folder(scratch.path().string());
   CHECK(loaded->config().family == family);
   CHECK(loaded->config().head_dim() == (head_dim > 0 ? head_dim : 16));
   auto input = torch::randint(0, 97, {1, 9}, torch::kInt64);
-  CHECK(torch::equal(llama(input), loaded(input)));
+  CHECK(torch::equal(testing::logits(*llama, input), testing::logits(*loaded, input)));
 }

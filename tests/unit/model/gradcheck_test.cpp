@@ -2,6 +2,7 @@
 
 #include "model/attention.h"
 #include "model/llama.h"
+#include "model/parameter_source.h"
 #include "model/small_llama.h"
 #include "model/rms_norm.h"
 #include "model/rotary.h"
@@ -60,7 +61,8 @@ TEST_CASE("fp64 finite differences: SwiGLU input and weights", "[model][gradchec
 TEST_CASE("fp64 finite differences: a whole decoder layer", "[model][gradcheck]") {
   torch::manual_seed(5);
   const auto config = testing::SmallLlama{11, 8, 1, 2, 1, 12, 4}.config();
-  model::DecoderLayer layer(config);
+  model::DecoderLayer layer(config, model::AttentionFeatures{});
+  model::materialize(*layer, [](const std::string&, int64_t, int64_t count) { return torch::randn({count}); });
   layer->to(torch::kFloat64);
   auto tables = model::rotary_tables(4, config.head_dim(), config.rope_theta);
   model::RotaryTables rotary{tables.cos.to(torch::kFloat64), tables.sin.to(torch::kFloat64)};

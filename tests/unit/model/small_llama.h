@@ -1,8 +1,11 @@
 // Shapes of the small Llama models the unit tests build.
 #pragma once
+#include <memory>
 #include <string>
 
-#include "model/llama_config.h"
+#include "model/causal_lm.h"
+#include "model/model_config.h"
+#include "model/model_spec.h"
 
 namespace xtrain::testing {
 
@@ -12,8 +15,8 @@ struct SmallLlama {
   std::string family = "llama";
   int64_t head_dim = 0;  // 0: hidden / heads
 
-  model::LlamaConfig config() const {
-    model::LlamaConfig c;
+  model::ModelConfig config() const {
+    model::ModelConfig c;
     c.vocab_size = vocab;
     c.hidden_size = hidden;
     c.num_layers = layers;
@@ -26,6 +29,16 @@ struct SmallLlama {
     c.head_dim_override = head_dim;
     return c;
   }
+  // The model of this shape and family, its weights drawn from `seed`.
+  std::shared_ptr<model::CausalLM> build(uint64_t seed = 1) const { return model::build_model(config(), seed); }
 };
+
+// The logits of ids laid out as `layout`.
+inline torch::Tensor logits(model::CausalLM& model, const torch::Tensor& ids, const model::SequenceLayout& layout = {}) {
+  model::Batch batch;
+  batch.input_ids = ids;
+  batch.layout = layout;
+  return model.logits(batch);
+}
 
 }  // namespace xtrain::testing

@@ -9,7 +9,9 @@
 
 #include "parallel/fully_sharded.h"
 #include "parallel/thread_comm.h"
-#include "model/llama.h"
+#include "model/causal_lm.h"
+#include "model/model_spec.h"
+#include "model/parameter_init.h"
 #include "model/small_llama.h"
 #include "rank_threads.h"
 #include "tensor_compare.h"
@@ -37,35 +39,39 @@ TEST_CASE("FSDP 2 and 4, HSDP 2x2 and DDP 2 over thread ranks hold the gradients
                                           std::pair<int64_t, int64_t>{2, 2}, std::pair<int64_t, int64_t>{2, 1});
   const int64_t ranks = dp * fsdp_degree;
   const bool tied = GENERATE(false, true);
-  INFO("dp = " << dp << ", fsdp = " << fsdp_degree << ", tie_embeddings = " << tied);
+  // Unmaterialised models whose ranks draw only their shards, or whole models sliced.
+  const bool from_source = GENERATE(false, true);
+  INFO("dp = " << dp << ", fsdp = " << fsdp_degree << ", tie_embeddings = " << tied << ", from_source = " << from_source);
   // Hidden 30 (3 heads of 10): no unit's size divides by 4, so shards over 4 ranks carry padding.
-  const auto config = testing::SmallLlama{53, 30, 2, 3, 1, 70, 16, tied}.config();
+  const testing::SmallLlama shape{53, 30, 2, 3, 1, 70, 16, tied};
   torch::manual_seed(5);
   const auto tokens = torch::randint(0, 53, {4, 12}, torch::kInt64);
 
   torch::manual_seed(3);
-  model::LlamaForCausalLM reference(config);
-  model::next_token_loss(reference, tokens).backward();
-  std::map<std::string, torch::Tensor> expected;
-  for (const auto& item : reference->named_parameters()) expected[item.key()] = item.value().grad().reshape(-1);
-
-  std::vector<model::LlamaForCausalLM> models;
-  for (int64_t r = 0; r < ranks; ++r) {
-    torch::manual_seed(3);  // every rank starts from the same weights
-    models.emplace_back(config);
+  auto reference = shape.build(3);
+  model::next_token_loss(*reference, tokens).backward();
+  std::map<std::string, torch::Tensor> expected, weights;
+  for (const auto& item : reference->named_parameters()) {
+    expected[item.key()] = item.value().grad().reshape(-1);
+    weights[item.key()] = item.value().detach().reshape(-1);
   }
+
+  std::vector<std::shared_ptr<model::CausalLM>> models;
+  for (int64_t r = 0; r < ranks; ++r)
+    models.push_back(from_source ? model::model_spec("llama").build(shape.config()) : shape.build(3));
   parallel::ThreadWorld threads;
   std::vector<std::unique_ptr<parallel::FullyShardedModel>> sharded(static_cast<size_t>(ranks));
   const int64_t per_rank = tokens.size(0) / ranks;
   auto errors = testing::run_ranks(ranks, [&](int64_t r) {
     auto& model = models[static_cast<size_t>(r)];
     auto& fsdp = sharded[static_cast<size_t>(r)];
+    const auto source = from_source ? model::init_source(model->init_plan(), 3) : model::ParameterSource();
     fsdp = std::make_unique<parallel::FullyShardedModel>(model, thread_mesh(threads, r, dp, fsdp_degree),
-                                                     /*reshard_after_forward=*/true);
+                                                     /*reshard_after_forward=*/true, source);
     fsdp->zero_grad();
     fsdp->begin_micro_batch(/*last=*/true);
     // Each rank's mean loss weighs 1/ranks: the reduced gradients are the sum over ranks.
-    (model::next_token_loss(model, tokens.narrow(0, r * per_rank, per_rank)) / static_cast<double>(ranks))
+    (model::next_token_loss(*model, tokens.narrow(0, r * per_rank, per_rank)) / static_cast<double>(ranks))
         .backward();
     fsdp->end_micro_batch();
   });
@@ -80,6 +86,8 @@ TEST_CASE("FSDP 2 and 4, HSDP 2x2 and DDP 2 over thread ranks hold the gradients
       REQUIRE(expected.count(piece->name) == 1);
       covered[piece->name] += piece->local.numel();
       if (piece->local.numel() == 0) continue;
+      // Every rank starts from the one process's weights, bit for bit.
+      CHECK(torch::equal(piece->local.detach(), weights[piece->name].narrow(0, piece->begin, piece->local.numel())));
       const auto want = expected[piece->name].narrow(0, piece->begin, piece->local.numel());
       const double error = testing::max_relative_error(piece->local.grad(), want);
       CHECK(error < 1e-6);

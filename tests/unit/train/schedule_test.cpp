@@ -1,6 +1,6 @@
 #include <torch/torch.h>
 
-#include "model/llama.h"
+#include "model/causal_lm.h"
 #include "model/small_llama.h"
 #include "train/schedule.h"
 #include "train/training_loss.h"
@@ -30,9 +30,9 @@ std::vector<data::MicroBatch> micro_batches(int64_t count) {
   return batches;
 }
 
-std::map<std::string, torch::Tensor> gradients(model::LlamaForCausalLM& model) {
+std::map<std::string, torch::Tensor> gradients(model::CausalLM& model) {
   std::map<std::string, torch::Tensor> grads;
-  for (const auto& p : model->named_parameters()) grads[p.key()] = p.value().grad().clone();
+  for (const auto& p : model.named_parameters()) grads[p.key()] = p.value().grad().clone();
   return grads;
 }
 
@@ -42,16 +42,17 @@ TEST_CASE("GradientAccumulation: micro batches weighed by their targets give the
           "[train][schedule]") {
   const auto batches = micro_batches(4);
   torch::manual_seed(1);
-  model::LlamaForCausalLM model(testing::SmallLlama{}.config());
+  auto model = testing::SmallLlama{}.build(1);
   double targets = 0;
   for (const auto& b : batches) targets += static_cast<double>(b.target_count);
 
   // One pass over all rows at once: the mean over every target.
   std::vector<torch::Tensor> inputs, labels;
   for (const auto& b : batches) inputs.push_back(b.inputs), labels.push_back(b.targets);
-  const auto whole = train::training_loss(model, torch::cat(inputs), torch::cat(labels), 0, {});
+  const auto whole =
+      train::training_loss(*model, train::model_batch(torch::cat(inputs), torch::cat(labels), {}, torch::kCPU), 0).loss;
   whole.backward();
-  const auto expected = gradients(model);
+  const auto expected = gradients(*model);
   model->zero_grad();
 
   std::vector<int64_t> order;
@@ -59,7 +60,8 @@ TEST_CASE("GradientAccumulation: micro batches weighed by their targets give the
   const auto losses = schedule.run(batches, [&](const data::MicroBatch& batch, int64_t index, int64_t count) {
     REQUIRE(count == 4);
     order.push_back(index);
-    const auto loss = train::training_loss(model, batch.inputs, batch.targets, 0, {});
+    const auto loss =
+        train::training_loss(*model, train::model_batch(batch.inputs, batch.targets, {}, torch::kCPU), 0).loss;
     (loss * (static_cast<double>(batch.target_count) / targets)).backward();
     const auto weighted = loss.detach().to(torch::kFloat64) * static_cast<double>(batch.target_count);
     return train::MicroBatchLosses{weighted, {{"router", weighted / 10}}};
@@ -67,7 +69,7 @@ TEST_CASE("GradientAccumulation: micro batches weighed by their targets give the
   CHECK(order == std::vector<int64_t>{0, 1, 2, 3});
   CHECK(losses.loss_sum.item<double>() / targets == Approx(whole.item<double>()).epsilon(1e-6));
   CHECK(losses.aux_losses.at("router").item<double>() == Approx(losses.loss_sum.item<double>() / 10).epsilon(1e-12));
-  const auto actual = gradients(model);
+  const auto actual = gradients(*model);
   for (const auto& [name, grad] : expected) {
     INFO(name);
     CHECK(testing::max_relative_error(actual.at(name), grad) < 1e-5);

@@ -2,7 +2,7 @@
 
 #include "config/recipe_loader.h"
 #include "memory/memory_policy.h"
-#include "model/llama.h"
+#include "model/causal_lm.h"
 #include "model/small_llama.h"
 #include "train/training_loss.h"
 
@@ -39,9 +39,9 @@ Batch make_batch() {
 template <typename LossOf>
 LossAndGrads run(const LossOf& loss_of, const memory::MemoryOptions& options = {}) {
   torch::manual_seed(5);
-  model::LlamaForCausalLM llama(testing::SmallLlama{300, 32, 2, 4, 2, 64, 40}.config());
-  memory::apply_memory_policy(llama, options);
-  auto loss = loss_of(llama, make_batch());
+  auto llama = testing::SmallLlama{300, 32, 2, 4, 2, 64, 40}.build(5);
+  memory::apply_memory_policy(*llama, options);
+  auto loss = loss_of(*llama, make_batch());
   loss.backward();
   LossAndGrads out{loss.detach(), {}};
   for (const auto& item : llama->named_parameters()) out.grads[item.key()] = item.value().grad().clone();
@@ -50,15 +50,15 @@ LossAndGrads run(const LossOf& loss_of, const memory::MemoryOptions& options = {
 
 // The loss as the trainer computes it.
 LossAndGrads training_run(int64_t chunk, const memory::MemoryOptions& options = {}) {
-  return run([chunk](model::LlamaForCausalLM& llama, const Batch& batch) {
-    return train::training_loss(llama, batch.inputs, batch.targets, chunk);
+  return run([chunk](model::CausalLM& llama, const Batch& batch) {
+    return train::training_loss(llama, train::model_batch(batch.inputs, batch.targets, {}, torch::kCPU), chunk).loss;
   }, options);
 }
 
 // The reference: LibTorch's own mean cross-entropy over the full logits, -100 ignored.
 LossAndGrads reference_run() {
-  return run([](model::LlamaForCausalLM& llama, const Batch& batch) {
-    auto logits = llama(batch.inputs);
+  return run([](model::CausalLM& llama, const Batch& batch) {
+    auto logits = testing::logits(llama, batch.inputs);
     namespace F = torch::nn::functional;
     return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), batch.targets.reshape({-1}),
                             F::CrossEntropyFuncOptions().ignore_index(-100));
@@ -86,8 +86,9 @@ TEST_CASE("the training loss, chunked or not, is the mean cross-entropy over cou
 TEST_CASE("a batch without counted targets has loss 0 and zero gradients, chunked or not", "[train][memory]") {
   for (int64_t chunk : {0, 7}) {
     INFO("chunk " << chunk);
-    const auto empty = run([chunk](model::LlamaForCausalLM& llama, const Batch& batch) {
-      return train::training_loss(llama, batch.inputs, torch::full_like(batch.targets, -100), chunk);
+    const auto empty = run([chunk](model::CausalLM& llama, const Batch& batch) {
+      const auto none = torch::full_like(batch.targets, -100);
+      return train::training_loss(llama, train::model_batch(batch.inputs, none, {}, torch::kCPU), chunk).loss;
     });
     CHECK(empty.loss.item<double>() == 0.0);
     for (const auto& [name, grad] : empty.grads) {

@@ -1,7 +1,7 @@
-// LlamaConfig: the shape of a Llama-style decoder, independent of recipes and parallelism, and
-// the family it belongs to. The families differ from Llama in attention only: "qwen2" adds
-// biases to the q, k and v projections; "qwen3" normalises q and k per head (RMSNorm over
-// head_dim, before the rotation) and may set head_dim apart from hidden_size / num_heads.
+// ModelConfig: the shape of a model, independent of recipes and parallelism, and the family it
+// belongs to (model.family). What a family computes differently (qwen2's q, k and v biases,
+// qwen3's q and k norms) is the family's own fact, held by its ModelSpec (model/model_spec.h),
+// not by the shape.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -19,8 +19,8 @@ struct RopeScaling {
   bool enabled() const { return factor > 0; }
 };
 
-struct LlamaConfig {
-  std::string family = "llama";  // llama, qwen2 or qwen3
+struct ModelConfig {
+  std::string family = "llama";  // a key of the model registry (model/model_spec.h)
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_layers = 0;
@@ -36,8 +36,6 @@ struct LlamaConfig {
   int64_t head_dim_override = 0;  // 0: hidden_size / num_heads
 
   int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden_size / num_heads; }
-  bool attention_bias() const { return family == "qwen2"; }
-  bool qk_norm() const { return family == "qwen3"; }
 };
 
 }  // namespace xtrain::model

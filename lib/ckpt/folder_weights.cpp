@@ -1,0 +1,137 @@
+#include "ckpt/folder_weights.h"
+
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "ckpt/checkpoint_reader.h"
+#include "ckpt/safetensors.h"
+#include "ckpt/sharded_checkpoint.h"
+#include "model/model_spec.h"
+#include "util/durable_file.h"
+#include "util/input_error.h"
+
+namespace xtrain::ckpt {
+namespace {
+
+// The model's parameters by their Hugging Face names, with their shapes.
+std::map<std::string, std::pair<std::string, std::vector<int64_t>>> expected_tensors(const model::CausalLM& model) {
+  const auto& spec = model::model_spec(model.config().family);
+  std::map<std::string, std::pair<std::string, std::vector<int64_t>>> expected;
+  for (const auto& item : model.named_parameters())
+    expected[spec.to_hf_name(item.key())] = {item.key(), item.value().sizes().vec()};
+  return expected;
+}
+
+// Every name in `found` (HF name -> shape, file) is expected with that shape, and none is missing.
+void check_tensors(const std::map<std::string, std::pair<std::vector<int64_t>, std::string>>& found,
+                   const model::CausalLM& model, const std::string& source) {
+  const auto expected = expected_tensors(model);
+  for (const auto& [name, want] : expected) {
+    auto it = found.find(name);
+    if (it == found.end()) throw InputError(fmt::format("{}: missing tensor '{}'", source, name));
+    if (it->second.first != want.second)
+      throw InputError(fmt::format("{}: tensor '{}' has shape [{}], the model expects [{}]", it->second.second, name,
+                                   fmt::join(it->second.first, ", "), fmt::join(want.second, ", ")));
+  }
+  for (const auto& [name, where] : found)
+    if (expected.count(name) == 0)
+      throw InputError(
+          fmt::format("{}: unexpected tensor '{}' (does config.json match the weights?)", where.second, name));
+}
+
+// A tensor of a safetensors file: the file's reader, opened once, and the tensor's entry.
+struct Located {
+  std::shared_ptr<SafetensorsReader> reader;
+  const SafetensorsEntry* entry;
+};
+using LocatedTensors = std::map<std::string, Located>;
+
+LocatedTensors file_tensors(const std::string& path) {
+  LocatedTensors tensors;
+  auto reader = std::make_shared<SafetensorsReader>(path);
+  for (const auto& entry : reader->entries()) tensors[entry.name] = {reader, &entry};
+  return tensors;
+}
+
+// The tensors of an index's weight_map, each in the file the index names.
+LocatedTensors indexed_tensors(const std::string& dir, const std::string& index_path) {
+  std::map<std::string, std::shared_ptr<SafetensorsReader>> readers;
+  LocatedTensors tensors;
+  for (const auto& [name, file_name] : read_weight_map(index_path)) {
+    auto& reader = readers[file_name];
+    if (!reader) reader = std::make_shared<SafetensorsReader>(dir + "/" + file_name);
+    const auto* entry = reader->find(name);
+    if (!entry)
+      throw InputError(fmt::format("{}: tensor '{}' is not in {}, where {} puts it", reader->path(), name, file_name,
+                                   index_path));
+    tensors[name] = {reader, entry};
+  }
+  return tensors;
+}
+
+FolderWeights safetensors_weights(const LocatedTensors& located, const std::string& description,
+                                  const model::CausalLM& model) {
+  std::map<std::string, std::pair<std::vector<int64_t>, std::string>> found;
+  for (const auto& [name, where] : located) found[name] = {where.entry->shape, where.reader->path()};
+  check_tensors(found, model, description);
+  auto by_name = std::make_shared<const LocatedTensors>(located);
+  const auto& spec = model::model_spec(model.config().family);
+  FolderWeights weights;
+  weights.tensors = static_cast<int64_t>(found.size());
+  weights.description = description;
+  weights.source = [by_name, to_hf = spec.to_hf_name](const std::string& name, int64_t begin, int64_t count) {
+    const auto& located = by_name->at(to_hf(name));
+    return located.reader->read(*located.entry, begin, count).to(torch::kFloat32);
+  };
+  return weights;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> read_weight_map(const std::string& index_path) {
+  nlohmann::json index;
+  try {
+    index = nlohmann::json::parse(util::read_file(index_path));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: invalid JSON: {}", index_path, e.what()));
+  }
+  if (!index.contains("weight_map") || !index.at("weight_map").is_object())
+    throw InputError(fmt::format("{}: no \"weight_map\" object (tensor name -> file)", index_path));
+  std::map<std::string, std::string> weight_map;
+  for (const auto& [name, file] : index.at("weight_map").items()) {
+    const std::string file_name = file.is_string() ? file.get<std::string>() : "";
+    if (file_name.empty() || file_name.find('/') != std::string::npos || file_name == "." || file_name == "..")
+      throw InputError(
+          fmt::format("{}: tensor '{}' maps to {}, not a file name in the folder", index_path, name, file.dump()));
+    weight_map[name] = file_name;
+  }
+  return weight_map;
+}
+
+FolderWeights folder_weights(const std::string& dir, const model::CausalLM& model) {
+  const std::string weights_path = dir + "/model.safetensors";
+  const std::string index_path = dir + "/model.safetensors.index.json";
+  if (!std::filesystem::exists(weights_path) && std::filesystem::exists(dir + "/" + shard_file_name(0))) {
+    // A sharded training checkpoint: pieces of the flattened parameters, under HF names.
+    auto checkpoint = std::make_shared<CheckpointReader>(dir);
+    std::map<std::string, std::pair<std::vector<int64_t>, std::string>> found;
+    for (const auto& name : checkpoint->names()) found[name] = {checkpoint->shape(name), dir};
+    check_tensors(found, model, dir);
+    const auto& spec = model::model_spec(model.config().family);
+    return {[checkpoint, to_hf = spec.to_hf_name](const std::string& name, int64_t begin, int64_t count) {
+              return checkpoint->read("model", to_hf(name), begin, count);
+            },
+            static_cast<int64_t>(found.size()), dir};
+  }
+  if (!std::filesystem::exists(weights_path) && std::filesystem::exists(index_path))
+    return safetensors_weights(indexed_tensors(dir, index_path), index_path, model);
+  return safetensors_weights(file_tensors(weights_path), weights_path, model);
+}
+
+}  // namespace xtrain::ckpt

@@ -1,0 +1,30 @@
+// The weights of a model folder as a ParameterSource (model/parameter_source.h) that reads only
+// the slices asked for: a Hugging Face folder (model.safetensors, or the files of
+// model.safetensors.index.json) or a sharded training checkpoint (shard-*.safetensors). Under
+// FSDP each rank thus reads its own shards of the folder and nothing else.
+//
+// The folder must hold exactly the model's tensors, under its family's Hugging Face names, with
+// its shapes: checked from the headers alone, before any data is read. A missing, unexpected or
+// mis-shaped tensor is an InputError naming it and the file.
+#pragma once
+#include <map>
+#include <string>
+
+#include "model/causal_lm.h"
+#include "model/parameter_source.h"
+
+namespace xtrain::ckpt {
+
+struct FolderWeights {
+  model::ParameterSource source;  // values as fp32, whatever the file's dtype
+  int64_t tensors = 0;
+  std::string description;  // the file(s) read, for messages
+};
+
+FolderWeights folder_weights(const std::string& dir, const model::CausalLM& model);
+
+// model.safetensors.index.json's weight_map: tensor name -> file name in the folder. A file name
+// that leaves the folder is an InputError; so is a tensor missing from its file (folder_weights).
+std::map<std::string, std::string> read_weight_map(const std::string& index_path);
+
+}  // namespace xtrain::ckpt

@@ -1,0 +1,62 @@
+#include "ckpt/hf_folder.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <iterator>
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "ckpt/folder_weights.h"
+#include "model/model_spec.h"
+#include "model/parameter_source.h"
+#include "util/durable_file.h"
+#include "util/input_error.h"
+
+namespace xtrain::ckpt {
+
+TensorMap model_tensors(model::CausalLM& model) {
+  const auto& spec = model::model_spec(model.config().family);
+  TensorMap tensors;
+  for (const auto& item : model.named_parameters()) tensors[spec.to_hf_name(item.key())] = item.value();
+  return tensors;
+}
+
+void load_model_tensors(model::CausalLM& model, const TensorMap& tensors, const std::string& source) {
+  torch::NoGradGuard no_grad;
+  auto parameters = model_tensors(model);
+  for (const auto& [name, parameter] : parameters) {
+    auto it = tensors.find(name);
+    if (it == tensors.end()) throw InputError(fmt::format("{}: missing tensor '{}'", source, name));
+    if (it->second.sizes() != parameter.sizes())
+      throw InputError(fmt::format("{}: tensor '{}' has shape [{}], the model expects [{}]", source, name,
+                                   fmt::join(it->second.sizes(), ", "), fmt::join(parameter.sizes(), ", ")));
+    parameter.copy_(it->second);
+  }
+  for (const auto& entry : tensors)
+    if (parameters.count(entry.first) == 0)
+      throw InputError(fmt::format("{}: unexpected tensor '{}' (does config.json match the weights?)", source, entry.first));
+}
+
+void save_hf_folder(const std::string& dir, model::CausalLM& model, int64_t eos_token_id) {
+  std::filesystem::create_directories(dir);
+  save_safetensors(dir + "/model.safetensors", model_tensors(model), {{"format", "pt"}});
+  util::write_file_durable(dir + "/config.json", hf_config(model.config(), eos_token_id).dump(2) + "\n");
+}
+
+std::shared_ptr<model::CausalLM> load_hf_folder(const std::string& dir) {
+  const auto config = model_config_from_hf(read_hf_config(dir), dir + "/config.json");
+  auto model = model::model_spec(config.family).build(config);
+  load_hf_weights(*model, dir);  // whole, on the CPU
+  return model;
+}
+
+int64_t load_hf_weights(model::CausalLM& model, const std::string& dir) {
+  const auto weights = folder_weights(dir, model);
+  model::materialize(model, weights.source);
+  return weights.tensors;
+}
+
+}  // namespace xtrain::ckpt

@@ -1,0 +1,30 @@
+// Hugging Face folders of any registered family: model.safetensors (or its shards) <-> the
+// model's parameters, under the tensor names of the family's spec (config.json is
+// ckpt/hf_config.h).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "ckpt/hf_config.h"
+#include "ckpt/safetensors.h"
+#include "model/causal_lm.h"
+
+namespace xtrain::ckpt {
+
+// The parameters under their HF names (shared storage, not copies).
+TensorMap model_tensors(model::CausalLM& model);
+// Copies tensors into the model. Strict: a missing, unexpected or mis-shaped tensor is an
+// InputError naming it and the source file.
+void load_model_tensors(model::CausalLM& model, const TensorMap& tensors, const std::string& source);
+
+// A folder with config.json + model.safetensors, as HF's save_pretrained writes it.
+void save_hf_folder(const std::string& dir, model::CausalLM& model, int64_t eos_token_id);
+// Loads such a folder, one whose weights save_pretrained split over several files
+// (model.safetensors.index.json), or a sharded training checkpoint (config.json +
+// shard-*.safetensors).
+std::shared_ptr<model::CausalLM> load_hf_folder(const std::string& dir);
+// The weights of such a folder into a model built to its config.json and not yet materialised
+// (strict, as ckpt/folder_weights.h checks). Returns the number of tensors read.
+int64_t load_hf_weights(model::CausalLM& model, const std::string& dir);
+
+}  // namespace xtrain::ckpt

@@ -1,0 +1,27 @@
+// Batch: what a model's forward reads. input_ids and the layout are every family's; labels are
+// the loss's (the model never reads them); `extra` holds the inputs only some families take,
+// by name (pixel_values for vision-language models, attention_mask for padded encoders).
+#pragma once
+#include <map>
+#include <string>
+
+#include <torch/types.h>
+
+#include "model/sequence_layout.h"
+
+namespace xtrain::model {
+
+struct Batch {
+  torch::Tensor input_ids;  // int64 [B, T]
+  torch::Tensor labels;     // int64 [B, T], -100 where a token carries no loss; may be undefined
+  SequenceLayout layout;    // document boundaries and positions of packed rows
+  std::map<std::string, torch::Tensor> extra;
+
+  // The extra input `name`, or an undefined tensor.
+  torch::Tensor extra_input(const std::string& name) const {
+    auto it = extra.find(name);
+    return it == extra.end() ? torch::Tensor() : it->second;
+  }
+};
+
+}  // namespace xtrain::model

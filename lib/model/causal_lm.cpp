@@ -1,0 +1,27 @@
+#include "model/causal_lm.h"
+
+#include <torch/torch.h>
+
+namespace xtrain::model {
+
+torch::Tensor CausalLM::logits(const Batch& batch) {
+  return torch::nn::functional::linear(forward(batch).hidden, output_weight());
+}
+
+int64_t CausalLM::num_parameters() const {
+  int64_t total = 0;
+  for (const auto& p : parameters()) total += p.numel();
+  return total;
+}
+
+torch::Tensor next_token_loss(CausalLM& model, const torch::Tensor& tokens) {
+  const int64_t seq = tokens.size(1) - 1;
+  Batch batch;
+  batch.input_ids = tokens.narrow(1, 0, seq);
+  auto targets = tokens.narrow(1, 1, seq);
+  auto logits = model.logits(batch);
+  auto wide = logits.to(at::promote_types(logits.scalar_type(), torch::kFloat32));
+  return torch::nn::functional::cross_entropy(wide.reshape({-1, wide.size(-1)}), targets.reshape({-1}));
+}
+
+}  // namespace xtrain::model

@@ -1,0 +1,64 @@
+// CausalLM: what the engine needs of a decoder, and nothing of its layers. Training,
+// evaluation, generation, memory policies and FSDP work on this interface only; each family
+// implements it (model/llama.h) and is found through its ModelSpec (model/model_spec.h).
+//
+// A model is built without parameter storage and materialised from a ParameterSource
+// (model/parameter_source.h): whole on one process, shard by shard under FSDP.
+//
+// A model knows nothing of parallelism or memory policies; they reach into its forward through
+// two hooks: block_runner runs each block (recompute, offload and FSDP wrap it), embed_runner
+// runs the token lookup (FSDP gathers the table around it).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include <torch/nn/module.h>
+
+#include "model/attention.h"
+#include "model/batch.h"
+#include "model/model_config.h"
+#include "model/model_output.h"
+#include "model/parameter_init.h"
+#include "model/shard_plan.h"
+
+namespace xtrain::model {
+
+using BlockFn = std::function<torch::Tensor(const torch::Tensor&)>;
+// Runs block `layer` on x; `block` is the plain forward.
+using BlockRunner = std::function<torch::Tensor(int64_t layer, const torch::Tensor& x, const BlockFn& block)>;
+// Runs the token embedding on input ids; `embed` is the plain lookup.
+using EmbedRunner = std::function<torch::Tensor(const torch::Tensor& input_ids, const BlockFn& embed)>;
+
+class CausalLM : public torch::nn::Module {
+ public:
+  // The hidden states that the output projection turns into logits, and the auxiliary losses.
+  virtual ModelOutput forward(const Batch& batch) = 0;
+  // Weight of the output projection [vocab, hidden] (the embedding table when tied).
+  virtual torch::Tensor output_weight() const = 0;
+  // How each parameter is drawn at a random init, from the module tree (model/parameter_init.h).
+  virtual InitPlan init_plan() const = 0;
+  virtual ShardPlan shard_plan() = 0;
+  // The kernel slot of every attention layer, in layer order (memory policies swap kernels).
+  virtual std::vector<AttentionKernel*> attention_kernels() = 0;
+
+  // logits [B, T, vocab] of the batch (evaluation and generation; training runs the chunked loss).
+  torch::Tensor logits(const Batch& batch);
+  const ModelConfig& config() const { return config_; }
+  int64_t num_parameters() const;
+
+  BlockRunner block_runner;  // empty: run every block directly
+  EmbedRunner embed_runner;  // empty: look the ids up directly
+
+ protected:
+  explicit CausalLM(ModelConfig config) : config_(std::move(config)) {}
+
+ private:
+  ModelConfig config_;
+};
+
+// Mean next-token cross-entropy. tokens: [B, T + 1]; the model sees tokens[:, :-1] and is
+// scored on tokens[:, 1:].
+torch::Tensor next_token_loss(CausalLM& model, const torch::Tensor& tokens);
+
+}  // namespace xtrain::model

@@ -1,0 +1,38 @@
+// Linear: y = x W^T + b, with its parameters declared without storage (model/parameter_source.h)
+// until the model is materialised. Under an Fp16EmulationScope the input, weight and output
+// round through fp16 (model/fp16_emulation.h).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include "model/parameter_init.h"
+
+namespace xtrain::model {
+
+class LinearImpl : public torch::nn::Module {
+ public:
+  LinearImpl(int64_t in_features, int64_t out_features, bool bias);
+  torch::Tensor forward(const torch::Tensor& x);
+  // weight ~ N(0, std^2), bias 0, under the module's full name.
+  void describe_init(const std::string& name, double std, InitPlan& plan) const;
+
+  torch::Tensor weight;  // [out, in]
+  torch::Tensor bias;    // [out], or undefined
+};
+TORCH_MODULE(Linear);
+
+// A token embedding table [num_embeddings, dim], declared without storage like Linear's.
+class EmbeddingImpl : public torch::nn::Module {
+ public:
+  EmbeddingImpl(int64_t num_embeddings, int64_t dim);
+  torch::Tensor forward(const torch::Tensor& ids);
+  void describe_init(const std::string& name, double std, InitPlan& plan) const;  // ~ N(0, std^2)
+
+  torch::Tensor weight;
+};
+TORCH_MODULE(Embedding);
+
+}  // namespace xtrain::model

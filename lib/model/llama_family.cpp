@@ -1,0 +1,191 @@
+#include "model/llama_family.h"
+
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "model/llama.h"
+#include "util/input_error.h"
+
+namespace xtrain::model {
+namespace {
+
+nlohmann::json rope_scaling_json(const RopeScaling& s) {
+  if (!s.enabled()) return nullptr;
+  return {{"rope_type", "llama3"},
+          {"factor", s.factor},
+          {"low_freq_factor", s.low_freq_factor},
+          {"high_freq_factor", s.high_freq_factor},
+          {"original_max_position_embeddings", s.original_max_len}};
+}
+
+// transformers 5 writes rope_parameters (rope_type, rope_theta and the scaling's fields); 4.x
+// wrote rope_theta and rope_scaling. Rope types other than default and llama3 are refused.
+void read_rope(const nlohmann::json& json, const std::string& source, ModelConfig& c) {
+  const nlohmann::json* rope = nullptr;
+  for (const char* key : {"rope_parameters", "rope_scaling"})
+    if (!rope && json.contains(key) && json.at(key).is_object()) rope = &json.at(key);
+  auto number = [&](const nlohmann::json& object, const char* name, double fallback) {
+    if (!object.contains(name)) return fallback;
+    if (!object.at(name).is_number())
+      throw InputError(fmt::format("{}: rope field \"{}\" must be a number", source, name));
+    return object.at(name).get<double>();
+  };
+  c.rope_theta = number(json, "rope_theta", 10000.0);
+  if (!rope) return;
+  c.rope_theta = number(*rope, "rope_theta", c.rope_theta);
+  const std::string type = rope->value("rope_type", rope->value("type", std::string("default")));
+  if (type == "default") return;
+  if (type != "llama3")
+    throw InputError(fmt::format("{}: rope type \"{}\" ({}); xtrain computes the default rotary embedding and "
+                                 "llama3's scaling (a model trained with another would compute other logits here)",
+                                 source, type, rope->dump()));
+  for (const char* name : {"factor", "original_max_position_embeddings"})
+    if (!rope->contains(name)) throw InputError(fmt::format("{}: llama3 rope scaling without \"{}\"", source, name));
+  c.rope_scaling.factor = number(*rope, "factor", 0);
+  c.rope_scaling.low_freq_factor = number(*rope, "low_freq_factor", 1.0);
+  c.rope_scaling.high_freq_factor = number(*rope, "high_freq_factor", 4.0);
+  c.rope_scaling.original_max_len = static_cast<int64_t>(number(*rope, "original_max_position_embeddings", 8192));
+  if (c.rope_scaling.factor <= 0 || c.rope_scaling.high_freq_factor <= c.rope_scaling.low_freq_factor)
+    throw InputError(fmt::format("{}: llama3 rope scaling {} needs factor > 0 and high_freq_factor > low_freq_factor",
+                                 source, rope->dump()));
+}
+
+// config.json of the three families: Llama's fields, and what each family adds.
+nlohmann::json hf_config(const ModelSpec& spec, const AttentionFeatures& features, const ModelConfig& c,
+                         int64_t eos_token_id) {
+  nlohmann::json json = {
+      {"architectures", {spec.hf_architecture}},
+      {"model_type", spec.hf_model_type},
+      {"vocab_size", c.vocab_size},
+      {"hidden_size", c.hidden_size},
+      {"intermediate_size", c.intermediate_size},
+      {"num_hidden_layers", c.num_layers},
+      {"num_attention_heads", c.num_heads},
+      {"num_key_value_heads", c.num_kv_heads},
+      {"head_dim", c.head_dim()},
+      {"max_position_embeddings", c.max_seq_len},
+      {"rope_theta", c.rope_theta},
+      {"rope_scaling", rope_scaling_json(c.rope_scaling)},
+      {"rms_norm_eps", c.norm_eps},
+      {"tie_word_embeddings", c.tie_embeddings},
+      {"hidden_act", "silu"},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"mlp_bias", false},
+      {"initializer_range", c.init_std},
+      {"bos_token_id", eos_token_id},
+      {"eos_token_id", eos_token_id},
+      {"torch_dtype", "float32"},
+      {"use_cache", true},
+  };
+  // qwen2's q, k and v biases are implied by its class; its sliding window is off.
+  if (features.qkv_bias) {
+    json.erase("attention_bias");
+    json.erase("mlp_bias");
+    json["use_sliding_window"] = false;
+  }
+  return json;
+}
+
+// Reads HF fields; a feature the layers do not compute (a rope type other than default and
+// llama3, biases the family lacks, another activation, sliding-window layers) is refused: a
+// model that loaded but computed something else would be worse.
+ModelConfig config_from_hf(const ModelSpec& spec, const AttentionFeatures& features, const nlohmann::json& json,
+                           const std::string& source) {
+  auto field = [&](const char* name) -> const nlohmann::json& {
+    if (!json.contains(name)) throw InputError(fmt::format("{}: missing field \"{}\"", source, name));
+    return json.at(name);
+  };
+  auto integer = [&](const char* name) {
+    const auto& value = field(name);
+    if (!value.is_number_integer()) throw InputError(fmt::format("{}: field \"{}\" must be an integer", source, name));
+    return value.get<int64_t>();
+  };
+  auto number = [&](const char* name, double fallback) {
+    if (!json.contains(name)) return fallback;
+    const auto& value = json.at(name);
+    if (!value.is_number()) throw InputError(fmt::format("{}: field \"{}\" must be a number", source, name));
+    return value.get<double>();
+  };
+  ModelConfig c;
+  c.family = spec.family;
+  c.vocab_size = integer("vocab_size");
+  c.hidden_size = integer("hidden_size");
+  c.intermediate_size = integer("intermediate_size");
+  c.num_layers = integer("num_hidden_layers");
+  c.num_heads = integer("num_attention_heads");
+  c.num_kv_heads = json.contains("num_key_value_heads") ? integer("num_key_value_heads") : c.num_heads;
+  c.max_seq_len = integer("max_position_embeddings");
+  read_rope(json, source, c);
+  c.norm_eps = number("rms_norm_eps", 1e-6);
+  c.init_std = number("initializer_range", 0.02);
+  c.tie_embeddings = json.value("tie_word_embeddings", false);
+  if (json.contains("head_dim") && !json.at("head_dim").is_null()) c.head_dim_override = integer("head_dim");
+  if (c.num_heads <= 0 || c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 ||
+      (c.head_dim_override <= 0 && c.hidden_size % c.num_heads != 0))
+    throw InputError(fmt::format("{}: inconsistent head counts (hidden_size {}, heads {}, kv heads {})",
+                                 source, c.hidden_size, c.num_heads, c.num_kv_heads));
+  if (c.head_dim_override == c.hidden_size / c.num_heads) c.head_dim_override = 0;
+  if (json.contains("layer_types") && json.at("layer_types").is_array())
+    for (const auto& type : json.at("layer_types"))
+      if (type != "full_attention")
+        throw InputError(fmt::format("{}: layer_types holds {}; xtrain's layers attend to the whole sequence", source,
+                                     type.dump()));
+  if (json.value("hidden_act", std::string("silu")) != "silu")
+    throw InputError(fmt::format("{}: hidden_act \"{}\"; xtrain's MLP is SwiGLU (silu)", source,
+                                 json.value("hidden_act", std::string())));
+  if (!features.qkv_bias && json.value("attention_bias", false))
+    throw InputError(fmt::format("{}: attention_bias is true; xtrain's {} has no attention biases", source, c.family));
+  if (json.value("mlp_bias", false))
+    throw InputError(fmt::format("{}: mlp_bias is true; xtrain's MLP has no biases", source));
+  if (json.value("use_sliding_window", false))
+    throw InputError(fmt::format("{}: use_sliding_window is true; xtrain's {} attends to the whole sequence", source,
+                                 c.family));
+  return c;
+}
+
+// One family of the Llama decoder: its names, and what its attention adds.
+ModelSpec decoder_spec(const char* family, const char* architecture, const char* description,
+                       AttentionFeatures features) {
+  ModelSpec spec;
+  spec.family = family;
+  spec.hf_architecture = architecture;
+  spec.hf_model_type = family;
+  spec.description = description;
+  spec.build = [features](const ModelConfig& config) { return std::make_shared<LlamaForCausalLM>(config, features); };
+  // The spec is captured by value: the lambdas outlive this function's copy.
+  const ModelSpec names = spec;
+  spec.to_hf_config = [names, features](const ModelConfig& config, int64_t eos) {
+    return hf_config(names, features, config, eos);
+  };
+  spec.from_hf_config = [names, features](const nlohmann::json& json, const std::string& source) {
+    return config_from_hf(names, features, json, source);
+  };
+  spec.to_hf_name = spec.from_hf_name = [](const std::string& name) { return name; };
+  // Matrices (embeddings, projections) decay; norm gains and biases do not.
+  spec.decays = [](const std::string& /*name*/, int64_t dims) { return dims >= 2; };
+  return spec;
+}
+
+}  // namespace
+
+ModelSpec llama_spec() {
+  return decoder_spec("llama", "LlamaForCausalLM", "RMSNorm, rotary embeddings, grouped-query attention, SwiGLU",
+                      {});
+}
+
+ModelSpec qwen2_spec() {
+  return decoder_spec("qwen2", "Qwen2ForCausalLM", "llama with biases on the q, k and v projections",
+                      AttentionFeatures{/*qkv_bias=*/true, /*qk_norm=*/false});
+}
+
+ModelSpec qwen3_spec() {
+  return decoder_spec("qwen3", "Qwen3ForCausalLM",
+                      "llama with RMSNorm on q and k per head, and model.head_dim set apart",
+                      AttentionFeatures{/*qkv_bias=*/false, /*qk_norm=*/true});
+}
+
+}  // namespace xtrain::model

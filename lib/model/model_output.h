@@ -1,0 +1,20 @@
+// ModelOutput: what a model's forward returns. `hidden` is the input of the output projection
+// (CausalLM::output_weight()), so that the loss can run chunked and never hold the full logits.
+// Auxiliary losses (a router's load-balancing or z-loss) come out by name, already multiplied
+// by their coefficients: the trainer adds them to the loss, weighs them as it weighs the loss,
+// and logs each as aux_loss.NAME.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/types.h>
+
+namespace xtrain::model {
+
+struct ModelOutput {
+  torch::Tensor hidden;  // [B, T, hidden]
+  std::vector<std::pair<std::string, torch::Tensor>> aux_losses;  // scalars, in the model's order
+};
+
+}  // namespace xtrain::model

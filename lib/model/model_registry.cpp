@@ -1,0 +1,57 @@
+// The registry of model families. A new family adds its spec's line here.
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "model/causal_lm.h"
+#include "model/llama_family.h"
+#include "model/model_spec.h"
+#include "model/parameter_init.h"
+#include "model/parameter_source.h"
+#include "util/input_error.h"
+
+namespace xtrain::model {
+
+const std::vector<ModelSpec>& model_specs() {
+  static const std::vector<ModelSpec> specs = {llama_spec(), qwen2_spec(), qwen3_spec()};
+  return specs;
+}
+
+std::vector<std::string> model_families() {
+  std::vector<std::string> names;
+  for (const auto& spec : model_specs()) names.push_back(spec.family);
+  return names;
+}
+
+const ModelSpec& model_spec(const std::string& family) {
+  for (const auto& spec : model_specs())
+    if (spec.family == family) return spec;
+  throw std::invalid_argument(
+      fmt::format("unknown model family '{}' (families: {})", family, fmt::join(model_families(), ", ")));
+}
+
+const ModelSpec& model_spec_for_hf(const nlohmann::json& config, const std::string& source) {
+  const std::string type = config.is_object() ? config.value("model_type", std::string()) : std::string();
+  std::string architecture;
+  if (config.is_object() && config.contains("architectures") && config.at("architectures").is_array() &&
+      !config.at("architectures").empty() && config.at("architectures").at(0).is_string())
+    architecture = config.at("architectures").at(0).get<std::string>();
+  // transformers has always written model_type; a hand-written config without either is Llama's.
+  if (type.empty() && architecture.empty()) return model_spec("llama");
+  for (const auto& spec : model_specs())
+    if (type.empty() ? architecture == spec.hf_architecture : type == spec.hf_model_type) return spec;
+  std::vector<std::string> known;
+  for (const auto& spec : model_specs()) known.push_back(fmt::format("{} ({})", spec.hf_model_type, spec.hf_architecture));
+  throw InputError(fmt::format("{}: model_type \"{}\"{} is not a family xtrain trains: {}", source, type,
+                               architecture.empty() ? "" : fmt::format(" ({})", architecture), fmt::join(known, ", ")));
+}
+
+std::shared_ptr<CausalLM> build_model(const ModelConfig& config, uint64_t seed) {
+  auto model = model_spec(config.family).build(config);
+  materialize(*model, init_source(model->init_plan(), seed));
+  return model;
+}
+
+}  // namespace xtrain::model

@@ -1,0 +1,54 @@
+// ModelSpec: what xtrain knows of one model family, in one place, selected by model.family (as
+// torchtitan's TrainSpec): how to build it, its Hugging Face adapter (config.json and tensor
+// names, both ways) and its weight-decay rule. The model it builds (a CausalLM) brings its own
+// init and shard plan from its module tree.
+//
+// Adding a family: its layers and a CausalLM in model/, a ModelSpec beside them, one line in
+// model_registry.cpp, and a golden test against transformers. Nothing else changes.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "model/model_config.h"
+
+namespace xtrain::model {
+
+class CausalLM;
+
+struct ModelSpec {
+  std::string family;           // model.family
+  std::string hf_architecture;  // config.json "architectures"[0], e.g. Qwen3ForCausalLM
+  std::string hf_model_type;    // config.json "model_type"
+  std::string description;      // one line, for the recipe reference
+
+  // The model, its parameters declared without storage (model/parameter_source.h).
+  std::function<std::shared_ptr<CausalLM>(const ModelConfig&)> build;
+  // config.json of a model of this family whose documents end with eos_token_id.
+  std::function<nlohmann::json(const ModelConfig&, int64_t eos_token_id)> to_hf_config;
+  // The shape in a config.json; a field missing or mistyped, or a feature the family's layers do
+  // not compute, is an InputError naming `source` and the field.
+  std::function<ModelConfig(const nlohmann::json&, const std::string& source)> from_hf_config;
+  // A parameter's Hugging Face tensor name, and back (identity where they already agree).
+  std::function<std::string(const std::string&)> to_hf_name, from_hf_name;
+  // Whether AdamW decays a parameter of this name and number of dimensions.
+  std::function<bool(const std::string& name, int64_t dims)> decays;
+};
+
+// The registered families, in the order the recipe reference lists them.
+const std::vector<ModelSpec>& model_specs();
+std::vector<std::string> model_families();
+// The spec of a family; std::invalid_argument for an unknown one (the recipe check comes first).
+const ModelSpec& model_spec(const std::string& family);
+// The spec of a Hugging Face config.json, by model_type, else architectures[0]; an InputError
+// naming `source` and the families xtrain trains when none matches.
+const ModelSpec& model_spec_for_hf(const nlohmann::json& config, const std::string& source);
+
+// The model of config.family on the CPU, every parameter drawn from `seed` by its init plan.
+std::shared_ptr<CausalLM> build_model(const ModelConfig& config, uint64_t seed);
+
+}  // namespace xtrain::model

@@ -1,0 +1,79 @@
+// Seeded per-parameter init and unmaterialised models: a slice drawn alone equals the same slice
+// of the whole parameter, so that every layout starts from the same weights; a model built
+// without storage holds none until a source fills it.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include "model/causal_lm.h"
+#include "model/model_spec.h"
+#include "model/parameter_init.h"
+#include "model/parameter_source.h"
+#include "model/small_llama.h"
+
+using namespace xtrain;
+
+TEST_CASE("a slice of a seeded parameter is the same slice of the whole parameter", "[model][init]") {
+  const model::ParameterInit normal{model::ParameterInit::Kind::normal, 0.02};
+  const int64_t numel = 3 * model::kInitBlock + 123;
+  const auto whole = model::initial_values(normal, 7, "model.layers.0.mlp.up_proj.weight", 0, numel);
+  CHECK(whole.std().item<double>() == Approx(0.02).epsilon(0.01));
+  CHECK(std::abs(whole.mean().item<double>()) < 1e-3);
+  for (const auto& [begin, count] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, 1}, {5, 17}, {model::kInitBlock - 3, 9}, {model::kInitBlock, model::kInitBlock}, {100, 2 * model::kInitBlock + 7},
+           {numel - 50, 50}}) {
+    INFO("begin " << begin << ", count " << count);
+    CHECK(torch::equal(model::initial_values(normal, 7, "model.layers.0.mlp.up_proj.weight", begin, count),
+                       whole.narrow(0, begin, count)));
+  }
+  // Another name or another seed draws other values.
+  CHECK_FALSE(torch::equal(model::initial_values(normal, 7, "model.layers.1.mlp.up_proj.weight", 0, 64),
+                           whole.narrow(0, 0, 64)));
+  CHECK_FALSE(torch::equal(model::initial_values(normal, 8, "model.layers.0.mlp.up_proj.weight", 0, 64),
+                           whole.narrow(0, 0, 64)));
+  CHECK(torch::equal(model::initial_values({model::ParameterInit::Kind::ones, 0}, 7, "n", 3, 4), torch::ones({4})));
+}
+
+TEST_CASE("each family's init plan covers exactly its parameters, by its module tree", "[model][init]") {
+  for (const auto& family : model::model_families()) {
+    for (bool tied : {false, true}) {
+      INFO(family << (tied ? ", tied" : ", untied"));
+      testing::SmallLlama shape;
+      shape.family = family;
+      shape.tied = tied;
+      const auto model = model::model_spec(family).build(shape.config());
+      const auto plan = model->init_plan();
+      std::vector<std::string> names, planned;
+      for (const auto& item : model->named_parameters()) {
+        names.push_back(item.key());
+        CHECK_FALSE(model::is_materialized(item.value()));
+      }
+      for (const auto& [name, init] : plan) planned.push_back(name);
+      std::sort(names.begin(), names.end());
+      CHECK(names == planned);
+      // Residual-stream writers are drawn narrower (init_std / sqrt(2 * layers)), gains are 1.
+      CHECK(plan.at("model.layers.1.mlp.down_proj.weight").std == Approx(0.02 / 2.0));
+      CHECK(plan.at("model.layers.1.self_attn.q_proj.weight").std == Approx(0.02));
+      CHECK(plan.at("model.norm.weight").kind == model::ParameterInit::Kind::ones);
+    }
+  }
+}
+
+TEST_CASE("an unmaterialised model holds no parameter memory until a source fills it", "[model][init]") {
+  testing::SmallLlama shape;
+  shape.vocab = 4096;
+  shape.hidden = 256;
+  const auto model = model::model_spec("llama").build(shape.config());
+  int64_t bytes = 0;
+  for (const auto& p : model->parameters()) bytes += p.is_non_overlapping_and_dense() ? p.nbytes() : 0;
+  CHECK(bytes <= 64);  // scalars at most: 1-element stand-ins count as dense
+  CHECK(model->num_parameters() == shape.build()->num_parameters());
+  model::materialize(*model, model::init_source(model->init_plan(), 1));
+  const auto built = shape.build(1);
+  auto built_parameters = built->named_parameters();
+  for (const auto& item : model->named_parameters()) {
+    INFO(item.key());
+    CHECK(model::is_materialized(item.value()));
+    CHECK(torch::equal(item.value(), built_parameters[item.key()]));
+  }
+}
