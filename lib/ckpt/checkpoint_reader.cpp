@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/torch.h>
 
 #include "ckpt/safetensors.h"
@@ -20,6 +22,24 @@ nlohmann::json read_json(const std::string& path) {
     return nlohmann::json::parse(util::read_file(path));
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("{}: invalid JSON: {}", path, e.what()));
+  }
+}
+
+// A piece's place from its metadata; without "offsets" and "sizes" (checkpoints written before
+// pieces had boxes) the box is the whole tensor.
+PieceLayout piece_layout(const nlohmann::json& layout, int64_t count, const std::string& path, const std::string& name) {
+  try {
+    auto piece = PieceLayout::range(layout.at("shape").get<std::vector<int64_t>>(), 0, count);
+    if (layout.contains("offsets") || layout.contains("sizes")) {
+      piece.offsets = layout.at("offsets").get<std::vector<int64_t>>();
+      piece.sizes = layout.at("sizes").get<std::vector<int64_t>>();
+    }
+    piece.begin = layout.at("begin").get<int64_t>();
+    if (const auto problem = piece.problem(); !problem.empty())
+      throw InputError(fmt::format("{}: the piece of '{}': {}", path, name, problem));
+    return piece;
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: metadata of '{}': {}", path, name, e.what()));
   }
 }
 
@@ -50,20 +70,20 @@ CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
         } catch (const nlohmann::json::exception&) {
           throw InputError(fmt::format("{}: metadata of '{}' is not JSON", path, key));
         }
-        const auto shape = layout.at("shape").get<std::vector<int64_t>>();
-        const auto begin = layout.at("begin").get<int64_t>();
         for (const char* kind : {"model", "exp_avg", "exp_avg_sq"}) {
           auto it = loaded.tensors.find(std::string(kind) + "/" + key);
           if (it == loaded.tensors.end())
             throw InputError(fmt::format("{}: no tensor {}/{} for the piece its metadata lists", path, kind, key));
-          add_piece(kind, key, shape, {begin, it->second.to(torch::kFloat32).reshape(-1)}, path);
+          auto values = it->second.to(torch::kFloat32).reshape(-1);
+          add_piece(kind, key, {piece_layout(layout, values.numel(), path, key), values}, path);
         }
       }
     }
   } else {
     const std::string model_path = dir_ + "/model.safetensors", optimizer_path = dir_ + "/optimizer.safetensors";
     for (auto& [name, tensor] : load_safetensors(model_path).tensors)
-      add_piece("model", name, tensor.sizes().vec(), {0, tensor.to(torch::kFloat32).reshape(-1)}, model_path);
+      add_piece("model", name, {PieceLayout::whole(tensor.sizes().vec()), tensor.to(torch::kFloat32).reshape(-1)},
+                model_path);
     for (auto& [key, tensor] : load_safetensors(optimizer_path).tensors) {
       if (key == "step") {
         optimizer_step_ = tensor.item<int64_t>();
@@ -71,8 +91,8 @@ CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
       }
       const auto dot = key.find('.');
       if (dot == std::string::npos) throw InputError(fmt::format("{}: unexpected entry '{}'", optimizer_path, key));
-      add_piece(key.substr(0, dot), key.substr(dot + 1), tensor.sizes().vec(),
-                {0, tensor.to(torch::kFloat32).reshape(-1)}, optimizer_path);
+      add_piece(key.substr(0, dot), key.substr(dot + 1),
+                {PieceLayout::whole(tensor.sizes().vec()), tensor.to(torch::kFloat32).reshape(-1)}, optimizer_path);
     }
   }
   trainer_state = read_json(dir_ + "/trainer_state.json");
@@ -80,8 +100,9 @@ CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
   recipe_yaml = util::read_file(dir_ + "/recipe.yaml");
 }
 
-void CheckpointReader::add_piece(const std::string& kind, const std::string& name, std::vector<int64_t> shape,
-                                 Piece piece, const std::string& file) {
+void CheckpointReader::add_piece(const std::string& kind, const std::string& name, Piece piece,
+                                 const std::string& file) {
+  const auto& shape = piece.layout.shape;
   auto [it, inserted] = shapes_.emplace(name, shape);
   if (!inserted && it->second != shape)
     throw InputError(fmt::format("{}: '{}' has shape {} here and {} elsewhere in the checkpoint", file, name,
@@ -104,21 +125,22 @@ std::vector<int64_t> CheckpointReader::shape(const std::string& name) const {
 
 torch::Tensor CheckpointReader::read(const std::string& kind, const std::string& name, int64_t begin,
                                      int64_t count) const {
+  return read(kind, name, PieceLayout::range(shape(name), begin, count));
+}
+
+torch::Tensor CheckpointReader::read(const std::string& kind, const std::string& name, const PieceLayout& want) const {
   auto it = pieces_.find(kind + "/" + name);
   if (it == pieces_.end()) throw InputError(fmt::format("{}: the checkpoint has no {} for '{}'", dir_, kind, name));
-  auto out = torch::empty({count}, torch::kFloat32);
+  if (const auto problem = want.problem(); !problem.empty() || want.shape != shape(name))
+    throw std::invalid_argument(fmt::format("{}: a read of '{}' as a piece of [{}]: {}", dir_, name,
+                                            fmt::join(want.shape, ", "), problem));
+  auto out = torch::empty({want.count}, torch::kFloat32);
   int64_t covered = 0;
-  for (const auto& piece : it->second) {
-    const int64_t from = std::max(begin, piece.begin);
-    const int64_t to = std::min(begin + count, piece.begin + piece.values.numel());
-    if (from >= to) continue;
-    out.narrow(0, from - begin, to - from).copy_(piece.values.narrow(0, from - piece.begin, to - from));
-    covered += to - from;
-  }
-  if (covered != count)
+  for (const auto& piece : it->second) covered += copy_overlap(piece.layout, piece.values, want, out);
+  if (covered != want.count)
     throw InputError(fmt::format("{}: the pieces of {} '{}' cover {} of the {} elements [{}, {}) needed; a shard "
                                  "file is missing",
-                                 dir_, kind, name, covered, count, begin, begin + count));
+                                 dir_, kind, name, covered, want.count, want.begin, want.begin + want.count));
   return out;
 }
 

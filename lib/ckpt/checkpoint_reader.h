@@ -2,11 +2,10 @@
 //   single-process: model.safetensors (HF names) + optimizer.safetensors ("exp_avg.<name>",
 //     "exp_avg_sq.<name>", "step");
 //   sharded (a distributed run): shard-<rank>.safetensors files, each holding pieces of the
-//     flattened parameters ("model/<name>", "exp_avg/<name>", "exp_avg_sq/<name>") with the
-//     parameter's global shape and the piece's first element in the metadata (see
-//     sharded_checkpoint.h).
-// Any piece [begin, begin + count) of any parameter can be read, whoever wrote it, which is what
-// lets a run resume with a different world size or layout. Missing files, pieces that do not
+//     parameters ("model/<name>", "exp_avg/<name>", "exp_avg_sq/<name>") with their place in the
+//     whole tensor in the metadata (see sharded_checkpoint.h and piece_layout.h).
+// Any piece of any parameter can be read, in any dimensions, whoever wrote it and however they
+// split it, which is what lets a run resume with a different world size or layout. Missing files, pieces that do not
 // cover a request, or shapes that disagree are InputErrors naming the checkpoint.
 #pragma once
 #include <cstdint>
@@ -16,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 #include <torch/types.h>
+
+#include "ckpt/piece_layout.h"
 
 namespace xtrain::ckpt {
 
@@ -28,8 +29,10 @@ class CheckpointReader {
   // Parameter names in the model file(s), sorted.
   std::vector<std::string> names() const;
   std::vector<int64_t> shape(const std::string& name) const;
-  // kind: "model", "exp_avg" or "exp_avg_sq". A 1-D fp32 tensor of `count` elements.
+  // kind: "model", "exp_avg" or "exp_avg_sq". A 1-D fp32 tensor of `count` elements: the
+  // elements [begin, begin + count) of the parameter's flattening, or the piece `want`.
   torch::Tensor read(const std::string& kind, const std::string& name, int64_t begin, int64_t count) const;
+  torch::Tensor read(const std::string& kind, const std::string& name, const PieceLayout& want) const;
   // The whole tensor in its global shape.
   torch::Tensor read_full(const std::string& kind, const std::string& name) const;
   int64_t optimizer_step() const { return optimizer_step_; }
@@ -40,11 +43,10 @@ class CheckpointReader {
 
  private:
   struct Piece {
-    int64_t begin;
+    PieceLayout layout;
     torch::Tensor values;  // 1-D
   };
-  void add_piece(const std::string& kind, const std::string& name, std::vector<int64_t> shape, Piece piece,
-                 const std::string& file);
+  void add_piece(const std::string& kind, const std::string& name, Piece piece, const std::string& file);
 
   std::string dir_;
   bool sharded_ = false;

@@ -19,7 +19,9 @@ void write_checkpoint_shard(const std::string& dir, int64_t rank, const std::vec
     tensors["model/" + piece.name] = piece.model;
     tensors["exp_avg/" + piece.name] = piece.exp_avg;
     tensors["exp_avg_sq/" + piece.name] = piece.exp_avg_sq;
-    metadata[piece.name] = nlohmann::json{{"shape", piece.shape}, {"begin", piece.begin}}.dump();
+    const auto& at = piece.layout;
+    metadata[piece.name] =
+        nlohmann::json{{"shape", at.shape}, {"offsets", at.offsets}, {"sizes", at.sizes}, {"begin", at.begin}}.dump();
   }
   save_safetensors(dir + "/" + shard_file_name(rank), tensors, metadata);
 }

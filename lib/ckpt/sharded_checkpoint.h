@@ -1,8 +1,11 @@
 // The files a distributed run writes into a checkpoint folder. Every rank holding a distinct
 // shard (the first replica of each) writes shard-<rank>.safetensors with its pieces of every
 // parameter and of its optimizer state, as 1-D tensors "model/<name>", "exp_avg/<name>" and
-// "exp_avg_sq/<name>"; the metadata maps each <name> to {"shape": [global shape], "begin": first
-// element of the flattened parameter held} and "optimizer_step" to the optimizer's step count.
+// "exp_avg_sq/<name>"; the metadata maps each <name> to its place in the whole tensor
+// (ckpt/piece_layout.h): {"shape": [whole shape], "offsets": [box offsets], "sizes": [box sizes],
+// "begin": first element of the box's flattening held}, and "optimizer_step" to the optimizer's
+// step count. Checkpoints written before pieces had boxes lack "offsets" and "sizes": their box
+// is the whole tensor.
 // Rank 0 writes shards.json (the layout that wrote them), config.json, trainer_state.json and
 // recipe.yaml. CheckpointReader reads them back for any layout.
 #pragma once
@@ -12,12 +15,13 @@
 
 #include <torch/types.h>
 
+#include "ckpt/piece_layout.h"
+
 namespace xtrain::ckpt {
 
 struct ParameterPiece {
   std::string name;
-  std::vector<int64_t> shape;  // of the whole parameter
-  int64_t begin = 0;           // first element of the flattened parameter in this piece
+  PieceLayout layout;  // count: the values' numel
   torch::Tensor model, exp_avg, exp_avg_sq;  // 1-D, equal lengths
 };
 

@@ -299,8 +299,7 @@ class TrainingRun {
   torch::TensorOptions scalar_options_;  // where the backend sums scalars (loss, counts, flags)
   std::unique_ptr<parallel::FullyShardedModel> sharded_;
   std::vector<optim::NamedParameter> optimized_;  // whole tensors, or this rank's pieces
-  std::vector<int64_t> piece_begin_;               // first element of each optimized tensor in its parameter
-  std::vector<std::vector<int64_t>> piece_shape_;  // and that parameter's whole shape
+  std::vector<ckpt::PieceLayout> pieces_;  // where each optimized tensor lies in its parameter
   std::vector<torch::Tensor> parameters_;          // optimized_'s tensors
   std::unique_ptr<optim::AdamW> optimizer_;
   std::optional<optim::DynamicLossScaler> loss_scaler_;
@@ -419,14 +418,12 @@ void TrainingRun::shard_model() {
                                                               initial_weights_.source);
     for (auto* piece : sharded_->parameters()) {
       optimized_.push_back({piece->name, piece->local, decays(*model_, piece->name, piece->shape.size())});
-      piece_begin_.push_back(piece->begin);
-      piece_shape_.push_back(piece->shape);
+      pieces_.push_back(ckpt::PieceLayout::range(piece->shape, piece->begin, piece->local.numel()));
     }
   } else {
     model::materialize(*model_, initial_weights_.source);
     optimized_ = named_parameters(*model_);
-    piece_begin_.assign(optimized_.size(), 0);
-    for (const auto& p : optimized_) piece_shape_.push_back(p.tensor.sizes().vec());
+    for (const auto& p : optimized_) pieces_.push_back(ckpt::PieceLayout::whole(p.tensor.sizes().vec()));
   }
   optimizer_ = std::make_unique<optim::AdamW>(
       optimized_, optim::AdamWOptions{recipe_.optim.betas[0], recipe_.optim.betas[1], recipe_.optim.eps,
@@ -531,11 +528,11 @@ void TrainingRun::load_checkpoint_state(const ckpt::CheckpointReader& checkpoint
   for (size_t i = 0; i < optimized_.size(); ++i) {
     const auto& [name, tensor, decay] = optimized_[i];
     auto read = [&](const std::string& kind) {
-      return checkpoint.read(kind, name, piece_begin_[i], tensor.numel()).view(tensor.sizes());
+      return checkpoint.read(kind, name, pieces_[i]).view(tensor.sizes());
     };
-    if (checkpoint.shape(name) != piece_shape_[i])
+    if (checkpoint.shape(name) != pieces_[i].shape)
       throw InputError(fmt::format("{}: '{}' has shape {}, the model needs {}", dir, name,
-                                   fmt::join(checkpoint.shape(name), "x"), fmt::join(piece_shape_[i], "x")));
+                                   fmt::join(checkpoint.shape(name), "x"), fmt::join(pieces_[i].shape, "x")));
     tensor.copy_(read("model"));
     optimizer_state["exp_avg." + name] = read("exp_avg");
     optimizer_state["exp_avg_sq." + name] = read("exp_avg_sq");
@@ -931,7 +928,7 @@ void TrainingRun::save(int64_t at_step) {
     if (writes_shard)
       for (size_t i = 0; i < optimized_.size(); ++i) {
         const auto& name = optimized_[i].name;
-        pieces.push_back({name, piece_shape_[i], piece_begin_[i], snapshot(optimized_[i].tensor),
+        pieces.push_back({name, pieces_[i], snapshot(optimized_[i].tensor),
                           snapshot(optimizer_state.at("exp_avg." + name)),
                           snapshot(optimizer_state.at("exp_avg_sq." + name))});
       }
