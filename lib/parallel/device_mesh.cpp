@@ -18,8 +18,9 @@ ParallelDegrees resolve_degrees(ParallelDegrees d, int64_t world_size) {
     const char* key;
     int64_t* value;
   };
+  // The degrees whose product is the world; ep folds into dp x fsdp.
   const Named degrees[] = {{"parallel.dp", &d.dp}, {"parallel.fsdp", &d.fsdp}, {"parallel.tp", &d.tp},
-                           {"parallel.pp", &d.pp}, {"parallel.ep", &d.ep}};
+                           {"parallel.pp", &d.pp}};
   int64_t known = 1;
   int64_t* rest = nullptr;
   const char* rest_key = nullptr;
@@ -33,7 +34,7 @@ ParallelDegrees resolve_degrees(ParallelDegrees d, int64_t world_size) {
       known *= *value;
     }
   }
-  auto product = [&] { return fmt::format("dp {} x fsdp {} x tp {} x pp {} x ep {}", d.dp, d.fsdp, d.tp, d.pp, d.ep); };
+  auto product = [&] { return fmt::format("dp {} x fsdp {} x tp {} x pp {}", d.dp, d.fsdp, d.tp, d.pp); };
   if (rest) {
     if (world_size % known != 0)
       throw InputError(fmt::format("{} = -1 cannot fill the world of {} ranks: the other degrees multiply to {}, "
@@ -41,17 +42,19 @@ ParallelDegrees resolve_degrees(ParallelDegrees d, int64_t world_size) {
                                    rest_key, world_size, known, world_size));
     *rest = world_size / known;
   }
-  if (d.dp * d.fsdp * d.tp * d.pp * d.ep != world_size)
+  if (d.dp * d.fsdp * d.tp * d.pp != world_size)
     throw InputError(fmt::format("parallel degrees {} = {} ranks, but the job has {} (WORLD_SIZE); make the "
                                  "product equal the number of processes, or set one degree to -1",
-                                 product(), d.dp * d.fsdp * d.tp * d.pp * d.ep, world_size));
-  for (const auto& [key, value] : degrees) {
-    const std::string name = key;
-    if (*value > 1 && (name == "parallel.tp" || name == "parallel.pp" || name == "parallel.ep"))
+                                 product(), d.dp * d.fsdp * d.tp * d.pp, world_size));
+  if (d.ep < 1 || (d.dp * d.fsdp) % d.ep != 0)
+    throw InputError(fmt::format("parallel.ep = {} must divide the data ranks, dp {} x fsdp {} = {}: experts are "
+                                 "split over ep of them and sharded over the rest",
+                                 d.ep, d.dp, d.fsdp, d.dp * d.fsdp));
+  for (const auto& [key, value] : {Named{"parallel.tp", &d.tp}, Named{"parallel.pp", &d.pp}, Named{"parallel.ep", &d.ep}})
+    if (*value > 1)
       throw InputError(fmt::format("{} = {}: tensor, pipeline and expert parallelism are not yet supported; "
                                    "use parallel.dp and parallel.fsdp",
                                    key, *value));
-  }
   return d;
 }
 
@@ -104,6 +107,30 @@ DeviceMesh::DeviceMesh(World world, ParallelDegrees degrees, const GroupFactory&
     if (!comm) comm = make_group(shared_name, ranks_along(wide));
     groups_[name] = comm;
   }
+  build_expert_groups(make_group, by_ranks_name);
+}
+
+// "ep" and "edp" over this (pp, tp) place's data ranks; a group that equals one built already
+// (ep 1: edp is dp_fsdp) is shared, one of a single rank needs no process group.
+void DeviceMesh::build_expert_groups(const GroupFactory& make_group,
+                                     std::map<std::string, std::shared_ptr<Comm>>& by_ranks_name) {
+  const int64_t data = data_size(), ep = degrees_.ep;
+  const int64_t base = world_.rank - data_rank() * size("tp");  // data rank 0 at this (pp, tp)
+  auto world_rank = [&](int64_t data_rank) { return base + data_rank * size("tp"); };
+  std::vector<int64_t> ep_ranks, edp_ranks;
+  for (int64_t i = 0; i < ep; ++i) ep_ranks.push_back(world_rank(data_rank() / ep * ep + i));
+  for (int64_t i = 0; i < data / ep; ++i) edp_ranks.push_back(world_rank(data_rank() % ep + i * ep));
+  for (const auto& [name, ranks] : {std::pair{std::string("ep"), ep_ranks}, std::pair{std::string("edp"), edp_ranks}}) {
+    if (ranks.size() == 1) {
+      groups_[name] = make_single_process_comm(name);
+    } else if (name == "edp" && ep == 1) {
+      groups_[name] = groups_.at("dp_fsdp");
+    } else {
+      auto& comm = by_ranks_name[name];
+      if (!comm) comm = make_group(name, ranks);
+      groups_[name] = comm;
+    }
+  }
 }
 
 std::vector<int64_t> DeviceMesh::ranks_along(const std::vector<std::string>& along) const {
@@ -119,7 +146,11 @@ std::vector<int64_t> DeviceMesh::ranks_along(const std::vector<std::string>& alo
   return ranks;
 }
 
-int64_t DeviceMesh::size(const std::string& dimension) const { return degree_of(degrees_, dimension); }
+int64_t DeviceMesh::size(const std::string& dimension) const {
+  if (dimension == "ep") return degrees_.ep;
+  if (dimension == "edp") return data_size() / degrees_.ep;
+  return degree_of(degrees_, dimension);
+}
 
 int64_t DeviceMesh::stride(const std::string& dimension) const {
   int64_t stride = 1;
@@ -129,11 +160,13 @@ int64_t DeviceMesh::stride(const std::string& dimension) const {
 }
 
 int64_t DeviceMesh::coordinate(const std::string& dimension) const {
+  if (dimension == "ep") return data_rank() % degrees_.ep;
+  if (dimension == "edp") return data_rank() / degrees_.ep;
   return world_.rank / stride(dimension) % size(dimension);
 }
 
 const std::shared_ptr<Comm>& DeviceMesh::group(const std::string& name) const {
-  if (name != "world") degree_of(degrees_, name);  // names the dimensions when unknown
+  if (name != "world" && name != "ep" && name != "edp") degree_of(degrees_, name);  // names them when unknown
   return groups_.at(name);
 }
 

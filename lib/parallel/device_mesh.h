@@ -35,7 +35,14 @@ using GroupFactory =
 // Named dimensions, outermost first: pp, dp, fsdp, tp. A rank's coordinates follow from
 // rank = ((pp_i * dp + dp_i) * fsdp + fsdp_i) * tp + tp_i: tp's ranks are consecutive and a
 // sharding group's nearly so (on one node when the degrees divide the node's ranks), pipeline
-// stages furthest apart. Experts will fold into the data dimensions (dp, fsdp).
+// stages furthest apart.
+//
+// Expert parallelism folds into the data ranks (Megatron's "MoE parallel folding", XTuner's
+// (fsdp, ep) mesh) rather than multiplying the world: the dp x fsdp data ranks of one (pp, tp)
+// place, in data-rank order, form groups of `ep` consecutive ones, "ep", among which a layer's
+// experts are split (consecutive, so on one node when ep divides its ranks); "edp" are the data
+// ranks at the same place of every ep group, over which each expert's weights are sharded.
+// ep must divide dp x fsdp.
 class DeviceMesh {
  public:
   static const std::vector<std::string>& dimensions();
@@ -58,6 +65,8 @@ class DeviceMesh {
   // flatten({"dp", "fsdp"}): every data-parallel rank of this pipeline stage and TP index.
   const std::shared_ptr<Comm>& flatten(const std::vector<std::string>& dimensions) const;
 
+  // size() and coordinate() also take "ep" and "edp", and group() their groups.
+
   // The data-parallel position: over dp and fsdp only.
   int64_t data_rank() const { return coordinate("dp") * size("fsdp") + coordinate("fsdp"); }
   int64_t data_size() const { return size("dp") * size("fsdp"); }
@@ -68,6 +77,7 @@ class DeviceMesh {
  private:
   int64_t stride(const std::string& dimension) const;
   std::vector<int64_t> ranks_along(const std::vector<std::string>& dimensions) const;
+  void build_expert_groups(const GroupFactory& make_group, std::map<std::string, std::shared_ptr<Comm>>& by_ranks_name);
 
   World world_;
   ParallelDegrees degrees_;

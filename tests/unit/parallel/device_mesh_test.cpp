@@ -37,12 +37,13 @@ struct RecordedMesh {
   }
 };
 
-parallel::ParallelDegrees degrees(int64_t pp, int64_t dp, int64_t fsdp, int64_t tp) {
+parallel::ParallelDegrees degrees(int64_t pp, int64_t dp, int64_t fsdp, int64_t tp, int64_t ep = 1) {
   parallel::ParallelDegrees d;
   d.pp = pp;
   d.dp = dp;
   d.fsdp = fsdp;
   d.tp = tp;
+  d.ep = ep;
   return d;
 }
 
@@ -85,6 +86,30 @@ TEST_CASE("mesh groups: dimensions of size 1 make no group, and sets that differ
   CHECK(one.made.empty());
   CHECK(one.mesh->group("world")->size() == 1);
 
-  CHECK_THROWS_WITH(m.mesh->group("ep"), "no mesh dimension 'ep' (dimensions: pp, dp, fsdp, tp)");
+  CHECK_THROWS_WITH(m.mesh->group("cp"), "no mesh dimension 'cp' (dimensions: pp, dp, fsdp, tp)");
   CHECK_THROWS_WITH(m.mesh->flatten({"dp", "dp"}), "flatten({dp, dp}): each dimension once, at least one");
+}
+
+TEST_CASE("expert parallelism folds into the data ranks: ep groups of consecutive data ranks, edp across them",
+          "[parallel][mesh]") {
+  // 32 ranks: pp 2 x dp 2 x fsdp 4 x tp 2, ep 4. Rank 27 = ((1 * 2 + 1) * 4 + 1) * 2 + 1: data rank 5
+  // of 8 at (pp 1, tp 1), whose data rank 0 is world rank 17.
+  RecordedMesh m(27, degrees(2, 2, 4, 2, 4));
+  CHECK(m.mesh->data_rank() == 5);
+  CHECK(m.mesh->size("ep") == 4);
+  CHECK(m.mesh->size("edp") == 2);
+  CHECK(m.mesh->coordinate("ep") == 1);
+  CHECK(m.mesh->coordinate("edp") == 1);
+  CHECK(m.ranks_of("ep") == std::vector<int64_t>{25, 27, 29, 31});  // data ranks 4..7
+  CHECK(m.ranks_of("edp") == std::vector<int64_t>{19, 27});         // data ranks 1 and 5
+  CHECK(m.mesh->group("ep")->name() == "ep");
+  CHECK(m.made.size() == 16 + 2);
+
+  // ep 1: no expert group; edp is the data-parallel group itself. ep = all data ranks: edp has one.
+  RecordedMesh plain(3, degrees(1, 2, 2, 1));
+  CHECK(plain.mesh->group("ep")->size() == 1);
+  CHECK(plain.mesh->group("edp") == plain.mesh->flatten({"dp", "fsdp"}));
+  RecordedMesh all(3, degrees(1, 1, 4, 1, 4));
+  CHECK(all.ranks_of("ep") == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(all.mesh->group("edp")->size() == 1);
 }

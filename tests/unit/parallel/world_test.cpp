@@ -106,7 +106,7 @@ TEST_CASE("parallel degrees: -1 takes the rest, the product must match the world
   d = parallel::resolve_degrees({-1, 2, 1, 1, 1}, 8);
   CHECK(d.dp == 4);
   CHECK(error_of([] { parallel::resolve_degrees({3, 1, 1, 1, 1}, 4); }) ==
-        "parallel degrees dp 3 x fsdp 1 x tp 1 x pp 1 x ep 1 = 3 ranks, but the job has 4 (WORLD_SIZE); make the "
+        "parallel degrees dp 3 x fsdp 1 x tp 1 x pp 1 = 3 ranks, but the job has 4 (WORLD_SIZE); make the "
         "product equal the number of processes, or set one degree to -1");
   CHECK(error_of([] { parallel::resolve_degrees({-1, -1, 1, 1, 1}, 4); }) ==
         "parallel.dp and parallel.fsdp are both -1: at most one degree can take \"the rest\"");
@@ -116,5 +116,12 @@ TEST_CASE("parallel degrees: -1 takes the rest, the product must match the world
         "divide 4");
   CHECK(error_of([] { parallel::resolve_degrees({1, -1, 2, 1, 1}, 4); }) ==
         "parallel.tp = 2: tensor, pipeline and expert parallelism are not yet supported; use parallel.dp and "
+        "parallel.fsdp");
+  // Expert parallelism folds into the data ranks: it is no factor of the world, and divides dp x fsdp.
+  CHECK(error_of([] { parallel::resolve_degrees({1, -1, 1, 1, 3}, 4); }) ==
+        "parallel.ep = 3 must divide the data ranks, dp 1 x fsdp 4 = 4: experts are split over ep of them and "
+        "sharded over the rest");
+  CHECK(error_of([] { parallel::resolve_degrees({1, -1, 1, 1, 2}, 4); }) ==
+        "parallel.ep = 2: tensor, pipeline and expert parallelism are not yet supported; use parallel.dp and "
         "parallel.fsdp");
 }
