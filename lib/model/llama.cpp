@@ -89,7 +89,7 @@ InitPlan LlamaForCausalLM::init_plan() const {
 
 namespace {
 ShardPlan::Unit unit_of(const std::string& name, const torch::nn::Module& module) {
-  ShardPlan::Unit unit{name, {}};
+  ShardPlan::Unit unit{name, {}, "fsdp", "dp"};
   for (const auto& item : module.named_parameters()) unit.parameters.emplace_back(name + "." + item.key(), item.value());
   return unit;
 }

@@ -76,7 +76,8 @@ FullyShardedModel::FullyShardedModel(std::shared_ptr<model::CausalLM> model, Dev
       tied_(model_->config().tie_embeddings) {
   auto plan = model_->shard_plan();
   auto unit = [this, &source](model::ShardPlan::Unit& u) {
-    return std::make_unique<ShardUnit>(u.name, std::move(u.parameters), mesh_.group("fsdp"), mesh_.group("dp"), source);
+    return std::make_unique<ShardUnit>(u.name, std::move(u.parameters), mesh_.group(u.shard_over),
+                                       mesh_.group(u.replicate_over), source);
   };
   if (plan.embedding) embed_ = unit(*plan.embedding);
   for (auto& block : plan.blocks) blocks_.push_back(unit(block));
@@ -229,11 +230,14 @@ void FullyShardedModel::zero_grad() {
 
 double FullyShardedModel::clip_grad_norm(double max_norm) {
   torch::NoGradGuard no_grad;
-  // Shards are disjoint within the sharding group and equal across replicas.
-  // On the parameters' device: one host read, of the reduced norm, per step.
+  // Shards are disjoint within their sharding group and equal across its replicas: summed over
+  // every data rank, each unit's squares count once per replica, whatever groups it shards and
+  // replicates over (dense units and experts alike). On the parameters' device: one host read, of
+  // the reduced norm, per step.
   auto squares = torch::zeros({}, head_->shard_grad().options().dtype(torch::kFloat64));
-  for (auto* unit : units()) squares.add_(unit->shard_grad().to(torch::kFloat64).square().sum());
-  mesh_.group("fsdp")->all_reduce_sum(squares).wait();
+  for (auto* unit : units())
+    squares.add_(unit->shard_grad().to(torch::kFloat64).square().sum() / static_cast<double>(unit->replicas()));
+  mesh_.flatten({"dp", "fsdp"})->all_reduce_sum(squares).wait();
   const double norm = std::sqrt(squares.item<double>());
   if (max_norm > 0) {
     const double coefficient = max_norm / (norm + 1e-6);

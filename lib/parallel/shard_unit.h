@@ -50,6 +50,7 @@ class ShardUnit {
 
   const std::string& name() const { return name_; }
   bool sharded() const { return shard_group_->size() > 1; }
+  int64_t replicas() const { return replica_group_->size(); }
 
   // Starts the all-gather of the full parameters (no-op when gathered or in flight).
   void start_gather();

@@ -2,6 +2,7 @@
 // training on its slice of the batch, hold in their shards exactly the gradients one process
 // computes on the whole batch, for every parameter, tied or untied. This is the multi-rank FSDP
 // path (gathers prefetched, reductions started from backward) without processes or sockets.
+#include <cmath>
 #include <map>
 
 #include <catch2/catch.hpp>
@@ -51,7 +52,9 @@ TEST_CASE("FSDP 2 and 4, HSDP 2x2 and DDP 2 over thread ranks hold the gradients
   auto reference = shape.build(3);
   model::next_token_loss(*reference, tokens).backward();
   std::map<std::string, torch::Tensor> expected, weights;
+  double expected_norm_squared = 0;
   for (const auto& item : reference->named_parameters()) {
+    expected_norm_squared += item.value().grad().to(torch::kFloat64).square().sum().item<double>();
     expected[item.key()] = item.value().grad().reshape(-1);
     weights[item.key()] = item.value().detach().reshape(-1);
   }
@@ -61,6 +64,7 @@ TEST_CASE("FSDP 2 and 4, HSDP 2x2 and DDP 2 over thread ranks hold the gradients
     models.push_back(from_source ? model::model_spec("llama").build(shape.config()) : shape.build(3));
   parallel::ThreadWorld threads;
   std::vector<std::unique_ptr<parallel::FullyShardedModel>> sharded(static_cast<size_t>(ranks));
+  std::vector<double> norms(static_cast<size_t>(ranks));
   const int64_t per_rank = tokens.size(0) / ranks;
   auto errors = testing::run_ranks(ranks, [&](int64_t r) {
     auto& model = models[static_cast<size_t>(r)];
@@ -74,8 +78,11 @@ TEST_CASE("FSDP 2 and 4, HSDP 2x2 and DDP 2 over thread ranks hold the gradients
     (model::next_token_loss(*model, tokens.narrow(0, r * per_rank, per_rank)) / static_cast<double>(ranks))
         .backward();
     fsdp->end_micro_batch();
+    norms[static_cast<size_t>(r)] = fsdp->clip_grad_norm(0.0);  // 0: measure only
   });
   CHECK(errors == std::vector<std::string>(static_cast<size_t>(ranks), ""));
+  // The clipping norm counts every shard once, replicas (HSDP, DDP) included once.
+  for (double norm : norms) CHECK(norm == Approx(std::sqrt(expected_norm_squared)).epsilon(1e-6));
 
   std::map<std::string, int64_t> covered;
   double worst = 0;
