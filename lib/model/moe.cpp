@@ -1,5 +1,7 @@
 #include "model/moe.h"
 
+#include <limits>
+
 #include <torch/torch.h>
 
 #include "model/parameter_source.h"
@@ -14,20 +16,51 @@ struct ParameterHolder : torch::nn::Module {};
 
 MoeBlockImpl::MoeBlockImpl(const MoeOptions& options) : options_(options) {
   const int64_t e = options.num_experts, h = options.hidden_size, i = options.intermediate_size;
+  TORCH_CHECK(options.router == "softmax" || options.router == "sigmoid_bias", "unknown router ", options.router);
+  TORCH_CHECK(options.n_group >= 1 && e % options.n_group == 0 && options.topk_group <= options.n_group &&
+                  (options.n_group == 1 || e / options.n_group >= 2) &&
+                  options.top_k <= options.topk_group * (e / options.n_group),
+              "MoE groups: ", e, " experts in ", options.n_group, " groups, ", options.topk_group,
+              " chosen, cannot offer top_k ", options.top_k);
   auto gate = register_module("gate", std::make_shared<ParameterHolder>());
   gate_weight = gate->register_parameter("weight", unmaterialized({e, h}));
+  if (options.router == "sigmoid_bias") expert_bias = gate->register_buffer("e_score_correction_bias", torch::zeros({e}));
   auto experts = register_module("experts", std::make_shared<ParameterHolder>());
   gate_up_proj = experts->register_parameter("gate_up_proj", unmaterialized({e, 2 * i, h}));
   down_proj = experts->register_parameter("down_proj", unmaterialized({e, h, i}));
+  if (options.num_shared_experts > 0)
+    shared_experts = register_module("shared_experts", SwiGLU(h, i * options.num_shared_experts));
+  if (options.shared_expert_gate) shared_expert_gate = register_module("shared_expert_gate", Linear(h, 1, false));
+}
+
+torch::Tensor MoeBlockImpl::group_limited(const torch::Tensor& choice) const {
+  const int64_t tokens = choice.size(0), groups = options_.n_group;
+  const auto grouped = choice.view({tokens, groups, -1});
+  const auto group_scores = std::get<0>(grouped.topk(2, -1)).sum(-1);  // [T, G]
+  const auto chosen = std::get<1>(group_scores.topk(options_.topk_group, -1));
+  const auto allowed = torch::zeros_like(group_scores, torch::kBool).scatter(1, chosen, true);
+  return choice.masked_fill(~allowed.unsqueeze(-1).expand_as(grouped).reshape_as(choice),
+                            -std::numeric_limits<float>::infinity());
 }
 
 Routing MoeBlockImpl::route(const torch::Tensor& tokens) const {
   Routing r;
   r.logits = torch::nn::functional::linear(tokens.to(torch::kFloat32), gate_weight.to(torch::kFloat32));
-  r.probs = torch::softmax(r.logits, -1);
-  auto [top, experts] = r.probs.topk(options_.top_k, -1);
-  r.weights = options_.norm_topk_prob ? top / top.sum(-1, /*keepdim=*/true) : top;
-  r.experts = experts;
+  if (options_.router == "softmax") {
+    r.probs = torch::softmax(r.logits, -1);
+    auto [top, experts] = r.probs.topk(options_.top_k, -1);
+    r.weights = options_.norm_topk_prob ? top / top.sum(-1, /*keepdim=*/true) : top;
+    r.experts = experts;
+  } else {
+    const auto scores = r.logits.sigmoid();
+    auto choice = scores.detach() + expert_bias;
+    if (options_.n_group > 1) choice = group_limited(choice);
+    r.experts = std::get<1>(choice.topk(options_.top_k, -1));
+    r.weights = scores.gather(1, r.experts);
+    if (options_.norm_topk_prob) r.weights = r.weights / (r.weights.sum(-1, /*keepdim=*/true) + 1e-20);
+    r.probs = scores / scores.sum(-1, /*keepdim=*/true);
+  }
+  if (options_.routed_scaling_factor != 1.0) r.weights = r.weights * options_.routed_scaling_factor;
   return r;
 }
 
@@ -60,6 +93,10 @@ torch::Tensor MoeBlockImpl::forward(const torch::Tensor& x, Routing* routing) {
   const auto tokens = x.reshape({-1, options_.hidden_size});
   auto r = route(tokens);
   auto out = run_experts(tokens, r).view(x.sizes());
+  if (shared_experts) {
+    auto shared = shared_experts(x);
+    out = out + (shared_expert_gate ? torch::sigmoid(shared_expert_gate(x)) * shared : shared);
+  }
   if (routing) *routing = std::move(r);
   return out;
 }
@@ -68,6 +105,15 @@ void MoeBlockImpl::describe_init(const std::string& name, double std, double out
   plan[name + ".gate.weight"] = {ParameterInit::Kind::normal, std};
   plan[name + ".experts.gate_up_proj"] = {ParameterInit::Kind::normal, std};
   plan[name + ".experts.down_proj"] = {ParameterInit::Kind::normal, output_std};
+  if (shared_experts) shared_experts->describe_init(name + ".shared_experts", std, output_std, plan);
+  if (shared_expert_gate) shared_expert_gate->describe_init(name + ".shared_expert_gate", std, plan);
+}
+
+void MoeBlockImpl::update_expert_bias(const torch::Tensor& load, double rate) {
+  TORCH_CHECK(expert_bias.defined(), "update_expert_bias: the softmax router has no expert bias");
+  torch::NoGradGuard no_grad;
+  const auto wide = load.to(torch::kFloat32);
+  expert_bias.add_((wide.mean() - wide).sign() * rate);
 }
 
 RoutingStats routing_stats(const Routing& routing) {

@@ -1,11 +1,21 @@
 // A mixture-of-experts feed-forward block, dropless: a router picks top_k of num_experts SwiGLU
 // experts for every token, the tokens are sorted by expert and each expert's segment computed
 // with one matmul pair, then the outputs are weighed by the router and summed back per token.
-// Layout and names are transformers 5's Qwen3-MoE block: the router is `gate` (weight [E, H]),
-// the experts' weights are stacked, `experts.gate_up_proj` [E, 2I, H] (gate rows first) and
-// `experts.down_proj` [E, H, I].
+// Layout and names are transformers 5's (Qwen3-MoE, DeepSeek-V3): the router is `gate` (weight
+// [E, H], and with the sigmoid router the buffer `e_score_correction_bias` [E]), the experts'
+// weights are stacked, `experts.gate_up_proj` [E, 2I, H] (gate rows first) and
+// `experts.down_proj` [E, H, I], and shared experts are one SwiGLU `shared_experts` of
+// intermediate size I x num_shared_experts, optionally gated by sigmoid(`shared_expert_gate`(x))
+// as in Qwen2-MoE.
 //
-// The router runs in fp32 whatever the compute dtype. The block returns its routing statistics
+// Routers, in fp32 whatever the compute dtype:
+//   softmax       softmax over the logits; top_k of the probabilities, renormalised when
+//                 norm_topk_prob (Qwen3-MoE, Mixtral);
+//   sigmoid_bias  sigmoid scores; the experts are chosen by score + expert bias but weighed by
+//                 the score alone (DeepSeek-V3's auxiliary-loss-free balancing); with n_group > 1
+//                 only the topk_group groups with the highest sums of their two best
+//                 (biased) scores are eligible; renormalised when norm_topk_prob.
+// Either way the weights are then multiplied by routed_scaling_factor. The block returns its routing statistics
 // beside its output; the auxiliary losses are computed from them (over one layer here, over a
 // model's layers or a global batch by whoever sums the statistics first):
 //   load balancing (Switch, Megatron's normalisation): E / (k T^2) * sum_e count_e * P_e, where
@@ -19,7 +29,9 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "model/linear.h"
 #include "model/parameter_init.h"
+#include "model/swiglu.h"
 
 namespace xtrain::model {
 
@@ -29,11 +41,16 @@ struct MoeOptions {
   int64_t top_k = 0;
   int64_t intermediate_size = 0;  // of each expert
   bool norm_topk_prob = true;     // renormalise the top-k weights to sum to 1
+  std::string router = "softmax";  // softmax | sigmoid_bias
+  int64_t n_group = 1, topk_group = 1;  // group-limited routing (sigmoid_bias)
+  double routed_scaling_factor = 1.0;
+  int64_t num_shared_experts = 0;
+  bool shared_expert_gate = false;
 };
 
 struct Routing {
   torch::Tensor logits;   // fp32 [T, E]
-  torch::Tensor probs;    // fp32 [T, E], softmax of logits
+  torch::Tensor probs;    // fp32 [T, E]: the softmax, or the sigmoid scores normalised per token
   torch::Tensor weights;  // fp32 [T, k], the chosen experts' weights
   torch::Tensor experts;  // int64 [T, k], the chosen experts
 };
@@ -59,11 +76,21 @@ class MoeBlockImpl : public torch::nn::Module {
   // Router and experts ~ N(0, std^2), except down_proj, which writes into the residual stream.
   void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const;
 
-  torch::Tensor gate_weight;           // [E, H], registered as gate.weight
+  // sigmoid_bias: bias += rate * sign(mean(load) - load), load the tokens each expert received
+  // in the step (summed over the data ranks by the caller), so that overloaded experts are
+  // chosen less. The bias takes part in choosing experts only, never in weighing them.
+  void update_expert_bias(const torch::Tensor& load, double rate);
+
+  torch::Tensor gate_weight;              // [E, H], registered as gate.weight
+  torch::Tensor expert_bias;              // [E] buffer gate.e_score_correction_bias (sigmoid_bias)
   torch::Tensor gate_up_proj, down_proj;  // registered under experts.
+  SwiGLU shared_experts{nullptr};         // when num_shared_experts > 0
+  Linear shared_expert_gate{nullptr};     // [1, H], when shared_expert_gate
 
  private:
   torch::Tensor run_experts(const torch::Tensor& tokens, const Routing& routing) const;
+  // sigmoid_bias: the experts each token may choose from, as -inf where it may not.
+  torch::Tensor group_limited(const torch::Tensor& choice) const;
   MoeOptions options_;
 };
 TORCH_MODULE(MoeBlock);

@@ -1,26 +1,29 @@
 #!/usr/bin/env python3
-"""Golden outputs of transformers' Qwen3-MoE sparse block, for the same weights and inputs.
+"""Golden outputs of transformers' Qwen3-MoE or DeepSeek-V3 MoE block, for the same weights.
 
-The block is transformers' own Qwen3MoeSparseMoeBlock (its router `gate`, its stacked experts),
-run in float32; the load-balancing loss is transformers' load_balancing_loss_func on the
-block's router logits.
+The block is transformers' own Qwen3MoeSparseMoeBlock (softmax router `gate`, stacked experts)
+or DeepseekV3MoE (sigmoid router with the expert bias `gate.e_score_correction_bias`,
+group-limited routing, a routed scaling factor, `shared_experts`), run in float32. For
+Qwen3-MoE the load-balancing loss is transformers' load_balancing_loss_func on the block's
+router logits.
 
 Usage:
     moe_block.py --inputs IN.safetensors --out OUT.safetensors --experts E --top-k K
                  --intermediate I [--no-norm-topk-prob]
+                 [--deepseek-v3 --n-group G --topk-group TG --scaling S --shared N]
 
-Inputs (IN.safetensors): x [T, H], grad_out [T, H], gate.weight [E, H],
-    experts.gate_up_proj [E, 2I, H], experts.down_proj [E, H, I].
-Outputs: y [T, H]; logits [T, E]; aux, transformers' load-balancing loss; and the gradients
-    grad.x, grad.gate.weight, grad.experts.gate_up_proj, grad.experts.down_proj of
-    sum(y * grad_out) + aux.
+Inputs (IN.safetensors): x [T, H], grad_out [T, H], and the block's parameters (and buffer)
+    under transformers' names.
+Outputs: y [T, H]; logits [T, E]; aux (Qwen3-MoE); and grad.x and grad.<parameter> of
+    sum(y * grad_out) (+ aux for Qwen3-MoE).
 """
 
 import argparse
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import Qwen3MoeConfig
+from transformers import DeepseekV3Config, Qwen3MoeConfig
+from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3MoE
 from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock, load_balancing_loss_func
 
 
@@ -32,22 +35,39 @@ def main():
     p.add_argument("--top-k", type=int, required=True)
     p.add_argument("--intermediate", type=int, required=True)
     p.add_argument("--no-norm-topk-prob", action="store_true")
+    p.add_argument("--deepseek-v3", action="store_true")
+    p.add_argument("--n-group", type=int, default=1)
+    p.add_argument("--topk-group", type=int, default=1)
+    p.add_argument("--scaling", type=float, default=1.0)
+    p.add_argument("--shared", type=int, default=0)
     args = p.parse_args()
     torch.set_num_threads(1)
     inputs = load_file(args.inputs)
     x = inputs["x"].clone().requires_grad_(True)
-    config = Qwen3MoeConfig(hidden_size=x.shape[-1], num_experts=args.experts, num_experts_per_tok=args.top_k,
-                            moe_intermediate_size=args.intermediate, norm_topk_prob=not args.no_norm_topk_prob)
-    block = Qwen3MoeSparseMoeBlock(config).float()
-    names = ["gate.weight", "experts.gate_up_proj", "experts.down_proj"]
-    block.load_state_dict({name: inputs[name] for name in names}, strict=True)
-    logits, weights, experts = block.gate(x)
-    y = block.experts(x, experts, weights)
-    aux = load_balancing_loss_func((logits,), args.experts, args.top_k)
-    ((y * inputs["grad_out"]).sum() + aux).backward()
-    params = dict(block.named_parameters())
-    out = {"y": y.detach(), "logits": logits.detach().float(), "aux": aux.detach().reshape(()), "grad.x": x.grad}
-    out.update({"grad." + name: params[name].grad for name in names})
+    if args.deepseek_v3:
+        config = DeepseekV3Config(hidden_size=x.shape[-1], n_routed_experts=args.experts,
+                                  num_experts_per_tok=args.top_k, moe_intermediate_size=args.intermediate,
+                                  norm_topk_prob=not args.no_norm_topk_prob, n_group=args.n_group,
+                                  topk_group=args.topk_group, routed_scaling_factor=args.scaling,
+                                  n_shared_experts=args.shared)
+        block = DeepseekV3MoE(config).float()
+    else:
+        config = Qwen3MoeConfig(hidden_size=x.shape[-1], num_experts=args.experts, num_experts_per_tok=args.top_k,
+                                moe_intermediate_size=args.intermediate, norm_topk_prob=not args.no_norm_topk_prob)
+        block = Qwen3MoeSparseMoeBlock(config).float()
+    state = block.state_dict()
+    block.load_state_dict({name: inputs[name] for name in state}, strict=True)
+    logits = block.gate(x)[0]
+    y = block(x.unsqueeze(0)).squeeze(0)
+    loss = (y * inputs["grad_out"]).sum()
+    out = {"y": y.detach(), "logits": logits.detach().float()}
+    if not args.deepseek_v3:
+        aux = load_balancing_loss_func((logits,), args.experts, args.top_k)
+        loss = loss + aux
+        out["aux"] = aux.detach().reshape(())
+    loss.backward()
+    out["grad.x"] = x.grad
+    out.update({"grad." + name: param.grad for name, param in block.named_parameters()})
     save_file({k: v.contiguous() for k, v in out.items()}, args.out)
 
 

@@ -17,59 +17,144 @@
 
 using namespace xtrain;
 
-TEST_CASE("the MoE block computes transformers' Qwen3-MoE block: output, aux loss, gradients", "[model][moe]") {
-  const bool norm_topk = GENERATE(true, false);
-  INFO("norm_topk_prob = " << norm_topk);
-  const model::MoeOptions options{16, 8, 2, 12, norm_topk};
-  model::MoeBlock block(options);
+namespace {
+
+struct GoldenRun {
+  model::MoeBlock block{nullptr};
+  torch::Tensor x, grad_out;
+  ckpt::TensorMap golden;
+};
+
+// The block with seeded weights (and, with the sigmoid router, a random expert bias), and the
+// reference's outputs for it from tools/reference/moe_block.py.
+GoldenRun golden_run(const model::MoeOptions& options, const std::string& reference_args) {
+  GoldenRun run;
+  run.block = model::MoeBlock(options);
   model::InitPlan plan;
-  block->describe_init("mlp", 0.3, 0.2, plan);
-  model::materialize(*block, [&](const std::string& name, int64_t begin, int64_t count) {
+  run.block->describe_init("mlp", 0.3, 0.2, plan);
+  model::materialize(*run.block, [&](const std::string& name, int64_t begin, int64_t count) {
     return model::initial_values(plan.at("mlp." + name), 5, name, begin, count);
   });
   torch::manual_seed(9);
-  const auto x = torch::randn({40, 16});
-  const auto grad_out = torch::randn({40, 16});
-
+  if (run.block->expert_bias.defined()) run.block->expert_bias.copy_(torch::randn({options.num_experts}) * 0.1);
+  run.x = torch::randn({40, options.hidden_size});
+  run.grad_out = torch::randn({40, options.hidden_size});
   testing::ScratchDir scratch;
   const std::string in = (scratch.path() / "in.safetensors").string(), out = (scratch.path() / "out.safetensors").string();
-  ckpt::TensorMap inputs{{"x", x}, {"grad_out", grad_out}};
-  for (const auto& item : block->named_parameters()) inputs[item.key()] = item.value().detach();
+  ckpt::TensorMap inputs{{"x", run.x}, {"grad_out", run.grad_out}};
+  for (const auto& item : run.block->named_parameters()) inputs[item.key()] = item.value().detach();
+  for (const auto& item : run.block->named_buffers()) inputs[item.key()] = item.value();
   ckpt::save_safetensors(in, inputs);
-  const std::string command = fmt::format("{} {}/tools/reference/moe_block.py --inputs {} --out {} --experts 8 --top-k 2 "
-                                          "--intermediate 12 {}",
-                                          XTRAIN_PYTHON, XTRAIN_SOURCE_DIR, in, out, norm_topk ? "" : "--no-norm-topk-prob");
+  const std::string command =
+      fmt::format("{} {}/tools/reference/moe_block.py --inputs {} --out {} --experts {} --top-k {} --intermediate {} "
+                  "{} {}",
+                  XTRAIN_PYTHON, XTRAIN_SOURCE_DIR, in, out, options.num_experts, options.top_k,
+                  options.intermediate_size, options.norm_topk_prob ? "" : "--no-norm-topk-prob", reference_args);
   REQUIRE(std::system(command.c_str()) == 0);
-  const auto golden = ckpt::load_safetensors(out).tensors;
+  run.golden = ckpt::load_safetensors(out).tensors;
+  return run;
+}
 
-  const auto input = x.clone().requires_grad_(true);
+// The worst relative error of the output and of every gradient of sum(y * grad_out) (+ the
+// load-balancing loss, times top_k as transformers scales it, with aux).
+std::pair<double, double> compare(GoldenRun& run, const model::MoeOptions& options, bool aux) {
+  const auto input = run.x.clone().requires_grad_(true);
   model::Routing routing;
-  const auto y = block(input, &routing);
-  const auto stats = model::routing_stats(routing);
-  const auto aux = model::load_balancing_loss(stats, options.top_k);
-  ((y * grad_out).sum() + aux * static_cast<double>(options.top_k)).backward();
-
-  const double logits_error = testing::max_relative_error(routing.logits.detach(), golden.at("logits"));
-  const double y_error = testing::max_relative_error(y.detach(), golden.at("y"));
-  const double aux_error = std::abs(aux.item<double>() * options.top_k - golden.at("aux").item<double>()) /
-                           golden.at("aux").item<double>();
-  CHECK(logits_error < 1e-6);
+  const auto y = run.block(input, &routing);
+  auto loss = (y * run.grad_out).sum();
+  if (aux) loss = loss + model::load_balancing_loss(model::routing_stats(routing), options.top_k) * options.top_k;
+  loss.backward();
+  CHECK(testing::max_relative_error(routing.logits.detach(), run.golden.at("logits")) < 1e-6);
+  const double y_error = testing::max_relative_error(y.detach(), run.golden.at("y"));
   CHECK(y_error < 1e-5);
-  CHECK(aux_error < 1e-6);
-  double grad_error = testing::max_relative_error(input.grad(), golden.at("grad.x"));
+  double grad_error = testing::max_relative_error(input.grad(), run.golden.at("grad.x"));
   CHECK(grad_error < 1e-5);
-  for (const auto& item : block->named_parameters()) {
+  int64_t compared = 0;
+  for (const auto& item : run.block->named_parameters()) {
     INFO(item.key());
-    const double error = testing::max_relative_error(item.value().grad(), golden.at("grad." + item.key()));
+    const double error = testing::max_relative_error(item.value().grad(), run.golden.at("grad." + item.key()));
     CHECK(error < 1e-5);
     grad_error = std::max(grad_error, error);
+    ++compared;
   }
-  fmt::print("MoE block against transformers' Qwen3MoeSparseMoeBlock (norm_topk_prob {}): worst relative error: "
-             "logits {:.2e}, output {:.2e}, load-balancing loss {:.2e}, gradients {:.2e}\n",
-             norm_topk, logits_error, y_error, aux_error, grad_error);
-  // Every token went to top_k experts; a balanced router would give a loss of 1.
-  CHECK(stats.counts.sum().item<double>() == 80.0);
-  CHECK(aux.item<double>() > 0.5);
+  int64_t golden_gradients = 0;
+  for (const auto& [name, tensor] : run.golden) golden_gradients += name.rfind("grad.", 0) == 0 ? 1 : 0;
+  CHECK(compared + 1 == golden_gradients);  // transformers' block has exactly these parameters (and x)
+  return {y_error, grad_error};
+}
+
+}  // namespace
+
+TEST_CASE("the MoE block computes transformers' Qwen3-MoE block: output, aux loss, gradients", "[model][moe]") {
+  const bool norm_topk = GENERATE(true, false);
+  INFO("norm_topk_prob = " << norm_topk);
+  model::MoeOptions options;
+  options.hidden_size = 16;
+  options.num_experts = 8;
+  options.top_k = 2;
+  options.intermediate_size = 12;
+  options.norm_topk_prob = norm_topk;
+  auto run = golden_run(options, "");
+  {
+    torch::NoGradGuard no_grad;
+    model::Routing routing;
+    run.block(run.x, &routing);
+    const auto stats = model::routing_stats(routing);
+    const double aux = model::load_balancing_loss(stats, options.top_k).item<double>();
+    const double aux_error = std::abs(aux * options.top_k - run.golden.at("aux").item<double>()) /
+                             run.golden.at("aux").item<double>();
+    CHECK(aux_error < 1e-6);
+    CHECK(stats.counts.sum().item<double>() == 80.0);  // every token to top_k experts
+    fmt::print("MoE block against transformers' Qwen3MoeSparseMoeBlock (norm_topk_prob {}): load-balancing loss "
+               "{:.2e}, ",
+               norm_topk, aux_error);
+  }
+  const auto [y_error, grad_error] = compare(run, options, /*aux=*/true);
+  fmt::print("output {:.2e}, gradients {:.2e} (worst relative errors)\n", y_error, grad_error);
+}
+
+TEST_CASE("the sigmoid router with expert bias, groups, scaling and shared experts computes transformers' "
+          "DeepSeek-V3 MoE block",
+          "[model][moe]") {
+  model::MoeOptions options;
+  options.hidden_size = 16;
+  options.num_experts = 8;
+  options.top_k = 3;
+  options.intermediate_size = 12;
+  options.router = "sigmoid_bias";
+  options.n_group = 4;
+  options.topk_group = 2;
+  options.routed_scaling_factor = 2.5;
+  options.num_shared_experts = 1;
+  auto run = golden_run(options, "--deepseek-v3 --n-group 4 --topk-group 2 --scaling 2.5 --shared 1");
+  const auto [y_error, grad_error] = compare(run, options, /*aux=*/false);
+  fmt::print("MoE block against transformers' DeepseekV3MoE (bias, 2 of 4 groups, scaling 2.5, a shared expert): "
+             "output {:.2e}, gradients {:.2e} (worst relative errors)\n",
+             y_error, grad_error);
+  // The bias chooses but does not weigh: with it zero, other experts are chosen.
+  model::Routing biased, plain;
+  {
+    torch::NoGradGuard no_grad;
+    biased = run.block->route(run.x);
+    run.block->expert_bias.zero_();
+    plain = run.block->route(run.x);
+  }
+  CHECK_FALSE(torch::equal(std::get<0>(biased.experts.sort(-1)), std::get<0>(plain.experts.sort(-1))));
+}
+
+TEST_CASE("the expert bias moves toward balance by the sign of each expert's load", "[model][moe]") {
+  model::MoeOptions options;
+  options.hidden_size = 4;
+  options.num_experts = 4;
+  options.top_k = 1;
+  options.intermediate_size = 4;
+  options.router = "sigmoid_bias";
+  model::MoeBlock block(options);
+  block->update_expert_bias(torch::tensor({10.0f, 2.0f, 4.0f, 0.0f}), 0.01);  // mean 4
+  CHECK(torch::allclose(block->expert_bias, torch::tensor({-0.01f, 0.01f, 0.0f, 0.01f})));
+  model::MoeOptions softmax = options;
+  softmax.router = "softmax";
+  CHECK_THROWS(model::MoeBlock(softmax)->update_expert_bias(torch::ones({4}), 0.01));
 }
 
 TEST_CASE("MoE losses: balance is 1 for a uniform router, z-loss is the mean squared logsumexp", "[model][moe]") {
