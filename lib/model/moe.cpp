@@ -72,21 +72,35 @@ torch::Tensor MoeBlockImpl::run_experts(const torch::Tensor& tokens, const Routi
   const auto flat = routing.experts.reshape(-1);
   const auto order = std::get<1>(flat.sort(/*stable=*/std::optional<bool>(true), /*dim=*/0));
   const auto token_of = order.div(k, "floor");
-  const auto counts = torch::bincount(flat, {}, options_.num_experts).to(torch::kCPU);
+  const auto counted = torch::bincount(flat, {}, options_.num_experts).to(torch::kCPU);
+  const std::vector<int64_t> counts(counted.data_ptr<int64_t>(), counted.data_ptr<int64_t>() + counted.numel());
   const auto sorted = tokens.index_select(0, token_of);
+  torch::Tensor outputs;
+  if (dispatcher) {
+    const auto dispatched = dispatcher->dispatch(sorted, counts);
+    outputs = dispatcher->combine(compute_experts(dispatched.rows, dispatched.local_counts), dispatched);
+  } else {
+    outputs = compute_experts(sorted, counts);
+  }
+  const auto weights = routing.weights.reshape(-1).index_select(0, order).unsqueeze(-1).to(tokens.scalar_type());
+  return torch::zeros_like(tokens).index_add(0, token_of, outputs * weights);
+}
+
+// Every held expert runs, even on no rows, so that the outputs stay in the autograd graph of
+// the rows (a dispatcher's backward must run on every rank).
+torch::Tensor MoeBlockImpl::compute_experts(const torch::Tensor& rows, const std::vector<int64_t>& counts) const {
+  TORCH_CHECK(static_cast<int64_t>(counts.size()) == gate_up_proj.size(0), "MoE block: ", counts.size(),
+              " expert counts for ", gate_up_proj.size(0), " experts held");
   std::vector<torch::Tensor> outputs;
   int64_t offset = 0;
-  for (int64_t e = 0; e < options_.num_experts; ++e) {
-    const int64_t count = counts[e].item<int64_t>();
-    if (count == 0) continue;
-    const auto segment = sorted.narrow(0, offset, count);
-    const auto gate_up = torch::nn::functional::linear(segment, gate_up_proj[e]).chunk(2, -1);
-    outputs.push_back(torch::nn::functional::linear(torch::silu(gate_up[0]) * gate_up[1], down_proj[e]));
-    offset += count;
+  for (size_t e = 0; e < counts.size(); ++e) {
+    const auto segment = rows.narrow(0, offset, counts[e]);
+    const auto expert = static_cast<int64_t>(e);
+    const auto gate_up = torch::nn::functional::linear(segment, gate_up_proj[expert]).chunk(2, -1);
+    outputs.push_back(torch::nn::functional::linear(torch::silu(gate_up[0]) * gate_up[1], down_proj[expert]));
+    offset += counts[e];
   }
-  if (outputs.empty()) return torch::zeros_like(tokens);
-  const auto weights = routing.weights.reshape(-1).index_select(0, order).unsqueeze(-1).to(tokens.scalar_type());
-  return torch::zeros_like(tokens).index_add(0, token_of, torch::cat(outputs) * weights);
+  return torch::cat(outputs);
 }
 
 torch::Tensor MoeBlockImpl::forward(const torch::Tensor& x, Routing* routing) {

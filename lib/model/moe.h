@@ -24,7 +24,9 @@
 //   z-loss: mean over tokens of logsumexp(logits)^2.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
@@ -67,6 +69,24 @@ RoutingStats routing_stats(const Routing& routing);
 torch::Tensor load_balancing_loss(const RoutingStats& stats, int64_t top_k);
 torch::Tensor router_z_loss(const RoutingStats& stats);
 
+// How the (token, expert) rows, sorted by expert, reach the experts and come back. Without one
+// the block computes every expert itself; expert parallelism (parallel/expert_dispatch.h)
+// installs one that sends the rows to the ranks holding their experts and gathers the outputs
+// back, and the block then holds only its rank's experts. A model knows nothing more of it.
+class TokenDispatcher {
+ public:
+  struct Dispatched {
+    torch::Tensor rows;                 // for this rank's experts, grouped by local expert
+    std::vector<int64_t> local_counts;  // rows of each local expert
+    std::shared_ptr<void> state;        // what combine() needs to send them back
+  };
+  virtual ~TokenDispatcher() = default;
+  // rows sorted by expert; counts: rows of each of the E experts.
+  virtual Dispatched dispatch(const torch::Tensor& rows, const std::vector<int64_t>& counts) = 0;
+  // The local experts' outputs, in dispatch()'s order -> the outputs of `rows`, in their order.
+  virtual torch::Tensor combine(const torch::Tensor& outputs, const Dispatched& dispatched) = 0;
+};
+
 class MoeBlockImpl : public torch::nn::Module {
  public:
   explicit MoeBlockImpl(const MoeOptions& options);
@@ -81,6 +101,10 @@ class MoeBlockImpl : public torch::nn::Module {
   // chosen less. The bias takes part in choosing experts only, never in weighing them.
   void update_expert_bias(const torch::Tensor& load, double rate);
 
+  // Hands the experts' rows to `dispatcher`; the experts' weights must then be this rank's,
+  // [E / ranks, ...] (expert parallelism sets both).
+  std::shared_ptr<TokenDispatcher> dispatcher;
+
   torch::Tensor gate_weight;              // [E, H], registered as gate.weight
   torch::Tensor expert_bias;              // [E] buffer gate.e_score_correction_bias (sigmoid_bias)
   torch::Tensor gate_up_proj, down_proj;  // registered under experts.
@@ -89,6 +113,8 @@ class MoeBlockImpl : public torch::nn::Module {
 
  private:
   torch::Tensor run_experts(const torch::Tensor& tokens, const Routing& routing) const;
+  // rows grouped by expert (of the experts held here), counts per held expert.
+  torch::Tensor compute_experts(const torch::Tensor& rows, const std::vector<int64_t>& counts) const;
   // sigmoid_bias: the experts each token may choose from, as -inf where it may not.
   torch::Tensor group_limited(const torch::Tensor& choice) const;
   MoeOptions options_;

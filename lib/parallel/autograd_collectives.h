@@ -1,0 +1,22 @@
+// Collectives that autograd sees through: their backward is the conjugate collective, so a
+// model's forward can move activations between ranks and still get the right gradients.
+//   all_to_all_rows: rows to and from every rank with per-rank splits; backward sends the
+//                    gradients back the way the rows came (the reverse all-to-all).
+// Tensor and sequence parallelism add their pairs here (copy/reduce, scatter/gather).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "parallel/comm.h"
+
+namespace xtrain::parallel {
+
+// x's rows, split by send_splits[r] to rank r, and the rows of every rank for this one, split by
+// recv_splits[r] from rank r (zero allowed: a rank may send or receive nothing).
+torch::Tensor all_to_all_rows(const std::shared_ptr<Comm>& comm, const torch::Tensor& x,
+                              const std::vector<int64_t>& send_splits, const std::vector<int64_t>& recv_splits);
+
+}  // namespace xtrain::parallel

@@ -1,0 +1,38 @@
+// Expert parallelism's token dispatch (model::TokenDispatcher) over an "ep" group of P ranks,
+// rank p holding experts [p E/P, (p + 1) E/P). In stages, as XTuner's dispatchers:
+//   dispatch: the rows' counts per expert are exchanged first (an all-to-all of E numbers), then
+//             the rows themselves go to their experts' ranks (all-to-all with those splits) and
+//             are regrouped by local expert;
+//   combine:  the outputs are put back in arrival order and return the way they came.
+// Both row exchanges are autograd-aware (parallel/autograd_collectives.h): backward sends the
+// gradients back along the reverse path. A rank may send or receive no rows at all.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/moe.h"
+#include "parallel/comm.h"
+
+namespace xtrain::parallel {
+
+class ExpertDispatcher final : public model::TokenDispatcher {
+ public:
+  ExpertDispatcher(std::shared_ptr<Comm> ep_group, int64_t num_experts);
+
+  int64_t first_expert() const { return group_->rank() * local_experts_; }
+  int64_t local_experts() const { return local_experts_; }
+
+  Dispatched dispatch(const torch::Tensor& rows, const std::vector<int64_t>& counts) override;
+  torch::Tensor combine(const torch::Tensor& outputs, const Dispatched& dispatched) override;
+
+ private:
+  std::shared_ptr<Comm> group_;
+  int64_t num_experts_, local_experts_;
+};
+
+// Expert parallelism on a block: `dispatcher` installed, and the experts' weights narrowed to
+// this rank's experts (from the full, materialised ones).
+void shard_experts(model::MoeBlockImpl& block, const std::shared_ptr<ExpertDispatcher>& dispatcher);
+
+}  // namespace xtrain::parallel
