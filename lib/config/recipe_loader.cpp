@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "ckpt/hf_config.h"
+#include "model/model_spec.h"
 #include "config/option_registry.h"
 #include "data/text_source.h"
 #include "data/tokenizer.h"
@@ -181,6 +182,12 @@ class RecipeBuilder {
     take_from_hf(dir, "model.norm_eps", m.norm_eps, hf.norm_eps);
     take_from_hf(dir, "model.tie_embeddings", m.tie_embeddings, hf.tie_embeddings);
     take_from_hf(dir, "model.init_std", m.init_std, hf.init_std);
+    take_from_hf(dir, "model.num_experts", m.num_experts, hf.num_experts);
+    take_from_hf(dir, "model.num_experts_per_tok", m.num_experts_per_tok, hf.num_experts_per_tok);
+    take_from_hf(dir, "model.moe_intermediate_size", m.moe_intermediate_size, hf.moe_intermediate_size);
+    take_from_hf(dir, "model.norm_topk_prob", m.norm_topk_prob, hf.norm_topk_prob);
+    take_from_hf(dir, "model.first_k_dense", m.first_k_dense, hf.first_k_dense);
+    take_from_hf(dir, "model.moe_layer_step", m.moe_layer_step, hf.moe_layer_step);
     int64_t given_kv_heads = kv_heads, given_head_dim = head_dim;
     take_from_hf(dir, "model.num_kv_heads", given_kv_heads, hf.num_kv_heads);
     take_from_hf(dir, "model.head_dim", given_head_dim, hf.head_dim());
@@ -215,6 +222,29 @@ class RecipeBuilder {
     }
   }
 
+  // The MoE keys agree with each other and with the family.
+  void check_experts() {
+    const auto& m = recipe_.model;
+    const auto* spec = model::find_model_spec(m.family);
+    if (!spec) return;  // reported by the option's check
+    if (spec->experts && m.num_experts == 0)
+      report(where("model.family"), "model.family",
+             fmt::format("{} is a mixture of experts: set model.num_experts (and num_experts_per_tok, "
+                         "moe_intermediate_size)",
+                         m.family));
+    if (!spec->experts && m.num_experts > 0)
+      report(where("model.num_experts"), "model.num_experts",
+             fmt::format("{}, but model.family {} has no experts (a MoE family such as qwen3_moe has)", m.num_experts,
+                         m.family));
+    if (m.num_experts == 0) return;
+    if (m.num_experts_per_tok < 1 || m.num_experts_per_tok > m.num_experts)
+      report(where("model.num_experts_per_tok"), "model.num_experts_per_tok",
+             fmt::format("{} must be between 1 and model.num_experts {}", m.num_experts_per_tok, m.num_experts));
+    if (m.moe_intermediate_size < 1)
+      report(where("model.moe_intermediate_size"), "model.moe_intermediate_size",
+             "must be set (the width of each expert) when model.num_experts is");
+  }
+
   void check_consistency() {
     const auto& m = recipe_.model;
     if (m.head_dim_override == 0 && m.hidden_size % m.num_heads != 0)
@@ -230,6 +260,7 @@ class RecipeBuilder {
       report(where("model.num_kv_heads"), "model.num_kv_heads",
              fmt::format("{} kv heads do not divide num_heads {} (each kv head serves a whole group of query heads)",
                          m.num_kv_heads, m.num_heads));
+    check_experts();
     if (tokenizer_vocab_ > 0 && m.vocab_size < tokenizer_vocab_)
       report(where("model.vocab_size"), "model.vocab_size",
              fmt::format("{} is smaller than the {} ids of tokenizer '{}'", m.vocab_size,

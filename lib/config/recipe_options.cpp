@@ -99,6 +99,14 @@ OptionRegistry build_registry() {
   r.add<double>("model.norm_eps", FIELD(model.norm_eps), 1e-5, "RMSNorm epsilon.", positive());
   r.add<bool>("model.tie_embeddings", FIELD(model.tie_embeddings), false, "Share the token embedding with the output projection.");
   r.add<double>("model.init_std", FIELD(model.init_std), 0.02, "Std of the normal weight init (output projections of each block use init_std/sqrt(2*num_layers)).", positive());
+  r.add<int64_t>("model.num_experts", FIELD(model.num_experts), 0, "Experts of each MoE layer (qwen3_moe); 0 means every layer is dense.", in_range<int64_t>(0, 65536));
+  r.add<int64_t>("model.num_experts_per_tok", FIELD(model.num_experts_per_tok), 0, "Experts each token is routed to (top k); 0 with num_experts 0.", in_range<int64_t>(0, 65536));
+  r.add<int64_t>("model.moe_intermediate_size", FIELD(model.moe_intermediate_size), 0, "SwiGLU hidden width of each expert.", in_range<int64_t>(0, int64_t{1} << 22));
+  r.add<bool>("model.norm_topk_prob", FIELD(model.norm_topk_prob), true, "Renormalise each token's top-k router weights to sum to 1.");
+  r.add<int64_t>("model.first_k_dense", FIELD(model.first_k_dense), 0, "Leading layers that keep the dense MLP (transformers' mlp_only_layers 0..k-1).", at_least<int64_t>(0));
+  r.add<int64_t>("model.moe_layer_step", FIELD(model.moe_layer_step), 1, "After first_k_dense, every n-th layer is a MoE layer (transformers' decoder_sparse_step).", at_least<int64_t>(1));
+  r.add<double>("model.router_aux_loss_coef", FIELD(model.router_aux_loss_coef), 0.0, "Coefficient of the load-balancing loss, E/(k T^2) sum_e count_e P_e averaged over the MoE layers (1 when balanced); 0 means none.", at_least<double>(0.0));
+  r.add<double>("model.router_z_loss_coef", FIELD(model.router_z_loss_coef), 0.0, "Coefficient of the router z-loss, mean(logsumexp(logits)^2) averaged over the MoE layers; 0 means none.", at_least<double>(0.0));
   r.add<std::string>("model.init_from", FIELD(model.init_from), "", "Initial weights: empty for a random init from run.seed, or hf:DIR, a Hugging Face folder (config.json with model.safetensors, or its shards and model.safetensors.index.json). The model's shape comes from config.json, and the tokenizer from DIR/tokenizer.json unless data.tokenizer is set; a resumed run reads its checkpoint instead. See Starting from a Hugging Face model.", init_source());
 
   r.add_sources("data.train", FIELD(data.train), "builtin:demo", "Training data: builtin:demo, a text file, a folder of text files, a .jsonl file (records with \"text\", or chat \"messages\"), megatron:PREFIX (an indexed dataset), or a blend [{path: SOURCE, weight: W}, ...]; see Data.", not_empty());

@@ -5,6 +5,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "model/attention_features.h"
 #include "model/linear.h"
 #include "model/model_config.h"
 #include "model/parameter_init.h"
@@ -31,12 +32,6 @@ torch::Tensor document_ids(const torch::Tensor& cu_seqlens, int64_t seq);
 // in backward).
 using AttentionKernel = std::function<torch::Tensor(const torch::Tensor& q, const torch::Tensor& k,
                                                     const torch::Tensor& v, const torch::Tensor& cu_seqlens)>;
-
-// What a family's attention adds to Llama's (a fact of the family, from its ModelSpec).
-struct AttentionFeatures {
-  bool qkv_bias = false;  // biases on the q, k and v projections (qwen2)
-  bool qk_norm = false;   // RMSNorm over each head of q and k before the rotation (qwen3)
-};
 
 class AttentionImpl : public torch::nn::Module {
  public:

@@ -16,6 +16,10 @@ struct Batch {
   torch::Tensor labels;     // int64 [B, T], -100 where a token carries no loss; may be undefined
   SequenceLayout layout;    // document boundaries and positions of packed rows
   std::map<std::string, torch::Tensor> extra;
+  // What the trainer multiplies this batch's loss by before backward (its share of the global
+  // batch, times a loss scale). A model whose blocks have auxiliary losses gives them this
+  // gradient inside the blocks' own backward (model/aux_loss.h).
+  double loss_weight = 1.0;
 
   // The extra input `name`, or an undefined tensor.
   torch::Tensor extra_input(const std::string& name) const {

@@ -4,27 +4,58 @@
 
 #include <torch/torch.h>
 
+#include "model/aux_loss.h"
+#include "model/llama_family.h"
+
 namespace xtrain::model {
 
-DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, const AttentionFeatures& features) {
+namespace {
+MoeOptions moe_options(const ModelConfig& config) {
+  MoeOptions options;
+  options.hidden_size = config.hidden_size;
+  options.num_experts = config.num_experts;
+  options.top_k = config.num_experts_per_tok;
+  options.intermediate_size = config.moe_intermediate_size;
+  options.norm_topk_prob = config.norm_topk_prob;
+  return options;
+}
+}  // namespace
+
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, const AttentionFeatures& features, int64_t layer) {
   input_layernorm = register_module("input_layernorm", RMSNorm(config.hidden_size, config.norm_eps));
   self_attn = register_module("self_attn", Attention(config, features));
   post_attention_layernorm =
       register_module("post_attention_layernorm", RMSNorm(config.hidden_size, config.norm_eps));
-  mlp = register_module("mlp", SwiGLU(config.hidden_size, config.intermediate_size));
+  if (config.is_moe_layer(layer)) {
+    moe = register_module("mlp", MoeBlock(moe_options(config)));
+    int64_t moe_layers = 0;
+    for (int64_t i = 0; i < config.num_layers; ++i) moe_layers += config.is_moe_layer(i) ? 1 : 0;
+    balance_coef_ = config.router_aux_loss_coef / static_cast<double>(moe_layers);
+    z_coef_ = config.router_z_loss_coef / static_cast<double>(moe_layers);
+    top_k_ = config.num_experts_per_tok;
+  } else
+    mlp = register_module("mlp", SwiGLU(config.hidden_size, config.intermediate_size));
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const RotaryTables& rotary,
-                                        const SequenceLayout& layout) {
+                                        const SequenceLayout& layout, double loss_weight) {
   auto h = x + self_attn(input_layernorm(x), rotary, layout);
-  return h + mlp(post_attention_layernorm(h));
+  if (!moe) return h + mlp(post_attention_layernorm(h));
+  if (balance_coef_ == 0 && z_coef_ == 0) return h + moe(post_attention_layernorm(h));
+  Routing routing;
+  auto out = h + moe(post_attention_layernorm(h), &routing);
+  const auto stats = routing_stats(routing);
+  const auto balance = load_balancing_loss(stats, top_k_) * balance_coef_;
+  const auto z = router_z_loss(stats) * z_coef_;
+  if (loss_sink) *loss_sink = {balance.detach(), z.detach()};
+  return attach_loss(out, balance + z, loss_weight);
 }
 
 LlamaBodyImpl::LlamaBodyImpl(const ModelConfig& config, const AttentionFeatures& features)
     : config_(config), rotary_(rotary_tables(config.max_seq_len, config.head_dim(), config.rope_theta, config.rope_scaling)) {
   embed_tokens = register_module("embed_tokens", Embedding(config.vocab_size, config.hidden_size));
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < config.num_layers; ++i) layers->push_back(DecoderLayer(config, features));
+  for (int64_t i = 0; i < config.num_layers; ++i) layers->push_back(DecoderLayer(config, features, i));
   norm = register_module("norm", RMSNorm(config.hidden_size, config.norm_eps));
   // Buffers, so that the tables follow the module to its device (to() updates them in place).
   register_buffer("rotary_cos", rotary_.cos);
@@ -32,7 +63,8 @@ LlamaBodyImpl::LlamaBodyImpl(const ModelConfig& config, const AttentionFeatures&
 }
 
 torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids, const SequenceLayout& layout,
-                                     const BlockRunner& block_runner, const EmbedRunner& embed_runner) {
+                                     const BlockRunner& block_runner, const EmbedRunner& embed_runner,
+                                     double loss_weight) {
   const int64_t longest = layout.packed() ? layout.longest : input_ids.size(1);
   TORCH_CHECK(longest <= config_.max_seq_len, "sequence of ", longest, " tokens exceeds model.max_seq_len ",
               config_.max_seq_len);
@@ -41,7 +73,9 @@ torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids, const Seque
   for (size_t i = 0; i < layers->size(); ++i) {
     auto* layer = (*layers)[i]->as<DecoderLayer>();
     // Captures by value: a recompute policy keeps this callable until backward.
-    auto block = [this, layer, layout](const torch::Tensor& input) { return layer->forward(input, rotary_, layout); };
+    auto block = [this, layer, layout, loss_weight](const torch::Tensor& input) {
+      return layer->forward(input, rotary_, layout, loss_weight);
+    };
     x = block_runner ? block_runner(static_cast<int64_t>(i), x, block) : block(x);
   }
   return norm(x);
@@ -59,7 +93,22 @@ torch::Tensor LlamaForCausalLM::output_weight() const {
 }
 
 ModelOutput LlamaForCausalLM::forward(const Batch& batch) {
-  return {model(batch.input_ids, batch.layout, block_runner, embed_runner), {}};
+  const auto& c = config();
+  const bool aux = c.num_experts > 0 && (c.router_aux_loss_coef > 0 || c.router_z_loss_coef > 0);
+  std::vector<std::vector<torch::Tensor>> losses(model->layers->size());
+  for (size_t i = 0; i < losses.size(); ++i) (*model->layers)[i]->as<DecoderLayer>()->loss_sink = &losses[i];
+  ModelOutput output{model(batch.input_ids, batch.layout, block_runner, embed_runner, batch.loss_weight), {}};
+  for (const auto& layer : *model->layers) layer->as<DecoderLayer>()->loss_sink = nullptr;
+  if (!aux) return output;
+  torch::Tensor balance, z;  // sums over the layers of their (already averaged) shares
+  for (const auto& layer : losses) {
+    if (layer.empty()) continue;
+    balance = balance.defined() ? balance + layer[0] : layer[0];
+    z = z.defined() ? z + layer[1] : layer[1];
+  }
+  if (c.router_aux_loss_coef > 0 && balance.defined()) output.aux_losses.emplace_back("load_balancing", balance);
+  if (c.router_z_loss_coef > 0 && z.defined()) output.aux_losses.emplace_back("router_z", z);
+  return output;
 }
 
 std::vector<AttentionKernel*> LlamaForCausalLM::attention_kernels() {
@@ -72,7 +121,10 @@ void DecoderLayerImpl::describe_init(const std::string& name, double std, double
   input_layernorm->describe_init(name + ".input_layernorm", plan);
   self_attn->describe_init(name + ".self_attn", std, output_std, plan);
   post_attention_layernorm->describe_init(name + ".post_attention_layernorm", plan);
-  mlp->describe_init(name + ".mlp", std, output_std, plan);
+  if (moe)
+    moe->describe_init(name + ".mlp", std, output_std, plan);
+  else
+    mlp->describe_init(name + ".mlp", std, output_std, plan);
 }
 
 InitPlan LlamaForCausalLM::init_plan() const {
@@ -94,6 +146,10 @@ ShardPlan::Unit unit_of(const std::string& name, const torch::nn::Module& module
   return unit;
 }
 }  // namespace
+
+std::shared_ptr<CausalLM> build_llama_decoder(const ModelConfig& config, const AttentionFeatures& features) {
+  return std::make_shared<LlamaForCausalLM>(config, features);
+}
 
 ShardPlan LlamaForCausalLM::shard_plan() {
   ShardPlan plan;

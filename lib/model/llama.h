@@ -5,6 +5,10 @@
 // Face's LlamaForCausalLM (model.layers.0.self_attn.q_proj.weight, ..., lm_head.weight), so a
 // state dict maps 1:1 onto an HF checkpoint.
 //
+// With config.num_experts > 0 (qwen3_moe) the MoE layers' feed-forward is a MoeBlock, and the
+// forward's auxiliary losses are the load-balancing loss and the router z-loss, each the mean
+// over the MoE layers times its coefficient (none when the coefficient is 0).
+//
 // Init (init_plan, each layer describing its own parameters): every embedding and linear
 // weight ~ N(0, init_std^2), except the two projections that write into the residual stream
 // (o_proj, down_proj), which use init_std / sqrt(2 * num_layers) so that the residual variance
@@ -21,6 +25,7 @@
 #include "model/attention.h"
 #include "model/causal_lm.h"
 #include "model/linear.h"
+#include "model/moe.h"
 #include "model/rms_norm.h"
 #include "model/swiglu.h"
 
@@ -28,14 +33,27 @@ namespace xtrain::model {
 
 class DecoderLayerImpl : public torch::nn::Module {
  public:
-  DecoderLayerImpl(const ModelConfig& config, const AttentionFeatures& features);
-  torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {});
+  // layer: its index, which decides whether its feed-forward is dense or MoE.
+  DecoderLayerImpl(const ModelConfig& config, const AttentionFeatures& features, int64_t layer = 0);
+  // loss_weight: the batch's (Batch::loss_weight), which a MoE layer's router losses take as
+  // their gradient weight inside this layer's backward (model/aux_loss.h).
+  torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {},
+                        double loss_weight = 1.0);
   void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const;
 
   RMSNorm input_layernorm{nullptr};
   Attention self_attn{nullptr};
   RMSNorm post_attention_layernorm{nullptr};
-  SwiGLU mlp{nullptr};
+  SwiGLU mlp{nullptr};  // a dense layer's feed-forward, registered as "mlp"
+  MoeBlock moe{nullptr};  // a MoE layer's, registered as "mlp" instead
+  // While set (during the model's forward, not during a recompute's replay), a MoE layer adds its
+  // router losses here, detached, for the log: [0] load balancing, [1] z-loss.
+  std::vector<torch::Tensor>* loss_sink = nullptr;
+
+ private:
+  // Each router loss's coefficient over the number of MoE layers (their mean), and top k.
+  double balance_coef_ = 0, z_coef_ = 0;
+  int64_t top_k_ = 0;
 };
 TORCH_MODULE(DecoderLayer);
 
@@ -47,7 +65,7 @@ class LlamaBodyImpl : public torch::nn::Module {
   // every row (in practice one row of several documents, see data/micro_batch.h); its
   // documents, not T, must fit in max_seq_len. The runners are the CausalLM's hooks.
   torch::Tensor forward(const torch::Tensor& input_ids, const SequenceLayout& layout, const BlockRunner& block_runner,
-                        const EmbedRunner& embed_runner);
+                        const EmbedRunner& embed_runner, double loss_weight = 1.0);
 
   Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};

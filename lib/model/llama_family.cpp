@@ -1,12 +1,11 @@
 #include "model/llama_family.h"
 
-#include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "model/llama.h"
 #include "util/input_error.h"
 
 namespace xtrain::model {
@@ -53,7 +52,51 @@ void read_rope(const nlohmann::json& json, const std::string& source, ModelConfi
                                  source, rope->dump()));
 }
 
-// config.json of the three families: Llama's fields, and what each family adds.
+// transformers' Qwen3-MoE fields. Its load-balancing loss is top_k times xtrain's, and counts only
+// with output_router_logits, which stays off as transformers writes it.
+void add_experts(const ModelConfig& c, nlohmann::json& json) {
+  std::vector<int64_t> dense_layers;
+  for (int64_t i = 0; i < c.first_k_dense; ++i) dense_layers.push_back(i);
+  json["num_experts"] = c.num_experts;
+  json["num_experts_per_tok"] = c.num_experts_per_tok;
+  json["moe_intermediate_size"] = c.moe_intermediate_size;
+  json["norm_topk_prob"] = c.norm_topk_prob;
+  json["decoder_sparse_step"] = c.moe_layer_step;
+  json["mlp_only_layers"] = dense_layers;
+  json["router_aux_loss_coef"] = c.router_aux_loss_coef / static_cast<double>(c.num_experts_per_tok);
+  json["output_router_logits"] = false;
+  json["use_sliding_window"] = false;
+}
+
+// The experts' fields of a Qwen3-MoE config.json; mlp_only_layers must be the first layers.
+void read_experts(const nlohmann::json& json, const std::string& source, ModelConfig& c) {
+  auto integer = [&](const char* name, int64_t fallback) {
+    if (!json.contains(name)) return fallback;
+    if (!json.at(name).is_number_integer())
+      throw InputError(fmt::format("{}: field \"{}\" must be an integer", source, name));
+    return json.at(name).get<int64_t>();
+  };
+  c.num_experts = integer("num_experts", 0);
+  c.num_experts_per_tok = integer("num_experts_per_tok", 0);
+  c.moe_intermediate_size = integer("moe_intermediate_size", 0);
+  c.moe_layer_step = integer("decoder_sparse_step", 1);
+  c.norm_topk_prob = json.value("norm_topk_prob", true);
+  if (c.num_experts < 1 || c.num_experts_per_tok < 1 || c.num_experts_per_tok > c.num_experts ||
+      c.moe_intermediate_size < 1 || c.moe_layer_step < 1)
+    throw InputError(fmt::format("{}: inconsistent experts (num_experts {}, num_experts_per_tok {}, "
+                                 "moe_intermediate_size {}, decoder_sparse_step {})",
+                                 source, c.num_experts, c.num_experts_per_tok, c.moe_intermediate_size,
+                                 c.moe_layer_step));
+  const auto dense = json.value("mlp_only_layers", nlohmann::json::array());
+  for (size_t i = 0; i < dense.size(); ++i)
+    if (!dense[i].is_number_integer() || dense[i].get<int64_t>() != static_cast<int64_t>(i))
+      throw InputError(fmt::format("{}: mlp_only_layers {} are not the first layers 0..k-1, the dense layers xtrain "
+                                   "places (model.first_k_dense)",
+                                   source, dense.dump()));
+  c.first_k_dense = static_cast<int64_t>(dense.size());
+}
+
+// config.json of the families: Llama's fields, and what each family adds.
 nlohmann::json hf_config(const ModelSpec& spec, const AttentionFeatures& features, const ModelConfig& c,
                          int64_t eos_token_id) {
   nlohmann::json json = {
@@ -87,6 +130,7 @@ nlohmann::json hf_config(const ModelSpec& spec, const AttentionFeatures& feature
     json.erase("mlp_bias");
     json["use_sliding_window"] = false;
   }
+  if (spec.experts) add_experts(c, json);
   return json;
 }
 
@@ -144,18 +188,20 @@ ModelConfig config_from_hf(const ModelSpec& spec, const AttentionFeatures& featu
   if (json.value("use_sliding_window", false))
     throw InputError(fmt::format("{}: use_sliding_window is true; xtrain's {} attends to the whole sequence", source,
                                  c.family));
+  if (spec.experts) read_experts(json, source, c);
   return c;
 }
 
 // One family of the Llama decoder: its names, and what its attention adds.
 ModelSpec decoder_spec(const char* family, const char* architecture, const char* description,
-                       AttentionFeatures features) {
+                       AttentionFeatures features, bool experts = false) {
   ModelSpec spec;
+  spec.experts = experts;
   spec.family = family;
   spec.hf_architecture = architecture;
   spec.hf_model_type = family;
   spec.description = description;
-  spec.build = [features](const ModelConfig& config) { return std::make_shared<LlamaForCausalLM>(config, features); };
+  spec.build = [features](const ModelConfig& config) { return build_llama_decoder(config, features); };
   // The spec is captured by value: the lambdas outlive this function's copy.
   const ModelSpec names = spec;
   spec.to_hf_config = [names, features](const ModelConfig& config, int64_t eos) {
@@ -180,6 +226,12 @@ ModelSpec llama_spec() {
 ModelSpec qwen2_spec() {
   return decoder_spec("qwen2", "Qwen2ForCausalLM", "llama with biases on the q, k and v projections",
                       AttentionFeatures{/*qkv_bias=*/true, /*qk_norm=*/false});
+}
+
+ModelSpec qwen3_moe_spec() {
+  return decoder_spec("qwen3_moe", "Qwen3MoeForCausalLM",
+                      "qwen3 whose feed-forward layers are mixtures of experts (model.num_experts)",
+                      AttentionFeatures{/*qkv_bias=*/false, /*qk_norm=*/true}, /*experts=*/true);
 }
 
 ModelSpec qwen3_spec() {

@@ -1,8 +1,12 @@
 // The specs of the families that share the Llama decoder (model/llama.h): llama, qwen2 (biases
-// on q, k and v) and qwen3 (RMSNorm on q and k per head, head_dim set apart from
-// hidden_size / num_heads). Their tensor names are Hugging Face's already, and the rotary
+// on q, k and v), qwen3 (RMSNorm on q and k per head, head_dim set apart from
+// hidden_size / num_heads) and qwen3_moe (qwen3 with mixture-of-experts layers, transformers 5's
+// stacked expert tensors). Their tensor names are Hugging Face's already, and the rotary
 // layout is HF's rotate_half layout, so tensors map 1:1 with no permutation.
 #pragma once
+#include <memory>
+
+#include "model/attention_features.h"
 #include "model/model_spec.h"
 
 namespace xtrain::model {
@@ -10,5 +14,10 @@ namespace xtrain::model {
 ModelSpec llama_spec();
 ModelSpec qwen2_spec();
 ModelSpec qwen3_spec();
+ModelSpec qwen3_moe_spec();
+
+// The decoder of these families (model/llama.h), built without parameter storage. Defined with
+// the model, so that the specs themselves need no LibTorch (the recipe checks read them).
+std::shared_ptr<CausalLM> build_llama_decoder(const ModelConfig& config, const AttentionFeatures& features);
 
 }  // namespace xtrain::model

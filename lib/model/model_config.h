@@ -35,6 +35,22 @@ struct ModelConfig {
   double init_std = 0.02;
   int64_t head_dim_override = 0;  // 0: hidden_size / num_heads
 
+  // Mixture of experts (model/moe.h); num_experts 0: every layer dense. Layer i is a MoE layer
+  // when i >= first_k_dense and (i + 1) % moe_layer_step == 0 (transformers' mlp_only_layers and
+  // decoder_sparse_step); the others keep the dense SwiGLU of intermediate_size.
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = true;
+  int64_t first_k_dense = 0;
+  int64_t moe_layer_step = 1;
+  double router_aux_loss_coef = 0.0;  // the load-balancing loss's coefficient
+  double router_z_loss_coef = 0.0;
+
+  bool is_moe_layer(int64_t layer) const {
+    return num_experts > 0 && layer >= first_k_dense && (layer + 1) % moe_layer_step == 0;
+  }
+
   int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden_size / num_heads; }
 };
 

@@ -1,8 +1,9 @@
 // ModelOutput: what a model's forward returns. `hidden` is the input of the output projection
 // (CausalLM::output_weight()), so that the loss can run chunked and never hold the full logits.
 // Auxiliary losses (a router's load-balancing or z-loss) come out by name, already multiplied
-// by their coefficients: the trainer adds them to the loss, weighs them as it weighs the loss,
-// and logs each as aux_loss.NAME.
+// by their coefficients, detached: their gradients, weighed by Batch::loss_weight, flow inside
+// the blocks that computed them (model/aux_loss.h), so that FSDP's per-block backward and
+// recompute give them. The trainer only logs them, as aux_loss.NAME.
 #pragma once
 #include <string>
 #include <utility>

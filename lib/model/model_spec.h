@@ -25,6 +25,7 @@ struct ModelSpec {
   std::string hf_architecture;  // config.json "architectures"[0], e.g. Qwen3ForCausalLM
   std::string hf_model_type;    // config.json "model_type"
   std::string description;      // one line, for the recipe reference
+  bool experts = false;         // its layers are mixtures of experts (model.num_experts required)
 
   // The model, its parameters declared without storage (model/parameter_source.h).
   std::function<std::shared_ptr<CausalLM>(const ModelConfig&)> build;
@@ -44,6 +45,7 @@ const std::vector<ModelSpec>& model_specs();
 std::vector<std::string> model_families();
 // The spec of a family; std::invalid_argument for an unknown one (the recipe check comes first).
 const ModelSpec& model_spec(const std::string& family);
+const ModelSpec* find_model_spec(const std::string& family);  // null for an unknown one
 // The spec of a Hugging Face config.json, by model_type, else architectures[0]; an InputError
 // naming `source` and the families xtrain trains when none matches.
 const ModelSpec& model_spec_for_hf(const nlohmann::json& config, const std::string& source);

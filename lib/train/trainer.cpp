@@ -647,25 +647,26 @@ void TrainingRun::zero_grad() {
 // is the gradient of the global mean loss.
 MicroBatchLosses TrainingRun::forward_backward(const data::MicroBatch& batch, int64_t index, int64_t count) {
   const auto targets = static_cast<double>(batch.target_count);
+  const double weight =
+      step_targets_ > 0 ? targets / step_divisor_ * injected_micro_batch_weight(index, count) : 0.0;
+  const double loss_weight = (loss_scaler_ ? loss_scaler_->scale() : 1.0) * weight;
   if (sharded_) sharded_->begin_micro_batch(index + 1 == count);
   BatchLoss output;
   if (offloader_) offloader_->begin_forward();
   {
     PrecisionScope precision(t_.dtype, device_.type());
-    output = training_loss(*model_, model_batch(batch.inputs, batch.targets, batch.cu_seqlens, device_), loss_chunk_);
+    auto model_input = model_batch(batch.inputs, batch.targets, batch.cu_seqlens, device_);
+    // Auxiliary losses weigh as the loss does, so that their gradient does not depend on the
+    // layout; the model applies it inside its blocks' backward (model/aux_loss.h).
+    model_input.loss_weight = loss_weight;
+    output = training_loss(*model_, model_input, loss_chunk_);
   }
   auto loss = output.loss;
   if (injected_loss_factor_ != 1.0) loss = loss * injected_loss_factor_;
-  // Auxiliary losses weigh as the loss does, so their gradient does not depend on the layout.
   MicroBatchLosses losses{loss.detach().to(torch::kFloat64) * targets, {}};
-  auto total = loss;
-  for (const auto& [name, aux] : output.aux_losses) {
-    total = total + aux;
+  for (const auto& [name, aux] : output.aux_losses)
     losses.aux_losses[name] = aux.detach().to(torch::kFloat64) * targets;
-  }
-  const double weight =
-      step_targets_ > 0 ? targets / step_divisor_ * injected_micro_batch_weight(index, count) : 0.0;
-  (total * ((loss_scaler_ ? loss_scaler_->scale() : 1.0) * weight)).backward();
+  (loss * loss_weight).backward();
   if (sharded_) sharded_->end_micro_batch();
   return losses;
 }

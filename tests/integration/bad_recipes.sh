@@ -61,7 +61,7 @@ expect heads_vs_hidden "heads_vs_hidden.yaml:6:3: model.num_heads: 5 heads do no
   hidden_size: 128
   num_heads: 5
 "
-expect unknown_family "unknown_family.yaml:5:11: model.family: must be one of llama, qwen2, qwen3, got 'gpt2'" \
+expect unknown_family "unknown_family.yaml:5:11: model.family: must be one of llama, qwen2, qwen3, qwen3_moe, got 'gpt2'" \
 "${head}model:
   family: gpt2
 "
@@ -112,6 +112,24 @@ printf '%s' '{"model_type": "llama", "vocab_size": 300, "hidden_size": 64, "inte
 expect init_from_rope_type "init_from_rope_type.yaml:5:3: model.init_from: hf_rope/config.json: rope type \"yarn\" ({\"factor\":4.0,\"rope_theta\":10000.0,\"rope_type\":\"yarn\"}); xtrain computes the default rotary embedding and llama3's scaling (a model trained with another would compute other logits here)" \
 "${head}model:
   init_from: hf:hf_rope
+"
+expect moe_without_experts "moe_without_experts.yaml:5:3: model.family: qwen3_moe is a mixture of experts: set model.num_experts (and num_experts_per_tok, moe_intermediate_size)" \
+"${head}model:
+  family: qwen3_moe
+"
+expect experts_in_dense_family "experts_in_dense_family.yaml:6:3: model.num_experts: 8, but model.family llama has no experts (a MoE family such as qwen3_moe has)" \
+"${head}model:
+  family: llama
+  num_experts: 8
+  num_experts_per_tok: 2
+  moe_intermediate_size: 64
+"
+expect top_k_above_experts "top_k_above_experts.yaml:7:3: model.num_experts_per_tok: 9 must be between 1 and model.num_experts 8" \
+"${head}model:
+  family: qwen3_moe
+  num_experts: 8
+  num_experts_per_tok: 9
+  moe_intermediate_size: 64
 "
 expect yaml_syntax "yaml_syntax.yaml:6:1: invalid YAML: end of sequence flow not found" \
 "${head}model:

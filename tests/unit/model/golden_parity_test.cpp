@@ -21,18 +21,27 @@
 
 using namespace xtrain;
 
-TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qwen2 and Qwen3", "[model][golden]") {
+TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qwen2, Qwen3 and Qwen3-MoE",
+          "[model][golden]") {
   // qwen2: biases on q, k and v; qwen3: q and k normalised per head, head_dim 8 set apart from
   // hidden / heads = 16.
   const auto [family, head_dim] = GENERATE(std::pair<std::string, int64_t>{"llama", 0},
                                            std::pair<std::string, int64_t>{"qwen2", 0},
-                                           std::pair<std::string, int64_t>{"qwen3", 8});
+                                           std::pair<std::string, int64_t>{"qwen3", 8},
+                                           std::pair<std::string, int64_t>{"qwen3_moe", 8});
   const bool tied = GENERATE(false, true);
   INFO("family = " << family << ", tie_embeddings = " << tied);
   testing::ScratchDir scratch;
   const std::string dir = (scratch.path() / "model").string();
   torch::manual_seed(11);
-  auto llama = testing::SmallLlama{97, 64, 2, 4, 2, 160, 32, tied, family, head_dim}.build(11);
+  testing::SmallLlama shape{97, 64, 2, 4, 2, 160, 32, tied, family, head_dim};
+  if (family == "qwen3_moe") {  // layer 0 dense, layer 1 with 4 experts of width 48, 2 per token
+    shape.experts = 4;
+    shape.experts_per_tok = 2;
+    shape.moe_intermediate = 48;
+    shape.first_k_dense = 1;
+  }
+  auto llama = shape.build(11);
   if (family == "qwen2") {  // zero at init: give them values, so that they are tested
     torch::NoGradGuard no_grad;
     for (auto& item : llama->named_parameters())
@@ -73,7 +82,9 @@ TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qw
   int64_t golden_gradients = 0;
   for (const auto& [name, tensor] : golden) golden_gradients += name.rfind("grad.", 0) == 0 ? 1 : 0;
   CHECK(compared == golden_gradients);  // transformers' model has exactly xtrain's parameters
-  const int64_t per_layer = family == "qwen2" ? 3 : family == "qwen3" ? 2 : 0;  // biases, or q/k norms
+  // Biases, or q/k norms; a MoE layer's router and two stacked expert tensors take the place of
+  // the dense MLP's three.
+  const int64_t per_layer = family == "qwen2" ? 3 : family == "qwen3" || family == "qwen3_moe" ? 2 : 0;
   CHECK(compared == (tied ? 20 : 21) + 2 * per_layer);
 
   // The same optimizer trajectory: clip + AdamW with decay as the family's spec says (matrices only).
@@ -111,11 +122,19 @@ TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qw
 TEST_CASE("an HF folder written by xtrain loads back into an identical model, of each family", "[model][ckpt]") {
   const auto [family, head_dim] = GENERATE(std::pair<std::string, int64_t>{"llama", 0},
                                            std::pair<std::string, int64_t>{"qwen2", 0},
-                                           std::pair<std::string, int64_t>{"qwen3", 8});
+                                           std::pair<std::string, int64_t>{"qwen3", 8},
+                                           std::pair<std::string, int64_t>{"qwen3_moe", 8});
   INFO("family = " << family);
   testing::ScratchDir scratch;
   torch::manual_seed(3);
-  auto llama = testing::SmallLlama{97, 64, 2, 4, 2, 160, 32, false, family, head_dim}.build(3);
+  testing::SmallLlama shape{97, 64, 2, 4, 2, 160, 32, false, family, head_dim};
+  if (family == "qwen3_moe") {
+    shape.experts = 4;
+    shape.experts_per_tok = 2;
+    shape.moe_intermediate = 48;
+    shape.first_k_dense = 1;
+  }
+  auto llama = shape.build(3);
   ckpt::save_hf_folder(scratch.path().string(), *llama, 96);
   auto loaded = ckpt::load_hf_folder(scratch.path().string());
   CHECK(loaded->config().family == family);

@@ -41,6 +41,13 @@ TEST_CASE("each family's init plan covers exactly its parameters, by its module 
       testing::SmallLlama shape;
       shape.family = family;
       shape.tied = tied;
+      const bool experts = model::model_spec(family).experts;
+      if (experts) {
+        shape.experts = 4;
+        shape.experts_per_tok = 2;
+        shape.moe_intermediate = 24;
+        shape.first_k_dense = 1;
+      }
       const auto model = model::model_spec(family).build(shape.config());
       const auto plan = model->init_plan();
       std::vector<std::string> names, planned;
@@ -52,7 +59,9 @@ TEST_CASE("each family's init plan covers exactly its parameters, by its module 
       std::sort(names.begin(), names.end());
       CHECK(names == planned);
       // Residual-stream writers are drawn narrower (init_std / sqrt(2 * layers)), gains are 1.
-      CHECK(plan.at("model.layers.1.mlp.down_proj.weight").std == Approx(0.02 / 2.0));
+      CHECK(plan.at(experts ? "model.layers.1.mlp.experts.down_proj" : "model.layers.1.mlp.down_proj.weight").std ==
+            Approx(0.02 / 2.0));
+      if (experts) CHECK(plan.at("model.layers.1.mlp.gate.weight").std == Approx(0.02));
       CHECK(plan.at("model.layers.1.self_attn.q_proj.weight").std == Approx(0.02));
       CHECK(plan.at("model.norm.weight").kind == model::ParameterInit::Kind::ones);
     }

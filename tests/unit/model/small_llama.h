@@ -14,6 +14,8 @@ struct SmallLlama {
   bool tied = false;
   std::string family = "llama";
   int64_t head_dim = 0;  // 0: hidden / heads
+  // Mixture of experts (qwen3_moe): experts of each MoE layer, top k, expert width, dense layers first.
+  int64_t experts = 0, experts_per_tok = 0, moe_intermediate = 0, first_k_dense = 0;
 
   model::ModelConfig config() const {
     model::ModelConfig c;
@@ -27,6 +29,10 @@ struct SmallLlama {
     c.tie_embeddings = tied;
     c.family = family;
     c.head_dim_override = head_dim;
+    c.num_experts = experts;
+    c.num_experts_per_tok = experts_per_tok;
+    c.moe_intermediate_size = moe_intermediate;
+    c.first_k_dense = first_k_dense;
     return c;
   }
   // The model of this shape and family, its weights drawn from `seed`.
