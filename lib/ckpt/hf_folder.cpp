@@ -24,22 +24,6 @@ TensorMap model_tensors(model::CausalLM& model) {
   return tensors;
 }
 
-void load_model_tensors(model::CausalLM& model, const TensorMap& tensors, const std::string& source) {
-  torch::NoGradGuard no_grad;
-  auto parameters = model_tensors(model);
-  for (const auto& [name, parameter] : parameters) {
-    auto it = tensors.find(name);
-    if (it == tensors.end()) throw InputError(fmt::format("{}: missing tensor '{}'", source, name));
-    if (it->second.sizes() != parameter.sizes())
-      throw InputError(fmt::format("{}: tensor '{}' has shape [{}], the model expects [{}]", source, name,
-                                   fmt::join(it->second.sizes(), ", "), fmt::join(parameter.sizes(), ", ")));
-    parameter.copy_(it->second);
-  }
-  for (const auto& entry : tensors)
-    if (parameters.count(entry.first) == 0)
-      throw InputError(fmt::format("{}: unexpected tensor '{}' (does config.json match the weights?)", source, entry.first));
-}
-
 void save_hf_folder(const std::string& dir, model::CausalLM& model, int64_t eos_token_id) {
   std::filesystem::create_directories(dir);
   save_safetensors(dir + "/model.safetensors", model_tensors(model), {{"format", "pt"}});

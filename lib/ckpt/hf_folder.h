@@ -13,9 +13,6 @@ namespace xtrain::ckpt {
 
 // The parameters under their HF names (shared storage, not copies).
 TensorMap model_tensors(model::CausalLM& model);
-// Copies tensors into the model. Strict: a missing, unexpected or mis-shaped tensor is an
-// InputError naming it and the source file.
-void load_model_tensors(model::CausalLM& model, const TensorMap& tensors, const std::string& source);
 
 // A folder with config.json + model.safetensors, as HF's save_pretrained writes it.
 void save_hf_folder(const std::string& dir, model::CausalLM& model, int64_t eos_token_id);

@@ -28,10 +28,9 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, const AttentionFea
       register_module("post_attention_layernorm", RMSNorm(config.hidden_size, config.norm_eps));
   if (config.is_moe_layer(layer)) {
     moe = register_module("mlp", MoeBlock(moe_options(config)));
-    int64_t moe_layers = 0;
-    for (int64_t i = 0; i < config.num_layers; ++i) moe_layers += config.is_moe_layer(i) ? 1 : 0;
-    balance_coef_ = config.router_aux_loss_coef / static_cast<double>(moe_layers);
-    z_coef_ = config.router_z_loss_coef / static_cast<double>(moe_layers);
+    const auto moe_layers = static_cast<double>(config.num_moe_layers());
+    balance_coef_ = config.router_aux_loss_coef / moe_layers;
+    z_coef_ = config.router_z_loss_coef / moe_layers;
     top_k_ = config.num_experts_per_tok;
   } else
     mlp = register_module("mlp", SwiGLU(config.hidden_size, config.intermediate_size));

@@ -50,6 +50,11 @@ struct ModelConfig {
   bool is_moe_layer(int64_t layer) const {
     return num_experts > 0 && layer >= first_k_dense && (layer + 1) % moe_layer_step == 0;
   }
+  int64_t num_moe_layers() const {
+    int64_t count = 0;
+    for (int64_t i = 0; i < num_layers; ++i) count += is_moe_layer(i) ? 1 : 0;
+    return count;
+  }
 
   int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden_size / num_heads; }
 };

@@ -35,12 +35,7 @@ TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qw
   const std::string dir = (scratch.path() / "model").string();
   torch::manual_seed(11);
   testing::SmallLlama shape{97, 64, 2, 4, 2, 160, 32, tied, family, head_dim};
-  if (family == "qwen3_moe") {  // layer 0 dense, layer 1 with 4 experts of width 48, 2 per token
-    shape.experts = 4;
-    shape.experts_per_tok = 2;
-    shape.moe_intermediate = 48;
-    shape.first_k_dense = 1;
-  }
+  if (family == "qwen3_moe") shape.with_experts(48);  // layer 1: 4 experts of width 48, 2 per token
   auto llama = shape.build(11);
   if (family == "qwen2") {  // zero at init: give them values, so that they are tested
     torch::NoGradGuard no_grad;
@@ -128,12 +123,7 @@ TEST_CASE("an HF folder written by xtrain loads back into an identical model, of
   testing::ScratchDir scratch;
   torch::manual_seed(3);
   testing::SmallLlama shape{97, 64, 2, 4, 2, 160, 32, false, family, head_dim};
-  if (family == "qwen3_moe") {
-    shape.experts = 4;
-    shape.experts_per_tok = 2;
-    shape.moe_intermediate = 48;
-    shape.first_k_dense = 1;
-  }
+  if (family == "qwen3_moe") shape.with_experts(48);
   auto llama = shape.build(3);
   ckpt::save_hf_folder(scratch.path().string(), *llama, 96);
   auto loaded = ckpt::load_hf_folder(scratch.path().string());

@@ -20,12 +20,7 @@ TEST_CASE("every registered family round-trips through its Hugging Face config",
     testing::SmallLlama shape;
     shape.family = spec.family;
     shape.head_dim = spec.family == "qwen3" ? 4 : 0;
-    if (spec.experts) {
-      shape.experts = 4;
-      shape.experts_per_tok = 2;
-      shape.moe_intermediate = 24;
-      shape.first_k_dense = 1;
-    }
+    if (spec.experts) shape.with_experts(24);
     const auto config = shape.config();
     const auto json = ckpt::hf_config(config, 3);
     CHECK(json.at("architectures").at(0) == spec.hf_architecture);

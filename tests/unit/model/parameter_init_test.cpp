@@ -42,12 +42,7 @@ TEST_CASE("each family's init plan covers exactly its parameters, by its module 
       shape.family = family;
       shape.tied = tied;
       const bool experts = model::model_spec(family).experts;
-      if (experts) {
-        shape.experts = 4;
-        shape.experts_per_tok = 2;
-        shape.moe_intermediate = 24;
-        shape.first_k_dense = 1;
-      }
+      if (experts) shape.with_experts(24);
       const auto model = model::model_spec(family).build(shape.config());
       const auto plan = model->init_plan();
       std::vector<std::string> names, planned;

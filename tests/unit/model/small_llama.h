@@ -35,6 +35,14 @@ struct SmallLlama {
     c.first_k_dense = first_k_dense;
     return c;
   }
+  // The MoE shape the tests use: layer 0 dense, the others with 4 experts of `width`, 2 per token.
+  SmallLlama& with_experts(int64_t width) {
+    experts = 4;
+    experts_per_tok = 2;
+    moe_intermediate = width;
+    first_k_dense = 1;
+    return *this;
+  }
   // The model of this shape and family, its weights drawn from `seed`.
   std::shared_ptr<model::CausalLM> build(uint64_t seed = 1) const { return model::build_model(config(), seed); }
 };
