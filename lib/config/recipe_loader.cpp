@@ -222,11 +222,20 @@ class RecipeBuilder {
     }
   }
 
-  // The MoE keys agree with each other and with the family.
+  // The MoE keys agree with each other, with the family and with parallel.ep.
   void check_experts() {
     const auto& m = recipe_.model;
     const auto* spec = model::find_model_spec(m.family);
     if (!spec) return;  // reported by the option's check
+    const int64_t ep = recipe_.parallel.ep;
+    if (ep > 1 && m.num_experts == 0)
+      report(where("parallel.ep"), "parallel.ep",
+             fmt::format("{}, but model.family {} has no experts to split; leave parallel.ep at 1", ep, m.family));
+    if (ep > 1 && m.num_experts > 0 && m.num_experts % ep != 0)
+      report(where("parallel.ep"), "parallel.ep",
+             fmt::format("{} does not divide model.num_experts {}: each expert-parallel rank holds the same number "
+                         "of experts",
+                         ep, m.num_experts));
     if (spec->experts && m.num_experts == 0)
       report(where("model.family"), "model.family",
              fmt::format("{} is a mixture of experts: set model.num_experts (and num_experts_per_tok, "

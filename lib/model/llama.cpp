@@ -140,7 +140,7 @@ InitPlan LlamaForCausalLM::init_plan() const {
 
 namespace {
 ShardPlan::Unit unit_of(const std::string& name, const torch::nn::Module& module) {
-  ShardPlan::Unit unit{name, {}, "fsdp", "dp"};
+  ShardPlan::Unit unit{name, {}, "fsdp", "dp", {}};
   for (const auto& item : module.named_parameters()) unit.parameters.emplace_back(name + "." + item.key(), item.value());
   return unit;
 }
@@ -155,7 +155,7 @@ ShardPlan LlamaForCausalLM::shard_plan() {
   const bool tied = config().tie_embeddings;
   if (!tied) plan.embedding = unit_of("model.embed_tokens", *model->embed_tokens);
   for (size_t i = 0; i < model->layers->size(); ++i)
-    plan.blocks.push_back(unit_of("model.layers." + std::to_string(i), *(*model->layers)[i]));
+    plan.blocks.push_back({unit_of("model.layers." + std::to_string(i), *(*model->layers)[i])});
   plan.head = unit_of("model.norm", *model->norm);
   plan.head.name = tied ? "root" : "head";
   if (tied)

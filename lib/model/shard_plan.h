@@ -4,7 +4,15 @@
 // sharded over and the one it is replicated over (parallel/device_mesh.h): dense units shard
 // over "fsdp" and replicate over "dp"; a unit of experts split over "ep" shards over "edp" and
 // has no replicas.
+//
+// A block may be several units, gathered and reduced together (under expert parallelism, its
+// dense part and its experts). A unit's parameter may be a part of a larger tensor, the same
+// for every rank of its model (a rank's experts of a layer): its placement then gives the
+// whole tensor's shape and where in the whole's flattening the part begins, so that sources,
+// checkpoints and the optimizer see whole tensors' names and offsets.
 #pragma once
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,15 +22,21 @@
 
 namespace xtrain::model {
 
+struct Placement {
+  std::vector<int64_t> whole_shape;
+  int64_t begin = 0;  // of the part's (contiguous) flattening in the whole's
+};
+
 struct ShardPlan {
   struct Unit {
     std::string name;
     std::vector<std::pair<std::string, torch::Tensor>> parameters;  // full names, model order
     std::string shard_over = "fsdp";
     std::string replicate_over = "dp";
+    std::map<std::string, Placement> placements;  // by name, for parts of larger tensors only
   };
   std::optional<Unit> embedding;  // none when tied: the one table then lives in the head's unit
-  std::vector<Unit> blocks;
+  std::vector<std::vector<Unit>> blocks;  // each block's units
   Unit head;
 };
 

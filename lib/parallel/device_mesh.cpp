@@ -50,10 +50,10 @@ ParallelDegrees resolve_degrees(ParallelDegrees d, int64_t world_size) {
     throw InputError(fmt::format("parallel.ep = {} must divide the data ranks, dp {} x fsdp {} = {}: experts are "
                                  "split over ep of them and sharded over the rest",
                                  d.ep, d.dp, d.fsdp, d.dp * d.fsdp));
-  for (const auto& [key, value] : {Named{"parallel.tp", &d.tp}, Named{"parallel.pp", &d.pp}, Named{"parallel.ep", &d.ep}})
+  for (const auto& [key, value] : {Named{"parallel.tp", &d.tp}, Named{"parallel.pp", &d.pp}})
     if (*value > 1)
-      throw InputError(fmt::format("{} = {}: tensor, pipeline and expert parallelism are not yet supported; "
-                                   "use parallel.dp and parallel.fsdp",
+      throw InputError(fmt::format("{} = {}: tensor and pipeline parallelism are not yet supported; "
+                                   "use parallel.dp, parallel.fsdp and parallel.ep",
                                    key, *value));
   return d;
 }
@@ -87,6 +87,7 @@ DeviceMesh::DeviceMesh(World world, ParallelDegrees degrees, const GroupFactory&
   std::vector<int64_t> everyone(static_cast<size_t>(world_.size));
   for (int64_t r = 0; r < world_.size; ++r) everyone[static_cast<size_t>(r)] = r;
   groups_["world"] = world_.size == 1 ? make_single_process_comm("world") : make_group("world", everyone);
+  groups_["self"] = make_single_process_comm("self");
   // Every set of dimensions, in the same order on every rank. Sets that differ only by
   // dimensions of size 1 share one group, named by the others.
   std::map<std::string, std::shared_ptr<Comm>> by_ranks_name;
@@ -166,7 +167,7 @@ int64_t DeviceMesh::coordinate(const std::string& dimension) const {
 }
 
 const std::shared_ptr<Comm>& DeviceMesh::group(const std::string& name) const {
-  if (name != "world" && name != "ep" && name != "edp") degree_of(degrees_, name);  // names them when unknown
+  if (name != "world" && name != "self" && name != "ep" && name != "edp") degree_of(degrees_, name);  // names them when unknown
   return groups_.at(name);
 }
 
@@ -187,6 +188,7 @@ std::string DeviceMesh::describe() const {
   std::string layout = degrees.dp > 1 && degrees.fsdp > 1 ? fmt::format("HSDP dp {} x fsdp {}", degrees.dp, degrees.fsdp)
                        : degrees.fsdp > 1                  ? fmt::format("FSDP {}", degrees.fsdp)
                                                            : fmt::format("DDP {}", degrees.dp);
+  if (degrees.ep > 1) layout += fmt::format(", experts split over ep {} and sharded over {}", degrees.ep, size("edp"));
   return fmt::format("{} ranks ({}), {}", world_.size, world_.source, layout);
 }
 

@@ -59,7 +59,7 @@ class DeviceMesh {
   int64_t size(const std::string& dimension) const;
   int64_t coordinate(const std::string& dimension) const;  // this rank's index along it
 
-  // "world" or a dimension's name; an unknown name is a programming error (std::invalid_argument).
+  // "world", "self" (this rank alone) or a dimension's name; an unknown name is a programming error (std::invalid_argument).
   const std::shared_ptr<Comm>& group(const std::string& name) const;
   // The ranks that differ from this one only along `dimensions` (in mesh order), e.g.
   // flatten({"dp", "fsdp"}): every data-parallel rank of this pipeline stage and TP index.

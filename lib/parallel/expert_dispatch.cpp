@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "model/parameter_source.h"
 #include "parallel/autograd_collectives.h"
 
 namespace xtrain::parallel {
@@ -64,8 +65,13 @@ torch::Tensor ExpertDispatcher::combine(const torch::Tensor& outputs, const Disp
 
 void shard_experts(model::MoeBlockImpl& block, const std::shared_ptr<ExpertDispatcher>& dispatcher) {
   torch::NoGradGuard no_grad;
-  for (auto* weight : {&block.gate_up_proj, &block.down_proj})
-    weight->set_data(weight->narrow(0, dispatcher->first_expert(), dispatcher->local_experts()).clone());
+  for (auto* weight : {&block.gate_up_proj, &block.down_proj}) {
+    auto mine = weight->narrow(0, dispatcher->first_expert(), dispatcher->local_experts());
+    if (model::is_materialized(*weight))
+      weight->set_data(mine.clone());
+    else  // a stand-in stays one: whoever materialises the model fills this rank's experts only
+      weight->set_data(torch::zeros({1}, weight->options()).expand(mine.sizes()));
+  }
   block.dispatcher = dispatcher;
 }
 

@@ -32,7 +32,7 @@ class ExpertDispatcher final : public model::TokenDispatcher {
 };
 
 // Expert parallelism on a block: `dispatcher` installed, and the experts' weights narrowed to
-// this rank's experts (from the full, materialised ones).
+// this rank's experts (materialised weights keep those values, stand-ins get the local shape).
 void shard_experts(model::MoeBlockImpl& block, const std::shared_ptr<ExpertDispatcher>& dispatcher);
 
 }  // namespace xtrain::parallel

@@ -68,19 +68,43 @@ torch::Tensor run_sharded_unit(const UnitHooks& hooks, const torch::Tensor& x, c
 
 }  // namespace
 
+// One block's units (its dense part, and under expert parallelism its experts), which move
+// together: each step below starts every unit's collective before waiting on any.
+class BlockUnits {
+ public:
+  std::vector<std::unique_ptr<ShardUnit>> units;
+
+  void start_gather() { each(&ShardUnit::start_gather); }
+  void wait_gather() { each(&ShardUnit::wait_gather); }
+  void reshard() { each(&ShardUnit::reshard); }
+  void prepare_gradients() { each(&ShardUnit::prepare_gradients); }
+  void start_reduce(bool last_micro_batch) {
+    for (auto& unit : units) unit->start_reduce(last_micro_batch);
+  }
+  void finish_reduce() { each(&ShardUnit::finish_reduce); }
+
+ private:
+  void each(void (ShardUnit::*step)()) {
+    for (auto& unit : units) ((*unit).*step)();
+  }
+};
+
 FullyShardedModel::FullyShardedModel(std::shared_ptr<model::CausalLM> model, DeviceMesh mesh, bool reshard_after_forward,
-                                     const model::ParameterSource& source)
+                                     const model::ParameterSource& source, std::optional<model::ShardPlan> given_plan)
     : model_(std::move(model)),
       mesh_(std::move(mesh)),
       reshard_after_forward_(reshard_after_forward),
       tied_(model_->config().tie_embeddings) {
-  auto plan = model_->shard_plan();
+  auto plan = given_plan ? std::move(*given_plan) : model_->shard_plan();
   auto unit = [this, &source](model::ShardPlan::Unit& u) {
     return std::make_unique<ShardUnit>(u.name, std::move(u.parameters), mesh_.group(u.shard_over),
-                                       mesh_.group(u.replicate_over), source);
+                                       mesh_.group(u.replicate_over), source, u.placements);
   };
   if (plan.embedding) embed_ = unit(*plan.embedding);
-  for (auto& block : plan.blocks) blocks_.push_back(unit(block));
+  for (auto& block : plan.blocks) {
+    blocks_.push_back(std::make_unique<BlockUnits>());
+    for (auto& u : block) blocks_.back()->units.push_back(unit(u));
+  }
   head_ = unit(plan.head);
   check_numeric_fault_unit();
   // Wraps whatever runner the memory policy installed (recompute, offload): it runs inside.
@@ -138,7 +162,8 @@ void FullyShardedModel::check_numeric_fault_unit() const {
 std::vector<ShardUnit*> FullyShardedModel::units() const {
   std::vector<ShardUnit*> all;
   if (embed_) all.push_back(embed_.get());
-  for (const auto& block : blocks_) all.push_back(block.get());
+  for (const auto& block : blocks_)
+    for (const auto& unit : block->units) all.push_back(unit.get());
   all.push_back(head_.get());
   return all;
 }

@@ -20,6 +20,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "parallel/device_mesh.h"
@@ -28,12 +29,15 @@
 
 namespace xtrain::parallel {
 
+class BlockUnits;  // a block's units, gathered and reduced together
+
 class FullyShardedModel {
  public:
   // With a source, the model's parameters may be unmaterialised: each unit fills its shard from
-  // it, and no rank ever holds a whole parameter it does not keep.
+  // it, and no rank ever holds a whole parameter it does not keep. The plan is the model's own
+  // unless given (expert parallelism splits each MoE block's units, parallel/expert_parallel.h).
   FullyShardedModel(std::shared_ptr<model::CausalLM> model, DeviceMesh mesh, bool reshard_after_forward,
-                    const model::ParameterSource& source = {});
+                    const model::ParameterSource& source = {}, std::optional<model::ShardPlan> plan = std::nullopt);
   ~FullyShardedModel();
 
   std::vector<ParameterShard*> parameters();
@@ -73,7 +77,7 @@ class FullyShardedModel {
   bool reshard_after_forward_;
   bool tied_;
   std::unique_ptr<ShardUnit> embed_;  // null with tied embeddings (the head unit holds the table)
-  std::vector<std::unique_ptr<ShardUnit>> blocks_;
+  std::vector<std::unique_ptr<BlockUnits>> blocks_;
   std::unique_ptr<ShardUnit> head_;
   bool last_micro_batch_ = true;
   int64_t peak_bytes_ = 0;

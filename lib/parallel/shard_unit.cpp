@@ -10,7 +10,7 @@ namespace xtrain::parallel {
 
 ShardUnit::ShardUnit(std::string name, std::vector<std::pair<std::string, torch::Tensor>> params,
                      std::shared_ptr<Comm> shard_group, std::shared_ptr<Comm> replica_group,
-                     const model::ParameterSource& source)
+                     const model::ParameterSource& source, const std::map<std::string, model::Placement>& placements)
     : name_(std::move(name)), shard_group_(std::move(shard_group)), replica_group_(std::move(replica_group)) {
   torch::NoGradGuard no_grad;
   for (auto& [param_name, param] : params) {
@@ -34,9 +34,13 @@ ShardUnit::ShardUnit(std::string name, std::vector<std::pair<std::string, torch:
     const int64_t first = std::clamp(shard_begin - m.offset, int64_t{0}, m.numel);
     const int64_t last = std::clamp(shard_begin + shard_numel - m.offset, int64_t{0}, m.numel);
     const int64_t at = std::clamp(m.offset + first - shard_begin, int64_t{0}, shard_numel);
-    ParameterShard piece{m.name, m.shape, first, shard_.narrow(0, at, last - first)};
+    const auto placed = placements.find(m.name);
+    const bool part = placed != placements.end();
+    const int64_t whole_begin = part ? placed->second.begin + first : first;
+    ParameterShard piece{m.name, part ? placed->second.whole_shape : m.shape, whole_begin,
+                         shard_.narrow(0, at, last - first)};
     if (source)
-      piece.local.copy_(source(m.name, first, last - first));
+      piece.local.copy_(source(m.name, whole_begin, last - first));
     else
       piece.local.copy_(m.param.reshape(-1).narrow(0, first, last - first));
     piece.local.mutable_grad() = shard_grad_.narrow(0, at, last - first);

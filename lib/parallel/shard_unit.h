@@ -19,6 +19,7 @@
 // weights can shard over a different one.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,15 +27,17 @@
 #include <torch/types.h>
 
 #include "model/parameter_source.h"
+#include "model/shard_plan.h"
 #include "parallel/comm.h"
 
 namespace xtrain::parallel {
 
 // This rank's piece of one parameter: elements [begin, begin + local.numel()) of the flattened
-// parameter, as a view of the unit's shard (and of its gradient).
+// parameter (the whole tensor's, when the module holds a part of it), as a view of the unit's
+// shard (and of its gradient).
 struct ParameterShard {
   std::string name;
-  std::vector<int64_t> shape;  // of the whole parameter
+  std::vector<int64_t> shape;  // of the whole tensor
   int64_t begin = 0;
   torch::Tensor local;  // 1-D view of the shard; .grad() a view of the shard's gradient
 };
@@ -43,10 +46,12 @@ class ShardUnit {
  public:
   // params are the module's own tensors. The unit fills this rank's shard from `source`, asking
   // for the slices of each parameter that fall in it; without a source, from the parameters'
-  // current (full) values, identical on every rank. It then releases the parameters' memory.
+  // current (full) values, identical on every rank of the sharding group. It then releases the
+  // parameters' memory. A parameter with a placement is a part of a whole tensor: the source is
+  // asked for, and the shard describes, the whole's elements.
   ShardUnit(std::string name, std::vector<std::pair<std::string, torch::Tensor>> params,
             std::shared_ptr<Comm> shard_group, std::shared_ptr<Comm> replica_group,
-            const model::ParameterSource& source = {});
+            const model::ParameterSource& source = {}, const std::map<std::string, model::Placement>& placements = {});
 
   const std::string& name() const { return name_; }
   bool sharded() const { return shard_group_->size() > 1; }

@@ -26,6 +26,7 @@
 #include "data/micro_batch.h"
 #include "data/tokenizer.h"
 #include "parallel/device_mesh.h"
+#include "parallel/expert_parallel.h"
 #include "parallel/fully_sharded.h"
 #include "parallel/watchdog.h"
 #include "parallel/world.h"
@@ -414,8 +415,10 @@ void TrainingRun::build_model() {
 void TrainingRun::shard_model() {
   const auto started = Clock::now();
   if (world_.distributed()) {
+    std::optional<model::ShardPlan> plan;
+    if (degrees_.ep > 1) plan = parallel::apply_expert_parallel(*model_, *mesh_);
     sharded_ = std::make_unique<parallel::FullyShardedModel>(model_, *mesh_, recipe_.parallel.reshard_after_forward,
-                                                              initial_weights_.source);
+                                                              initial_weights_.source, std::move(plan));
     for (auto* piece : sharded_->parameters()) {
       optimized_.push_back({piece->name, piece->local, decays(*model_, piece->name, piece->shape.size())});
       pieces_.push_back(ckpt::PieceLayout::range(piece->shape, piece->begin, piece->local.numel()));

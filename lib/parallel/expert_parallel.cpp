@@ -1,0 +1,48 @@
+#include "parallel/expert_parallel.h"
+
+#include <set>
+#include <string>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "parallel/expert_dispatch.h"
+
+namespace xtrain::parallel {
+
+model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh& mesh) {
+  std::map<std::string, model::Placement> placements;
+  for (const auto& item : model.named_modules()) {
+    auto* block = item.value()->as<model::MoeBlockImpl>();
+    if (!block) continue;
+    const int64_t experts = block->gate_up_proj.size(0);
+    if (experts % mesh.size("ep") != 0)
+      throw std::invalid_argument(fmt::format("{}: {} experts do not split over parallel.ep = {}", item.key(), experts,
+                                              mesh.size("ep")));
+    auto dispatcher = std::make_shared<ExpertDispatcher>(mesh.group("ep"), experts);
+    for (const auto& [name, weight] :
+         {std::pair{"experts.gate_up_proj", block->gate_up_proj}, std::pair{"experts.down_proj", block->down_proj}})
+      placements[item.key() + "." + name] = {weight.sizes().vec(),
+                                             dispatcher->first_expert() * (weight.numel() / experts)};
+    shard_experts(*block, dispatcher);
+  }
+  auto plan = model.shard_plan();
+  for (auto& block : plan.blocks) {
+    model::ShardPlan::Unit dense = block.front(), experts{block.front().name + ".experts", {}, "edp", "self", {}};
+    dense.parameters.clear();
+    for (auto& [name, tensor] : block.front().parameters) {
+      const auto placed = placements.find(name);
+      if (placed == placements.end()) {
+        dense.parameters.emplace_back(name, tensor);
+      } else {
+        experts.parameters.emplace_back(name, tensor);
+        experts.placements.insert(*placed);
+      }
+    }
+    if (experts.parameters.empty()) continue;
+    block = {std::move(dense), std::move(experts)};
+  }
+  return plan;
+}
+
+}  // namespace xtrain::parallel

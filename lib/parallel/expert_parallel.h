@@ -1,0 +1,24 @@
+// Expert parallelism as a step of parallelising a model (parallel.ep > 1): each MoE block of the
+// model dispatches its tokens over the mesh's "ep" group (parallel/expert_dispatch.h) and keeps
+// only its rank's experts; in the shard plan, each such block's experts become a unit of their
+// own, sharded over "edp" (the data ranks holding the same experts) with no replicas, and
+// placed in the whole [E, ...] tensors, so that initialisation, Hugging Face folders and
+// checkpoints see every layout's experts by the same names and offsets. The dense part of the
+// block stays the model's unit (sharded over fsdp, replicated over dp).
+//
+// Gradients need no extra scale: a rank's expert gradients hold the contributions of every
+// token of its ep group routed to them (the combine's backward brings them back), and the
+// reduction over edp adds those of the other groups, so that each expert's gradient is the
+// sum over all data ranks, as every other parameter's is.
+#pragma once
+#include "model/causal_lm.h"
+#include "model/shard_plan.h"
+#include "parallel/device_mesh.h"
+
+namespace xtrain::parallel {
+
+// Applies expert parallelism to `model` (before it is sharded or materialised) and returns the
+// shard plan that FSDP then takes. The model must have experts that split evenly over ep.
+model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh& mesh);
+
+}  // namespace xtrain::parallel
