@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint_reader.h"
@@ -85,6 +86,12 @@ int64_t export_hf_folder(const std::string& checkpoint_dir, const std::string& o
   fs::remove(out_dir + "/" + kManifestFile);  // until the new one: an export cut short is unverified, not wrong
   write_weights(out_dir, names, tensors, max_shard_bytes);
   util::write_file_durable(out_dir + "/config.json", checkpoint.model_config.dump(2) + "\n");
+  if (const auto gaps = checkpoint.model_config.find("xtrain_unexported"); gaps != checkpoint.model_config.end())
+    fmt::print(stderr,
+               "warning: {} computes what transformers' {} does not: {}; the exported folder loads there but "
+               "computes without them\n",
+               checkpoint_dir, checkpoint.model_config.value("architectures", nlohmann::json::array({"class"}))[0].get<std::string>(),
+               fmt::join(gaps->get<std::vector<std::string>>(), ", "));
   const auto eos = checkpoint.model_config.find("eos_token_id");
   if (eos != checkpoint.model_config.end() && eos->is_number_integer())
     util::write_file_durable(out_dir + "/generation_config.json",

@@ -252,6 +252,15 @@ class RecipeBuilder {
     if (m.moe_intermediate_size < 1)
       report(where("model.moe_intermediate_size"), "model.moe_intermediate_size",
              "must be set (the width of each expert) when model.num_experts is");
+    if (m.n_group > 1 && (m.num_experts % m.n_group != 0 || m.num_experts / m.n_group < 2 || m.router != "sigmoid_bias"))
+      report(where("model.n_group"), "model.n_group",
+             fmt::format("{} groups need model.router sigmoid_bias and must split model.num_experts {} into groups of "
+                         "2 or more",
+                         m.n_group, m.num_experts));
+    else if (m.n_group > 1 && (m.topk_group > m.n_group || m.num_experts_per_tok > m.topk_group * (m.num_experts / m.n_group)))
+      report(where("model.topk_group"), "model.topk_group",
+             fmt::format("{} of {} groups of {} experts cannot offer num_experts_per_tok {}", m.topk_group, m.n_group,
+                         m.num_experts / m.n_group, m.num_experts_per_tok));
   }
 
   void check_consistency() {

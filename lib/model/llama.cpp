@@ -17,6 +17,14 @@ MoeOptions moe_options(const ModelConfig& config) {
   options.top_k = config.num_experts_per_tok;
   options.intermediate_size = config.moe_intermediate_size;
   options.norm_topk_prob = config.norm_topk_prob;
+  options.router = config.router;
+  options.n_group = config.n_group;
+  options.topk_group = config.topk_group;
+  options.routed_scaling_factor = config.routed_scaling_factor;
+  options.num_shared_experts = config.num_shared_experts;
+  options.shared_expert_gate = config.shared_expert_gate;
+  options.capacity_factor = config.capacity_factor;
+  options.drop_policy = config.drop_policy;
   return options;
 }
 }  // namespace
@@ -40,13 +48,17 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const RotaryTabl
                                         const SequenceLayout& layout, double loss_weight) {
   auto h = x + self_attn(input_layernorm(x), rotary, layout);
   if (!moe) return h + mlp(post_attention_layernorm(h));
-  if (balance_coef_ == 0 && z_coef_ == 0) return h + moe(post_attention_layernorm(h));
   Routing routing;
   auto out = h + moe(post_attention_layernorm(h), &routing);
   const auto stats = routing_stats(routing);
+  if (report) *report = {{}, {}, stats.counts.detach(), stats.dropped};
+  if (balance_coef_ == 0 && z_coef_ == 0) return out;
   const auto balance = load_balancing_loss(stats, top_k_) * balance_coef_;
   const auto z = router_z_loss(stats) * z_coef_;
-  if (loss_sink) *loss_sink = {balance.detach(), z.detach()};
+  if (report) {
+    report->balance = balance.detach();
+    report->z = z.detach();
+  }
   return attach_loss(out, balance + z, loss_weight);
 }
 
@@ -93,18 +105,24 @@ torch::Tensor LlamaForCausalLM::output_weight() const {
 
 ModelOutput LlamaForCausalLM::forward(const Batch& batch) {
   const auto& c = config();
-  const bool aux = c.num_experts > 0 && (c.router_aux_loss_coef > 0 || c.router_z_loss_coef > 0);
-  std::vector<std::vector<torch::Tensor>> losses(model->layers->size());
-  for (size_t i = 0; i < losses.size(); ++i) (*model->layers)[i]->as<DecoderLayer>()->loss_sink = &losses[i];
-  ModelOutput output{model(batch.input_ids, batch.layout, block_runner, embed_runner, batch.loss_weight), {}};
-  for (const auto& layer : *model->layers) layer->as<DecoderLayer>()->loss_sink = nullptr;
-  if (!aux) return output;
+  std::vector<DecoderLayerImpl::RoutingReport> reports(model->layers->size());
+  for (size_t i = 0; i < reports.size(); ++i) (*model->layers)[i]->as<DecoderLayer>()->report = &reports[i];
+  ModelOutput output{model(batch.input_ids, batch.layout, block_runner, embed_runner, batch.loss_weight), {}, {}, {}};
+  for (const auto& layer : *model->layers) layer->as<DecoderLayer>()->report = nullptr;
+  if (c.num_experts == 0) return output;
   torch::Tensor balance, z;  // sums over the layers of their (already averaged) shares
-  for (const auto& layer : losses) {
-    if (layer.empty()) continue;
-    balance = balance.defined() ? balance + layer[0] : layer[0];
-    z = z.defined() ? z + layer[1] : layer[1];
+  std::vector<torch::Tensor> loads;
+  std::vector<double> dropped;
+  for (const auto& report : reports) {
+    if (!report.load.defined()) continue;  // a dense layer
+    loads.push_back(report.load);
+    dropped.push_back(report.dropped);
+    if (report.balance.defined()) balance = balance.defined() ? balance + report.balance : report.balance;
+    if (report.z.defined()) z = z.defined() ? z + report.z : report.z;
   }
+  if (loads.empty()) return output;  // first_k_dense covers every layer
+  output.expert_load = torch::stack(loads);
+  output.dropped = torch::tensor(dropped, output.expert_load.options());
   if (c.router_aux_loss_coef > 0 && balance.defined()) output.aux_losses.emplace_back("load_balancing", balance);
   if (c.router_z_loss_coef > 0 && z.defined()) output.aux_losses.emplace_back("router_z", z);
   return output;

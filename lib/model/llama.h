@@ -46,9 +46,15 @@ class DecoderLayerImpl : public torch::nn::Module {
   RMSNorm post_attention_layernorm{nullptr};
   SwiGLU mlp{nullptr};  // a dense layer's feed-forward, registered as "mlp"
   MoeBlock moe{nullptr};  // a MoE layer's, registered as "mlp" instead
-  // While set (during the model's forward, not during a recompute's replay), a MoE layer adds its
-  // router losses here, detached, for the log: [0] load balancing, [1] z-loss.
-  std::vector<torch::Tensor>* loss_sink = nullptr;
+  // What a MoE layer reports of a forward, detached, for the log and the expert bias.
+  struct RoutingReport {
+    torch::Tensor balance, z;  // its share of each router loss (undefined when its coefficient is 0)
+    torch::Tensor load;        // [E] tokens routed to each expert
+    double dropped = 0;
+  };
+  // While set (during the model's forward, not during a recompute's replay), a MoE layer writes
+  // its report here.
+  RoutingReport* report = nullptr;
 
  private:
   // Each router loss's coefficient over the number of MoE layers (their mean), and top k.

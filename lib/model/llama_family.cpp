@@ -66,6 +66,13 @@ void add_experts(const ModelConfig& c, nlohmann::json& json) {
   json["router_aux_loss_coef"] = c.router_aux_loss_coef / static_cast<double>(c.num_experts_per_tok);
   json["output_router_logits"] = false;
   json["use_sliding_window"] = false;
+  // What Qwen3-MoE's block does not compute: kept in the file, so that export can say so.
+  std::vector<std::string> unexported;
+  if (c.router != "softmax") unexported.push_back("model.router " + c.router + " (and its expert bias)");
+  if (c.num_shared_experts > 0) unexported.push_back("model.num_shared_experts");
+  if (c.routed_scaling_factor != 1.0) unexported.push_back("model.routed_scaling_factor");
+  if (c.capacity_factor > 0) unexported.push_back("model.capacity_factor (transformers is dropless)");
+  if (!unexported.empty()) json["xtrain_unexported"] = unexported;
 }
 
 // The experts' fields of a Qwen3-MoE config.json; mlp_only_layers must be the first layers.

@@ -46,6 +46,14 @@ struct ModelConfig {
   int64_t moe_layer_step = 1;
   double router_aux_loss_coef = 0.0;  // the load-balancing loss's coefficient
   double router_z_loss_coef = 0.0;
+  std::string router = "softmax";        // softmax | sigmoid_bias (model/moe.h)
+  double router_bias_update_rate = 1e-3;  // sigmoid_bias: the step of the expert bias per update
+  int64_t n_group = 1, topk_group = 1;    // group-limited routing (sigmoid_bias)
+  double routed_scaling_factor = 1.0;
+  int64_t num_shared_experts = 0;        // as one SwiGLU of moe_intermediate_size x this
+  bool shared_expert_gate = false;       // sigmoid gate on the shared experts (Qwen2-MoE)
+  double capacity_factor = 0.0;          // 0: dropless; else tokens over capacity are dropped
+  std::string drop_policy = "probs";     // probs | position: which of an expert's tokens are dropped
 
   bool is_moe_layer(int64_t layer) const {
     return num_experts > 0 && layer >= first_k_dense && (layer + 1) % moe_layer_step == 0;

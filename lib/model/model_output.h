@@ -16,6 +16,11 @@ namespace xtrain::model {
 struct ModelOutput {
   torch::Tensor hidden;  // [B, T, hidden]
   std::vector<std::pair<std::string, torch::Tensor>> aux_losses;  // scalars, in the model's order
+  // Mixtures of experts, one row per MoE layer in model order (undefined without experts): the
+  // tokens routed to each expert, counted before any capacity drop (fp32 [L, E]), and the
+  // choices dropped over capacity (fp32 [L]). The trainer sums them over micro batches and
+  // ranks for the expert bias and the balance metrics.
+  torch::Tensor expert_load, dropped;
 };
 
 }  // namespace xtrain::model

@@ -1,5 +1,6 @@
 #include "model/moe.h"
 
+#include <cmath>
 #include <limits>
 
 #include <torch/torch.h>
@@ -17,6 +18,8 @@ struct ParameterHolder : torch::nn::Module {};
 MoeBlockImpl::MoeBlockImpl(const MoeOptions& options) : options_(options) {
   const int64_t e = options.num_experts, h = options.hidden_size, i = options.intermediate_size;
   TORCH_CHECK(options.router == "softmax" || options.router == "sigmoid_bias", "unknown router ", options.router);
+  TORCH_CHECK(options.drop_policy == "probs" || options.drop_policy == "position", "unknown drop policy ",
+              options.drop_policy);
   TORCH_CHECK(options.n_group >= 1 && e % options.n_group == 0 && options.topk_group <= options.n_group &&
                   (options.n_group == 1 || e / options.n_group >= 2) &&
                   options.top_k <= options.topk_group * (e / options.n_group),
@@ -64,16 +67,21 @@ Routing MoeBlockImpl::route(const torch::Tensor& tokens) const {
   return r;
 }
 
-// Dropless: every (token, choice) pair is computed. The pairs are sorted by expert (stably, so
-// tokens keep their order within an expert), each expert's run goes through its two matmuls,
-// and the outputs, weighed, are added back to their tokens.
-torch::Tensor MoeBlockImpl::run_experts(const torch::Tensor& tokens, const Routing& routing) const {
+// Every (token, choice) pair within capacity is computed (all of them when dropless). The pairs
+// are sorted by expert (stably, so tokens keep their order within an expert), each expert's run
+// goes through its two matmuls, and the outputs, weighed, are added back to their tokens.
+torch::Tensor MoeBlockImpl::run_experts(const torch::Tensor& tokens, Routing& routing) const {
   const int64_t k = options_.top_k;
   const auto flat = routing.experts.reshape(-1);
-  const auto order = std::get<1>(flat.sort(/*stable=*/std::optional<bool>(true), /*dim=*/0));
-  const auto token_of = order.div(k, "floor");
+  auto order = std::get<1>(flat.sort(/*stable=*/std::optional<bool>(true), /*dim=*/0));
   const auto counted = torch::bincount(flat, {}, options_.num_experts).to(torch::kCPU);
-  const std::vector<int64_t> counts(counted.data_ptr<int64_t>(), counted.data_ptr<int64_t>() + counted.numel());
+  std::vector<int64_t> counts(counted.data_ptr<int64_t>(), counted.data_ptr<int64_t>() + counted.numel());
+  if (options_.capacity_factor > 0) {
+    const auto kept = within_capacity(order, routing.weights.reshape(-1).index_select(0, order), counts, tokens.size(0));
+    routing.dropped = order.numel() - kept.numel();
+    order = order.index_select(0, kept);
+  }
+  const auto token_of = order.div(k, "floor");
   const auto sorted = tokens.index_select(0, token_of);
   torch::Tensor outputs;
   if (dispatcher) {
@@ -84,6 +92,28 @@ torch::Tensor MoeBlockImpl::run_experts(const torch::Tensor& tokens, const Routi
   }
   const auto weights = routing.weights.reshape(-1).index_select(0, order).unsqueeze(-1).to(tokens.scalar_type());
   return torch::zeros_like(tokens).index_add(0, token_of, outputs * weights);
+}
+
+torch::Tensor MoeBlockImpl::within_capacity(const torch::Tensor& order, const torch::Tensor& sorted_weights,
+                                            std::vector<int64_t>& counts, int64_t tokens) const {
+  const auto capacity = static_cast<int64_t>(std::ceil(options_.capacity_factor * static_cast<double>(tokens) *
+                                                       static_cast<double>(options_.top_k) /
+                                                       static_cast<double>(options_.num_experts)));
+  std::vector<torch::Tensor> kept;
+  int64_t start = 0;
+  for (auto& count : counts) {
+    auto positions = torch::arange(start, start + count, order.options());
+    if (count > capacity) {
+      if (options_.drop_policy == "probs")  // the highest weights, then back in token order
+        positions = std::get<0>(std::get<1>(sorted_weights.narrow(0, start, count).topk(capacity)).sort()) + start;
+      else
+        positions = positions.narrow(0, 0, capacity);
+    }
+    kept.push_back(positions);
+    start += count;
+    count = std::min(count, capacity);
+  }
+  return torch::cat(kept);
 }
 
 // Every held expert runs, even on no rows, so that the outputs stay in the autograd graph of
@@ -139,6 +169,7 @@ RoutingStats routing_stats(const Routing& routing) {
   stats.prob_sums = routing.probs.sum(0);
   stats.z_sum = torch::logsumexp(routing.logits, -1).square().sum();
   stats.tokens = static_cast<double>(routing.probs.size(0));
+  stats.dropped = static_cast<double>(routing.dropped);
   return stats;
 }
 

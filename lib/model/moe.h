@@ -48,6 +48,12 @@ struct MoeOptions {
   double routed_scaling_factor = 1.0;
   int64_t num_shared_experts = 0;
   bool shared_expert_gate = false;
+  // 0: dropless. Otherwise each expert computes at most ceil(capacity_factor * T * k / E) of the
+  // T tokens of a forward, chosen by drop_policy: the highest router weights (probs) or the
+  // first tokens (position); a dropped choice adds nothing, so a token whose every choice is
+  // dropped passes through the residual alone.
+  double capacity_factor = 0.0;
+  std::string drop_policy = "probs";
 };
 
 struct Routing {
@@ -55,6 +61,7 @@ struct Routing {
   torch::Tensor probs;    // fp32 [T, E]: the softmax, or the sigmoid scores normalised per token
   torch::Tensor weights;  // fp32 [T, k], the chosen experts' weights
   torch::Tensor experts;  // int64 [T, k], the chosen experts
+  int64_t dropped = 0;    // (token, expert) choices over capacity, not computed
 };
 
 // What the losses need of a layer's routing; sums, so that layers and ranks add up.
@@ -63,6 +70,7 @@ struct RoutingStats {
   torch::Tensor prob_sums;   // fp32 [E]: each expert's router probabilities, summed over tokens
   torch::Tensor z_sum;       // fp32 scalar: sum over tokens of logsumexp(logits)^2
   double tokens = 0;
+  double dropped = 0;        // choices over capacity
 };
 
 RoutingStats routing_stats(const Routing& routing);
@@ -112,7 +120,10 @@ class MoeBlockImpl : public torch::nn::Module {
   Linear shared_expert_gate{nullptr};     // [1, H], when shared_expert_gate
 
  private:
-  torch::Tensor run_experts(const torch::Tensor& tokens, const Routing& routing) const;
+  torch::Tensor run_experts(const torch::Tensor& tokens, Routing& routing) const;
+  // With a capacity: which of the choices, sorted by expert, each expert computes.
+  torch::Tensor within_capacity(const torch::Tensor& order, const torch::Tensor& sorted_weights,
+                                std::vector<int64_t>& counts, int64_t tokens) const;
   // rows grouped by expert (of the experts held here), counts per held expert.
   torch::Tensor compute_experts(const torch::Tensor& rows, const std::vector<int64_t>& counts) const;
   // sigmoid_bias: the experts each token may choose from, as -inf where it may not.

@@ -8,6 +8,7 @@ namespace xtrain::train {
 
 namespace {
 torch::Tensor sum(const torch::Tensor& total, const torch::Tensor& value) {
+  if (!value.defined()) return total;
   return total.defined() ? total + value : value;
 }
 }  // namespace
@@ -15,6 +16,8 @@ torch::Tensor sum(const torch::Tensor& total, const torch::Tensor& value) {
 void MicroBatchLosses::add(const MicroBatchLosses& other) {
   loss_sum = sum(loss_sum, other.loss_sum);
   for (const auto& [name, value] : other.aux_losses) aux_losses[name] = sum(aux_losses[name], value);
+  expert_load = sum(expert_load, other.expert_load);
+  dropped = sum(dropped, other.dropped);
 }
 
 MicroBatchLosses GradientAccumulation::run(const std::vector<data::MicroBatch>& micro_batches,

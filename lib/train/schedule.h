@@ -22,6 +22,7 @@ namespace xtrain::train {
 struct MicroBatchLosses {
   torch::Tensor loss_sum;
   std::map<std::string, torch::Tensor> aux_losses;  // by name, as the model reports them
+  torch::Tensor expert_load, dropped;               // summed, as the model reports them
   void add(const MicroBatchLosses& other);
 };
 

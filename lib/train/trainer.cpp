@@ -40,6 +40,7 @@
 #include "optim/lr_schedule.h"
 #include "train/checkpoint_writer.h"
 #include "train/evaluate.h"
+#include "train/expert_balance.h"
 #include "train/fault_injection.h"
 #include "train/metrics_log.h"
 #include "train/model_factory.h"
@@ -231,6 +232,7 @@ struct StepOutcome {
   std::optional<Spike> spike;
   RankSpread busy;
   std::map<std::string, double> aux_losses;  // per target, over the global batch
+  std::optional<ExpertBalanceStats> experts;  // mixtures of experts
 };
 
 // One training process from its recipe to its exit code: set-up (data, model, mesh, sharding,
@@ -299,6 +301,7 @@ class TrainingRun {
   std::unique_ptr<parallel::Watchdog> watchdog_;
   torch::TensorOptions scalar_options_;  // where the backend sums scalars (loss, counts, flags)
   std::unique_ptr<parallel::FullyShardedModel> sharded_;
+  std::unique_ptr<ExpertBalance> experts_;  // the expert loads, bias and balance figures
   std::vector<optim::NamedParameter> optimized_;  // whole tensors, or this rank's pieces
   std::vector<ckpt::PieceLayout> pieces_;  // where each optimized tensor lies in its parameter
   std::vector<torch::Tensor> parameters_;          // optimized_'s tensors
@@ -408,6 +411,7 @@ void TrainingRun::build_model() {
   initial_weights_ = initial_weights(recipe_, *model_, /*fresh=*/!resume_from_);
   check_numeric_fault_parameter(named_parameters(*model_));
   total_parameters_ = model_->num_parameters();
+  experts_ = std::make_unique<ExpertBalance>(*model_, recipe_.model.router_bias_update_rate);
   offloader_ = memory::apply_memory_policy(*model_, memory_options(recipe_, device_));
   loss_chunk_ = loss_chunk_tokens(recipe_);
 }
@@ -551,6 +555,7 @@ void TrainingRun::load_checkpoint_state(const ckpt::CheckpointReader& checkpoint
     if (device_.is_cuda() && state.contains("rng_cuda"))
       util::set_device_rng_state(device_, from_hex(state.at("rng_cuda").get<std::string>()));
     if (state.contains("data_schedule")) saved_schedule_ = state.at("data_schedule");
+    experts_->load_state(state.value("expert_bias", nlohmann::json::object()), dir + "/trainer_state.json");
     if (loss_scaler_ && state.contains("loss_scale"))
       loss_scaler_->load_state({state.at("loss_scale").get<double>(), state.at("loss_scale_finite_steps").get<int64_t>()});
   } catch (const std::exception& e) {  // missing field, wrong type, corrupt RNG state
@@ -625,6 +630,8 @@ StepOutcome TrainingRun::train_step() {
   outcome.busy = busy_spread;
   for (const auto& [name, value] : losses.aux_losses)
     outcome.aux_losses[name] = step_targets_ > 0 ? sum_over_ranks(value.item<double>()) / step_targets_ : 0.0;
+  if (experts_->active() && losses.expert_load.defined())
+    outcome.experts = experts_->finish_step(losses.expert_load, losses.dropped, *mesh_->flatten({"dp", "fsdp"}));
   update(outcome);
   peak_state_bytes_ = std::max(peak_state_bytes_, sharded_ ? sharded_->peak_resident_bytes() + state_bytes() -
                                                                  sharded_->resident_bytes()
@@ -666,7 +673,7 @@ MicroBatchLosses TrainingRun::forward_backward(const data::MicroBatch& batch, in
   }
   auto loss = output.loss;
   if (injected_loss_factor_ != 1.0) loss = loss * injected_loss_factor_;
-  MicroBatchLosses losses{loss.detach().to(torch::kFloat64) * targets, {}};
+  MicroBatchLosses losses{loss.detach().to(torch::kFloat64) * targets, {}, output.expert_load, output.dropped};
   for (const auto& [name, aux] : output.aux_losses)
     losses.aux_losses[name] = aux.detach().to(torch::kFloat64) * targets;
   (loss * loss_weight).backward();
@@ -723,6 +730,16 @@ void TrainingRun::log_step(const StepOutcome& outcome) {
                                    {"data_wait_s", outcome.data_wait},
                                    {"data_read_s", loader_->last_read_seconds()}};
   for (const auto& [name, value] : outcome.aux_losses) record["aux_loss." + name] = value;
+  if (const auto& experts = outcome.experts) {
+    record["moe.load_ratio"] = experts->load_ratio;
+    record["moe.worst_layer"] = experts->worst_layer;
+    record["moe.worst_load_ratio"] = experts->worst_ratio;
+    record["moe.dropped_fraction"] = experts->dropped_fraction;
+    if (recipe_.model.router == "sigmoid_bias") {
+      record["moe.bias_min"] = experts->bias_min;
+      record["moe.bias_max"] = experts->bias_max;
+    }
+  }
   if (world_.distributed()) {
     record["busy_s_mean"] = outcome.busy.mean;
     record["busy_s_max"] = outcome.busy.max;
@@ -736,6 +753,10 @@ void TrainingRun::log_step(const StepOutcome& outcome) {
   if (step_ % t_.log_every != 0 && step_ != last_step_ && steps_run_ != 1) return;
   std::string aux;
   for (const auto& [name, value] : outcome.aux_losses) aux += fmt::format(" | {} {:.4f}", name, value);
+  if (const auto& experts = outcome.experts) {
+    aux += fmt::format(" | experts max/mean {:.2f} (layer {})", experts->worst_ratio, experts->worst_layer);
+    if (recipe_.model.capacity_factor > 0) aux += fmt::format(", dropped {:.1f}%", 100 * experts->dropped_fraction);
+  }
   const double mean_step = session_seconds_ / static_cast<double>(steps_run_);
   fmt::print("step {:>{}}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {} tok/s | {:.0f} MiB{} | eta {}\n",
              step_, std::to_string(t_.steps).size(), t_.steps, outcome.loss, aux, outcome.lr, outcome.grad_norm,
@@ -893,6 +914,7 @@ nlohmann::json TrainingRun::trainer_state(int64_t at_step) const {
       {"parallel", {{"dp", degrees_.dp}, {"fsdp", degrees_.fsdp}}},
   };
   if (device_.is_cuda()) state["rng_cuda"] = to_hex(util::device_rng_state(device_));
+  if (auto biases = experts_->state(); !biases.empty()) state["expert_bias"] = std::move(biases);
   if (loss_scaler_) {
     state["loss_scale"] = loss_scaler_->state().scale;
     state["loss_scale_finite_steps"] = loss_scaler_->state().finite_steps;

@@ -22,7 +22,7 @@ BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64
     const auto& hidden = output.hidden;
     return {memory::chunked_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model.output_weight(), flat_targets,
                                           chunk_tokens, data::kIgnoreIndex),
-            std::move(output.aux_losses)};
+            std::move(output.aux_losses), output.expert_load, output.dropped};
   }
   auto logits = torch::nn::functional::linear(output.hidden, model.output_weight());
   auto wide = logits.to(at::promote_types(logits.scalar_type(), torch::kFloat32));
@@ -32,7 +32,7 @@ BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64
   auto sum = F::cross_entropy(wide.reshape({-1, wide.size(-1)}), flat_targets,
                               F::CrossEntropyFuncOptions().ignore_index(data::kIgnoreIndex).reduction(torch::kSum));
   return {sum / flat_targets.ne(data::kIgnoreIndex).sum().clamp_min(1).to(sum.scalar_type()),
-          std::move(output.aux_losses)};
+          std::move(output.aux_losses), output.expert_load, output.dropped};
 }
 
 model::Batch model_batch(const torch::Tensor& inputs, const torch::Tensor& targets, const torch::Tensor& cu_seqlens,

@@ -18,6 +18,7 @@ int64_t loss_chunk_tokens(const config::Recipe& recipe);
 struct BatchLoss {
   torch::Tensor loss;  // mean over the labels that are not -100; 0 when there are none
   std::vector<std::pair<std::string, torch::Tensor>> aux_losses;  // the model's, by name
+  torch::Tensor expert_load, dropped;  // the model's (model/model_output.h)
 };
 
 // batch.labels: [B, T], -100 where a token carries no loss (as a SampleDataset's targets()).

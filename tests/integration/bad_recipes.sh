@@ -131,6 +131,27 @@ expect top_k_above_experts "top_k_above_experts.yaml:7:3: model.num_experts_per_
   num_experts_per_tok: 9
   moe_intermediate_size: 64
 "
+expect ep_without_experts "ep_without_experts.yaml:5:3: parallel.ep: 2, but model.family llama has no experts to split; leave parallel.ep at 1" \
+"${head}parallel:
+  ep: 2
+"
+expect ep_not_dividing_experts "ep_not_dividing_experts.yaml:10:3: parallel.ep: 4 does not divide model.num_experts 6: each expert-parallel rank holds the same number of experts" \
+"${head}model:
+  family: qwen3_moe
+  num_experts: 6
+  num_experts_per_tok: 2
+  moe_intermediate_size: 64
+parallel:
+  ep: 4
+"
+expect unknown_router "unknown_router.yaml:9:11: model.router: must be one of softmax, sigmoid_bias, got 'top1'" \
+"${head}model:
+  family: qwen3_moe
+  num_experts: 8
+  num_experts_per_tok: 2
+  moe_intermediate_size: 64
+  router: top1
+"
 expect yaml_syntax "yaml_syntax.yaml:6:1: invalid YAML: end of sequence flow not found" \
 "${head}model:
   hidden_size: [128

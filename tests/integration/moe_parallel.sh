@@ -39,3 +39,30 @@ for layout in "ep4 4 --set parallel.ep=4" "fsdp2 2" "single 1"; do
   grep -q "resumed from $step10 at step 10" "$work/ep2_fsdp2_as_$name.log"
   compare_runs "$work/ep2_fsdp2" "$work/ep2_fsdp2_as_$name" 11 1e-4
 done
+
+# The sigmoid router with its expert bias: the bias, moved each step by the loads summed over
+# the global batch, is bit-identical across layouts after 20 steps, and a resumed run carries it.
+sigmoid=(--set model.router=sigmoid_bias --set model.router_bias_update_rate=0.002)
+train sigmoid_single 1 "${moe[@]}" "${sigmoid[@]}"
+train sigmoid_ep2_fsdp2 4 "${moe[@]}" "${sigmoid[@]}" --set parallel.ep=2
+compare_runs "$work/sigmoid_single" "$work/sigmoid_ep2_fsdp2" 1 1e-4
+bias() { "${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["expert_bias"]))' "$1/checkpoints/latest/trainer_state.json"; }
+[[ "$(bias "$work/sigmoid_single")" == "$(bias "$work/sigmoid_ep2_fsdp2")" ]]
+echo "expert bias after 20 steps, 1 process and EP 2 x FSDP 2: identical ($(bias "$work/sigmoid_single"))"
+train sigmoid_resumed 1 "${moe[@]}" "${sigmoid[@]}" --set checkpoint.resume="$work/sigmoid_ep2_fsdp2/checkpoints/step-10"
+compare_runs "$work/sigmoid_ep2_fsdp2" "$work/sigmoid_resumed" 11 1e-4
+[[ "$(bias "$work/sigmoid_single")" == "$(bias "$work/sigmoid_resumed")" ]]
+
+# A capacity: each expert takes at most ceil(1.0 x tokens x k / E) of a micro batch's tokens on
+# a rank; the rest are dropped, counted, and the same in every layout (the micro batches are).
+capacity=(--set model.capacity_factor=1.0)
+train capacity_single 1 "${moe[@]}" "${capacity[@]}"
+train capacity_ep2 2 "${moe[@]}" "${capacity[@]}" --set parallel.ep=2
+compare_runs "$work/capacity_single" "$work/capacity_ep2" 1 1e-4
+"${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" - "$work/capacity_ep2/metrics.jsonl" <<'PY'
+import json, sys
+dropped = [r["moe.dropped_fraction"] for r in map(json.loads, open(sys.argv[1])) if "moe.dropped_fraction" in r]
+assert len(dropped) == 20 and min(dropped) > 0, dropped
+print(f"capacity factor 1.0: dropped {min(dropped):.1%} to {max(dropped):.1%} of the choices per step")
+PY
+grep -q "dropped [0-9.]*%" "$work/capacity_ep2.log"

@@ -172,3 +172,52 @@ TEST_CASE("MoE losses: balance is 1 for a uniform router, z-loss is the mean squ
   collapsed.experts = torch::zeros({6, 1}, torch::kInt64);
   CHECK(model::load_balancing_loss(model::routing_stats(collapsed), 1).item<double>() == Approx(3.0));
 }
+
+TEST_CASE("a capacity drops each expert's choices over it, by router weight or by position", "[model][moe]") {
+  const auto policy = GENERATE(std::string("probs"), std::string("position"));
+  INFO("drop policy " << policy);
+  model::MoeOptions options;
+  options.hidden_size = 6;
+  options.num_experts = 3;
+  options.top_k = 1;
+  options.intermediate_size = 5;
+  model::MoeBlock dropless(options);
+  model::InitPlan plan;
+  dropless->describe_init("mlp", 0.5, 0.3, plan);
+  const auto source = [&](const std::string& name, int64_t begin, int64_t count) {
+    return model::initial_values(plan.at("mlp." + name), 3, name, begin, count);
+  };
+  model::materialize(*dropless, source);
+  options.capacity_factor = 1.0;  // ceil(1.0 x 12 tokens x 1 / 3 experts) = 4 per expert
+  options.drop_policy = policy;
+  model::MoeBlock capped(options);
+  model::materialize(*capped, source);
+
+  torch::manual_seed(2);
+  const auto x = torch::randn({12, options.hidden_size}) + torch::randn({1, options.hidden_size}) * 2;  // skewed
+  model::Routing routing, capped_routing;
+  const auto full = dropless(x, &routing);
+  const auto y = capped(x, &capped_routing);
+  // Which tokens each expert keeps, computed here from the routing alone.
+  auto kept = torch::zeros({12}, torch::kBool);
+  int64_t dropped = 0;
+  for (int64_t e = 0; e < 3; ++e) {
+    const auto mine = routing.experts.reshape(-1).eq(e).nonzero().reshape(-1);  // in token order
+    if (mine.numel() <= 4) {
+      kept.index_fill_(0, mine, true);
+      continue;
+    }
+    dropped += mine.numel() - 4;
+    const auto keep = policy == "position" ? mine.narrow(0, 0, 4)
+                                           : mine.index_select(0, std::get<1>(routing.weights.reshape(-1)
+                                                                                   .index_select(0, mine)
+                                                                                   .topk(4)));
+    kept.index_fill_(0, keep, true);
+  }
+  REQUIRE(dropped > 0);
+  CHECK(capped_routing.dropped == dropped);
+  CHECK(model::routing_stats(capped_routing).dropped == static_cast<double>(dropped));
+  // A kept token computes what it does without a capacity; a dropped one adds nothing.
+  const auto expected = torch::where(kept.unsqueeze(-1), full, torch::zeros_like(full));
+  CHECK(testing::max_relative_error(y, expected) < 1e-6);
+}

@@ -64,7 +64,7 @@ TEST_CASE("GradientAccumulation: micro batches weighed by their targets give the
         train::training_loss(*model, train::model_batch(batch.inputs, batch.targets, {}, torch::kCPU), 0).loss;
     (loss * (static_cast<double>(batch.target_count) / targets)).backward();
     const auto weighted = loss.detach().to(torch::kFloat64) * static_cast<double>(batch.target_count);
-    return train::MicroBatchLosses{weighted, {{"router", weighted / 10}}};
+    return train::MicroBatchLosses{weighted, {{"router", weighted / 10}}, {}, {}};
   });
   CHECK(order == std::vector<int64_t>{0, 1, 2, 3});
   CHECK(losses.loss_sum.item<double>() / targets == Approx(whole.item<double>()).epsilon(1e-6));
