@@ -246,6 +246,8 @@ class RecipeBuilder {
              fmt::format("{}, but model.family {} has no experts (a MoE family such as qwen3_moe has)", m.num_experts,
                          m.family));
     if (m.num_experts == 0) return;
+    if (spec->check)
+      for (const auto& [key, message] : spec->check(m)) report(where(key), key, message);
     if (m.num_experts_per_tok < 1 || m.num_experts_per_tok > m.num_experts)
       report(where("model.num_experts_per_tok"), "model.num_experts_per_tok",
              fmt::format("{} must be between 1 and model.num_experts {}", m.num_experts_per_tok, m.num_experts));

@@ -52,6 +52,16 @@ void read_rope(const nlohmann::json& json, const std::string& source, ModelConfi
                                  source, rope->dump()));
 }
 
+// What transformers' MoE blocks do not compute: kept in config.json, so that export can say so.
+void note_unexported(const ModelConfig& c, nlohmann::json& json) {
+  std::vector<std::string> unexported;
+  if (c.router != "softmax") unexported.push_back("model.router " + c.router + " (and its expert bias)");
+  if (c.num_shared_experts > 0) unexported.push_back("model.num_shared_experts");
+  if (c.routed_scaling_factor != 1.0) unexported.push_back("model.routed_scaling_factor");
+  if (c.capacity_factor > 0) unexported.push_back("model.capacity_factor (transformers is dropless)");
+  if (!unexported.empty()) json["xtrain_unexported"] = unexported;
+}
+
 // transformers' Qwen3-MoE fields. Its load-balancing loss is top_k times xtrain's, and counts only
 // with output_router_logits, which stays off as transformers writes it.
 void add_experts(const ModelConfig& c, nlohmann::json& json) {
@@ -66,13 +76,39 @@ void add_experts(const ModelConfig& c, nlohmann::json& json) {
   json["router_aux_loss_coef"] = c.router_aux_loss_coef / static_cast<double>(c.num_experts_per_tok);
   json["output_router_logits"] = false;
   json["use_sliding_window"] = false;
-  // What Qwen3-MoE's block does not compute: kept in the file, so that export can say so.
-  std::vector<std::string> unexported;
-  if (c.router != "softmax") unexported.push_back("model.router " + c.router + " (and its expert bias)");
-  if (c.num_shared_experts > 0) unexported.push_back("model.num_shared_experts");
-  if (c.routed_scaling_factor != 1.0) unexported.push_back("model.routed_scaling_factor");
-  if (c.capacity_factor > 0) unexported.push_back("model.capacity_factor (transformers is dropless)");
-  if (!unexported.empty()) json["xtrain_unexported"] = unexported;
+  note_unexported(c, json);
+}
+
+// Mixtral's fields: every layer a mixture of experts, of width intermediate_size, the top-k
+// weights renormalised.
+void add_mixtral_experts(const ModelConfig& c, nlohmann::json& json) {
+  json["num_local_experts"] = c.num_experts;
+  json["num_experts_per_tok"] = c.num_experts_per_tok;
+  json["intermediate_size"] = c.moe_intermediate_size;
+  json["router_aux_loss_coef"] = c.router_aux_loss_coef / static_cast<double>(c.num_experts_per_tok);
+  json["output_router_logits"] = false;
+  json["router_jitter_noise"] = 0.0;
+  json["sliding_window"] = nullptr;
+  json.erase("attention_bias");
+  json.erase("mlp_bias");
+  note_unexported(c, json);
+}
+
+void read_mixtral_experts(const nlohmann::json& json, const std::string& source, ModelConfig& c) {
+  auto integer = [&](const char* name) {
+    if (!json.contains(name) || !json.at(name).is_number_integer())
+      throw InputError(fmt::format("{}: field \"{}\" must be an integer", source, name));
+    return json.at(name).get<int64_t>();
+  };
+  c.num_experts = integer("num_local_experts");
+  c.num_experts_per_tok = integer("num_experts_per_tok");
+  c.moe_intermediate_size = c.intermediate_size;
+  if (c.num_experts < 1 || c.num_experts_per_tok < 1 || c.num_experts_per_tok > c.num_experts)
+    throw InputError(fmt::format("{}: inconsistent experts (num_local_experts {}, num_experts_per_tok {})", source,
+                                 c.num_experts, c.num_experts_per_tok));
+  if (json.contains("sliding_window") && !json.at("sliding_window").is_null())
+    throw InputError(fmt::format("{}: sliding_window is {}; xtrain's mixtral attends to the whole sequence", source,
+                                 json.at("sliding_window").dump()));
 }
 
 // The experts' fields of a Qwen3-MoE config.json; mlp_only_layers must be the first layers.
@@ -137,7 +173,10 @@ nlohmann::json hf_config(const ModelSpec& spec, const AttentionFeatures& feature
     json.erase("mlp_bias");
     json["use_sliding_window"] = false;
   }
-  if (spec.experts) add_experts(c, json);
+  if (spec.family == "mixtral")
+    add_mixtral_experts(c, json);
+  else if (spec.experts)
+    add_experts(c, json);
   return json;
 }
 
@@ -195,7 +234,10 @@ ModelConfig config_from_hf(const ModelSpec& spec, const AttentionFeatures& featu
   if (json.value("use_sliding_window", false))
     throw InputError(fmt::format("{}: use_sliding_window is true; xtrain's {} attends to the whole sequence", source,
                                  c.family));
-  if (spec.experts) read_experts(json, source, c);
+  if (spec.family == "mixtral")
+    read_mixtral_experts(json, source, c);
+  else if (spec.experts)
+    read_experts(json, source, c);
   return c;
 }
 
@@ -239,6 +281,23 @@ ModelSpec qwen3_moe_spec() {
   return decoder_spec("qwen3_moe", "Qwen3MoeForCausalLM",
                       "qwen3 whose feed-forward layers are mixtures of experts (model.num_experts)",
                       AttentionFeatures{/*qkv_bias=*/false, /*qk_norm=*/true}, /*experts=*/true);
+}
+
+ModelSpec mixtral_spec() {
+  auto spec = decoder_spec("mixtral", "MixtralForCausalLM",
+                           "llama whose every feed-forward layer is a mixture of experts (model.num_experts)", {},
+                           /*experts=*/true);
+  spec.check = [](const ModelConfig& c) {
+    std::vector<std::pair<std::string, std::string>> problems;
+    if (c.first_k_dense != 0 || c.moe_layer_step != 1)
+      problems.emplace_back(c.first_k_dense != 0 ? "model.first_k_dense" : "model.moe_layer_step",
+                            "mixtral's layers are all mixtures of experts: leave first_k_dense at 0 and moe_layer_step "
+                            "at 1 (qwen3_moe places dense layers)");
+    if (!c.norm_topk_prob)
+      problems.emplace_back("model.norm_topk_prob", "mixtral always renormalises the top-k weights: leave it true");
+    return problems;
+  };
+  return spec;
 }
 
 ModelSpec qwen3_spec() {

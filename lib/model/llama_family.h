@@ -15,6 +15,7 @@ ModelSpec llama_spec();
 ModelSpec qwen2_spec();
 ModelSpec qwen3_spec();
 ModelSpec qwen3_moe_spec();
+ModelSpec mixtral_spec();
 
 // The decoder of these families (model/llama.h), built without parameter storage. Defined with
 // the model, so that the specs themselves need no LibTorch (the recipe checks read them).

@@ -13,7 +13,8 @@
 namespace xtrain::model {
 
 const std::vector<ModelSpec>& model_specs() {
-  static const std::vector<ModelSpec> specs = {llama_spec(), qwen2_spec(), qwen3_spec(), qwen3_moe_spec()};
+  static const std::vector<ModelSpec> specs = {llama_spec(), qwen2_spec(), qwen3_spec(), qwen3_moe_spec(),
+                                                 mixtral_spec()};
   return specs;
 }
 

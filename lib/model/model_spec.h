@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -38,6 +39,9 @@ struct ModelSpec {
   std::function<std::string(const std::string&)> to_hf_name, from_hf_name;
   // Whether AdamW decays a parameter of this name and number of dimensions.
   std::function<bool(const std::string& name, int64_t dims)> decays;
+  // Problems of a recipe's model section that only this family has, as (key, message); none
+  // when not set.
+  std::function<std::vector<std::pair<std::string, std::string>>(const ModelConfig&)> check;
 };
 
 // The registered families, in the order the recipe reference lists them.

@@ -61,7 +61,7 @@ expect heads_vs_hidden "heads_vs_hidden.yaml:6:3: model.num_heads: 5 heads do no
   hidden_size: 128
   num_heads: 5
 "
-expect unknown_family "unknown_family.yaml:5:11: model.family: must be one of llama, qwen2, qwen3, qwen3_moe, got 'gpt2'" \
+expect unknown_family "unknown_family.yaml:5:11: model.family: must be one of llama, qwen2, qwen3, qwen3_moe, mixtral, got 'gpt2'" \
 "${head}model:
   family: gpt2
 "
@@ -151,6 +151,14 @@ expect unknown_router "unknown_router.yaml:9:11: model.router: must be one of so
   num_experts_per_tok: 2
   moe_intermediate_size: 64
   router: top1
+"
+expect mixtral_dense_layers "mixtral_dense_layers.yaml:9:3: model.first_k_dense: mixtral's layers are all mixtures of experts: leave first_k_dense at 0 and moe_layer_step at 1 (qwen3_moe places dense layers)" \
+"${head}model:
+  family: mixtral
+  num_experts: 8
+  num_experts_per_tok: 2
+  moe_intermediate_size: 64
+  first_k_dense: 1
 "
 expect yaml_syntax "yaml_syntax.yaml:6:1: invalid YAML: end of sequence flow not found" \
 "${head}model:

@@ -21,14 +21,15 @@
 
 using namespace xtrain;
 
-TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qwen2, Qwen3 and Qwen3-MoE",
+TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qwen2, Qwen3, Qwen3-MoE and Mixtral",
           "[model][golden]") {
   // qwen2: biases on q, k and v; qwen3: q and k normalised per head, head_dim 8 set apart from
   // hidden / heads = 16.
   const auto [family, head_dim] = GENERATE(std::pair<std::string, int64_t>{"llama", 0},
                                            std::pair<std::string, int64_t>{"qwen2", 0},
                                            std::pair<std::string, int64_t>{"qwen3", 8},
-                                           std::pair<std::string, int64_t>{"qwen3_moe", 8});
+                                           std::pair<std::string, int64_t>{"qwen3_moe", 8},
+                                           std::pair<std::string, int64_t>{"mixtral", 0});
   const bool tied = GENERATE(false, true);
   INFO("family = " << family << ", tie_embeddings = " << tied);
   testing::ScratchDir scratch;
@@ -36,6 +37,7 @@ TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qw
   torch::manual_seed(11);
   testing::SmallLlama shape{97, 64, 2, 4, 2, 160, 32, tied, family, head_dim};
   if (family == "qwen3_moe") shape.with_experts(48);  // layer 1: 4 experts of width 48, 2 per token
+  if (family == "mixtral") shape.with_experts(48).first_k_dense = 0;  // every layer
   auto llama = shape.build(11);
   if (family == "qwen2") {  // zero at init: give them values, so that they are tested
     torch::NoGradGuard no_grad;
@@ -80,7 +82,7 @@ TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qw
   // Biases, or q/k norms; a MoE layer's router and two stacked expert tensors take the place of
   // the dense MLP's three.
   const int64_t per_layer = family == "qwen2" ? 3 : family == "qwen3" || family == "qwen3_moe" ? 2 : 0;
-  CHECK(compared == (tied ? 20 : 21) + 2 * per_layer);
+  CHECK(compared == (tied ? 20 : 21) + 2 * per_layer);  // mixtral: both layers' routers and experts
 
   // The same optimizer trajectory: clip + AdamW with decay as the family's spec says (matrices only).
   const auto& spec = model::model_spec(family);
@@ -118,12 +120,14 @@ TEST_CASE("an HF folder written by xtrain loads back into an identical model, of
   const auto [family, head_dim] = GENERATE(std::pair<std::string, int64_t>{"llama", 0},
                                            std::pair<std::string, int64_t>{"qwen2", 0},
                                            std::pair<std::string, int64_t>{"qwen3", 8},
-                                           std::pair<std::string, int64_t>{"qwen3_moe", 8});
+                                           std::pair<std::string, int64_t>{"qwen3_moe", 8},
+                                           std::pair<std::string, int64_t>{"mixtral", 0});
   INFO("family = " << family);
   testing::ScratchDir scratch;
   torch::manual_seed(3);
   testing::SmallLlama shape{97, 64, 2, 4, 2, 160, 32, false, family, head_dim};
   if (family == "qwen3_moe") shape.with_experts(48);
+  if (family == "mixtral") shape.with_experts(48).first_k_dense = 0;
   auto llama = shape.build(3);
   ckpt::save_hf_folder(scratch.path().string(), *llama, 96);
   auto loaded = ckpt::load_hf_folder(scratch.path().string());

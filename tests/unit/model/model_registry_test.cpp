@@ -14,13 +14,14 @@
 using namespace xtrain;
 
 TEST_CASE("every registered family round-trips through its Hugging Face config", "[model][registry]") {
-  CHECK(model::model_families() == std::vector<std::string>{"llama", "qwen2", "qwen3", "qwen3_moe"});
+  CHECK(model::model_families() == std::vector<std::string>{"llama", "qwen2", "qwen3", "qwen3_moe", "mixtral"});
   for (const auto& spec : model::model_specs()) {
     INFO(spec.family);
     testing::SmallLlama shape;
     shape.family = spec.family;
     shape.head_dim = spec.family == "qwen3" ? 4 : 0;
     if (spec.experts) shape.with_experts(24);
+    if (spec.family == "mixtral") shape.first_k_dense = 0;
     const auto config = shape.config();
     const auto json = ckpt::hf_config(config, 3);
     CHECK(json.at("architectures").at(0) == spec.hf_architecture);
@@ -46,7 +47,7 @@ TEST_CASE("a Hugging Face config of another family is an input error naming the 
   CHECK_THROWS_WITH(model::model_spec_for_hf(gpt2, "dir/config.json"),
                     "dir/config.json: model_type \"gpt2\" (GPT2LMHeadModel) is not a family xtrain trains: llama "
                     "(LlamaForCausalLM), qwen2 (Qwen2ForCausalLM), qwen3 (Qwen3ForCausalLM), qwen3_moe "
-                    "(Qwen3MoeForCausalLM)");
+                    "(Qwen3MoeForCausalLM), mixtral (MixtralForCausalLM)");
   CHECK_THROWS_AS(ckpt::model_config_from_hf(nlohmann::json::array(), "dir/config.json"), InputError);
   // Found by the class alone when model_type is absent.
   CHECK(model::model_spec_for_hf({{"architectures", {"Qwen2ForCausalLM"}}}, "c").family == "qwen2");
