@@ -13,6 +13,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_export.h"
+#include "train/model_factory.h"
 #include "ckpt/hf_folder.h"
 #include "config/recipe_loader.h"
 #include "data/data_prepare.h"
@@ -55,6 +56,21 @@ std::string checkpoint_tokenizer(const std::string& dir) {
   config::LoadOptions options;
   options.check_files = false;
   return config::load_recipe_text(util::read_file(recipe), recipe, options).data.tokenizer;
+}
+
+// A YAML comment, so that validate's output stays a recipe: the model's size, and with experts
+// the part one token passes through. The model is built without parameter storage.
+std::string parameter_summary(const config::Recipe& recipe) {
+  const auto model = train::build_model(recipe);
+  auto count = [](int64_t n) {
+    const auto x = static_cast<double>(n);
+    return x >= 1e9 ? fmt::format("{:.2f}B", x / 1e9) : fmt::format("{:.2f}M", x / 1e6);
+  };
+  const auto& m = recipe.model;
+  if (m.num_experts == 0) return "# parameters: " + count(model->num_parameters());
+  return fmt::format("# parameters: {} in all, {} active per token ({} of {} experts in {} MoE layers)",
+                     count(model->num_parameters()), count(model->num_active_parameters()), m.num_experts_per_tok,
+                     m.num_experts, m.num_moe_layers());
 }
 
 int run_generate(const std::string& dir, const std::string& prompt, const train::GenerateOptions& options) {
@@ -305,6 +321,7 @@ int main(int argc, char** argv) {
     if (*validate_cmd) {
       auto recipe = config::load_recipe(recipe_path, load_options);
       fmt::print("{}", config::dump_recipe(recipe));
+      fmt::print("{}\n", parameter_summary(recipe));
       return 0;
     }
     if (*eval_cmd) {

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "model/model_spec.h"
+#include "model/moe.h"
 #include "model/parameter_source.h"
 
 namespace xtrain::model {
@@ -15,6 +16,16 @@ int64_t CausalLM::num_parameters() const {
   int64_t total = 0;
   for (const auto& p : parameters()) total += p.numel();
   return total;
+}
+
+int64_t CausalLM::num_active_parameters() const {
+  int64_t idle = 0;
+  for (const auto& module : modules())
+    if (const auto* block = module->as<MoeBlockImpl>()) {
+      const int64_t experts = config_.num_experts, chosen = config_.num_experts_per_tok;
+      idle += (block->gate_up_proj.numel() + block->down_proj.numel()) / experts * (experts - chosen);
+    }
+  return num_parameters() - idle;
 }
 
 torch::Tensor next_token_loss(CausalLM& model, const torch::Tensor& tokens) {

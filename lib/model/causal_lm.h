@@ -46,6 +46,8 @@ class CausalLM : public torch::nn::Module {
   torch::Tensor logits(const Batch& batch);
   const ModelConfig& config() const { return config_; }
   int64_t num_parameters() const;
+  // Those one token passes through: of each MoE layer's experts, top_k of num_experts.
+  int64_t num_active_parameters() const;
 
   BlockRunner block_runner;  // empty: run every block directly
   EmbedRunner embed_runner;  // empty: look the ids up directly
