@@ -228,6 +228,10 @@ class RecipeBuilder {
     const auto* spec = model::find_model_spec(m.family);
     if (!spec) return;  // reported by the option's check
     const int64_t ep = recipe_.parallel.ep;
+    if (recipe_.parallel.intra_layer_micro_batch > 1 && ep == 1)
+      report(where("parallel.intra_layer_micro_batch"), "parallel.intra_layer_micro_batch",
+             fmt::format("{} overlaps the expert-parallel all-to-all, which needs parallel.ep above 1",
+                         recipe_.parallel.intra_layer_micro_batch));
     if (ep > 1 && m.num_experts == 0)
       report(where("parallel.ep"), "parallel.ep",
              fmt::format("{}, but model.family {} has no experts to split; leave parallel.ep at 1", ep, m.family));

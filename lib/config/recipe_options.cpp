@@ -170,6 +170,7 @@ OptionRegistry build_registry() {
   r.add<int64_t>("parallel.tp", FIELD(parallel.tp), 1, "Tensor-parallel degree (not yet supported: 1).", degree());
   r.add<int64_t>("parallel.pp", FIELD(parallel.pp), 1, "Pipeline-parallel degree (not yet supported: 1).", degree());
   r.add<int64_t>("parallel.ep", FIELD(parallel.ep), 1, "Expert-parallel degree, folded into the data ranks: it must divide dp x fsdp. Each MoE layer's experts are split over ep ranks and sharded over the other dp x fsdp / ep.", degree());
+  r.add<int64_t>("parallel.intra_layer_micro_batch", FIELD(parallel.intra_layer_micro_batch), 1, "Domino-EP: each MoE layer cuts a micro batch's tokens into this many parts whose expert all-to-alls overlap each other's expert compute (needs parallel.ep > 1; results equal 1).", in_range<int64_t>(1, 64));
   r.add<bool>("parallel.reshard_after_forward", FIELD(parallel.reshard_after_forward), true, "FSDP: free each block's gathered parameters after its forward and gather them again for backward (less memory, one more all-gather per block).");
   r.add<double>("dist.timeout_s", FIELD(dist.timeout_s), 600.0, "Seconds a collective may take before the job ends with an error naming it (a dead or stalled rank).", positive());
   r.add<double>("dist.init_timeout_s", FIELD(dist.init_timeout_s), 300.0, "Seconds to wait at start for every rank to join; the error names the ranks that never arrived.", positive());

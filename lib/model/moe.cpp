@@ -70,7 +70,8 @@ Routing MoeBlockImpl::route(const torch::Tensor& tokens) const {
 // Every (token, choice) pair within capacity is computed (all of them when dropless). The pairs
 // are sorted by expert (stably, so tokens keep their order within an expert), each expert's run
 // goes through its two matmuls, and the outputs, weighed, are added back to their tokens.
-torch::Tensor MoeBlockImpl::run_experts(const torch::Tensor& tokens, Routing& routing) const {
+torch::Tensor MoeBlockImpl::run_experts(const torch::Tensor& tokens, Routing& routing,
+                                        const std::function<void()>& between) const {
   const int64_t k = options_.top_k;
   const auto flat = routing.experts.reshape(-1);
   auto order = std::get<1>(flat.sort(/*stable=*/std::optional<bool>(true), /*dim=*/0));
@@ -81,17 +82,57 @@ torch::Tensor MoeBlockImpl::run_experts(const torch::Tensor& tokens, Routing& ro
     routing.dropped = order.numel() - kept.numel();
     order = order.index_select(0, kept);
   }
-  const auto token_of = order.div(k, "floor");
-  const auto sorted = tokens.index_select(0, token_of);
   torch::Tensor outputs;
-  if (dispatcher) {
-    const auto dispatched = dispatcher->dispatch(sorted, counts);
-    outputs = dispatcher->combine(compute_experts(dispatched.rows, dispatched.local_counts), dispatched);
+  // The same on every rank, whatever its tokens: each part is an exchange all of them join.
+  const int64_t parts = dispatcher ? dispatcher->micro_batches() : 1;
+  if (parts > 1) {
+    outputs = exchange_in_parts(tokens, order, flat, parts, between);
   } else {
-    outputs = compute_experts(sorted, counts);
+    const auto sorted = tokens.index_select(0, order.div(k, "floor"));
+    if (dispatcher) {
+      auto dispatched = dispatcher->dispatch(sorted, counts);
+      dispatcher->start_combine(compute_experts(dispatched.rows, dispatched.local_counts), dispatched);
+      between();
+      outputs = dispatcher->finish_combine(dispatched);
+    } else {
+      outputs = compute_experts(sorted, counts);
+      between();
+    }
   }
+  const auto token_of = order.div(k, "floor");
   const auto weights = routing.weights.reshape(-1).index_select(0, order).unsqueeze(-1).to(tokens.scalar_type());
   return torch::zeros_like(tokens).index_add(0, token_of, outputs * weights);
+}
+
+// Part p holds the choices of tokens [p T / parts, (p + 1) T / parts), still sorted by expert.
+// Every rank runs the same sequence of exchanges (every part, even an empty one).
+torch::Tensor MoeBlockImpl::exchange_in_parts(const torch::Tensor& tokens, torch::Tensor& order,
+                                              const torch::Tensor& flat, int64_t parts,
+                                              const std::function<void()>& between) const {
+  const int64_t k = options_.top_k, count = tokens.size(0);
+  const auto token_of = order.div(k, "floor");
+  std::vector<torch::Tensor> part_orders;
+  std::vector<TokenDispatcher::Dispatched> dispatched;
+  auto start = [&](int64_t p) {
+    const int64_t first = p * count / parts, last = (p + 1) * count / parts;
+    const auto part = order.masked_select(token_of.ge(first).logical_and(token_of.lt(last)));
+    const auto counted = torch::bincount(flat.index_select(0, part), {}, options_.num_experts).to(torch::kCPU);
+    const std::vector<int64_t> counts(counted.data_ptr<int64_t>(), counted.data_ptr<int64_t>() + counted.numel());
+    part_orders.push_back(part);
+    dispatched.push_back(dispatcher->start_dispatch(tokens.index_select(0, part.div(k, "floor")), counts));
+  };
+  start(0);
+  for (int64_t p = 0; p < parts; ++p) {
+    if (p + 1 < parts) start(p + 1);  // in flight while this part's experts compute
+    auto& mine = dispatched[static_cast<size_t>(p)];
+    dispatcher->finish_dispatch(mine);
+    dispatcher->start_combine(compute_experts(mine.rows, mine.local_counts), mine);
+  }
+  between();
+  std::vector<torch::Tensor> outputs;
+  for (auto& part : dispatched) outputs.push_back(dispatcher->finish_combine(part));
+  order = torch::cat(part_orders);
+  return torch::cat(outputs);
 }
 
 torch::Tensor MoeBlockImpl::within_capacity(const torch::Tensor& order, const torch::Tensor& sorted_weights,
@@ -136,11 +177,11 @@ torch::Tensor MoeBlockImpl::compute_experts(const torch::Tensor& rows, const std
 torch::Tensor MoeBlockImpl::forward(const torch::Tensor& x, Routing* routing) {
   const auto tokens = x.reshape({-1, options_.hidden_size});
   auto r = route(tokens);
-  auto out = run_experts(tokens, r).view(x.sizes());
-  if (shared_experts) {
-    auto shared = shared_experts(x);
-    out = out + (shared_expert_gate ? torch::sigmoid(shared_expert_gate(x)) * shared : shared);
-  }
+  torch::Tensor shared;
+  auto out = run_experts(tokens, r, [&] {
+               if (shared_experts) shared = shared_experts(x);
+             }).view(x.sizes());
+  if (shared_experts) out = out + (shared_expert_gate ? torch::sigmoid(shared_expert_gate(x)) * shared : shared);
   if (routing) *routing = std::move(r);
   return out;
 }

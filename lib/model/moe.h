@@ -24,6 +24,7 @@
 //   z-loss: mean over tokens of logsumexp(logits)^2.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,18 +82,38 @@ torch::Tensor router_z_loss(const RoutingStats& stats);
 // the block computes every expert itself; expert parallelism (parallel/expert_dispatch.h)
 // installs one that sends the rows to the ranks holding their experts and gathers the outputs
 // back, and the block then holds only its rank's experts. A model knows nothing more of it.
+//
+// The exchanges are staged (start, then finish), so that with micro_batches() = N > 1 the block
+// cuts a forward's tokens into N parts whose exchanges overlap each other's expert compute
+// (Domino-EP): part i + 1's dispatch is in flight while part i's experts run, and the combines
+// while the next parts and the shared experts compute.
 class TokenDispatcher {
  public:
   struct Dispatched {
     torch::Tensor rows;                 // for this rank's experts, grouped by local expert
     std::vector<int64_t> local_counts;  // rows of each local expert
-    std::shared_ptr<void> state;        // what combine() needs to send them back
+    std::shared_ptr<void> state;        // the exchange in flight, and the way back
   };
   virtual ~TokenDispatcher() = default;
-  // rows sorted by expert; counts: rows of each of the E experts.
-  virtual Dispatched dispatch(const torch::Tensor& rows, const std::vector<int64_t>& counts) = 0;
-  // The local experts' outputs, in dispatch()'s order -> the outputs of `rows`, in their order.
-  virtual torch::Tensor combine(const torch::Tensor& outputs, const Dispatched& dispatched) = 0;
+  // rows sorted by expert; counts: rows of each of the E experts. local_counts are known on
+  // return, rows only after finish_dispatch().
+  virtual Dispatched start_dispatch(const torch::Tensor& rows, const std::vector<int64_t>& counts) = 0;
+  virtual void finish_dispatch(Dispatched& dispatched) = 0;
+  // The local experts' outputs, in dispatch's order, on their way back; finish_combine() returns
+  // them in the order of the rows dispatched.
+  virtual void start_combine(const torch::Tensor& outputs, Dispatched& dispatched) = 0;
+  virtual torch::Tensor finish_combine(Dispatched& dispatched) = 0;
+  virtual int64_t micro_batches() const { return 1; }
+
+  Dispatched dispatch(const torch::Tensor& rows, const std::vector<int64_t>& counts) {
+    auto dispatched = start_dispatch(rows, counts);
+    finish_dispatch(dispatched);
+    return dispatched;
+  }
+  torch::Tensor combine(const torch::Tensor& outputs, Dispatched& dispatched) {
+    start_combine(outputs, dispatched);
+    return finish_combine(dispatched);
+  }
 };
 
 class MoeBlockImpl : public torch::nn::Module {
@@ -120,7 +141,11 @@ class MoeBlockImpl : public torch::nn::Module {
   Linear shared_expert_gate{nullptr};     // [1, H], when shared_expert_gate
 
  private:
-  torch::Tensor run_experts(const torch::Tensor& tokens, Routing& routing) const;
+  // between: what to compute while the last combines are in flight (the shared experts).
+  torch::Tensor run_experts(const torch::Tensor& tokens, Routing& routing, const std::function<void()>& between) const;
+  // Through the dispatcher in `parts` token ranges, overlapped; outputs in `order`'s order.
+  torch::Tensor exchange_in_parts(const torch::Tensor& tokens, torch::Tensor& order, const torch::Tensor& flat,
+                                  int64_t parts, const std::function<void()>& between) const;
   // With a capacity: which of the choices, sorted by expert, each expert computes.
   torch::Tensor within_capacity(const torch::Tensor& order, const torch::Tensor& sorted_weights,
                                 std::vector<int64_t>& counts, int64_t tokens) const;

@@ -9,14 +9,20 @@
 namespace xtrain::parallel {
 namespace {
 
-torch::Tensor exchange(Comm& comm, const torch::Tensor& x, const std::vector<int64_t>& send_splits,
-                       const std::vector<int64_t>& recv_splits) {
+StartedRows start_exchange(Comm& comm, const torch::Tensor& x, const std::vector<int64_t>& send_splits,
+                           const std::vector<int64_t>& recv_splits) {
   const int64_t rows = std::accumulate(recv_splits.begin(), recv_splits.end(), int64_t{0});
   auto sizes = x.sizes().vec();
   sizes[0] = rows;
   auto out = torch::empty(sizes, x.options());
-  comm.all_to_all(out, x.contiguous(), recv_splits, send_splits).wait();
-  return out;
+  return {out, comm.all_to_all(out, x.contiguous(), recv_splits, send_splits)};
+}
+
+torch::Tensor exchange(Comm& comm, const torch::Tensor& x, const std::vector<int64_t>& send_splits,
+                       const std::vector<int64_t>& recv_splits) {
+  auto started = start_exchange(comm, x, send_splits, recv_splits);
+  started.pending.wait();
+  return started.rows;
 }
 
 class AllToAllRowsBackward : public torch::autograd::Node {
@@ -37,19 +43,26 @@ class AllToAllRowsBackward : public torch::autograd::Node {
 
 }  // namespace
 
-torch::Tensor all_to_all_rows(const std::shared_ptr<Comm>& comm, const torch::Tensor& x,
-                              const std::vector<int64_t>& send_splits, const std::vector<int64_t>& recv_splits) {
-  auto out = [&] {
+StartedRows start_all_to_all_rows(const std::shared_ptr<Comm>& comm, const torch::Tensor& x,
+                                  const std::vector<int64_t>& send_splits, const std::vector<int64_t>& recv_splits) {
+  auto started = [&] {
     torch::NoGradGuard no_grad;
-    return exchange(*comm, x, send_splits, recv_splits);
+    return start_exchange(*comm, x, send_splits, recv_splits);
   }();
   if (torch::GradMode::is_enabled() && x.requires_grad()) {
     auto node = std::shared_ptr<AllToAllRowsBackward>(new AllToAllRowsBackward(comm, send_splits, recv_splits),
                                                       torch::autograd::deleteNode);
     node->set_next_edges(torch::autograd::collect_next_edges(x));
-    torch::autograd::set_history(out, node);
+    torch::autograd::set_history(started.rows, node);
   }
-  return out;
+  return started;
+}
+
+torch::Tensor all_to_all_rows(const std::shared_ptr<Comm>& comm, const torch::Tensor& x,
+                              const std::vector<int64_t>& send_splits, const std::vector<int64_t>& recv_splits) {
+  auto started = start_all_to_all_rows(comm, x, send_splits, recv_splits);
+  started.pending.wait();
+  return started.rows;
 }
 
 }  // namespace xtrain::parallel

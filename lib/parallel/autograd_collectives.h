@@ -1,7 +1,8 @@
 // Collectives that autograd sees through: their backward is the conjugate collective, so a
 // model's forward can move activations between ranks and still get the right gradients.
 //   all_to_all_rows: rows to and from every rank with per-rank splits; backward sends the
-//                    gradients back the way the rows came (the reverse all-to-all).
+//                    gradients back the way the rows came (the reverse all-to-all); also
+//                    started without waiting (start_all_to_all_rows).
 // Tensor and sequence parallelism add their pairs here (copy/reduce, scatter/gather).
 #pragma once
 #include <cstdint>
@@ -18,5 +19,14 @@ namespace xtrain::parallel {
 // recv_splits[r] from rank r (zero allowed: a rank may send or receive nothing).
 torch::Tensor all_to_all_rows(const std::shared_ptr<Comm>& comm, const torch::Tensor& x,
                               const std::vector<int64_t>& send_splits, const std::vector<int64_t>& recv_splits);
+
+// The same exchange, started: `rows` has its shape and autograd history at once and its values
+// once `pending.wait()` returns, so that compute can run meanwhile. Backward is synchronous.
+struct StartedRows {
+  torch::Tensor rows;
+  PendingCollective pending;
+};
+StartedRows start_all_to_all_rows(const std::shared_ptr<Comm>& comm, const torch::Tensor& x,
+                                  const std::vector<int64_t>& send_splits, const std::vector<int64_t>& recv_splits);
 
 }  // namespace xtrain::parallel

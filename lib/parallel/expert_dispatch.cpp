@@ -1,5 +1,7 @@
 #include "parallel/expert_dispatch.h"
 
+#include <atomic>
+#include <chrono>
 #include <numeric>
 
 #include <torch/torch.h>
@@ -10,36 +12,53 @@
 namespace xtrain::parallel {
 namespace {
 
-// What combine() needs: the splits both ways and the regrouping.
+// An exchange in flight and the way back.
 struct Route {
   std::vector<int64_t> send_splits, recv_splits;
   torch::Tensor by_expert;  // arrival row of each row in local-expert order
+  StartedRows in_flight;    // the rows coming, then the outputs going back
 };
+
+std::atomic<int64_t> waited_ns{0};
+
+// Runs `wait`, counting the time blocked in it.
+template <typename Wait>
+void timed(Wait&& wait) {
+  const auto started = std::chrono::steady_clock::now();
+  wait();
+  waited_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
+}
 
 }  // namespace
 
-ExpertDispatcher::ExpertDispatcher(std::shared_ptr<Comm> ep_group, int64_t num_experts)
-    : group_(std::move(ep_group)), num_experts_(num_experts), local_experts_(num_experts / group_->size()) {
+double ExpertDispatcher::total_wait_seconds() { return static_cast<double>(waited_ns.load()) * 1e-9; }
+
+ExpertDispatcher::ExpertDispatcher(std::shared_ptr<Comm> ep_group, int64_t num_experts, int64_t micro_batches)
+    : group_(std::move(ep_group)),
+      num_experts_(num_experts),
+      local_experts_(num_experts / group_->size()),
+      micro_batches_(micro_batches) {
   TORCH_CHECK(num_experts % group_->size() == 0, num_experts, " experts do not split over ", group_->size(),
               " expert-parallel ranks");
+  TORCH_CHECK(micro_batches >= 1, "micro_batches must be at least 1");
 }
 
-model::TokenDispatcher::Dispatched ExpertDispatcher::dispatch(const torch::Tensor& rows,
-                                                              const std::vector<int64_t>& counts) {
+model::TokenDispatcher::Dispatched ExpertDispatcher::start_dispatch(const torch::Tensor& rows,
+                                                                    const std::vector<int64_t>& counts) {
   const int64_t ranks = group_->size(), local = local_experts_;
   TORCH_CHECK(static_cast<int64_t>(counts.size()) == num_experts_, "dispatch: ", counts.size(), " counts for ",
               num_experts_, " experts");
   // Rank q receives counts[q L, (q + 1) L); this rank gets every rank's counts for its experts.
   auto sent_counts = torch::tensor(counts, torch::kInt64);
   auto received_counts = torch::empty({ranks * local}, torch::kInt64);
-  group_->all_to_all(received_counts, sent_counts, {}, {}).wait();
+  timed([&] { group_->all_to_all(received_counts, sent_counts, {}, {}).wait(); });
   const auto* from = received_counts.data_ptr<int64_t>();  // [source rank][local expert]
   auto route = std::make_shared<Route>();
   for (int64_t q = 0; q < ranks; ++q) {
     route->send_splits.push_back(std::accumulate(counts.begin() + q * local, counts.begin() + (q + 1) * local, int64_t{0}));
     route->recv_splits.push_back(std::accumulate(from + q * local, from + (q + 1) * local, int64_t{0}));
   }
-  const auto arrived = all_to_all_rows(group_, rows, route->send_splits, route->recv_splits);
+  route->in_flight = start_all_to_all_rows(group_, rows, route->send_splits, route->recv_splits);
   // Arrival order is by source rank, then expert; the experts want their rows together.
   std::vector<int64_t> source_start(static_cast<size_t>(ranks), 0), order;
   for (int64_t q = 1; q < ranks; ++q) source_start[q] = source_start[q - 1] + route->recv_splits[q - 1];
@@ -52,15 +71,26 @@ model::TokenDispatcher::Dispatched ExpertDispatcher::dispatch(const torch::Tenso
       dispatched.local_counts[e] += from[q * local + e];
     }
   route->by_expert = torch::tensor(order, torch::kInt64).to(rows.device());
-  dispatched.rows = arrived.index_select(0, route->by_expert);
   dispatched.state = route;
   return dispatched;
 }
 
-torch::Tensor ExpertDispatcher::combine(const torch::Tensor& outputs, const Dispatched& dispatched) {
-  const auto& route = *std::static_pointer_cast<Route>(dispatched.state);
+void ExpertDispatcher::finish_dispatch(Dispatched& dispatched) {
+  auto& route = *std::static_pointer_cast<Route>(dispatched.state);
+  timed([&] { route.in_flight.pending.wait(); });
+  dispatched.rows = route.in_flight.rows.index_select(0, route.by_expert);
+}
+
+void ExpertDispatcher::start_combine(const torch::Tensor& outputs, Dispatched& dispatched) {
+  auto& route = *std::static_pointer_cast<Route>(dispatched.state);
   const auto in_arrival_order = torch::zeros_like(outputs).index_copy(0, route.by_expert, outputs);
-  return all_to_all_rows(group_, in_arrival_order, route.recv_splits, route.send_splits);
+  route.in_flight = start_all_to_all_rows(group_, in_arrival_order, route.recv_splits, route.send_splits);
+}
+
+torch::Tensor ExpertDispatcher::finish_combine(Dispatched& dispatched) {
+  auto& route = *std::static_pointer_cast<Route>(dispatched.state);
+  timed([&] { route.in_flight.pending.wait(); });
+  return route.in_flight.rows;
 }
 
 void shard_experts(model::MoeBlockImpl& block, const std::shared_ptr<ExpertDispatcher>& dispatcher) {

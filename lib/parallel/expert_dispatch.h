@@ -18,17 +18,25 @@ namespace xtrain::parallel {
 
 class ExpertDispatcher final : public model::TokenDispatcher {
  public:
-  ExpertDispatcher(std::shared_ptr<Comm> ep_group, int64_t num_experts);
+  // micro_batches: parallel.intra_layer_micro_batch (Domino-EP), see model::TokenDispatcher.
+  ExpertDispatcher(std::shared_ptr<Comm> ep_group, int64_t num_experts, int64_t micro_batches = 1);
 
   int64_t first_expert() const { return group_->rank() * local_experts_; }
   int64_t local_experts() const { return local_experts_; }
+  int64_t micro_batches() const override { return micro_batches_; }
 
-  Dispatched dispatch(const torch::Tensor& rows, const std::vector<int64_t>& counts) override;
-  torch::Tensor combine(const torch::Tensor& outputs, const Dispatched& dispatched) override;
+  Dispatched start_dispatch(const torch::Tensor& rows, const std::vector<int64_t>& counts) override;
+  void finish_dispatch(Dispatched& dispatched) override;
+  void start_combine(const torch::Tensor& outputs, Dispatched& dispatched) override;
+  torch::Tensor finish_combine(Dispatched& dispatched) override;
+
+  // Seconds this process has spent blocked on expert exchanges (the counts, and the rows both
+  // ways, forward only): the all-to-all time that compute did not hide.
+  static double total_wait_seconds();
 
  private:
   std::shared_ptr<Comm> group_;
-  int64_t num_experts_, local_experts_;
+  int64_t num_experts_, local_experts_, micro_batches_;
 };
 
 // Expert parallelism on a block: `dispatcher` installed, and the experts' weights narrowed to

@@ -10,7 +10,9 @@
 
 namespace xtrain::parallel {
 
-model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh& mesh) {
+double expert_exchange_wait_seconds() { return ExpertDispatcher::total_wait_seconds(); }
+
+model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh& mesh, int64_t micro_batches) {
   std::map<std::string, model::Placement> placements;
   for (const auto& item : model.named_modules()) {
     auto* block = item.value()->as<model::MoeBlockImpl>();
@@ -19,7 +21,7 @@ model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh&
     if (experts % mesh.size("ep") != 0)
       throw std::invalid_argument(fmt::format("{}: {} experts do not split over parallel.ep = {}", item.key(), experts,
                                               mesh.size("ep")));
-    auto dispatcher = std::make_shared<ExpertDispatcher>(mesh.group("ep"), experts);
+    auto dispatcher = std::make_shared<ExpertDispatcher>(mesh.group("ep"), experts, micro_batches);
     for (const auto& [name, weight] :
          {std::pair{"experts.gate_up_proj", block->gate_up_proj}, std::pair{"experts.down_proj", block->down_proj}})
       placements[item.key() + "." + name] = {weight.sizes().vec(),

@@ -19,6 +19,10 @@ namespace xtrain::parallel {
 
 // Applies expert parallelism to `model` (before it is sharded or materialised) and returns the
 // shard plan that FSDP then takes. The model must have experts that split evenly over ep.
-model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh& mesh);
+// micro_batches: parallel.intra_layer_micro_batch (Domino-EP, model::TokenDispatcher).
+model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh& mesh, int64_t micro_batches = 1);
+
+// Seconds this process has spent blocked on expert exchanges (ExpertDispatcher).
+double expert_exchange_wait_seconds();
 
 }  // namespace xtrain::parallel

@@ -233,6 +233,7 @@ struct StepOutcome {
   RankSpread busy;
   std::map<std::string, double> aux_losses;  // per target, over the global batch
   std::optional<ExpertBalanceStats> experts;  // mixtures of experts
+  double expert_exchange_wait = 0;            // seconds blocked on expert all-to-alls (ep > 1)
 };
 
 // One training process from its recipe to its exit code: set-up (data, model, mesh, sharding,
@@ -420,7 +421,8 @@ void TrainingRun::shard_model() {
   const auto started = Clock::now();
   if (world_.distributed()) {
     std::optional<model::ShardPlan> plan;
-    if (degrees_.ep > 1) plan = parallel::apply_expert_parallel(*model_, *mesh_);
+    if (degrees_.ep > 1)
+      plan = parallel::apply_expert_parallel(*model_, *mesh_, recipe_.parallel.intra_layer_micro_batch);
     sharded_ = std::make_unique<parallel::FullyShardedModel>(model_, *mesh_, recipe_.parallel.reshard_after_forward,
                                                               initial_weights_.source, std::move(plan));
     for (auto* piece : sharded_->parameters()) {
@@ -597,6 +599,7 @@ StepOutcome TrainingRun::train_step() {
   StepOutcome outcome;
   const auto started = Clock::now();
   const double waited_before = parallel::PendingCollective::total_wait_seconds();
+  const double exchange_waited_before = parallel::expert_exchange_wait_seconds();
   ++step_;
   ++steps_run_;
   progress_.step = step_;
@@ -638,6 +641,7 @@ StepOutcome TrainingRun::train_step() {
                                                            : state_bytes());
   outcome.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   outcome.comm_wait = parallel::PendingCollective::total_wait_seconds() - waited_before;
+  outcome.expert_exchange_wait = parallel::expert_exchange_wait_seconds() - exchange_waited_before;
   interval_seconds_ += outcome.seconds;
   session_seconds_ += outcome.seconds;
   ++interval_steps_;
@@ -735,6 +739,7 @@ void TrainingRun::log_step(const StepOutcome& outcome) {
     record["moe.worst_layer"] = experts->worst_layer;
     record["moe.worst_load_ratio"] = experts->worst_ratio;
     record["moe.dropped_fraction"] = experts->dropped_fraction;
+    if (degrees_.ep > 1) record["moe.all_to_all_wait_s"] = outcome.expert_exchange_wait;
     if (recipe_.model.router == "sigmoid_bias") {
       record["moe.bias_min"] = experts->bias_min;
       record["moe.bias_max"] = experts->bias_max;

@@ -1,7 +1,8 @@
 // Expert parallelism over thread ranks: every rank's MoE block, holding only its experts and
 // dispatching its tokens by all-to-all, computes what one block holding every expert computes on
 // that rank's tokens: outputs, input gradients and expert gradients (the router's summed over
-// ranks). Also when a rank has no tokens, and when a rank's experts receive none.
+// ranks). Also when a rank has no tokens, when a rank's experts receive none, and with the
+// tokens exchanged in overlapping parts (Domino-EP).
 #include <cmath>
 #include <map>
 
@@ -37,7 +38,9 @@ TEST_CASE("expert parallelism over 2 and 4 ranks computes one block's outputs an
   // starved: the last rank's experts are never chosen (their bias is -100), so it receives no rows;
   // and rank 0 has no tokens of its own.
   const bool starved = GENERATE(false, true);
-  INFO("ranks = " << ranks << ", starved = " << starved);
+  // Domino-EP: the tokens in parts whose exchanges overlap (3 parts: some of them empty).
+  const int64_t parts = GENERATE(1, 2, 3);
+  INFO("ranks = " << ranks << ", starved = " << starved << ", parts = " << parts);
   model::MoeOptions options;
   options.hidden_size = 12;
   options.num_experts = 8;
@@ -82,7 +85,8 @@ TEST_CASE("expert parallelism over 2 and 4 ranks computes one block's outputs an
   const auto errors = testing::run_ranks(ranks, [&](int64_t r) {
     auto& block = blocks[r];
     set_bias(block);
-    auto dispatcher = std::make_shared<parallel::ExpertDispatcher>(threads.make_group(r, "ep", all), options.num_experts);
+    auto dispatcher = std::make_shared<parallel::ExpertDispatcher>(threads.make_group(r, "ep", all), options.num_experts,
+                                                                   parts);
     parallel::shard_experts(*block, dispatcher);
     const auto x = inputs[r].clone().requires_grad_(true);
     const auto y = block(x);
