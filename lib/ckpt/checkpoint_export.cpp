@@ -8,8 +8,10 @@
 
 #include "ckpt/checkpoint_reader.h"
 #include "ckpt/hf_config.h"
+#include "ckpt/hf_folder.h"
 #include "ckpt/manifest.h"
 #include "ckpt/safetensors.h"
+#include "model/model_spec.h"
 #include "util/durable_file.h"
 
 namespace xtrain::ckpt {
@@ -79,12 +81,18 @@ void write_weights(const std::string& out_dir, const std::vector<std::string>& n
 int64_t export_hf_folder(const std::string& checkpoint_dir, const std::string& out_dir,
                          const std::vector<ExtraFile>& extra_files, int64_t max_shard_bytes) {
   CheckpointReader checkpoint(checkpoint_dir);
+  const auto& spec = model::model_spec_for_hf(checkpoint.model_config, checkpoint_dir + "/config.json");
   TensorMap tensors;
-  const auto names = checkpoint.names();
-  for (const auto& name : names) tensors[name] = checkpoint.read_full("model", name);
+  std::vector<std::string> names;  // as stored in the folder, in the checkpoint's order
+  for (const auto& name : checkpoint.names()) {
+    tensors[name] = checkpoint.read_full("model", name);
+    for (const auto& stored : model::hf_stored_tensors(spec, name, tensors[name].sizes().vec()))
+      names.push_back(stored.first);
+  }
+  const auto stored = hf_tensors(tensors, spec.family);
   fs::create_directories(out_dir);
   fs::remove(out_dir + "/" + kManifestFile);  // until the new one: an export cut short is unverified, not wrong
-  write_weights(out_dir, names, tensors, max_shard_bytes);
+  write_weights(out_dir, names, stored, max_shard_bytes);
   util::write_file_durable(out_dir + "/config.json", checkpoint.model_config.dump(2) + "\n");
   if (const auto gaps = checkpoint.model_config.find("xtrain_unexported"); gaps != checkpoint.model_config.end())
     fmt::print(stderr,
@@ -98,7 +106,7 @@ int64_t export_hf_folder(const std::string& checkpoint_dir, const std::string& o
                              hf_generation_config(eos->get<int64_t>()).dump(2) + "\n");
   for (const auto& file : extra_files) util::write_file_durable(out_dir + "/" + file.name, util::read_file(file.source));
   write_manifest(out_dir);
-  return static_cast<int64_t>(tensors.size());
+  return static_cast<int64_t>(stored.size());
 }
 
 std::optional<int64_t> parse_shard_size(const std::string& text) {

@@ -2,7 +2,9 @@
 
 #include <filesystem>
 #include <map>
+#include <functional>
 #include <memory>
+#include <numeric>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -19,25 +21,37 @@
 namespace xtrain::ckpt {
 namespace {
 
-// The model's parameters by their Hugging Face names, with their shapes.
-std::map<std::string, std::pair<std::string, std::vector<int64_t>>> expected_tensors(const model::CausalLM& model) {
+// The tensors a folder must hold for the model, by their names there: a Hugging Face folder's
+// (hf_stored_tensors: experts may be stored apart), or a training checkpoint's (the model's
+// names, whole tensors). Each with the parameter it belongs to and its shape.
+struct Expected {
+  std::string parameter;
+  std::vector<int64_t> shape;
+};
+std::map<std::string, Expected> expected_tensors(const model::CausalLM& model, bool hf) {
   const auto& spec = model::model_spec(model.config().family);
-  std::map<std::string, std::pair<std::string, std::vector<int64_t>>> expected;
-  for (const auto& item : model.named_parameters())
-    expected[spec.to_hf_name(item.key())] = {item.key(), item.value().sizes().vec()};
+  std::map<std::string, Expected> expected;
+  for (const auto& item : model.named_parameters()) {
+    const auto shape = item.value().sizes().vec();
+    if (!hf) {
+      expected[item.key()] = {item.key(), shape};
+      continue;
+    }
+    for (const auto& [name, part_shape] : model::hf_stored_tensors(spec, item.key(), shape))
+      expected[name] = {item.key(), part_shape};
+  }
   return expected;
 }
 
-// Every name in `found` (HF name -> shape, file) is expected with that shape, and none is missing.
+// Every name in `found` (name -> shape, file) is expected with that shape, and none is missing.
 void check_tensors(const std::map<std::string, std::pair<std::vector<int64_t>, std::string>>& found,
-                   const model::CausalLM& model, const std::string& source) {
-  const auto expected = expected_tensors(model);
+                   const std::map<std::string, Expected>& expected, const std::string& source) {
   for (const auto& [name, want] : expected) {
     auto it = found.find(name);
     if (it == found.end()) throw InputError(fmt::format("{}: missing tensor '{}'", source, name));
-    if (it->second.first != want.second)
+    if (it->second.first != want.shape)
       throw InputError(fmt::format("{}: tensor '{}' has shape [{}], the model expects [{}]", it->second.second, name,
-                                   fmt::join(it->second.first, ", "), fmt::join(want.second, ", ")));
+                                   fmt::join(it->second.first, ", "), fmt::join(want.shape, ", ")));
   }
   for (const auto& [name, where] : found)
     if (expected.count(name) == 0)
@@ -79,15 +93,28 @@ FolderWeights safetensors_weights(const LocatedTensors& located, const std::stri
                                   const model::CausalLM& model) {
   std::map<std::string, std::pair<std::vector<int64_t>, std::string>> found;
   for (const auto& [name, where] : located) found[name] = {where.entry->shape, where.reader->path()};
-  check_tensors(found, model, description);
-  auto by_name = std::make_shared<const LocatedTensors>(located);
+  const auto expected = expected_tensors(model, /*hf=*/true);
+  check_tensors(found, expected, description);
+  // Each parameter's stored tensors, in the order of its flattening.
+  auto parts = std::make_shared<std::map<std::string, std::vector<Located>>>();
   const auto& spec = model::model_spec(model.config().family);
+  for (const auto& item : model.named_parameters())
+    for (const auto& stored : model::hf_stored_tensors(spec, item.key(), item.value().sizes().vec()))
+      (*parts)[item.key()].push_back(located.at(stored.first));
   FolderWeights weights;
   weights.tensors = static_cast<int64_t>(found.size());
   weights.description = description;
-  weights.source = [by_name, to_hf = spec.to_hf_name](const std::string& name, int64_t begin, int64_t count) {
-    const auto& located = by_name->at(to_hf(name));
-    return located.reader->read(*located.entry, begin, count).to(torch::kFloat32);
+  weights.source = [parts](const std::string& name, int64_t begin, int64_t count) {
+    std::vector<torch::Tensor> pieces;
+    int64_t offset = 0;
+    for (const auto& part : parts->at(name)) {
+      const int64_t numel = std::accumulate(part.entry->shape.begin(), part.entry->shape.end(), int64_t{1},
+                                            std::multiplies<>());
+      const int64_t first = std::max(begin, offset), last = std::min(begin + count, offset + numel);
+      if (first < last) pieces.push_back(part.reader->read(*part.entry, first - offset, last - first).to(torch::kFloat32));
+      offset += numel;
+    }
+    return pieces.size() == 1 ? pieces.front() : pieces.empty() ? torch::empty({0}) : torch::cat(pieces);
   };
   return weights;
 }
@@ -122,10 +149,9 @@ FolderWeights folder_weights(const std::string& dir, const model::CausalLM& mode
     auto checkpoint = std::make_shared<CheckpointReader>(dir);
     std::map<std::string, std::pair<std::vector<int64_t>, std::string>> found;
     for (const auto& name : checkpoint->names()) found[name] = {checkpoint->shape(name), dir};
-    check_tensors(found, model, dir);
-    const auto& spec = model::model_spec(model.config().family);
-    return {[checkpoint, to_hf = spec.to_hf_name](const std::string& name, int64_t begin, int64_t count) {
-              return checkpoint->read("model", to_hf(name), begin, count);
+    check_tensors(found, expected_tensors(model, /*hf=*/false), dir);
+    return {[checkpoint](const std::string& name, int64_t begin, int64_t count) {
+              return checkpoint->read("model", name, begin, count);
             },
             static_cast<int64_t>(found.size()), dir};
   }

@@ -3,8 +3,9 @@
 // model.safetensors.index.json) or a sharded training checkpoint (shard-*.safetensors). Under
 // FSDP each rank thus reads its own shards of the folder and nothing else.
 //
-// The folder must hold exactly the model's tensors, under its family's Hugging Face names, with
-// its shapes: checked from the headers alone, before any data is read. A missing, unexpected or
+// The folder must hold exactly the model's tensors, under its family's Hugging Face names (each
+// expert's projections apart, as transformers stores them; model/model_spec.h) or, for a
+// checkpoint, the model's own names, with their shapes: checked from the headers alone, before any data is read. A missing, unexpected or
 // mis-shaped tensor is an InputError naming it and the file.
 #pragma once
 #include <map>

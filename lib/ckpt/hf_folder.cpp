@@ -18,15 +18,27 @@
 namespace xtrain::ckpt {
 
 TensorMap model_tensors(model::CausalLM& model) {
-  const auto& spec = model::model_spec(model.config().family);
   TensorMap tensors;
-  for (const auto& item : model.named_parameters()) tensors[spec.to_hf_name(item.key())] = item.value();
+  for (const auto& item : model.named_parameters()) tensors[item.key()] = item.value();
   return tensors;
+}
+
+TensorMap hf_tensors(const TensorMap& tensors, const std::string& family) {
+  const auto& spec = model::model_spec(family);
+  TensorMap stored;
+  for (const auto& [name, tensor] : tensors) {
+    const auto parts = model::hf_stored_tensors(spec, name, tensor.sizes().vec());
+    const auto rows = tensor.detach().reshape({static_cast<int64_t>(parts.size()), -1});
+    for (size_t i = 0; i < parts.size(); ++i)
+      stored[parts[i].first] = parts.size() == 1 ? tensor : rows[static_cast<int64_t>(i)].view(parts[i].second);
+  }
+  return stored;
 }
 
 void save_hf_folder(const std::string& dir, model::CausalLM& model, int64_t eos_token_id) {
   std::filesystem::create_directories(dir);
-  save_safetensors(dir + "/model.safetensors", model_tensors(model), {{"format", "pt"}});
+  save_safetensors(dir + "/model.safetensors", hf_tensors(model_tensors(model), model.config().family),
+                   {{"format", "pt"}});
   util::write_file_durable(dir + "/config.json", hf_config(model.config(), eos_token_id).dump(2) + "\n");
 }
 

@@ -119,7 +119,8 @@ void read_experts(const nlohmann::json& json, const std::string& source, ModelCo
       throw InputError(fmt::format("{}: field \"{}\" must be an integer", source, name));
     return json.at(name).get<int64_t>();
   };
-  c.num_experts = integer("num_experts", 0);
+  // The Hub's files say num_experts; transformers 5 writes num_local_experts.
+  c.num_experts = integer("num_experts", integer("num_local_experts", 0));
   c.num_experts_per_tok = integer("num_experts_per_tok", 0);
   c.moe_intermediate_size = integer("moe_intermediate_size", 0);
   c.moe_layer_step = integer("decoder_sparse_step", 1);
@@ -241,6 +242,35 @@ ModelConfig config_from_hf(const ModelSpec& spec, const AttentionFeatures& featu
   return c;
 }
 
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() > suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// transformers' checkpoints hold each expert's projections apart: the stacked gate_up_proj
+// [E, 2I, H] is, flattened, expert 0's gate then up projection, then expert 1's, ...; down_proj
+// [E, H, I] each expert's down projection. Qwen3-MoE names them as its dense MLP does, under
+// mlp.experts.N; Mixtral as w1 (gate), w3 (up) and w2 (down) under block_sparse_moe.experts.N.
+std::vector<std::string> expert_parts(const std::string& name, int64_t experts, bool mixtral) {
+  static const std::string gate_up = ".mlp.experts.gate_up_proj", down = ".mlp.experts.down_proj";
+  std::vector<std::string> projections;
+  std::string layer;
+  if (ends_with(name, gate_up)) {
+    layer = name.substr(0, name.size() - gate_up.size());
+    projections = mixtral ? std::vector<std::string>{"w1", "w3"} : std::vector<std::string>{"gate_proj", "up_proj"};
+  } else if (ends_with(name, down)) {
+    layer = name.substr(0, name.size() - down.size());
+    projections = {mixtral ? "w2" : "down_proj"};
+  } else {
+    return {};
+  }
+  std::vector<std::string> parts;
+  for (int64_t e = 0; e < experts; ++e)
+    for (const auto& projection : projections)
+      parts.push_back(fmt::format("{}.{}.experts.{}.{}.weight", layer, mixtral ? "block_sparse_moe" : "mlp", e,
+                                  projection));
+  return parts;
+}
+
 // One family of the Llama decoder: its names, and what its attention adds.
 ModelSpec decoder_spec(const char* family, const char* architecture, const char* description,
                        AttentionFeatures features, bool experts = false) {
@@ -260,6 +290,10 @@ ModelSpec decoder_spec(const char* family, const char* architecture, const char*
     return config_from_hf(names, features, json, source);
   };
   spec.to_hf_name = spec.from_hf_name = [](const std::string& name) { return name; };
+  if (experts)
+    spec.hf_parts = [mixtral = std::string(family) == "mixtral"](const std::string& name, int64_t first) {
+      return expert_parts(name, first, mixtral);
+    };
   // Matrices (embeddings, projections) decay; norm gains and biases do not.
   spec.decays = [](const std::string& /*name*/, int64_t dims) { return dims >= 2; };
   return spec;
@@ -287,6 +321,16 @@ ModelSpec mixtral_spec() {
   auto spec = decoder_spec("mixtral", "MixtralForCausalLM",
                            "llama whose every feed-forward layer is a mixture of experts (model.num_experts)", {},
                            /*experts=*/true);
+  // The router lives under block_sparse_moe in Mixtral's checkpoints.
+  spec.to_hf_name = [](const std::string& name) {
+    static const std::string router = ".mlp.gate.weight";
+    return ends_with(name, router) ? name.substr(0, name.size() - router.size()) + ".block_sparse_moe.gate.weight"
+                                   : name;
+  };
+  spec.from_hf_name = [](const std::string& name) {
+    static const std::string router = ".block_sparse_moe.gate.weight";
+    return ends_with(name, router) ? name.substr(0, name.size() - router.size()) + ".mlp.gate.weight" : name;
+  };
   spec.check = [](const ModelConfig& c) {
     std::vector<std::pair<std::string, std::string>> problems;
     if (c.first_k_dense != 0 || c.moe_layer_step != 1)

@@ -18,6 +18,19 @@ const std::vector<ModelSpec>& model_specs() {
   return specs;
 }
 
+std::vector<std::pair<std::string, std::vector<int64_t>>> hf_stored_tensors(const ModelSpec& spec,
+                                                                           const std::string& name,
+                                                                           const std::vector<int64_t>& shape) {
+  const auto parts = spec.hf_parts && shape.size() >= 2 ? spec.hf_parts(name, shape[0]) : std::vector<std::string>{};
+  if (parts.empty()) return {{spec.to_hf_name(name), shape}};
+  const auto per_first = static_cast<int64_t>(parts.size()) / shape[0];
+  std::vector<int64_t> part_shape(shape.begin() + 1, shape.end());
+  part_shape[0] /= per_first;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> stored;
+  for (const auto& part : parts) stored.emplace_back(part, part_shape);
+  return stored;
+}
+
 std::vector<std::string> model_families() {
   std::vector<std::string> names;
   for (const auto& spec : model_specs()) names.push_back(spec.family);

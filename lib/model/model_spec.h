@@ -37,12 +37,24 @@ struct ModelSpec {
   std::function<ModelConfig(const nlohmann::json&, const std::string& source)> from_hf_config;
   // A parameter's Hugging Face tensor name, and back (identity where they already agree).
   std::function<std::string(const std::string&)> to_hf_name, from_hf_name;
+  // A parameter that transformers' checkpoints store as several tensors (each expert's
+  // projections apart): their names, in the order whose flattenings, concatenated, are the
+  // parameter's (see hf_stored_tensors); none for one stored whole under to_hf_name, and when
+  // not set.
+  std::function<std::vector<std::string>(const std::string& name, int64_t first_dimension)> hf_parts;
   // Whether AdamW decays a parameter of this name and number of dimensions.
   std::function<bool(const std::string& name, int64_t dims)> decays;
   // Problems of a recipe's model section that only this family has, as (key, message); none
   // when not set.
   std::function<std::vector<std::pair<std::string, std::string>>(const ModelConfig&)> check;
 };
+
+// The tensors a parameter of this name and shape is stored as in a Hugging Face folder, with
+// their shapes: itself under to_hf_name, or its hf_parts, each of the parameter's shape without
+// its first dimension and with the second divided among the parts of one first index.
+std::vector<std::pair<std::string, std::vector<int64_t>>> hf_stored_tensors(const ModelSpec& spec,
+                                                                           const std::string& name,
+                                                                           const std::vector<int64_t>& shape);
 
 // The registered families, in the order the recipe reference lists them.
 const std::vector<ModelSpec>& model_specs();

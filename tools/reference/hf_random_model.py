@@ -2,7 +2,8 @@
 """Writes a small random Hugging Face causal LM with `save_pretrained`, sharded into several
 safetensors files with a model.safetensors.index.json, and the logits it computes for given
 tokens, so that xtrain's loader of Hugging Face folders can be checked against the library that
-wrote them.
+wrote them. Mixtures of experts are written as transformers stores them, each expert's
+projections apart.
 
 Usage:
     hf_random_model.py --family qwen3 --out DIR --tokens TOKENS.safetensors --logits OUT.safetensors
@@ -24,12 +25,20 @@ def build(family, seed):
         return transformers.Qwen3ForCausalLM(config)
     if family == "qwen2":
         return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**shape))
+    if family == "qwen3_moe":  # layer 0 dense, layer 1 of 4 experts, 2 per token
+        config = transformers.Qwen3MoeConfig(head_dim=8, num_experts=4, num_experts_per_tok=2,
+                                             moe_intermediate_size=48, mlp_only_layers=[0], **shape)
+        return transformers.Qwen3MoeForCausalLM(config)
+    if family == "mixtral":  # every layer of 4 experts of width intermediate_size, 2 per token
+        shape["intermediate_size"] = 48
+        config = transformers.MixtralConfig(num_local_experts=4, num_experts_per_tok=2, **shape)
+        return transformers.MixtralForCausalLM(config)
     return transformers.LlamaForCausalLM(transformers.LlamaConfig(**shape))
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--family", choices=["llama", "qwen2", "qwen3"], required=True)
+    p.add_argument("--family", choices=["llama", "qwen2", "qwen3", "qwen3_moe", "mixtral"], required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--tokens", required=True)
     p.add_argument("--logits", required=True)

@@ -1,5 +1,6 @@
 // Folders that transformers itself wrote (save_pretrained, weights split over several files with
-// model.safetensors.index.json) load into xtrain, which then computes transformers' logits.
+// model.safetensors.index.json, experts stored apart) load into xtrain, which then computes
+// transformers' logits.
 #include <filesystem>
 
 #include <catch2/catch.hpp>
@@ -19,7 +20,7 @@ using namespace xtrain;
 namespace fs = std::filesystem;
 
 TEST_CASE("a sharded save_pretrained folder of each family loads and computes transformers' logits", "[ckpt][hf]") {
-  const std::string family = GENERATE("llama", "qwen2", "qwen3");
+  const std::string family = GENERATE("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral");
   INFO("family = " << family);
   testing::ScratchDir scratch;
   const auto dir = scratch.path() / "model";
@@ -37,6 +38,11 @@ TEST_CASE("a sharded save_pretrained folder of each family loads and computes tr
   int64_t files = 0;
   for (const auto& entry : fs::directory_iterator(dir)) files += entry.path().extension() == ".safetensors";
   CHECK(files >= 3);
+  if (family == "qwen3_moe" || family == "mixtral") {  // experts stored apart, as transformers writes them
+    const auto index = util::read_file((dir / "model.safetensors.index.json").string());
+    CHECK(index.find(family == "mixtral" ? "block_sparse_moe.experts.3.w2.weight" : "mlp.experts.3.down_proj.weight") !=
+          std::string::npos);
+  }
 
   auto model = ckpt::load_hf_folder(dir.string());
   CHECK(model->config().family == family);
