@@ -11,4 +11,10 @@ namespace xtrain::model {
 
 torch::Tensor attach_loss(const torch::Tensor& x, const torch::Tensor& loss, double weight);
 
+// The same for a loss sum(coefficients * terms) whose coefficients are known only after the
+// forward (a loss over every layer's routing, whose gradient in one layer depends on all of
+// them): `coefficients` is read when backward runs, so its owner fills it in place in between.
+torch::Tensor attach_loss_terms(const torch::Tensor& x, const torch::Tensor& terms, const torch::Tensor& coefficients,
+                                double weight);
+
 }  // namespace xtrain::model

@@ -45,21 +45,27 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, const AttentionFea
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const RotaryTables& rotary,
-                                        const SequenceLayout& layout, double loss_weight) {
+                                        const SequenceLayout& layout, double loss_weight,
+                                        const torch::Tensor& balance_coefficients) {
   auto h = x + self_attn(input_layernorm(x), rotary, layout);
   if (!moe) return h + mlp(post_attention_layernorm(h));
   Routing routing;
   auto out = h + moe(post_attention_layernorm(h), &routing);
   const auto stats = routing_stats(routing);
-  if (report) *report = {{}, {}, stats.counts.detach(), stats.dropped};
-  if (balance_coef_ == 0 && z_coef_ == 0) return out;
-  const auto balance = load_balancing_loss(stats, top_k_) * balance_coef_;
-  const auto z = router_z_loss(stats) * z_coef_;
-  if (report) {
-    report->balance = balance.detach();
-    report->z = z.detach();
+  if (report) *report = {{}, {}, stats.counts.detach(), stats.prob_sums.detach(), stats.tokens, stats.dropped};
+  torch::Tensor losses;  // this layer's own share of the router losses
+  if (balance_coef_ > 0 && balance_coefficients.defined()) {
+    out = attach_loss_terms(out, stats.prob_sums, balance_coefficients, loss_weight);
+  } else if (balance_coef_ > 0) {
+    losses = load_balancing_loss(stats, top_k_) * balance_coef_;
+    if (report) report->balance = losses.detach();
   }
-  return attach_loss(out, balance + z, loss_weight);
+  if (z_coef_ > 0) {
+    const auto z = router_z_loss(stats) * z_coef_;
+    if (report) report->z = z.detach();
+    losses = losses.defined() ? losses + z : z;
+  }
+  return losses.defined() ? attach_loss(out, losses, loss_weight) : out;
 }
 
 LlamaBodyImpl::LlamaBodyImpl(const ModelConfig& config, const AttentionFeatures& features)
@@ -75,7 +81,7 @@ LlamaBodyImpl::LlamaBodyImpl(const ModelConfig& config, const AttentionFeatures&
 
 torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids, const SequenceLayout& layout,
                                      const BlockRunner& block_runner, const EmbedRunner& embed_runner,
-                                     double loss_weight) {
+                                     double loss_weight, const torch::Tensor& balance_coefficients) {
   const int64_t longest = layout.packed() ? layout.longest : input_ids.size(1);
   TORCH_CHECK(longest <= config_.max_seq_len, "sequence of ", longest, " tokens exceeds model.max_seq_len ",
               config_.max_seq_len);
@@ -84,8 +90,8 @@ torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids, const Seque
   for (size_t i = 0; i < layers->size(); ++i) {
     auto* layer = (*layers)[i]->as<DecoderLayer>();
     // Captures by value: a recompute policy keeps this callable until backward.
-    auto block = [this, layer, layout, loss_weight](const torch::Tensor& input) {
-      return layer->forward(input, rotary_, layout, loss_weight);
+    auto block = [this, layer, layout, loss_weight, balance_coefficients](const torch::Tensor& input) {
+      return layer->forward(input, rotary_, layout, loss_weight, balance_coefficients);
     };
     x = block_runner ? block_runner(static_cast<int64_t>(i), x, block) : block(x);
   }
@@ -105,22 +111,42 @@ torch::Tensor LlamaForCausalLM::output_weight() const {
 
 ModelOutput LlamaForCausalLM::forward(const Batch& batch) {
   const auto& c = config();
+  // transformers' scope: the balancing loss's gradient in each layer depends on every layer's
+  // counts, so the coefficients are filled in once the forward has seen them all.
+  const bool joint = c.num_experts > 0 && c.router_aux_loss_coef > 0 && c.router_aux_loss_scope == "model";
+  const auto coefficients = joint ? torch::zeros({c.num_experts}, torch::TensorOptions().device(batch.input_ids.device()))
+                                  : torch::Tensor();
   std::vector<DecoderLayerImpl::RoutingReport> reports(model->layers->size());
   for (size_t i = 0; i < reports.size(); ++i) (*model->layers)[i]->as<DecoderLayer>()->report = &reports[i];
-  ModelOutput output{model(batch.input_ids, batch.layout, block_runner, embed_runner, batch.loss_weight), {}, {}, {}};
+  ModelOutput output{
+      model(batch.input_ids, batch.layout, block_runner, embed_runner, batch.loss_weight, coefficients), {}, {}, {}};
   for (const auto& layer : *model->layers) layer->as<DecoderLayer>()->report = nullptr;
   if (c.num_experts == 0) return output;
-  torch::Tensor balance, z;  // sums over the layers of their (already averaged) shares
+  torch::Tensor balance, z, counts, prob_sums;  // sums over the layers
   std::vector<torch::Tensor> loads;
   std::vector<double> dropped;
+  double tokens = 0;
+  auto add = [](torch::Tensor& sum, const torch::Tensor& value) {
+    if (value.defined()) sum = sum.defined() ? sum + value : value;
+  };
   for (const auto& report : reports) {
     if (!report.load.defined()) continue;  // a dense layer
     loads.push_back(report.load);
     dropped.push_back(report.dropped);
-    if (report.balance.defined()) balance = balance.defined() ? balance + report.balance : report.balance;
-    if (report.z.defined()) z = z.defined() ? z + report.z : report.z;
+    add(balance, report.balance);
+    add(z, report.z);
+    add(counts, report.load);
+    add(prob_sums, report.prob_sums);
+    tokens += report.tokens;
   }
   if (loads.empty()) return output;  // first_k_dense covers every layer
+  if (joint) {
+    // E / (k (L T)^2) * sum_e C_e P_e over the L MoE layers' T tokens at once: 1 when balanced.
+    const double scale = static_cast<double>(c.num_experts) / (static_cast<double>(c.num_experts_per_tok) * tokens * tokens);
+    torch::NoGradGuard no_grad;
+    coefficients.copy_(counts * (scale * c.router_aux_loss_coef));
+    balance = (coefficients * prob_sums).sum();
+  }
   output.expert_load = torch::stack(loads);
   output.dropped = torch::tensor(dropped, output.expert_load.options());
   if (c.router_aux_loss_coef > 0 && balance.defined()) output.aux_losses.emplace_back("load_balancing", balance);

@@ -37,8 +37,11 @@ class DecoderLayerImpl : public torch::nn::Module {
   DecoderLayerImpl(const ModelConfig& config, const AttentionFeatures& features, int64_t layer = 0);
   // loss_weight: the batch's (Batch::loss_weight), which a MoE layer's router losses take as
   // their gradient weight inside this layer's backward (model/aux_loss.h).
+  // balance_coefficients: with model.router_aux_loss_scope model, the [E] gradient of the
+  // balancing loss with respect to this layer's summed router probabilities, filled in by the
+  // model after its forward (model/aux_loss.h); undefined otherwise.
   torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {},
-                        double loss_weight = 1.0);
+                        double loss_weight = 1.0, const torch::Tensor& balance_coefficients = {});
   void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const;
 
   RMSNorm input_layernorm{nullptr};
@@ -50,6 +53,8 @@ class DecoderLayerImpl : public torch::nn::Module {
   struct RoutingReport {
     torch::Tensor balance, z;  // its share of each router loss (undefined when its coefficient is 0)
     torch::Tensor load;        // [E] tokens routed to each expert
+    torch::Tensor prob_sums;   // [E] router probabilities summed over the tokens
+    double tokens = 0;
     double dropped = 0;
   };
   // While set (during the model's forward, not during a recompute's replay), a MoE layer writes
@@ -71,7 +76,8 @@ class LlamaBodyImpl : public torch::nn::Module {
   // every row (in practice one row of several documents, see data/micro_batch.h); its
   // documents, not T, must fit in max_seq_len. The runners are the CausalLM's hooks.
   torch::Tensor forward(const torch::Tensor& input_ids, const SequenceLayout& layout, const BlockRunner& block_runner,
-                        const EmbedRunner& embed_runner, double loss_weight = 1.0);
+                        const EmbedRunner& embed_runner, double loss_weight = 1.0,
+                        const torch::Tensor& balance_coefficients = {});
 
   Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};

@@ -46,6 +46,9 @@ struct ModelConfig {
   int64_t moe_layer_step = 1;
   double router_aux_loss_coef = 0.0;  // the load-balancing loss's coefficient
   double router_z_loss_coef = 0.0;
+  // layer: each MoE layer's balancing loss, averaged over the layers (Megatron, XTuner); model:
+  // one over every layer's routing at once, transformers' load_balancing_loss_func.
+  std::string router_aux_loss_scope = "layer";
   std::string router = "softmax";        // softmax | sigmoid_bias (model/moe.h)
   double router_bias_update_rate = 1e-3;  // sigmoid_bias: the step of the expert bias per update
   int64_t n_group = 1, topk_group = 1;    // group-limited routing (sigmoid_bias)

@@ -42,6 +42,12 @@ for layout in "ep4 4 --set parallel.ep=4" "fsdp2 2" "single 1"; do
   compare_runs "$work/ep2_fsdp2" "$work/ep2_fsdp2_as_$name" 11 1e-4
 done
 
+# transformers' balancing loss, over both MoE layers' routing at once, with recompute: the same.
+joint=(--set model.first_k_dense=0 --set model.router_aux_loss_scope=model)
+train joint_single 1 "${moe[@]}" "${joint[@]}"
+train joint_ep2_fsdp2 4 "${moe[@]}" "${joint[@]}" --set parallel.ep=2 --set memory.recompute=full
+compare_runs "$work/joint_single" "$work/joint_ep2_fsdp2" 1 1e-4
+
 # The sigmoid router with its expert bias: the bias, moved each step by the loads summed over
 # the global batch, is bit-identical across layouts after 20 steps, and a resumed run carries it.
 sigmoid=(--set model.router=sigmoid_bias --set model.router_bias_update_rate=0.002)

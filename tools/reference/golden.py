@@ -48,6 +48,8 @@ def parse_args(argv=None):
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--grad-clip", type=float, default=1.0, help="max global grad norm; <= 0 disables")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--output-router-logits", action="store_true",
+                   help="mixtures of experts: the loss adds router_aux_loss_coef x transformers' load-balancing loss")
     return p.parse_args(argv)
 
 
@@ -83,10 +85,16 @@ def load_model(directory, dtype=torch.float32):
     return model
 
 
-def next_token_loss(model, tokens):
+def next_token_loss(model, tokens, router_logits=False):
     """tokens: int64 [B, T+1]. Position t of tokens[:, :-1] predicts tokens[:, t+1];
-    returns (logits [B, T, V], mean cross-entropy computed in float32)."""
+    returns (logits [B, T, V], mean cross-entropy computed in float32). With router_logits, the
+    model's own loss: the cross-entropy plus router_aux_loss_coef x load_balancing_loss_func over
+    every MoE layer's router logits."""
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
+    if router_logits:
+        out = model(input_ids=inputs, labels=targets, shift_labels=targets.contiguous(), output_router_logits=True,
+                    use_cache=False)
+        return out.logits, out.loss
     logits = model(input_ids=inputs, use_cache=False).logits
     # HF's causal-LM loss, given the targets already aligned with the positions.
     loss = model.loss_function(logits=logits, labels=None, vocab_size=model.config.vocab_size,
@@ -119,7 +127,7 @@ def main(argv=None):
     tokens = load_tokens(args.tokens, model.config.vocab_size)
     out = {}
 
-    logits, loss = next_token_loss(model, tokens)
+    logits, loss = next_token_loss(model, tokens, args.output_router_logits)
     loss.backward()
     out["logits"] = logits.detach().float().contiguous()
     out["loss"] = loss.detach().float()
@@ -134,7 +142,7 @@ def main(argv=None):
         norms = []
         for _ in range(args.train_steps):
             opt.zero_grad(set_to_none=True)
-            _, step_loss = next_token_loss(model, tokens)
+            _, step_loss = next_token_loss(model, tokens, args.output_router_logits)
             step_loss.backward()
             params = [p for p in model.parameters() if p.grad is not None]
             if args.grad_clip > 0:

@@ -136,3 +136,54 @@ TEST_CASE("an HF folder written by xtrain loads back into an identical model, of
   auto input = torch::randint(0, 97, {1, 9}, torch::kInt64);
   CHECK(torch::equal(testing::logits(*llama, input), testing::logits(*loaded, input)));
 }
+
+TEST_CASE("with transformers' load-balancing loss, the loss and every gradient match Qwen3-MoE and Mixtral",
+          "[model][golden][moe]") {
+  // output_router_logits: transformers adds router_aux_loss_coef x load_balancing_loss_func over
+  // every MoE layer's routing at once, xtrain's model.router_aux_loss_scope "model".
+  const std::string family = GENERATE("qwen3_moe", "mixtral");
+  INFO("family = " << family);
+  testing::ScratchDir scratch;
+  const std::string dir = (scratch.path() / "model").string();
+  testing::SmallLlama shape{97, 64, 3, 4, 2, 160, 32, false, family, 0};
+  shape.with_experts(48).first_k_dense = family == "mixtral" ? 0 : 1;
+  auto config = shape.config();
+  config.router_aux_loss_coef = 0.5;  // large, so that a wrong gradient cannot hide; transformers' 0.25
+  config.router_aux_loss_scope = "model";
+  auto model = model::build_model(config, 21);
+  ckpt::save_hf_folder(dir, *model, 96);
+  torch::manual_seed(21);
+  auto tokens = torch::randint(0, 97, {2, 25}, torch::kInt64);
+  const std::string tokens_path = (scratch.path() / "tokens.safetensors").string();
+  const std::string out_path = (scratch.path() / "golden.safetensors").string();
+  ckpt::save_safetensors(tokens_path, {{"input_ids", tokens}});
+  const std::string command = fmt::format(
+      "{} {}/tools/reference/golden.py --checkpoint {} --tokens {} --out {} --output-router-logits --threads 1",
+      XTRAIN_PYTHON, XTRAIN_SOURCE_DIR, dir, tokens_path, out_path);
+  REQUIRE(std::system(command.c_str()) == 0);
+  auto golden = ckpt::load_safetensors(out_path).tensors;
+
+  model::Batch batch;
+  batch.input_ids = tokens.narrow(1, 0, 24);
+  const auto output = model->forward(batch);
+  const auto logits = torch::nn::functional::linear(output.hidden, model->output_weight());
+  auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 97}), tokens.narrow(1, 1, 24).reshape(-1));
+  REQUIRE(output.aux_losses.size() == 1);
+  const double balance = output.aux_losses[0].second.item<double>();
+  const double logits_error = testing::max_relative_error(logits.detach(), golden.at("logits"));
+  const double loss_error =
+      std::abs(loss.item<double>() + balance - golden.at("loss").item<double>()) / golden.at("loss").item<double>();
+  CHECK(logits_error < 1e-5);
+  CHECK(loss_error < 1e-5);
+  loss.backward();  // the balancing loss's gradient flows inside the blocks
+  double grad_error = 0;
+  for (const auto& item : model->named_parameters()) {
+    INFO(item.key());
+    const double error = testing::max_relative_error(item.value().grad(), golden.at("grad." + item.key()));
+    CHECK(error < 1e-5);
+    grad_error = std::max(grad_error, error);
+  }
+  fmt::print("golden parity with transformers' load-balancing loss ({}): balancing loss {:.4f} (coefficient "
+             "included), worst relative error: logits {:.2e}, loss {:.2e}, gradients {:.2e}\n",
+             family, balance, logits_error, loss_error, grad_error);
+}
