@@ -51,6 +51,9 @@ class CausalLM : public torch::nn::Module {
 
   BlockRunner block_runner;  // empty: run every block directly
   EmbedRunner embed_runner;  // empty: look the ids up directly
+  // Sums a tensor over the data-parallel ranks in place, for statistics of the global batch (a
+  // balancing loss over it); empty: this rank's alone.
+  std::function<void(torch::Tensor&)> sum_over_data_ranks;
 
  protected:
   explicit CausalLM(ModelConfig config) : config_(std::move(config)) {}

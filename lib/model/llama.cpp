@@ -90,8 +90,10 @@ torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids, const Seque
   for (size_t i = 0; i < layers->size(); ++i) {
     auto* layer = (*layers)[i]->as<DecoderLayer>();
     // Captures by value: a recompute policy keeps this callable until backward.
-    auto block = [this, layer, layout, loss_weight, balance_coefficients](const torch::Tensor& input) {
-      return layer->forward(input, rotary_, layout, loss_weight, balance_coefficients);
+    const auto coefficients = balance_coefficients.defined() ? balance_coefficients[static_cast<int64_t>(i)]
+                                                              : torch::Tensor();
+    auto block = [this, layer, layout, loss_weight, coefficients](const torch::Tensor& input) {
+      return layer->forward(input, rotary_, layout, loss_weight, coefficients);
     };
     x = block_runner ? block_runner(static_cast<int64_t>(i), x, block) : block(x);
   }
@@ -109,49 +111,70 @@ torch::Tensor LlamaForCausalLM::output_weight() const {
   return lm_head ? lm_head->weight : model->embed_tokens->weight;
 }
 
+// The balancing loss is deferred when its gradient in one layer depends on more than that
+// layer's forward (every layer's counts, or every rank's): the layers attach it with rows of
+// coefficients that forward() fills in at its end (model/aux_loss.h).
 ModelOutput LlamaForCausalLM::forward(const Batch& batch) {
   const auto& c = config();
-  // transformers' scope: the balancing loss's gradient in each layer depends on every layer's
-  // counts, so the coefficients are filled in once the forward has seen them all.
-  const bool joint = c.num_experts > 0 && c.router_aux_loss_coef > 0 && c.router_aux_loss_scope == "model";
-  const auto coefficients = joint ? torch::zeros({c.num_experts}, torch::TensorOptions().device(batch.input_ids.device()))
-                                  : torch::Tensor();
+  const bool deferred = c.num_experts > 0 && c.router_aux_loss_coef > 0 &&
+                        (c.router_aux_loss_scope == "model" || c.router_aux_loss_global_average);
+  const auto coefficients =
+      deferred ? torch::zeros({c.num_layers, c.num_experts}, torch::TensorOptions().device(batch.input_ids.device()))
+               : torch::Tensor();
   std::vector<DecoderLayerImpl::RoutingReport> reports(model->layers->size());
   for (size_t i = 0; i < reports.size(); ++i) (*model->layers)[i]->as<DecoderLayer>()->report = &reports[i];
   ModelOutput output{
       model(batch.input_ids, batch.layout, block_runner, embed_runner, batch.loss_weight, coefficients), {}, {}, {}};
   for (const auto& layer : *model->layers) layer->as<DecoderLayer>()->report = nullptr;
   if (c.num_experts == 0) return output;
-  torch::Tensor balance, z, counts, prob_sums;  // sums over the layers
-  std::vector<torch::Tensor> loads;
+  torch::Tensor balance, z;  // sums over the layers
+  std::vector<int64_t> moe_layers;
+  std::vector<torch::Tensor> loads, prob_sums;
   std::vector<double> dropped;
-  double tokens = 0;
-  auto add = [](torch::Tensor& sum, const torch::Tensor& value) {
-    if (value.defined()) sum = sum.defined() ? sum + value : value;
-  };
-  for (const auto& report : reports) {
+  for (size_t i = 0; i < reports.size(); ++i) {
+    const auto& report = reports[i];
     if (!report.load.defined()) continue;  // a dense layer
+    moe_layers.push_back(static_cast<int64_t>(i));
     loads.push_back(report.load);
+    prob_sums.push_back(report.prob_sums);
     dropped.push_back(report.dropped);
-    add(balance, report.balance);
-    add(z, report.z);
-    add(counts, report.load);
-    add(prob_sums, report.prob_sums);
-    tokens += report.tokens;
+    if (report.balance.defined()) balance = balance.defined() ? balance + report.balance : report.balance;
+    if (report.z.defined()) z = z.defined() ? z + report.z : report.z;
   }
   if (loads.empty()) return output;  // first_k_dense covers every layer
-  if (joint) {
-    // E / (k (L T)^2) * sum_e C_e P_e over the L MoE layers' T tokens at once: 1 when balanced.
-    const double scale = static_cast<double>(c.num_experts) / (static_cast<double>(c.num_experts_per_tok) * tokens * tokens);
-    torch::NoGradGuard no_grad;
-    coefficients.copy_(counts * (scale * c.router_aux_loss_coef));
-    balance = (coefficients * prob_sums).sum();
-  }
   output.expert_load = torch::stack(loads);
   output.dropped = torch::tensor(dropped, output.expert_load.options());
+  if (deferred) balance = fill_balance_coefficients(coefficients, moe_layers, output.expert_load,
+                                                    torch::stack(prob_sums), reports[moe_layers[0]].tokens);
   if (c.router_aux_loss_coef > 0 && balance.defined()) output.aux_losses.emplace_back("load_balancing", balance);
   if (c.router_z_loss_coef > 0 && z.defined()) output.aux_losses.emplace_back("router_z", z);
   return output;
+}
+
+// The coefficients of each MoE layer's summed router probabilities P_l,e in the balancing loss,
+// and the loss they give on this rank. With counts C and T tokens, of this rank's micro batch or
+// (global average) of every rank's, T_r this rank's: per layer, coef / L * E C_l,e / (k T T_r);
+// transformers' scope, every layer alike, coef * E (sum_l C_l,e) / (k L^2 T T_r). Summed over
+// the ranks with their loss weights (T_r / T), these are the global batch's losses.
+torch::Tensor LlamaForCausalLM::fill_balance_coefficients(const torch::Tensor& coefficients,
+                                                          const std::vector<int64_t>& moe_layers,
+                                                          const torch::Tensor& counts, const torch::Tensor& prob_sums,
+                                                          double tokens) const {
+  const auto& c = config();
+  torch::NoGradGuard no_grad;
+  auto totals = torch::cat({counts.reshape(-1), torch::full({1}, tokens, counts.options())}).to(torch::kFloat64);
+  if (c.router_aux_loss_global_average && sum_over_data_ranks) sum_over_data_ranks(totals);
+  const auto layers = static_cast<int64_t>(moe_layers.size());
+  auto global_counts = totals.narrow(0, 0, counts.numel()).view(counts.sizes());
+  const double global_tokens = totals[-1].item<double>();
+  const double base = static_cast<double>(c.num_experts) /
+                      (static_cast<double>(c.num_experts_per_tok) * global_tokens * tokens) * c.router_aux_loss_coef;
+  const auto rows = c.router_aux_loss_scope == "model"
+                        ? global_counts.sum(0, /*keepdim=*/true).expand_as(global_counts) * (base / double(layers * layers))
+                        : global_counts * (base / static_cast<double>(layers));
+  const auto mine = rows.to(coefficients.scalar_type());
+  for (int64_t i = 0; i < layers; ++i) coefficients[moe_layers[static_cast<size_t>(i)]].copy_(mine[i]);
+  return (mine * prob_sums).sum();
 }
 
 std::vector<AttentionKernel*> LlamaForCausalLM::attention_kernels() {

@@ -37,9 +37,9 @@ class DecoderLayerImpl : public torch::nn::Module {
   DecoderLayerImpl(const ModelConfig& config, const AttentionFeatures& features, int64_t layer = 0);
   // loss_weight: the batch's (Batch::loss_weight), which a MoE layer's router losses take as
   // their gradient weight inside this layer's backward (model/aux_loss.h).
-  // balance_coefficients: with model.router_aux_loss_scope model, the [E] gradient of the
-  // balancing loss with respect to this layer's summed router probabilities, filled in by the
-  // model after its forward (model/aux_loss.h); undefined otherwise.
+  // balance_coefficients: when the balancing loss is deferred (transformers' scope, or the global
+  // average), the [E] gradient of it with respect to this layer's summed router probabilities,
+  // filled in by the model after its forward (model/aux_loss.h); undefined otherwise.
   torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {},
                         double loss_weight = 1.0, const torch::Tensor& balance_coefficients = {});
   void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const;
@@ -77,7 +77,7 @@ class LlamaBodyImpl : public torch::nn::Module {
   // documents, not T, must fit in max_seq_len. The runners are the CausalLM's hooks.
   torch::Tensor forward(const torch::Tensor& input_ids, const SequenceLayout& layout, const BlockRunner& block_runner,
                         const EmbedRunner& embed_runner, double loss_weight = 1.0,
-                        const torch::Tensor& balance_coefficients = {});
+                        const torch::Tensor& balance_coefficients = {});  // [layers, E], row i layer i's
 
   Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
@@ -104,6 +104,11 @@ class LlamaForCausalLM final : public CausalLM {
 
   LlamaBody model{nullptr};
   Linear lm_head{nullptr};  // null when embeddings are tied
+
+ private:
+  torch::Tensor fill_balance_coefficients(const torch::Tensor& coefficients, const std::vector<int64_t>& moe_layers,
+                                          const torch::Tensor& counts, const torch::Tensor& prob_sums,
+                                          double tokens) const;
 };
 
 }  // namespace xtrain::model

@@ -49,6 +49,9 @@ struct ModelConfig {
   // layer: each MoE layer's balancing loss, averaged over the layers (Megatron, XTuner); model:
   // one over every layer's routing at once, transformers' load_balancing_loss_func.
   std::string router_aux_loss_scope = "layer";
+  // The balancing loss's counts are the global batch's (summed over the data ranks), not the
+  // rank's micro batch's (CausalLM::sum_over_data_ranks).
+  bool router_aux_loss_global_average = false;
   std::string router = "softmax";        // softmax | sigmoid_bias (model/moe.h)
   double router_bias_update_rate = 1e-3;  // sigmoid_bias: the step of the expert bias per update
   int64_t n_group = 1, topk_group = 1;    // group-limited routing (sigmoid_bias)

@@ -420,6 +420,10 @@ void TrainingRun::build_model() {
 void TrainingRun::shard_model() {
   const auto started = Clock::now();
   if (world_.distributed()) {
+    if (recipe_.model.router_aux_loss_global_average)
+      model_->sum_over_data_ranks = [group = mesh_->flatten({"dp", "fsdp"})](torch::Tensor& tensor) {
+        group->all_reduce_sum(tensor).wait();
+      };
     std::optional<model::ShardPlan> plan;
     if (degrees_.ep > 1)
       plan = parallel::apply_expert_parallel(*model_, *mesh_, recipe_.parallel.intra_layer_micro_batch);

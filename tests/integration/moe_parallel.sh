@@ -48,6 +48,16 @@ train joint_single 1 "${moe[@]}" "${joint[@]}"
 train joint_ep2_fsdp2 4 "${moe[@]}" "${joint[@]}" --set parallel.ep=2 --set memory.recompute=full
 compare_runs "$work/joint_single" "$work/joint_ep2_fsdp2" 1 1e-4
 
+# The balancing loss over the global batch: 2 ranks with micro batches of 4 and the counts summed
+# over both are one process with micro batches of 8, for both scopes.
+for scope in layer model; do
+  global=(--set model.first_k_dense=0 --set model.router_aux_loss_scope=$scope
+          --set model.router_aux_loss_global_average=true)
+  train "global_${scope}_single" 1 "${moe[@]}" "${global[@]}" --set train.micro_batch_size=8
+  train "global_${scope}_ep2" 2 "${moe[@]}" "${global[@]}" --set train.micro_batch_size=4 --set parallel.ep=2
+  compare_runs "$work/global_${scope}_single" "$work/global_${scope}_ep2" 1 1e-4
+done
+
 # The sigmoid router with its expert bias: the bias, moved each step by the loads summed over
 # the global batch, is bit-identical across layouts after 20 steps, and a resumed run carries it.
 sigmoid=(--set model.router=sigmoid_bias --set model.router_bias_update_rate=0.002)
