@@ -3,8 +3,10 @@
 # layer dense, both router losses on): 20 steps of FSDP 2 (with and without recompute), expert
 # parallelism over 2 and 4 ranks, EP 2 x FSDP 2 on 4 ranks, and EP 2 with its tokens exchanged
 # in 2 overlapping parts (Domino-EP) give one process's per-step losses and gradient norms within
-# 1e-5. Then resharding: EP 2 x FSDP 2's step-10 checkpoint
-# resumed as EP 4, as FSDP 2 without EP and as one process continues with its losses.
+# 1e-5; so do transformers' balancing loss over all layers (with recompute), the balancing loss
+# over the global batch, the sigmoid router (whose bias ends bit-identical) and a capacity that
+# drops tokens. Then resharding: EP 2 x FSDP 2's step-10 checkpoint resumed as EP 4, as FSDP 2
+# without EP and as one process continues with its losses.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
