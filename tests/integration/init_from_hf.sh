@@ -4,8 +4,8 @@
 # tokenizer from the folder, and its eval loss before the first step is transformers' within
 # 1e-5. Fine-tuned under FSDP 2, the export (split over files with an index) loads back in
 # transformers (AutoTokenizer and AutoModelForCausalLM), whose eval loss is xtrain's final one
-# within 1e-5. A resumed run reads
-# its checkpoint, not the folder. Fails when the Python ($XTRAIN_PYTHON, else
+# within 1e-5. The same for a Qwen3-MoE folder (experts stored apart) trained with its experts
+# split over 2 ranks. A resumed run reads its checkpoint, not the folder. Fails when the Python ($XTRAIN_PYTHON, else
 # .venv/bin/python3) has no transformers.
 set -euo pipefail
 xtrain=$1
@@ -123,6 +123,30 @@ reference = float(sys.argv[2])
 print(f"init_from hf, llama3 rope scaling: eval loss at step 0 {first:.8f} vs transformers {reference:.8f} "
       f"(difference {abs(first - reference):.2e})")
 assert abs(first - reference) <= 1e-5
+PY
+
+# A mixture of experts as transformers saves it (each expert's projections apart), trained with
+# its experts split over 2 ranks and exported: transformers computes xtrain's eval loss on the
+# folder before the first step and on the export after the last.
+"$python" "$srcdir/tools/reference/hf_folder.py" make --family qwen3_moe --tokenizer "$work/tokenizers/qwen2.json" \
+  --out "$work/qwen3_moe" > /dev/null
+train moe_ep2 2 --set model.init_from="hf:$work/qwen3_moe" --set parallel.ep=2
+grep -q "experts split over ep 2" "$work/moe_ep2.log"
+"$xtrain" export "$work/moe_ep2/checkpoints/latest" "$work/moe_export" > /dev/null
+read -r moe_start _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss --model "$work/qwen3_moe" \
+  --data "$work/eval.jsonl" --seq-len 32)
+read -r moe_end _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss --model "$work/moe_export" \
+  --data "$work/eval.jsonl" --seq-len 32)
+"$python" - "$work/moe_ep2/metrics.jsonl" "$moe_start" "$moe_end" <<'PY'
+import json, sys
+evals = {r["step"]: r["eval_loss"] for r in map(json.loads, open(sys.argv[1])) if "eval_loss" in r}
+start, end = float(sys.argv[2]), float(sys.argv[3])
+first, last = evals[0], evals[max(evals)]
+print(f"init_from hf, qwen3_moe under EP 2: eval loss at step 0 {first:.8f} vs transformers {start:.8f} "
+      f"(difference {abs(first - start):.2e}); after {max(evals)} steps {last:.8f} vs transformers on the export "
+      f"{end:.8f} (difference {abs(last - end):.2e})")
+assert abs(first - start) <= 1e-5 and abs(last - end) <= 1e-5
+assert last < first - 1e-3, "fine-tuning did not lower the eval loss"
 PY
 
 # A shape the recipe sets must agree with config.json.

@@ -39,6 +39,10 @@ def make(args):
         model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(head_dim=8, **shape))
     elif args.family == "qwen2":
         model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**shape))
+    elif args.family == "qwen3_moe":  # layer 0 dense, layer 1 of 4 experts, 2 per token
+        model = transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(
+            head_dim=8, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48, mlp_only_layers=[0],
+            **shape))
     else:
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**shape))
     # Biases and norm gains start at 0 and 1: give them values, so the check covers them.
@@ -83,7 +87,7 @@ def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="command", required=True)
     m = sub.add_parser("make")
-    m.add_argument("--family", choices=["llama", "qwen2", "qwen3"], required=True)
+    m.add_argument("--family", choices=["llama", "qwen2", "qwen3", "qwen3_moe"], required=True)
     m.add_argument("--tokenizer", required=True)
     m.add_argument("--out", required=True)
     m.add_argument("--seed", type=int, default=11)
