@@ -15,11 +15,7 @@ while (($#)); do
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
-bash scripts/build.sh > /dev/null
-xtrain=$PWD/build/xtrain
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-port() { "${XTRAIN_PYTHON:-.venv/bin/python3}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+source scripts/lib/bench.sh
 run() {  # NAME EVERY ASYNC
   "$xtrain" launch --nproc-per-node 2 --master-port "$(port)" -- train recipes/bench-fsdp.yaml \
     --set run.dir="$work/$1" --set train.steps=12 --set train.threads=1 --set train.dtype=fp32 --set checkpoint.every="$2" \

@@ -16,12 +16,8 @@ while (($#)); do
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
-bash scripts/build.sh > /dev/null
-xtrain=$PWD/build/xtrain
+source scripts/lib/bench.sh
 recipe=$PWD/recipes/bench-fsdp.yaml
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-port() { "${XTRAIN_PYTHON:-.venv/bin/python3}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 run() {  # run NAME NPROC THREADS
   local name=$1 nproc=$2 threads=$3

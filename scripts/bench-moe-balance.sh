@@ -8,11 +8,7 @@
 #   scripts/bench-moe-balance.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh > /dev/null
-xtrain=$PWD/build/xtrain
-python=${XTRAIN_PYTHON:-.venv/bin/python3}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source scripts/lib/bench.sh
 
 run() {
   local name=$1

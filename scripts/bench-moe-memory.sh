@@ -10,12 +10,7 @@
 #   scripts/bench-moe-memory.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh > /dev/null
-xtrain=$PWD/build/xtrain
-python=${XTRAIN_PYTHON:-.venv/bin/python3}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+source scripts/lib/bench.sh
 
 for layout in ddp fsdp; do
   for ep in 1 2 4; do

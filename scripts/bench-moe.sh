@@ -8,12 +8,7 @@
 #   scripts/bench-moe.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh > /dev/null
-xtrain=$PWD/build/xtrain
-python=${XTRAIN_PYTHON:-.venv/bin/python3}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+source scripts/lib/bench.sh
 
 for parts in 1 2; do
   "$xtrain" launch --nproc-per-node 2 --master-port "$(port)" -- train recipes/moe-demo.yaml \

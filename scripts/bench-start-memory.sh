@@ -13,12 +13,7 @@
 #   scripts/bench-start-memory.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh > /dev/null
-xtrain=$PWD/build/xtrain
-python=${XTRAIN_PYTHON:-.venv/bin/python3}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+source scripts/lib/bench.sh
 recipe=recipes/llama-3.2-1b-shape.yaml
 
 "$xtrain" train recipes/demo.yaml --setup-only > "$work/base.log"
