@@ -1,5 +1,7 @@
 #include "parallel/autograd_collectives.h"
 
+#include <chrono>
+#include <limits>
 #include <numeric>
 
 #include <torch/csrc/autograd/function.h>
@@ -8,6 +10,8 @@
 
 namespace xtrain::parallel {
 namespace {
+
+using torch::autograd::variable_list;
 
 StartedRows start_exchange(Comm& comm, const torch::Tensor& x, const std::vector<int64_t>& send_splits,
                            const std::vector<int64_t>& recv_splits) {
@@ -18,42 +22,87 @@ StartedRows start_exchange(Comm& comm, const torch::Tensor& x, const std::vector
   return {out, comm.all_to_all(out, x.contiguous(), recv_splits, send_splits)};
 }
 
-torch::Tensor exchange(Comm& comm, const torch::Tensor& x, const std::vector<int64_t>& send_splits,
-                       const std::vector<int64_t>& recv_splits) {
-  auto started = start_exchange(comm, x, send_splits, recv_splits);
-  started.pending.wait();
-  return started.rows;
-}
+// The gradients' way back, shared by the node that starts it and the node that waits for it.
+struct ReverseExchange {
+  std::shared_ptr<Comm> comm;
+  std::vector<int64_t> send_splits, recv_splits;  // of the forward exchange
+  std::vector<int64_t> rows_shape;                // of the forward's output
+  torch::TensorOptions options;
+  BlockedClock* clock = nullptr;
+  StartedRows in_flight;
+};
 
-class AllToAllRowsBackward : public torch::autograd::Node {
+// Above every ordinary node (whose numbers count forward operations), below AccumulateGrad's
+// maximum; the forward's own number keeps these nodes in forward order among themselves.
+constexpr uint64_t kStartFirst = uint64_t{1} << 62;
+
+class StartReverseExchange : public torch::autograd::Node {
  public:
-  AllToAllRowsBackward(std::shared_ptr<Comm> comm, std::vector<int64_t> send_splits, std::vector<int64_t> recv_splits)
-      : comm_(std::move(comm)), send_splits_(std::move(send_splits)), recv_splits_(std::move(recv_splits)) {}
-  std::string name() const override { return "xtrain::AllToAllRowsBackward"; }
+  explicit StartReverseExchange(std::shared_ptr<ReverseExchange> exchange)
+      : Node(kStartFirst + at::sequence_number::get_and_increment()), exchange_(std::move(exchange)) {}
+  std::string name() const override { return "xtrain::StartReverseAllToAll"; }
 
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+  variable_list apply(variable_list&& grads) override {
+    auto& ex = *exchange_;
     // Every rank takes part, whether or not its own output needs a gradient.
-    return {exchange(*comm_, grads[0], recv_splits_, send_splits_)};
+    const auto grad = grads[0].defined() ? grads[0] : torch::zeros(ex.rows_shape, ex.options);
+    ex.in_flight = start_exchange(*ex.comm, grad, ex.recv_splits, ex.send_splits);
+    return {ex.in_flight.rows};
   }
 
  private:
-  std::shared_ptr<Comm> comm_;
-  std::vector<int64_t> send_splits_, recv_splits_;
+  std::shared_ptr<ReverseExchange> exchange_;
 };
+
+class AwaitReverseExchange : public torch::autograd::Node {
+ public:
+  AwaitReverseExchange(uint64_t sequence_nr, std::shared_ptr<ReverseExchange> exchange)
+      : Node(sequence_nr), exchange_(std::move(exchange)) {}
+  std::string name() const override { return "xtrain::AwaitReverseAllToAll"; }
+
+  variable_list apply(variable_list&& grads) override {
+    auto& ex = *exchange_;
+    if (ex.clock)
+      ex.clock->wait(ex.in_flight.pending);
+    else
+      ex.in_flight.pending.wait();
+    return {std::move(grads[0])};
+  }
+
+ private:
+  std::shared_ptr<ReverseExchange> exchange_;
+};
+
+// x -> AwaitReverseExchange -> StartReverseExchange -> rows, in backward's terms.
+void record_history(StartedRows& started, const torch::Tensor& x, std::shared_ptr<ReverseExchange> exchange) {
+  using torch::autograd::deleteNode;
+  const uint64_t due = x.grad_fn() ? x.grad_fn()->sequence_nr() : at::sequence_number::peek();
+  auto await = std::shared_ptr<AwaitReverseExchange>(new AwaitReverseExchange(due, exchange), deleteNode);
+  await->set_next_edges(torch::autograd::collect_next_edges(x));
+  auto start = std::shared_ptr<StartReverseExchange>(new StartReverseExchange(std::move(exchange)), deleteNode);
+  start->add_next_edge({await, await->add_input_metadata(x)});
+  torch::autograd::set_history(started.rows, start);
+}
 
 }  // namespace
 
+void BlockedClock::wait(PendingCollective& pending) {
+  const auto started = std::chrono::steady_clock::now();
+  pending.wait();
+  nanoseconds_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
+}
+
 StartedRows start_all_to_all_rows(const std::shared_ptr<Comm>& comm, const torch::Tensor& x,
-                                  const std::vector<int64_t>& send_splits, const std::vector<int64_t>& recv_splits) {
+                                  const std::vector<int64_t>& send_splits, const std::vector<int64_t>& recv_splits,
+                                  BlockedClock* backward_clock) {
   auto started = [&] {
     torch::NoGradGuard no_grad;
     return start_exchange(*comm, x, send_splits, recv_splits);
   }();
   if (torch::GradMode::is_enabled() && x.requires_grad()) {
-    auto node = std::shared_ptr<AllToAllRowsBackward>(new AllToAllRowsBackward(comm, send_splits, recv_splits),
-                                                      torch::autograd::deleteNode);
-    node->set_next_edges(torch::autograd::collect_next_edges(x));
-    torch::autograd::set_history(started.rows, node);
+    auto exchange = std::make_shared<ReverseExchange>();
+    *exchange = {comm, send_splits, recv_splits, started.rows.sizes().vec(), started.rows.options(), backward_clock, {}};
+    record_history(started, x, std::move(exchange));
   }
   return started;
 }

@@ -3,8 +3,9 @@
 //   all_to_all_rows: rows to and from every rank with per-rank splits; backward sends the
 //                    gradients back the way the rows came (the reverse all-to-all); also
 //                    started without waiting (start_all_to_all_rows).
-// Tensor and sequence parallelism add their pairs here (copy/reduce, scatter/gather).
+// Tensor and sequence parallelism have theirs in parallel/tensor_parallel.h.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -15,18 +16,36 @@
 
 namespace xtrain::parallel {
 
+// The time a family of exchanges spent blocked waiting for their data: what compute did not hide.
+class BlockedClock {
+ public:
+  void wait(PendingCollective& pending);  // pending.wait(), timed
+  double seconds() const { return static_cast<double>(nanoseconds_.load()) * 1e-9; }
+
+ private:
+  std::atomic<int64_t> nanoseconds_{0};
+};
+
 // x's rows, split by send_splits[r] to rank r, and the rows of every rank for this one, split by
 // recv_splits[r] from rank r (zero allowed: a rank may send or receive nothing).
 torch::Tensor all_to_all_rows(const std::shared_ptr<Comm>& comm, const torch::Tensor& x,
                               const std::vector<int64_t>& send_splits, const std::vector<int64_t>& recv_splits);
 
 // The same exchange, started: `rows` has its shape and autograd history at once and its values
-// once `pending.wait()` returns, so that compute can run meanwhile. Backward is synchronous.
+// once `pending.wait()` returns, so that compute can run meanwhile.
+//
+// Backward overlaps too. The reverse exchange is two autograd nodes: one starts it as soon as
+// the gradient of `rows` is known (ordered before any ordinary node), the other waits for it
+// only when the gradient of `x` is due (ordered as the node that made `x`). Autograd's ready
+// queue runs the work in between, such as another part's expert backward, meanwhile. Every
+// rank's graph is the same, so the exchanges start in the same order everywhere.
+// `backward_clock`, when given, counts backward's time blocked.
 struct StartedRows {
   torch::Tensor rows;
   PendingCollective pending;
 };
 StartedRows start_all_to_all_rows(const std::shared_ptr<Comm>& comm, const torch::Tensor& x,
-                                  const std::vector<int64_t>& send_splits, const std::vector<int64_t>& recv_splits);
+                                  const std::vector<int64_t>& send_splits, const std::vector<int64_t>& recv_splits,
+                                  BlockedClock* backward_clock = nullptr);
 
 }  // namespace xtrain::parallel

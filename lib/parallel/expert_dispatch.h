@@ -5,7 +5,8 @@
 //             are regrouped by local expert;
 //   combine:  the outputs are put back in arrival order and return the way they came.
 // Both row exchanges are autograd-aware (parallel/autograd_collectives.h): backward sends the
-// gradients back along the reverse path. A rank may send or receive no rows at all.
+// gradients back along the reverse path, overlapped as the forward's are. A rank may send or
+// receive no rows at all.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -30,9 +31,11 @@ class ExpertDispatcher final : public model::TokenDispatcher {
   void start_combine(const torch::Tensor& outputs, Dispatched& dispatched) override;
   torch::Tensor finish_combine(Dispatched& dispatched) override;
 
-  // Seconds this process has spent blocked on expert exchanges (the counts, and the rows both
-  // ways, forward only): the all-to-all time that compute did not hide.
-  static double total_wait_seconds();
+  // Seconds this process has spent blocked on expert exchanges, the all-to-all time that compute
+  // did not hide: in forward (the counts, and the rows both ways), and in backward (the rows'
+  // gradients both ways).
+  static double forward_wait_seconds();
+  static double backward_wait_seconds();
 
  private:
   std::shared_ptr<Comm> group_;

@@ -1,6 +1,6 @@
 #include "parallel/expert_parallel.h"
 
-#include <set>
+#include <map>
 #include <string>
 
 #include <fmt/format.h>
@@ -10,7 +10,9 @@
 
 namespace xtrain::parallel {
 
-double expert_exchange_wait_seconds() { return ExpertDispatcher::total_wait_seconds(); }
+ExchangeWait expert_exchange_wait() {
+  return {ExpertDispatcher::forward_wait_seconds(), ExpertDispatcher::backward_wait_seconds()};
+}
 
 model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh& mesh, int64_t micro_batches) {
   std::map<std::string, model::Placement> placements;

@@ -22,7 +22,10 @@ namespace xtrain::parallel {
 // micro_batches: parallel.intra_layer_micro_batch (Domino-EP, model::TokenDispatcher).
 model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh& mesh, int64_t micro_batches = 1);
 
-// Seconds this process has spent blocked on expert exchanges (ExpertDispatcher).
-double expert_exchange_wait_seconds();
+// Seconds this process has spent blocked on expert exchanges so far (ExpertDispatcher).
+struct ExchangeWait {
+  double forward = 0, backward = 0;
+};
+ExchangeWait expert_exchange_wait();
 
 }  // namespace xtrain::parallel

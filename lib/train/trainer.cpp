@@ -233,7 +233,7 @@ struct StepOutcome {
   RankSpread busy;
   std::map<std::string, double> aux_losses;  // per target, over the global batch
   std::optional<ExpertBalanceStats> experts;  // mixtures of experts
-  double expert_exchange_wait = 0;            // seconds blocked on expert all-to-alls (ep > 1)
+  parallel::ExchangeWait expert_exchange_wait;  // seconds blocked on expert all-to-alls (ep > 1)
 };
 
 // One training process from its recipe to its exit code: set-up (data, model, mesh, sharding,
@@ -603,7 +603,7 @@ StepOutcome TrainingRun::train_step() {
   StepOutcome outcome;
   const auto started = Clock::now();
   const double waited_before = parallel::PendingCollective::total_wait_seconds();
-  const double exchange_waited_before = parallel::expert_exchange_wait_seconds();
+  const parallel::ExchangeWait exchange_waited_before = parallel::expert_exchange_wait();
   ++step_;
   ++steps_run_;
   progress_.step = step_;
@@ -645,7 +645,9 @@ StepOutcome TrainingRun::train_step() {
                                                            : state_bytes());
   outcome.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   outcome.comm_wait = parallel::PendingCollective::total_wait_seconds() - waited_before;
-  outcome.expert_exchange_wait = parallel::expert_exchange_wait_seconds() - exchange_waited_before;
+  const parallel::ExchangeWait exchange_waited = parallel::expert_exchange_wait();
+  outcome.expert_exchange_wait = {exchange_waited.forward - exchange_waited_before.forward,
+                                  exchange_waited.backward - exchange_waited_before.backward};
   interval_seconds_ += outcome.seconds;
   session_seconds_ += outcome.seconds;
   ++interval_steps_;
@@ -743,7 +745,10 @@ void TrainingRun::log_step(const StepOutcome& outcome) {
     record["moe.worst_layer"] = experts->worst_layer;
     record["moe.worst_load_ratio"] = experts->worst_ratio;
     record["moe.dropped_fraction"] = experts->dropped_fraction;
-    if (degrees_.ep > 1) record["moe.all_to_all_wait_s"] = outcome.expert_exchange_wait;
+    if (degrees_.ep > 1) {
+      record["moe.all_to_all_wait_s"] = outcome.expert_exchange_wait.forward;
+      record["moe.all_to_all_backward_wait_s"] = outcome.expert_exchange_wait.backward;
+    }
     if (recipe_.model.router == "sigmoid_bias") {
       record["moe.bias_min"] = experts->bias_min;
       record["moe.bias_max"] = experts->bias_max;
