@@ -79,6 +79,7 @@ struct ParallelSection {
   int64_t pp = 1;
   int64_t ep = 1;
   int64_t intra_layer_micro_batch = 1;  // Domino-EP
+  bool sequence_parallel = false;
   bool reshard_after_forward = true;
 };
 

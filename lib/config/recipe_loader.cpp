@@ -269,6 +269,41 @@ class RecipeBuilder {
                          m.num_experts / m.n_group, m.num_experts_per_tok));
   }
 
+  // The model's shape splits over parallel.tp (model/tensor_parallel_ops.h).
+  void check_tensor_parallel() {
+    const auto& m = recipe_.model;
+    const auto& p = recipe_.parallel;
+    const int64_t tp = p.tp;
+    if (p.sequence_parallel && tp == 1)
+      report(where("parallel.sequence_parallel"), "parallel.sequence_parallel",
+             "true splits activations over the tensor-parallel ranks, which needs parallel.tp above 1");
+    if (tp <= 1) return;
+    if (m.num_experts > 0)
+      report(where("parallel.tp"), "parallel.tp",
+             fmt::format("{}: tensor parallelism does not split mixture-of-experts layers yet; split the experts with "
+                         "parallel.ep instead",
+                         tp));
+    if (m.num_heads % tp != 0)
+      report(where("parallel.tp"), "parallel.tp",
+             fmt::format("{} does not divide model.num_heads {}: each tensor-parallel rank computes whole heads", tp,
+                         m.num_heads));
+    else if (m.num_kv_heads > 0 && m.num_kv_heads % tp != 0 && tp % m.num_kv_heads != 0)
+      report(where("parallel.tp"), "parallel.tp",
+             fmt::format("{} and model.num_kv_heads {}: kv heads are split when tp divides them and replicated when "
+                         "they divide tp; neither holds",
+                         tp, m.num_kv_heads));
+    if (m.intermediate_size % tp != 0)
+      report(where("parallel.tp"), "parallel.tp",
+             fmt::format("{} does not divide model.intermediate_size {}", tp, m.intermediate_size));
+    if (m.vocab_size > 0 && m.vocab_size < tp)
+      report(where("parallel.tp"), "parallel.tp",
+             fmt::format("{} is more than the {} rows of the vocabulary", tp, m.vocab_size));
+    if (p.sequence_parallel && recipe_.data.seq_len % tp != 0)
+      report(where("parallel.sequence_parallel"), "parallel.sequence_parallel",
+             fmt::format("true splits each sequence over parallel.tp {} ranks, which does not divide data.seq_len {}",
+                         tp, recipe_.data.seq_len));
+  }
+
   void check_consistency() {
     const auto& m = recipe_.model;
     if (m.head_dim_override == 0 && m.hidden_size % m.num_heads != 0)
@@ -285,6 +320,7 @@ class RecipeBuilder {
              fmt::format("{} kv heads do not divide num_heads {} (each kv head serves a whole group of query heads)",
                          m.num_kv_heads, m.num_heads));
     check_experts();
+    check_tensor_parallel();
     if (tokenizer_vocab_ > 0 && m.vocab_size < tokenizer_vocab_)
       report(where("model.vocab_size"), "model.vocab_size",
              fmt::format("{} is smaller than the {} ids of tokenizer '{}'", m.vocab_size,

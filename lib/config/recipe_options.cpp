@@ -169,7 +169,8 @@ OptionRegistry build_registry() {
 
   r.add<int64_t>("parallel.dp", FIELD(parallel.dp), 1, "Data-parallel replicas (DDP, or the replica dimension of HSDP); -1 means the ranks left over.", degree());
   r.add<int64_t>("parallel.fsdp", FIELD(parallel.fsdp), -1, "Ranks that shard parameters, gradients and optimizer state (FSDP); -1 means the ranks left over.", degree());
-  r.add<int64_t>("parallel.tp", FIELD(parallel.tp), 1, "Tensor-parallel degree (not yet supported: 1).", degree());
+  r.add<int64_t>("parallel.tp", FIELD(parallel.tp), 1, "Tensor-parallel degree (Megatron's split: attention by heads, the MLP by its width, the embedding and the output projection by vocabulary rows, the loss vocabulary-parallel). Innermost in the mesh: tp ranks are consecutive.", degree());
+  r.add<bool>("parallel.sequence_parallel", FIELD(parallel.sequence_parallel), false, "With parallel.tp > 1: activations between the tensor-parallel layers (norms, residuals) are split along the sequence, all-gathered before and reduce-scattered after them; data.seq_len must divide by tp.");
   r.add<int64_t>("parallel.pp", FIELD(parallel.pp), 1, "Pipeline-parallel degree (not yet supported: 1).", degree());
   r.add<int64_t>("parallel.ep", FIELD(parallel.ep), 1, "Expert-parallel degree, folded into the data ranks: it must divide dp x fsdp. Each MoE layer's experts are split over ep ranks and sharded over the other dp x fsdp / ep.", degree());
   r.add<int64_t>("parallel.intra_layer_micro_batch", FIELD(parallel.intra_layer_micro_batch), 1, "Domino-EP: each MoE layer cuts a micro batch's tokens into this many parts whose expert all-to-alls overlap each other's expert compute (needs parallel.ep > 1; results equal 1).", in_range<int64_t>(1, 64));

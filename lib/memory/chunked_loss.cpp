@@ -15,7 +15,8 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,
                                const torch::Tensor& targets, int64_t chunk_tokens, int64_t ignore_index,
-                               bool grad_enabled, bool autocast_matmuls, c10::ScalarType autocast_dtype) {
+                               bool grad_enabled, bool autocast_matmuls, c10::ScalarType autocast_dtype,
+                               const VocabParallel& vocab) {
     // Softmax, loss and gradient accumulation run in at least fp32; under autocast (bf16, or fp16
     // on CUDA) the two chunk matmuls take its dtype's operands (fp32 accumulation inside the
     // GEMM), as autocast would.
@@ -43,16 +44,27 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
     for (int64_t start = 0; start < n; start += chunk_tokens) {
       const int64_t rows = std::min(chunk_tokens, n - start);
       const auto row_valid = valid.narrow(0, start, rows);
-      // Ignored rows gather index 0 (always in range); their weight of 0 cancels it below.
-      const auto index = targets.narrow(0, start, rows).masked_fill(row_valid.logical_not(), 0).unsqueeze(1);
+      // This rank's targets: all of them, or (vocabulary-parallel) those in its rows. The others
+      // gather index 0 (always in range) and are zeroed below.
+      const auto local_targets = targets.narrow(0, start, rows) - vocab.first;
+      const auto here = vocab.ops ? row_valid.logical_and(local_targets.ge(0)).logical_and(local_targets.lt(w.size(0)))
+                                  : row_valid;
+      const auto index = local_targets.masked_fill(here.logical_not(), 0).unsqueeze(1);
       const auto h = hidden.narrow(0, start, rows).to(matmul_type);
 
       // The chunk's [rows, V] logits: the only large buffer. Everything below works on it in
       // place (at::logsumexp would allocate a second one).
       auto z = torch::mm(h, w.t()).to(compute);
-      const auto target_logit = z.gather(1, index);
-      const auto max = z.amax(1, /*keepdim=*/true);
-      const auto sum_exp = z.sub_(max).exp_().sum(1, /*keepdim=*/true);  // z = exp(logits - max)
+      auto target_logit = z.gather(1, index);
+      auto max = z.amax(1, /*keepdim=*/true);
+      if (vocab.ops) vocab.ops->all_reduce_max(max);
+      auto sum_exp = z.sub_(max).exp_().sum(1, /*keepdim=*/true);  // z = exp(logits - max)
+      if (vocab.ops) {  // the rows' sums over the whole vocabulary, and their target's logit, in one all-reduce
+        auto both = torch::cat({sum_exp, target_logit.mul(here.unsqueeze(1).to(compute))}, 1);
+        vocab.ops->all_reduce_sum(both);
+        sum_exp = both.narrow(1, 0, 1);
+        target_logit = both.narrow(1, 1, 1);
+      }
       const auto lse = sum_exp.log().add_(max);
       const auto row_weight = row_valid.to(compute).mul_(inv_count).unsqueeze(1);  // d loss / d row loss
       loss_sum.add_((lse - target_logit).mul_(row_weight).sum());
@@ -60,7 +72,7 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
 
       // d loss / d logits = row_weight * (softmax - onehot(target)), built in z.
       z.mul_(row_weight / sum_exp);
-      z.scatter_add_(1, index, -row_weight);
+      z.scatter_add_(1, index, vocab.ops ? -row_weight * here.unsqueeze(1).to(compute) : -row_weight);
       const auto dz = z.to(matmul_type);
       if (want_hidden) grad_hidden.narrow(0, start, rows).copy_(torch::mm(dz, w));
       if (want_weight) {
@@ -87,14 +99,15 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
       return grad.defined() ? grad.mul_(grad_output.to(grad.scalar_type())) : grad;
     };
     return {scaled(saved[0]), scaled(saved[1]), torch::Tensor(), torch::Tensor(), torch::Tensor(),
-            torch::Tensor(), torch::Tensor(), torch::Tensor()};
+            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
 torch::Tensor chunked_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                    const torch::Tensor& targets, int64_t chunk_tokens, int64_t ignore_index) {
+                                    const torch::Tensor& targets, int64_t chunk_tokens, int64_t ignore_index,
+                                    const VocabParallel& vocab) {
   TORCH_CHECK(hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1),
               "chunked_cross_entropy: expected hidden [N, H] and weight [V, H], got ", hidden.sizes(), " and ",
               weight.sizes());
@@ -109,7 +122,7 @@ torch::Tensor chunked_cross_entropy(const torch::Tensor& hidden, const torch::Te
   const auto autocast_dtype = at::autocast::get_autocast_dtype(device_type);
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   return ChunkedCrossEntropy::apply(hidden, weight, targets, chunk_tokens, ignore_index,
-                                    torch::GradMode::is_enabled(), autocast_matmuls, autocast_dtype);
+                                    torch::GradMode::is_enabled(), autocast_matmuls, autocast_dtype, vocab);
 }
 
 int64_t auto_chunk_tokens(int64_t vocab_size, int64_t num_tokens, int64_t budget_bytes) {

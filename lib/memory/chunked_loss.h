@@ -12,17 +12,32 @@
 //
 // The result is a scalar in the compute dtype (fp32, or fp64 for fp64 inputs). Not twice
 // differentiable.
+//
+// Vocabulary-parallel (Megatron's cross-entropy over a tensor-parallel group): weight holds rows
+// [vocab.first, vocab.first + V_r) of the whole output projection on each rank of vocab.ops's
+// group, and hidden is the same on every rank. Per chunk, the rows' maxima are all-reduced,
+// then their sums of exponentials and target logits (each held by one rank) in one all-reduce;
+// the loss is the whole vocabulary's on every rank, and the gradients are this rank's: its
+// weight rows', and its partial of hidden's, which the caller sums over the group (the model
+// passes hidden through TensorParallelOps::enter).
 #pragma once
 #include <cstdint>
 
 #include <torch/types.h>
 
+#include "model/tensor_parallel_ops.h"
+
 namespace xtrain::memory {
+
+struct VocabParallel {
+  model::TensorParallelOps* ops = nullptr;  // null: the weight is the whole vocabulary
+  int64_t first = 0;
+};
 
 // hidden: [N, H] any float dtype; weight: [V, H] (the output projection); targets: [N] int64.
 torch::Tensor chunked_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
                                     const torch::Tensor& targets, int64_t chunk_tokens,
-                                    int64_t ignore_index = -100);
+                                    int64_t ignore_index = -100, const VocabParallel& vocab = {});
 
 // Largest chunk whose fp32 logits and one same-sized temporary fit in budget_bytes, clamped to
 // [1, num_tokens].

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "model/fp16_emulation.h"
 #include "util/numeric_fault.h"
 
 namespace xtrain::model {
@@ -145,13 +146,48 @@ torch::Tensor rows_at_positions(const torch::Tensor& table, const SequenceLayout
 }
 }  // namespace
 
-torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout) {
-  const int64_t batch = x.size(0), seq = x.size(1);
-  auto heads = [&](const torch::Tensor& t, int64_t n) {
-    return t.view({batch, seq, n, head_dim_}).transpose(1, 2);
+TensorParallelPlan AttentionImpl::tensor_parallel_plan(int64_t rank, int64_t ranks) const {
+  TORCH_CHECK(num_heads_ % ranks == 0 && (num_kv_heads_ % ranks == 0 || ranks % num_kv_heads_ == 0), num_heads_,
+              " query and ", num_kv_heads_, " key/value heads do not split over ", ranks, " tensor-parallel ranks");
+  const auto heads = [&](int64_t count) {
+    const auto share = split_share(count, rank, ranks);
+    return SplitShare{share.first * head_dim_, share.count * head_dim_};
   };
+  TensorParallelPlan plan = {{"q_proj.weight", {0, heads(num_heads_)}}, {"o_proj.weight", {1, heads(num_heads_)}}};
+  if (q_proj->bias.defined()) plan["q_proj.bias"] = {0, heads(num_heads_)};
+  if (num_kv_heads_ % ranks == 0)
+    for (const auto* name : {"k_proj", "v_proj"}) {
+      plan[std::string(name) + ".weight"] = {0, heads(num_kv_heads_)};
+      if (k_proj->bias.defined()) plan[std::string(name) + ".bias"] = {0, heads(num_kv_heads_)};
+    }
+  return plan;
+}
+
+void AttentionImpl::use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) {
+  if (num_kv_heads_ % ops->size() != 0) replicated_kv_head_ = ops->rank() * num_kv_heads_ / ops->size();
+  // Each rank normalises its own heads: the gains' gradients are partial.
+  if (q_norm) q_norm->partial_gradient = ops;
+  if (k_norm) k_norm->partial_gradient = ops;
+  tensor_parallel_ = std::move(ops);
+}
+
+torch::Tensor AttentionImpl::key_value(const Linear& projection, const torch::Tensor& x) const {
+  if (replicated_kv_head_ < 0) return project(x, projection->weight, projection->bias);
+  // Every rank holds every kv head and uses one: the others' gradients come from the ranks that
+  // use them, summed by shared().
+  const auto rows = [&](const torch::Tensor& t) {
+    return tensor_parallel_->shared(t).narrow(0, replicated_kv_head_ * head_dim_, head_dim_);
+  };
+  return project(x, rows(projection->weight), projection->bias.defined() ? rows(projection->bias) : torch::Tensor());
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& whole, const RotaryTables& rotary,
+                                     const SequenceLayout& layout) {
+  const auto x = tensor_parallel_ ? tensor_parallel_->enter(whole) : whole;
+  const int64_t batch = x.size(0), seq = x.size(1);
+  auto heads = [&](const torch::Tensor& t) { return t.view({batch, seq, -1, head_dim_}).transpose(1, 2); };
   const int64_t query_shift = util::numeric_fault().is(util::NumericFaultKind::rope_shift) ? 1 : 0;
-  auto q = heads(q_proj(x), num_heads_), k = heads(k_proj(x), num_kv_heads_);
+  auto q = heads(q_proj(x)), k = heads(key_value(k_proj, x));
   if (q_norm) {  // over each head's features, as qwen3 does before the rotation
     q = q_norm(q);
     k = k_norm(k);
@@ -159,10 +195,10 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const RotaryTables&
   q = apply_rotary(q, rows_at_positions(rotary.cos, layout, seq, query_shift),
                    rows_at_positions(rotary.sin, layout, seq, query_shift));
   k = apply_rotary(k, rows_at_positions(rotary.cos, layout, seq, 0), rows_at_positions(rotary.sin, layout, seq, 0));
-  auto v = heads(v_proj(x), num_kv_heads_);
+  auto v = heads(key_value(v_proj, x));
   auto attended = kernel ? kernel(q, k, v, layout.cu_seqlens) : causal_attention(q, k, v, layout.cu_seqlens);
-  auto out = attended.transpose(1, 2).reshape({batch, seq, num_heads_ * head_dim_});
-  return o_proj(out);
+  auto out = o_proj(attended.transpose(1, 2).reshape({batch, seq, -1}));
+  return tensor_parallel_ ? tensor_parallel_->leave(out) : out;
 }
 
 }  // namespace xtrain::model

@@ -1,4 +1,8 @@
-// Grouped-query self-attention with rotary embeddings and a causal mask.
+// Grouped-query self-attention with rotary embeddings and a causal mask. Under tensor
+// parallelism (use_tensor_parallel) each rank computes num_heads / tp query heads: q, k and v
+// are column-parallel and o row-parallel, between TensorParallelOps::enter and leave. Key and
+// value heads split the same way when they divide by tp; with fewer of them than ranks, every
+// rank holds them all and uses the one its query heads read.
 #pragma once
 #include <functional>
 
@@ -46,8 +50,17 @@ class AttentionImpl : public torch::nn::Module {
   RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qwen3 only
   AttentionKernel kernel;  // empty: causal_attention
 
+  // The rows of each projection that rank `rank` of `ranks` holds, by parameter name relative to
+  // this module (model/tensor_parallel_ops.h); replicated ones are absent.
+  TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const;
+  void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops);
+
  private:
+  torch::Tensor key_value(const Linear& projection, const torch::Tensor& x) const;
+
   int64_t num_heads_, num_kv_heads_, head_dim_;
+  std::shared_ptr<TensorParallelOps> tensor_parallel_;
+  int64_t replicated_kv_head_ = -1;  // fewer kv heads than ranks: the one this rank reads
 };
 TORCH_MODULE(Attention);
 

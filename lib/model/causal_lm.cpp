@@ -8,8 +8,18 @@
 
 namespace xtrain::model {
 
+int64_t CausalLM::vocab_first() const {
+  if (!tensor_parallel_) return 0;
+  return split_share(config_.vocab_size, tensor_parallel_->rank(), tensor_parallel_->size()).first;
+}
+
 torch::Tensor CausalLM::logits(const Batch& batch) {
-  return torch::nn::functional::linear(forward(batch).hidden, output_weight());
+  auto logits = torch::nn::functional::linear(forward(batch).hidden, output_weight());
+  if (!tensor_parallel_) return logits;
+  std::vector<int64_t> sizes;
+  for (int64_t r = 0; r < tensor_parallel_->size(); ++r)
+    sizes.push_back(split_share(config_.vocab_size, r, tensor_parallel_->size()).count);
+  return tensor_parallel_->gather_last_dim(logits, sizes);
 }
 
 int64_t CausalLM::num_parameters() const {

@@ -21,6 +21,7 @@
 #include "model/model_output.h"
 #include "model/parameter_init.h"
 #include "model/shard_plan.h"
+#include "model/tensor_parallel_ops.h"
 
 namespace xtrain::model {
 
@@ -42,6 +43,16 @@ class CausalLM : public torch::nn::Module {
   // The kernel slot of every attention layer, in layer order (memory policies swap kernels).
   virtual std::vector<AttentionKernel*> attention_kernels() = 0;
 
+  // Tensor parallelism: the slice of each split parameter on rank `rank` of `ranks` (an
+  // InputError-worthy std::invalid_argument when the shape does not split), and installing the
+  // group's ops in the layers once the parameters are sliced (parallel/tensor_parallel_plan.h).
+  // Under it, forward's hidden states are whole on every rank and output_weight() holds this
+  // rank's rows of the vocabulary, from vocab_first().
+  virtual TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const = 0;
+  virtual void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) = 0;
+  const std::shared_ptr<TensorParallelOps>& tensor_parallel() const { return tensor_parallel_; }
+  int64_t vocab_first() const;
+
   // logits [B, T, vocab] of the batch (evaluation and generation; training runs the chunked loss).
   torch::Tensor logits(const Batch& batch);
   const ModelConfig& config() const { return config_; }
@@ -57,6 +68,8 @@ class CausalLM : public torch::nn::Module {
 
  protected:
   explicit CausalLM(ModelConfig config) : config_(std::move(config)) {}
+
+  std::shared_ptr<TensorParallelOps> tensor_parallel_;
 
  private:
   ModelConfig config_;

@@ -23,7 +23,13 @@ EmbeddingImpl::EmbeddingImpl(int64_t num_embeddings, int64_t dim) {
   weight = register_parameter("weight", unmaterialized({num_embeddings, dim}));
 }
 
-torch::Tensor EmbeddingImpl::forward(const torch::Tensor& ids) { return torch::embedding(weight, ids); }
+torch::Tensor EmbeddingImpl::forward(const torch::Tensor& ids) {
+  if (!tensor_parallel) return torch::embedding(weight, ids);
+  const auto local = ids - first_row;
+  const auto mine = local.ge(0).logical_and(local.lt(weight.size(0)));
+  const auto rows = torch::embedding(weight, local.masked_fill(mine.logical_not(), 0));
+  return tensor_parallel->leave(rows * mine.unsqueeze(-1).to(rows.scalar_type()));
+}
 
 void EmbeddingImpl::describe_init(const std::string& name, double std, InitPlan& plan) const {
   plan[name + ".weight"] = {ParameterInit::Kind::normal, std};

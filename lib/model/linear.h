@@ -9,6 +9,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "model/parameter_init.h"
+#include "model/tensor_parallel_ops.h"
 
 namespace xtrain::model {
 
@@ -25,6 +26,9 @@ class LinearImpl : public torch::nn::Module {
 TORCH_MODULE(Linear);
 
 // A token embedding table [num_embeddings, dim], declared without storage like Linear's.
+// Vocabulary-parallel when tensor_parallel is set: the table holds rows [first_row, first_row +
+// rows) of the whole, ids outside them look up zeros, and the ranks' lookups are summed (with
+// sequence parallelism, reduce-scattered along the sequence).
 class EmbeddingImpl : public torch::nn::Module {
  public:
   EmbeddingImpl(int64_t num_embeddings, int64_t dim);
@@ -32,6 +36,8 @@ class EmbeddingImpl : public torch::nn::Module {
   void describe_init(const std::string& name, double std, InitPlan& plan) const;  // ~ N(0, std^2)
 
   torch::Tensor weight;
+  std::shared_ptr<TensorParallelOps> tensor_parallel;
+  int64_t first_row = 0;
 };
 TORCH_MODULE(Embedding);
 

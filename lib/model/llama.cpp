@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "model/aux_loss.h"
@@ -125,6 +126,8 @@ ModelOutput LlamaForCausalLM::forward(const Batch& batch) {
   for (size_t i = 0; i < reports.size(); ++i) (*model->layers)[i]->as<DecoderLayer>()->report = &reports[i];
   ModelOutput output{
       model(batch.input_ids, batch.layout, block_runner, embed_runner, batch.loss_weight, coefficients), {}, {}, {}};
+  // The vocabulary-parallel head takes the whole sequence on every rank.
+  if (tensor_parallel_) output.hidden = tensor_parallel_->enter(output.hidden);
   for (const auto& layer : *model->layers) layer->as<DecoderLayer>()->report = nullptr;
   if (c.num_experts == 0) return output;
   torch::Tensor balance, z;  // sums over the layers
@@ -175,6 +178,46 @@ torch::Tensor LlamaForCausalLM::fill_balance_coefficients(const torch::Tensor& c
   const auto mine = rows.to(coefficients.scalar_type());
   for (int64_t i = 0; i < layers; ++i) coefficients[moe_layers[static_cast<size_t>(i)]].copy_(mine[i]);
   return (mine * prob_sums).sum();
+}
+
+TensorParallelPlan LlamaForCausalLM::tensor_parallel_plan(int64_t rank, int64_t ranks) const {
+  const auto& c = config();
+  if (c.num_experts > 0)
+    throw std::invalid_argument("tensor parallelism does not split mixture-of-experts layers yet; use parallel.ep");
+  TensorParallelPlan plan;
+  const auto vocab = TensorSlice{0, split_share(c.vocab_size, rank, ranks)};
+  plan["model.embed_tokens.weight"] = vocab;
+  if (lm_head) plan["lm_head.weight"] = vocab;
+  if (c.intermediate_size % ranks != 0)
+    throw std::invalid_argument(fmt::format("model.intermediate_size {} does not split over {} tensor-parallel ranks",
+                                            c.intermediate_size, ranks));
+  const auto width = split_share(c.intermediate_size, rank, ranks);
+  for (size_t i = 0; i < model->layers->size(); ++i) {
+    const auto prefix = "model.layers." + std::to_string(i) + ".";
+    for (const auto& [name, slice] : (*model->layers)[i]->as<DecoderLayer>()->self_attn->tensor_parallel_plan(rank, ranks))
+      plan[prefix + "self_attn." + name] = slice;
+    plan[prefix + "mlp.gate_proj.weight"] = {0, width};
+    plan[prefix + "mlp.up_proj.weight"] = {0, width};
+    plan[prefix + "mlp.down_proj.weight"] = {1, width};
+  }
+  return plan;
+}
+
+void LlamaForCausalLM::use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) {
+  auto& embed = *model->embed_tokens;
+  embed.tensor_parallel = ops;
+  embed.first_row = split_share(config().vocab_size, ops->rank(), ops->size()).first;
+  // With sequence parallelism the norms see this rank's part of the sequence.
+  const auto partial = ops->sequence_parallel() ? ops : nullptr;
+  for (const auto& item : *model->layers) {
+    auto& layer = *item->as<DecoderLayer>();
+    layer.self_attn->use_tensor_parallel(ops);
+    layer.mlp->tensor_parallel = ops;
+    layer.input_layernorm->partial_gradient = partial;
+    layer.post_attention_layernorm->partial_gradient = partial;
+  }
+  model->norm->partial_gradient = partial;
+  tensor_parallel_ = std::move(ops);
 }
 
 std::vector<AttentionKernel*> LlamaForCausalLM::attention_kernels() {

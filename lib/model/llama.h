@@ -101,6 +101,10 @@ class LlamaForCausalLM final : public CausalLM {
   // shared table too).
   ShardPlan shard_plan() override;
   std::vector<AttentionKernel*> attention_kernels() override;
+  // Megatron's split: attention by heads, the MLP by its intermediate dimension, the embedding
+  // and the output projection by vocabulary rows; norms replicated (mixtures of experts: none).
+  TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const override;
+  void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) override;
 
   LlamaBody model{nullptr};
   Linear lm_head{nullptr};  // null when embeddings are tied

@@ -13,7 +13,7 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   auto wide = x.to(at::promote_types(x.scalar_type(), torch::kFloat32));
   auto normed = wide * torch::rsqrt(wide.pow(2).mean(-1, /*keepdim=*/true) + eps_);
-  return weight * normed.to(x.scalar_type());
+  return (partial_gradient ? partial_gradient->shared(weight) : weight) * normed.to(x.scalar_type());
 }
 
 void RMSNormImpl::describe_init(const std::string& name, InitPlan& plan) const {

@@ -7,6 +7,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "model/parameter_init.h"
+#include "model/tensor_parallel_ops.h"
 
 namespace xtrain::model {
 
@@ -17,6 +18,9 @@ class RMSNormImpl : public torch::nn::Module {
   void describe_init(const std::string& name, InitPlan& plan) const;  // gains 1
 
   torch::Tensor weight;
+  // Set when this rank sees part of what the norm applies to (part of the sequence, or of the
+  // heads): the weight's gradient is then summed over the group (TensorParallelOps::shared).
+  std::shared_ptr<TensorParallelOps> partial_gradient;
 
  private:
   double eps_;

@@ -7,9 +7,12 @@
 //
 // A block may be several units, gathered and reduced together (under expert parallelism, its
 // dense part and its experts). A unit's parameter may be a part of a larger tensor, the same
-// for every rank of its model (a rank's experts of a layer): its placement then gives the
-// whole tensor's shape and where in the whole's flattening the part begins, so that sources,
-// checkpoints and the optimizer see whole tensors' names and offsets.
+// for every rank of its model (a rank's experts of a layer, a tensor-parallel slice): its
+// placement then gives the whole tensor's shape and the part's offset in each dimension (the
+// part's sizes are the parameter's), so that sources, checkpoints and the optimizer see whole
+// tensors' names and elements. `copies` counts the ranks outside the unit's groups that hold the
+// same part (a norm's weight on every tensor-parallel rank): checkpoints write it once and the
+// gradient norm counts it once.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -24,7 +27,8 @@ namespace xtrain::model {
 
 struct Placement {
   std::vector<int64_t> whole_shape;
-  int64_t begin = 0;  // of the part's (contiguous) flattening in the whole's
+  std::vector<int64_t> offsets;  // of the part in the whole, one per dimension
+  int64_t copies = 1;
 };
 
 struct ShardPlan {

@@ -12,7 +12,9 @@ SwiGLUImpl::SwiGLUImpl(int64_t hidden_size, int64_t intermediate_size) {
 }
 
 torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x) {
-  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+  if (!tensor_parallel) return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+  const auto input = tensor_parallel->enter(x);
+  return tensor_parallel->leave(down_proj(torch::silu(gate_proj(input)) * up_proj(input)));
 }
 
 void SwiGLUImpl::describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const {

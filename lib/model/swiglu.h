@@ -1,4 +1,6 @@
-// SwiGLU feed-forward (Shazeer 2020): down(silu(gate(x)) * up(x)), no biases.
+// SwiGLU feed-forward (Shazeer 2020): down(silu(gate(x)) * up(x)), no biases. Under tensor
+// parallelism gate and up are column-parallel and down row-parallel (split by the
+// intermediate dimension), between TensorParallelOps::enter and leave.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -19,6 +21,7 @@ class SwiGLUImpl : public torch::nn::Module {
   void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const;
 
   Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  std::shared_ptr<TensorParallelOps> tensor_parallel;
 };
 TORCH_MODULE(SwiGLU);
 

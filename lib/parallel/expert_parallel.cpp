@@ -26,8 +26,11 @@ model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh&
     auto dispatcher = std::make_shared<ExpertDispatcher>(mesh.group("ep"), experts, micro_batches);
     for (const auto& [name, weight] :
          {std::pair{"experts.gate_up_proj", block->gate_up_proj}, std::pair{"experts.down_proj", block->down_proj}})
-      placements[item.key() + "." + name] = {weight.sizes().vec(),
-                                             dispatcher->first_expert() * (weight.numel() / experts)};
+    {
+      std::vector<int64_t> offsets(static_cast<size_t>(weight.dim()), 0);
+      offsets[0] = dispatcher->first_expert();
+      placements[item.key() + "." + name] = {weight.sizes().vec(), offsets};
+    }
     shard_experts(*block, dispatcher);
   }
   auto plan = model.shard_plan();

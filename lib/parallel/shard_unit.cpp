@@ -4,9 +4,21 @@
 
 #include <torch/torch.h>
 
+#include "ckpt/piece_layout.h"
 #include "util/numeric_fault.h"
 
 namespace xtrain::parallel {
+namespace {
+
+// The shard's elements from the source, one run of consecutive whole-tensor elements at a time
+// (a row-parallel part is a run per row).
+void read_piece(const model::ParameterSource& source, ParameterShard& shard) {
+  const ckpt::PieceLayout layout{shard.shape, shard.offsets, shard.sizes, shard.begin, shard.local.numel()};
+  for (const auto& run : ckpt::piece_runs(layout))
+    shard.local.narrow(0, run.local, run.length).copy_(source(shard.name, run.global, run.length));
+}
+
+}  // namespace
 
 ShardUnit::ShardUnit(std::string name, std::vector<std::pair<std::string, torch::Tensor>> params,
                      std::shared_ptr<Comm> shard_group, std::shared_ptr<Comm> replica_group,
@@ -36,11 +48,15 @@ ShardUnit::ShardUnit(std::string name, std::vector<std::pair<std::string, torch:
     const int64_t at = std::clamp(m.offset + first - shard_begin, int64_t{0}, shard_numel);
     const auto placed = placements.find(m.name);
     const bool part = placed != placements.end();
-    const int64_t whole_begin = part ? placed->second.begin + first : first;
-    ParameterShard piece{m.name, part ? placed->second.whole_shape : m.shape, whole_begin,
+    ParameterShard piece{m.name,
+                         part ? placed->second.whole_shape : m.shape,
+                         part ? placed->second.offsets : std::vector<int64_t>(m.shape.size(), 0),
+                         m.shape,
+                         first,
+                         part ? placed->second.copies : 1,
                          shard_.narrow(0, at, last - first)};
     if (source)
-      piece.local.copy_(source(m.name, whole_begin, last - first));
+      read_piece(source, piece);
     else
       piece.local.copy_(m.param.reshape(-1).narrow(0, first, last - first));
     piece.local.mutable_grad() = shard_grad_.narrow(0, at, last - first);

@@ -33,12 +33,15 @@
 namespace xtrain::parallel {
 
 // This rank's piece of one parameter: elements [begin, begin + local.numel()) of the flattened
-// parameter (the whole tensor's, when the module holds a part of it), as a view of the unit's
-// shard (and of its gradient).
+// part that the module holds (the whole tensor, or the box [offsets, offsets + sizes) of it
+// under tensor or expert parallelism), as a view of the unit's shard (and of its gradient).
 struct ParameterShard {
   std::string name;
-  std::vector<int64_t> shape;  // of the whole tensor
+  std::vector<int64_t> shape;    // of the whole tensor
+  std::vector<int64_t> offsets;  // of the part
+  std::vector<int64_t> sizes;    // of the part
   int64_t begin = 0;
+  int64_t copies = 1;   // ranks outside the unit's groups holding the same part (model::Placement)
   torch::Tensor local;  // 1-D view of the shard; .grad() a view of the shard's gradient
 };
 

@@ -27,6 +27,7 @@
 #include "data/tokenizer.h"
 #include "parallel/device_mesh.h"
 #include "parallel/expert_parallel.h"
+#include "parallel/tensor_parallel_plan.h"
 #include "parallel/fully_sharded.h"
 #include "parallel/watchdog.h"
 #include "parallel/world.h"
@@ -305,6 +306,10 @@ class TrainingRun {
   std::unique_ptr<ExpertBalance> experts_;  // the expert loads, bias and balance figures
   std::vector<optim::NamedParameter> optimized_;  // whole tensors, or this rank's pieces
   std::vector<ckpt::PieceLayout> pieces_;  // where each optimized tensor lies in its parameter
+  std::vector<int64_t> piece_copies_;      // tensor-parallel ranks holding the same piece
+  // 1 on the ranks whose losses and target counts stand for their data rank's (tensor-parallel
+  // rank 0: its peers computed the same), 0 on the others.
+  double data_share_ = 1.0;
   std::vector<torch::Tensor> parameters_;          // optimized_'s tensors
   std::unique_ptr<optim::AdamW> optimizer_;
   std::optional<optim::DynamicLossScaler> loss_scaler_;
@@ -361,6 +366,7 @@ TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& optio
   resume_from_ = checkpoint_to_resume(recipe_, *store_, chief_);
   build_model();
   mesh_ = parallel::build_mesh(world_, degrees_, recipe_.dist.timeout_s, backend, recipe_.dist.init_timeout_s);
+  data_share_ = mesh_->coordinate("tp") == 0 ? 1.0 : 0.0;
   watchdog_ = std::make_unique<parallel::Watchdog>(mesh_->process_groups(), world_, recipe_.dist.watchdog_s);
   scalar_options_ = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
   shard_model();
@@ -425,13 +431,16 @@ void TrainingRun::shard_model() {
         group->all_reduce_sum(tensor).wait();
       };
     std::optional<model::ShardPlan> plan;
+    if (degrees_.tp > 1)
+      plan = parallel::apply_tensor_parallel(*model_, *mesh_, recipe_.parallel.sequence_parallel);
     if (degrees_.ep > 1)
       plan = parallel::apply_expert_parallel(*model_, *mesh_, recipe_.parallel.intra_layer_micro_batch);
     sharded_ = std::make_unique<parallel::FullyShardedModel>(model_, *mesh_, recipe_.parallel.reshard_after_forward,
                                                               initial_weights_.source, std::move(plan));
     for (auto* piece : sharded_->parameters()) {
       optimized_.push_back({piece->name, piece->local, decays(*model_, piece->name, piece->shape.size())});
-      pieces_.push_back(ckpt::PieceLayout::range(piece->shape, piece->begin, piece->local.numel()));
+      pieces_.push_back({piece->shape, piece->offsets, piece->sizes, piece->begin, piece->local.numel()});
+      piece_copies_.push_back(piece->copies);
     }
   } else {
     model::materialize(*model_, initial_weights_.source);
@@ -525,7 +534,8 @@ void TrainingRun::print_summary() const {
                    ? fmt::format("; balancing attention cost over windows of {} steps", recipe_.data.balance_window)
                    : "");
   }
-  fmt::print("parallel: {}\n", mesh_->describe());
+  fmt::print("parallel: {}{}\n", mesh_->describe(),
+             recipe_.parallel.sequence_parallel ? " with sequence parallelism" : "");
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   fmt::print("train: {} steps x {} sequences ({} per rank: {} micro batches of {}), {} tokens/step, dtype {}, {} "
              "threads (OpenMP wait {})\n",
@@ -616,7 +626,7 @@ StepOutcome TrainingRun::train_step() {
   data_wait_total_ += outcome.data_wait;
   double local_targets = 0;
   for (const auto& micro_batch : micro_batches) local_targets += static_cast<double>(micro_batch.target_count);
-  step_targets_ = sum_over_ranks(local_targets);
+  step_targets_ = sum_over_ranks(local_targets * data_share_);
   step_divisor_ = injected_divisor(step_targets_);
   const auto busy_started = Clock::now();
   const double waited_before_busy = parallel::PendingCollective::total_wait_seconds();
@@ -630,13 +640,14 @@ StepOutcome TrainingRun::train_step() {
   // whose share is heavier (or whose machine is slower) stands out.
   const double busy = std::chrono::duration<double>(Clock::now() - busy_started).count() -
                       (parallel::PendingCollective::total_wait_seconds() - waited_before_busy);
-  const auto [global_loss_sum, busy_spread] = sum_and_spread(local_loss_sum, busy);
+  const auto [global_loss_sum, busy_spread] = sum_and_spread(local_loss_sum * data_share_, busy);
   imbalance_sum_ += busy_spread.mean > 0 ? busy_spread.max / busy_spread.mean : 1.0;
   samples_consumed_ += t_.global_batch_size;
   outcome.loss = step_targets_ > 0 ? global_loss_sum / step_targets_ : 0.0;
   outcome.busy = busy_spread;
   for (const auto& [name, value] : losses.aux_losses)
-    outcome.aux_losses[name] = step_targets_ > 0 ? sum_over_ranks(value.item<double>()) / step_targets_ : 0.0;
+    outcome.aux_losses[name] =
+        step_targets_ > 0 ? sum_over_ranks(value.item<double>() * data_share_) / step_targets_ : 0.0;
   if (experts_->active() && losses.expert_load.defined())
     outcome.experts = experts_->finish_step(losses.expert_load, losses.dropped, *mesh_->flatten({"dp", "fsdp"}));
   update(outcome);
@@ -925,7 +936,9 @@ nlohmann::json TrainingRun::trainer_state(int64_t at_step) const {
       {"rng_cpu", to_hex(at::detail::getDefaultCPUGenerator().get_state())},
       {"xtrain_version", XTRAIN_VERSION},
       {"world_size", world_.size},
-      {"parallel", {{"dp", degrees_.dp}, {"fsdp", degrees_.fsdp}}},
+      {"parallel",
+       {{"dp", degrees_.dp}, {"fsdp", degrees_.fsdp}, {"tp", degrees_.tp}, {"ep", degrees_.ep},
+        {"sequence_parallel", recipe_.parallel.sequence_parallel}}},
   };
   if (device_.is_cuda()) state["rng_cuda"] = to_hex(util::device_rng_state(device_));
   if (auto biases = experts_->state(); !biases.empty()) state["expert_bias"] = std::move(biases);
@@ -962,11 +975,13 @@ void TrainingRun::save(int64_t at_step) {
       ckpt::write_metadata_files(folder, model_config, state, recipe_yaml);
     };
   } else {
-    // Every rank of the first replica writes its shard; rank 0 also the metadata.
+    // Every rank of the first replica writes its shard, a piece that tensor-parallel ranks share
+    // only from tp rank 0; rank 0 also writes the metadata.
     const bool writes_shard = mesh_->group("dp")->rank() == 0;
     std::vector<ckpt::ParameterPiece> pieces;
     if (writes_shard)
       for (size_t i = 0; i < optimized_.size(); ++i) {
+        if (piece_copies_[i] > 1 && mesh_->coordinate("tp") != 0) continue;
         const auto& name = optimized_[i].name;
         pieces.push_back({name, pieces_[i], snapshot(optimized_[i].tensor),
                           snapshot(optimizer_state.at("exp_avg." + name)),

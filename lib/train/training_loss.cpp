@@ -18,10 +18,16 @@ int64_t loss_chunk_tokens(const config::Recipe& recipe) {
 BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64_t chunk_tokens) {
   const auto flat_targets = batch.labels.reshape({-1});
   auto output = model.forward(batch);
-  if (chunk_tokens > 0) {
+  // Tensor parallelism never forms the whole vocabulary's logits: the loss is chunked (one chunk
+  // when the recipe turns chunking off).
+  const auto& tensor_parallel = model.tensor_parallel();
+  if (chunk_tokens > 0 || tensor_parallel) {
     const auto& hidden = output.hidden;
+    const memory::VocabParallel vocab{tensor_parallel.get(), model.vocab_first()};
+    const int64_t rows = hidden.numel() / hidden.size(-1);
     return {memory::chunked_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model.output_weight(), flat_targets,
-                                          chunk_tokens, data::kIgnoreIndex),
+                                          chunk_tokens > 0 ? chunk_tokens : std::max<int64_t>(rows, 1),
+                                          data::kIgnoreIndex, vocab),
             std::move(output.aux_losses), output.expert_load, output.dropped};
   }
   auto logits = torch::nn::functional::linear(output.hidden, model.output_weight());

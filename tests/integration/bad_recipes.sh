@@ -160,6 +160,26 @@ expect mixtral_dense_layers "mixtral_dense_layers.yaml:9:3: model.first_k_dense:
   moe_intermediate_size: 64
   first_k_dense: 1
 "
+expect tp_not_dividing_heads "tp_not_dividing_heads.yaml:8:3: parallel.tp: 3 does not divide model.num_heads 4: each tensor-parallel rank computes whole heads" \
+"${head}model:
+  num_heads: 4
+  intermediate_size: 96
+parallel:
+  tp: 3
+"
+expect sequence_parallel_without_tp "sequence_parallel_without_tp.yaml:5:3: parallel.sequence_parallel: true splits activations over the tensor-parallel ranks, which needs parallel.tp above 1" \
+"${head}parallel:
+  sequence_parallel: true
+"
+expect tp_with_experts "tp_with_experts.yaml:10:3: parallel.tp: 2: tensor parallelism does not split mixture-of-experts layers yet; split the experts with parallel.ep instead" \
+"${head}model:
+  family: qwen3_moe
+  num_experts: 4
+  num_experts_per_tok: 2
+  moe_intermediate_size: 64
+parallel:
+  tp: 2
+"
 expect yaml_syntax "yaml_syntax.yaml:6:1: invalid YAML: end of sequence flow not found" \
 "${head}model:
   hidden_size: [128

@@ -114,8 +114,10 @@ TEST_CASE("parallel degrees: -1 takes the rest, the product must match the world
   CHECK(error_of([] { parallel::resolve_degrees({3, -1, 1, 1, 1}, 4); }) ==
         "parallel.fsdp = -1 cannot fill the world of 4 ranks: the other degrees multiply to 3, which does not "
         "divide 4");
-  CHECK(error_of([] { parallel::resolve_degrees({1, -1, 2, 1, 1}, 4); }) ==
-        "parallel.tp = 2: tensor and pipeline parallelism are not yet supported; use parallel.dp, parallel.fsdp "
+  d = parallel::resolve_degrees({1, -1, 2, 1, 1}, 4);  // tp is a factor of the world: fsdp takes the rest
+  CHECK(d.fsdp == 2);
+  CHECK(error_of([] { parallel::resolve_degrees({1, -1, 1, 2, 1}, 4); }) ==
+        "parallel.pp = 2: pipeline parallelism is not yet supported; use parallel.dp, parallel.fsdp, parallel.tp "
         "and parallel.ep");
   // Expert parallelism folds into the data ranks: it is no factor of the world, and divides dp x fsdp.
   CHECK(error_of([] { parallel::resolve_degrees({1, -1, 1, 1, 3}, 4); }) ==
