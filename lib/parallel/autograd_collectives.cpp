@@ -89,6 +89,10 @@ void record_history(StartedRows& started, const torch::Tensor& x, std::shared_pt
 void BlockedClock::wait(PendingCollective& pending) {
   const auto started = std::chrono::steady_clock::now();
   pending.wait();
+  add_since(started);
+}
+
+void BlockedClock::add_since(std::chrono::steady_clock::time_point started) {
   nanoseconds_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
 }
 

@@ -6,6 +6,7 @@
 // Tensor and sequence parallelism have theirs in parallel/tensor_parallel.h.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -20,6 +21,7 @@ namespace xtrain::parallel {
 class BlockedClock {
  public:
   void wait(PendingCollective& pending);  // pending.wait(), timed
+  void add_since(std::chrono::steady_clock::time_point started);
   double seconds() const { return static_cast<double>(nanoseconds_.load()) * 1e-9; }
 
  private:

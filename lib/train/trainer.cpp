@@ -27,6 +27,7 @@
 #include "data/tokenizer.h"
 #include "parallel/device_mesh.h"
 #include "parallel/expert_parallel.h"
+#include "parallel/tensor_parallel.h"
 #include "parallel/tensor_parallel_plan.h"
 #include "parallel/fully_sharded.h"
 #include "parallel/watchdog.h"
@@ -235,6 +236,7 @@ struct StepOutcome {
   std::map<std::string, double> aux_losses;  // per target, over the global batch
   std::optional<ExpertBalanceStats> experts;  // mixtures of experts
   parallel::ExchangeWait expert_exchange_wait;  // seconds blocked on expert all-to-alls (ep > 1)
+  double tensor_parallel_s = 0;                 // seconds in tensor-parallel collectives (tp > 1)
 };
 
 // One training process from its recipe to its exit code: set-up (data, model, mesh, sharding,
@@ -614,6 +616,7 @@ StepOutcome TrainingRun::train_step() {
   const auto started = Clock::now();
   const double waited_before = parallel::PendingCollective::total_wait_seconds();
   const parallel::ExchangeWait exchange_waited_before = parallel::expert_exchange_wait();
+  const double tensor_parallel_before = parallel::tensor_parallel_clock().seconds();
   ++step_;
   ++steps_run_;
   progress_.step = step_;
@@ -656,6 +659,7 @@ StepOutcome TrainingRun::train_step() {
                                                            : state_bytes());
   outcome.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   outcome.comm_wait = parallel::PendingCollective::total_wait_seconds() - waited_before;
+  outcome.tensor_parallel_s = parallel::tensor_parallel_clock().seconds() - tensor_parallel_before;
   const parallel::ExchangeWait exchange_waited = parallel::expert_exchange_wait();
   outcome.expert_exchange_wait = {exchange_waited.forward - exchange_waited_before.forward,
                                   exchange_waited.backward - exchange_waited_before.backward};
@@ -751,6 +755,7 @@ void TrainingRun::log_step(const StepOutcome& outcome) {
                                    {"data_wait_s", outcome.data_wait},
                                    {"data_read_s", loader_->last_read_seconds()}};
   for (const auto& [name, value] : outcome.aux_losses) record["aux_loss." + name] = value;
+  if (degrees_.tp > 1) record["tp.collective_s"] = outcome.tensor_parallel_s;
   if (const auto& experts = outcome.experts) {
     record["moe.load_ratio"] = experts->load_ratio;
     record["moe.worst_layer"] = experts->worst_layer;

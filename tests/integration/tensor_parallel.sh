@@ -25,6 +25,7 @@ train tp2_fsdp2 4 --set parallel.tp=2
 train tp4 4 --set parallel.tp=4
 grep -q "parallel: 4 ranks (torchrun), FSDP 2, tensor-parallel over tp 2" "$work/tp2_fsdp2.log"
 grep -q "parallel: 2 ranks (torchrun), DDP 1, tensor-parallel over tp 2 with sequence parallelism" "$work/tp2_sp.log"
+grep -q '"tp.collective_s":' "$work/tp2_sp/metrics.jsonl"
 for run in tp2 tp2_sp tp2_sp_recompute tp2_fsdp2 tp4; do compare_runs "$work/single" "$work/$run"; done
 
 train packed_single 1 --set data.pack=true
