@@ -80,6 +80,8 @@ struct ParallelSection {
   int64_t ep = 1;
   int64_t intra_layer_micro_batch = 1;  // Domino-EP
   bool sequence_parallel = false;
+  std::string pp_schedule = "1f1b";
+  int64_t pp_virtual_stages = 1;
   bool reshard_after_forward = true;
 };
 

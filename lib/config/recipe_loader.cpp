@@ -269,6 +269,32 @@ class RecipeBuilder {
                          m.num_experts / m.n_group, m.num_experts_per_tok));
   }
 
+  // The pipeline's stages and schedule fit the model and the batch.
+  void check_pipeline_parallel() {
+    const auto& m = recipe_.model;
+    const auto& p = recipe_.parallel;
+    const int64_t v = p.pp_virtual_stages;
+    if (v > 1 && p.pp_schedule != "interleaved_1f1b")
+      report(where("parallel.pp_virtual_stages"), "parallel.pp_virtual_stages",
+             fmt::format("{} chunks per rank need parallel.pp_schedule interleaved_1f1b (it is {})", v, p.pp_schedule));
+    if (p.pp <= 1) return;
+    const auto not_yet = [&](const std::string& key, const std::string& what) {
+      report(where(key), key, fmt::format("{} with parallel.pp {} is not supported yet", what, p.pp));
+    };
+    if (p.fsdp > 1) not_yet("parallel.fsdp", fmt::format("FSDP {} (shard within a stage)", p.fsdp));
+    if (m.num_experts > 0) not_yet("parallel.pp", "a mixture of experts");
+    if (m.tie_embeddings) not_yet("model.tie_embeddings", "tied embeddings (first and last stage)");
+    if (!recipe_.data.eval.empty()) not_yet("data.eval", "evaluation");
+    if (p.pp_schedule == "interleaved_1f1b" && v < 2)
+      report(where("parallel.pp_virtual_stages"), "parallel.pp_virtual_stages",
+             "interleaved_1f1b needs at least 2 chunks per rank");
+    const int64_t chunks = p.pp * v;
+    if (m.num_layers + 2 < chunks)
+      report(where("parallel.pp"), "parallel.pp",
+             fmt::format("{} x {} chunks for {} layers and the embedding and head: each chunk needs one of them",
+                         p.pp, v, m.num_layers));
+  }
+
   // The model's shape splits over parallel.tp (model/tensor_parallel_ops.h).
   void check_tensor_parallel() {
     const auto& m = recipe_.model;
@@ -321,6 +347,7 @@ class RecipeBuilder {
                          m.num_kv_heads, m.num_heads));
     check_experts();
     check_tensor_parallel();
+    check_pipeline_parallel();
     if (tokenizer_vocab_ > 0 && m.vocab_size < tokenizer_vocab_)
       report(where("model.vocab_size"), "model.vocab_size",
              fmt::format("{} is smaller than the {} ids of tokenizer '{}'", m.vocab_size,

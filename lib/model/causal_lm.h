@@ -51,6 +51,12 @@ class CausalLM : public torch::nn::Module {
   virtual TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const = 0;
   virtual void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) = 0;
   const std::shared_ptr<TensorParallelOps>& tensor_parallel() const { return tensor_parallel_; }
+
+  // A pipeline chunk's forward (dense models): the token embedding of batch.input_ids when
+  // `embed` (else `hidden` is the input), layers [first_layer, last_layer), then when `head` the
+  // final norm, giving what forward's ModelOutput::hidden would be.
+  virtual torch::Tensor forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer,
+                                      int64_t last_layer, bool embed, bool head) = 0;
   int64_t vocab_first() const;
 
   // logits [B, T, vocab] of the batch (evaluation and generation; training runs the chunked loss).

@@ -86,19 +86,29 @@ torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids, const Seque
   const int64_t longest = layout.packed() ? layout.longest : input_ids.size(1);
   TORCH_CHECK(longest <= config_.max_seq_len, "sequence of ", longest, " tokens exceeds model.max_seq_len ",
               config_.max_seq_len);
-  auto embed = [this](const torch::Tensor& ids) { return embed_tokens(ids); };
-  auto x = embed_runner ? embed_runner(input_ids, embed) : embed(input_ids);
-  for (size_t i = 0; i < layers->size(); ++i) {
-    auto* layer = (*layers)[i]->as<DecoderLayer>();
+  const auto x = embed(input_ids, embed_runner);
+  return norm(run_layers(x, layout, block_runner, 0, static_cast<int64_t>(layers->size()), loss_weight,
+                         balance_coefficients));
+}
+
+torch::Tensor LlamaBodyImpl::embed(const torch::Tensor& input_ids, const EmbedRunner& embed_runner) {
+  auto lookup = [this](const torch::Tensor& ids) { return embed_tokens(ids); };
+  return embed_runner ? embed_runner(input_ids, lookup) : lookup(input_ids);
+}
+
+torch::Tensor LlamaBodyImpl::run_layers(torch::Tensor x, const SequenceLayout& layout, const BlockRunner& block_runner,
+                                        int64_t first, int64_t last, double loss_weight,
+                                        const torch::Tensor& balance_coefficients) {
+  for (int64_t i = first; i < last; ++i) {
+    auto* layer = (*layers)[static_cast<size_t>(i)]->as<DecoderLayer>();
     // Captures by value: a recompute policy keeps this callable until backward.
-    const auto coefficients = balance_coefficients.defined() ? balance_coefficients[static_cast<int64_t>(i)]
-                                                              : torch::Tensor();
+    const auto coefficients = balance_coefficients.defined() ? balance_coefficients[i] : torch::Tensor();
     auto block = [this, layer, layout, loss_weight, coefficients](const torch::Tensor& input) {
       return layer->forward(input, rotary_, layout, loss_weight, coefficients);
     };
-    x = block_runner ? block_runner(static_cast<int64_t>(i), x, block) : block(x);
+    x = block_runner ? block_runner(i, x, block) : block(x);
   }
-  return norm(x);
+  return x;
 }
 
 LlamaForCausalLM::LlamaForCausalLM(const ModelConfig& config, const AttentionFeatures& features)
@@ -178,6 +188,16 @@ torch::Tensor LlamaForCausalLM::fill_balance_coefficients(const torch::Tensor& c
   const auto mine = rows.to(coefficients.scalar_type());
   for (int64_t i = 0; i < layers; ++i) coefficients[moe_layers[static_cast<size_t>(i)]].copy_(mine[i]);
   return (mine * prob_sums).sum();
+}
+
+torch::Tensor LlamaForCausalLM::forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer,
+                                              int64_t last_layer, bool embed, bool head) {
+  TORCH_CHECK(config().num_experts == 0, "a pipeline chunk of a mixture of experts");
+  auto x = embed ? model->embed(batch.input_ids, embed_runner) : hidden;
+  x = model->run_layers(x, batch.layout, block_runner, first_layer, last_layer, batch.loss_weight, {});
+  if (!head) return x;
+  x = model->norm(x);
+  return tensor_parallel_ ? tensor_parallel_->enter(x) : x;
 }
 
 TensorParallelPlan LlamaForCausalLM::tensor_parallel_plan(int64_t rank, int64_t ranks) const {

@@ -78,6 +78,10 @@ class LlamaBodyImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& input_ids, const SequenceLayout& layout, const BlockRunner& block_runner,
                         const EmbedRunner& embed_runner, double loss_weight = 1.0,
                         const torch::Tensor& balance_coefficients = {});  // [layers, E], row i layer i's
+  // Its parts, for pipeline chunks: the token lookup, and layers [first, last) on x.
+  torch::Tensor embed(const torch::Tensor& input_ids, const EmbedRunner& embed_runner);
+  torch::Tensor run_layers(torch::Tensor x, const SequenceLayout& layout, const BlockRunner& block_runner,
+                           int64_t first, int64_t last, double loss_weight, const torch::Tensor& balance_coefficients);
 
   Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
@@ -105,6 +109,8 @@ class LlamaForCausalLM final : public CausalLM {
   // and the output projection by vocabulary rows; norms replicated (mixtures of experts: none).
   TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const override;
   void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) override;
+  torch::Tensor forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer,
+                              int64_t last_layer, bool embed, bool head) override;
 
   LlamaBody model{nullptr};
   Linear lm_head{nullptr};  // null when embeddings are tied

@@ -58,12 +58,14 @@ class PendingCollective {
 };
 
 // One transfer of a batch of point-to-point operations: send `tensor` to `peer`, or receive into
-// it from `peer` (ranks within the group).
+// it from `peer` (ranks within the group). Transfers with different tags are separate streams:
+// between two ranks, a receive matches the oldest send of its own tag.
 struct PeerTransfer {
   enum class Kind { send, recv };
   Kind kind;
   torch::Tensor tensor;
   int64_t peer;
+  int64_t tag = 0;
 };
 
 class Comm {

@@ -50,10 +50,6 @@ ParallelDegrees resolve_degrees(ParallelDegrees d, int64_t world_size) {
     throw InputError(fmt::format("parallel.ep = {} must divide the data ranks, dp {} x fsdp {} = {}: experts are "
                                  "split over ep of them and sharded over the rest",
                                  d.ep, d.dp, d.fsdp, d.dp * d.fsdp));
-  if (d.pp > 1)
-    throw InputError(fmt::format("parallel.pp = {}: pipeline parallelism is not yet supported; use parallel.dp, "
-                                 "parallel.fsdp, parallel.tp and parallel.ep",
-                                 d.pp));
   return d;
 }
 
@@ -189,6 +185,7 @@ std::string DeviceMesh::describe() const {
                                                            : fmt::format("DDP {}", degrees.dp);
   if (degrees.ep > 1) layout += fmt::format(", experts split over ep {} and sharded over {}", degrees.ep, size("edp"));
   if (degrees.tp > 1) layout += fmt::format(", tensor-parallel over tp {}", degrees.tp);
+  if (degrees.pp > 1) layout += fmt::format(", {} pipeline stages", degrees.pp);
   return fmt::format("{} ranks ({}), {}", world_.size, world_.source, layout);
 }
 

@@ -254,23 +254,29 @@ void FullyShardedModel::zero_grad() {
 }
 
 double FullyShardedModel::clip_grad_norm(double max_norm) {
+  return clip_units_grad_norm(units(), *mesh_.group("world"), max_norm);
+}
+
+double clip_units_grad_norm(const std::vector<ShardUnit*>& units, Comm& world, double max_norm) {
   torch::NoGradGuard no_grad;
   // Shards are disjoint within their sharding group and equal across its replicas and across
-  // the tensor-parallel ranks that hold the same piece: summed over every data and tensor-parallel
-  // rank, each piece's squares count once per replica and copy, whatever groups it shards and
-  // replicates over (dense units, experts and tensor-parallel slices alike). On the parameters'
-  // device: one host read, of the reduced norm, per step.
-  auto squares = torch::zeros({}, head_->shard_grad().options().dtype(torch::kFloat64));
-  for (auto* unit : units())
+  // the tensor-parallel ranks that hold the same piece; pipeline stages hold different units.
+  // Summed over every rank, each piece's squares count once per replica and copy, whatever
+  // groups it shards and replicates over (dense units, experts and tensor-parallel slices
+  // alike). On the parameters' device: one host read, of the reduced norm, per step.
+  auto squares = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64));
+  for (auto* unit : units) {
+    if (squares.device() != unit->shard_grad().device()) squares = squares.to(unit->shard_grad().device());
     for (auto& piece : unit->parameters())
       squares.add_(piece.local.grad().to(torch::kFloat64).square().sum() /
                    static_cast<double>(unit->replicas() * piece.copies));
-  mesh_.flatten({"dp", "fsdp", "tp"})->all_reduce_sum(squares).wait();
+  }
+  world.all_reduce_sum(squares).wait();
   const double norm = std::sqrt(squares.item<double>());
   if (max_norm > 0) {
     const double coefficient = max_norm / (norm + 1e-6);
     if (coefficient < 1.0)
-      for (auto* unit : units()) unit->shard_grad().mul_(coefficient);
+      for (auto* unit : units) unit->shard_grad().mul_(coefficient);
   }
   return norm;
 }

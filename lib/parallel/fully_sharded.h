@@ -83,4 +83,8 @@ class FullyShardedModel {
   int64_t peak_bytes_ = 0;
 };
 
+// The gradient norm over every rank's units (each piece counted once, see model::Placement), and
+// the gradients scaled down to max_norm when above it (max_norm 0: never).
+double clip_units_grad_norm(const std::vector<ShardUnit*>& units, Comm& world, double max_norm);
+
 }  // namespace xtrain::parallel

@@ -72,10 +72,13 @@ class C10dComm : public Comm {
     for (const auto& t : deadlock_free_order(transfers, rank())) {
       std::vector<torch::Tensor> tensors{t.tensor};
       const int peer = static_cast<int>(t.peer);
+      const int tag = static_cast<int>(t.tag);
       if (t.kind == PeerTransfer::Kind::send)
-        started.push_back(pending("send", [&] { return group_->send(tensors, peer, 0); }));
+        started.push_back(pending(fmt::format("send to rank {}", ranks_[static_cast<size_t>(peer)]),
+                                  [&] { return group_->send(tensors, peer, tag); }));
       else
-        started.push_back(pending("recv", [&] { return group_->recv(tensors, peer, 0); }));
+        started.push_back(pending(fmt::format("recv from rank {}", ranks_[static_cast<size_t>(peer)]),
+                                  [&] { return group_->recv(tensors, peer, tag); }));
     }
     if (coalesce) started = {pending("send_recv", [&] { return group_->endCoalescing(); })};
     return PendingCollective([started]() mutable {

@@ -5,6 +5,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <tuple>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -57,16 +58,16 @@ class ThreadGroup {
     if (!broken_.empty() && (completed_ == index || failed_index_ == index)) fail(lock);
   }
 
-  void send(int64_t from, int64_t to, const torch::Tensor& tensor) {
+  void send(int64_t from, int64_t to, int64_t tag, const torch::Tensor& tensor) {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!broken_.empty()) fail(lock);
-    mailboxes_[{from, to}].push_back(tensor.detach().clone());
+    mailboxes_[{from, to, tag}].push_back(tensor.detach().clone());
     changed_.notify_all();
   }
 
-  void recv(int64_t to, int64_t from, const torch::Tensor& tensor) {
+  void recv(int64_t to, int64_t from, int64_t tag, const torch::Tensor& tensor) {
     std::unique_lock<std::mutex> lock(mutex_);
-    auto& box = mailboxes_[{from, to}];
+    auto& box = mailboxes_[{from, to, tag}];
     if (!changed_.wait_for(lock, timeout_, [&] { return !box.empty() || !broken_.empty(); }))
       break_group(completed_, fmt::format("recv by rank {} from rank {} on thread group '{}' did not complete within {} "
                                           "ms: no matching send",
@@ -140,7 +141,7 @@ class ThreadGroup {
   int64_t completed_ = 0;  // collectives so far
   std::string broken_;     // the first failure; every later call reports it
   int64_t failed_index_ = -1;
-  std::map<std::pair<int64_t, int64_t>, std::deque<torch::Tensor>> mailboxes_;  // (from, to)
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::deque<torch::Tensor>> mailboxes_;  // (from, to, tag)
 };
 
 // Row counts of an all-to-all: the given splits, or equal parts. Problems are thrown as plain
@@ -253,9 +254,9 @@ class ThreadComm : public Comm {
                   size(), " ranks");
     // Sends never block here, so posting them all before the first receive cannot deadlock.
     for (const auto& t : transfers)
-      if (t.kind == PeerTransfer::Kind::send) group_->send(rank_, t.peer, t.tensor);
+      if (t.kind == PeerTransfer::Kind::send) group_->send(rank_, t.peer, t.tag, t.tensor);
     for (const auto& t : transfers)
-      if (t.kind == PeerTransfer::Kind::recv) group_->recv(rank_, t.peer, t.tensor);
+      if (t.kind == PeerTransfer::Kind::recv) group_->recv(rank_, t.peer, t.tag, t.tensor);
     return {};
   }
 

@@ -30,23 +30,35 @@ std::optional<Fault> planned_fault(int64_t rank, int64_t restart_count) {
     if (used < step_text.size() && step_text[used] == '-') fault.last_step = std::stoll(step_text.substr(used + 1));
   } catch (const std::exception&) {
     throw InputError(
-        fmt::format("XTRAIN_FAULT={}: expected <kill|kill_in_save|stall|fail|spike>:<rank>:<step>[-<last step>]", spec));
+        fmt::format("XTRAIN_FAULT={}: expected <kill|kill_in_save|stall|stall_in_step|fail|spike>:<rank>:<step>[-<last "
+                    "step>]",
+                    spec));
   }
   if (fault.action != "kill" && fault.action != "kill_in_save" && fault.action != "stall" && fault.action != "fail" &&
-      fault.action != "spike")
-    throw InputError(fmt::format("XTRAIN_FAULT={}: the action must be kill, kill_in_save, stall, fail or spike", spec));
+      fault.action != "spike" && fault.action != "stall_in_step")
+    throw InputError(
+        fmt::format("XTRAIN_FAULT={}: the action must be kill, kill_in_save, stall, stall_in_step, fail or spike", spec));
   if (fault.rank != rank) return std::nullopt;
   return fault;
 }
 
 void inject_fault(const std::optional<Fault>& fault, int64_t step) {
-  if (!fault || fault->step != step || fault->action == "kill_in_save" || fault->action == "spike") return;
+  if (!fault || fault->step != step || fault->action == "kill_in_save" || fault->action == "spike" ||
+      fault->action == "stall_in_step")
+    return;
   fmt::print(stderr, "XTRAIN_FAULT: {} at step {}\n", fault->action, step);
   std::fflush(stderr);
   if (fault->action == "kill") std::raise(SIGKILL);
   if (fault->action == "stall")
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
   throw std::runtime_error(fmt::format("injected failure at step {} (XTRAIN_FAULT)", step));
+}
+
+void inject_fault_mid_step(const std::optional<Fault>& fault, int64_t step) {
+  if (!fault || fault->step != step || fault->action != "stall_in_step") return;
+  fmt::print(stderr, "XTRAIN_FAULT: stall in the middle of step {}\n", step);
+  std::fflush(stderr);
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 void inject_fault_in_save(const std::optional<Fault>& fault, int64_t step) {

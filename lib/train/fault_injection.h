@@ -1,7 +1,9 @@
 // Fault injection for recovery tests: XTRAIN_FAULT="<action>:<rank>:<step>" makes that rank, on
 // the job's first attempt only (TORCHELASTIC_RESTART_COUNT unset or 0), at the start of that
 // step, either `kill` itself with SIGKILL, `stall` (sleep without end, as a hung rank does) or
-// `fail` (throw, as a crash with a message does); `kill_in_save` kills it in the middle of that
+// `fail` (throw, as a crash with a message does); `stall_in_step` stalls it in the forward of its
+// second micro batch (inside a pipeline's schedule, its neighbours waiting on its activations
+// and gradients); `kill_in_save` kills it in the middle of that
 // step's checkpoint write, its own files written and the folder not yet committed; `spike`
 // multiplies that step's loss (and so its gradients) by kInjectedSpikeFactor, as a batch of bad
 // data does, once per step of <step> or of a range <first>-<last>. Unset, it costs one getenv at
@@ -33,6 +35,8 @@ void inject_fault(const std::optional<Fault>& fault, int64_t step);
 // The factor a due `spike` fault puts on the step's loss (the first time the step runs), else 1.
 constexpr double kInjectedSpikeFactor = 100.0;
 double take_injected_spike(std::optional<Fault>& fault, int64_t step);
+// Carries out a stall_in_step fault if it is due at `step` (called in a micro batch's forward).
+void inject_fault_mid_step(const std::optional<Fault>& fault, int64_t step);
 // Carries out a kill_in_save fault if it is due for the checkpoint of `step`.
 void inject_fault_in_save(const std::optional<Fault>& fault, int64_t step);
 

@@ -27,6 +27,7 @@
 #include "data/tokenizer.h"
 #include "parallel/device_mesh.h"
 #include "parallel/expert_parallel.h"
+#include "parallel/pipeline_stage.h"
 #include "parallel/tensor_parallel.h"
 #include "parallel/tensor_parallel_plan.h"
 #include "parallel/fully_sharded.h"
@@ -41,6 +42,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "train/checkpoint_writer.h"
+#include "train/pipeline_schedule.h"
 #include "train/evaluate.h"
 #include "train/expert_balance.h"
 #include "train/fault_injection.h"
@@ -237,6 +239,7 @@ struct StepOutcome {
   std::optional<ExpertBalanceStats> experts;  // mixtures of experts
   parallel::ExchangeWait expert_exchange_wait;  // seconds blocked on expert all-to-alls (ep > 1)
   double tensor_parallel_s = 0;                 // seconds in tensor-parallel collectives (tp > 1)
+  double pipeline_idle = 0;                     // seconds waiting on pipeline neighbours (pp > 1)
 };
 
 // One training process from its recipe to its exit code: set-up (data, model, mesh, sharding,
@@ -259,6 +262,9 @@ class TrainingRun {
   StepOutcome train_step();
   void zero_grad();
   MicroBatchLosses forward_backward(const data::MicroBatch& batch, int64_t index, int64_t count);
+  ChunkOutput forward_chunk(int64_t chunk, const data::MicroBatch& batch, int64_t index, int64_t count,
+                            const torch::Tensor& input);
+  double micro_batch_loss_weight(const data::MicroBatch& batch, int64_t index, int64_t count) const;
   void update(StepOutcome& outcome);
   void log_step(const StepOutcome& outcome);
   void stop_if_diverging(const StepOutcome& outcome) const;
@@ -305,6 +311,9 @@ class TrainingRun {
   std::unique_ptr<parallel::Watchdog> watchdog_;
   torch::TensorOptions scalar_options_;  // where the backend sums scalars (loss, counts, flags)
   std::unique_ptr<parallel::FullyShardedModel> sharded_;
+  // Pipeline parallelism (parallel.pp > 1): this rank's chunks, and the schedule that runs them.
+  std::unique_ptr<parallel::PipelineStage> pipeline_;
+  std::unique_ptr<PipelineSchedule> pipeline_schedule_;
   std::unique_ptr<ExpertBalance> experts_;  // the expert loads, bias and balance figures
   std::vector<optim::NamedParameter> optimized_;  // whole tensors, or this rank's pieces
   std::vector<ckpt::PieceLayout> pieces_;  // where each optimized tensor lies in its parameter
@@ -368,7 +377,8 @@ TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& optio
   resume_from_ = checkpoint_to_resume(recipe_, *store_, chief_);
   build_model();
   mesh_ = parallel::build_mesh(world_, degrees_, recipe_.dist.timeout_s, backend, recipe_.dist.init_timeout_s);
-  data_share_ = mesh_->coordinate("tp") == 0 ? 1.0 : 0.0;
+  // Tensor-parallel rank 0 of the last pipeline stage, which computes the loss.
+  data_share_ = mesh_->coordinate("tp") == 0 && mesh_->coordinate("pp") + 1 == mesh_->size("pp") ? 1.0 : 0.0;
   watchdog_ = std::make_unique<parallel::Watchdog>(mesh_->process_groups(), world_, recipe_.dist.watchdog_s);
   scalar_options_ = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
   shard_model();
@@ -378,7 +388,10 @@ TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& optio
     scaling.growth_interval = recipe_.precision.loss_scale_growth_interval;
     loss_scaler_.emplace(scaling);
   }
-  schedule_ = make_schedule(degrees_.pp);
+  schedule_ = make_schedule(1);
+  if (degrees_.pp > 1)
+    pipeline_schedule_ = std::make_unique<PipelineSchedule>(recipe_.parallel.pp_schedule, mesh_->group("pp"),
+                                                            recipe_.parallel.pp_virtual_stages, device_);
   data_schedule_ = {{"global_batch_size", t_.global_batch_size},
                     {"balance_window", recipe_.data.balance_window},
                     {"pack", recipe_.data.pack}};
@@ -401,6 +414,14 @@ void TrainingRun::check_layout() {
     throw InputError(
         fmt::format("--stop-at-step {} is outside 1..train.steps ({})", options_.stop_at_step, t_.steps));
   accumulation_ = t_.global_batch_size / data_ranks_ / t_.micro_batch_size;
+  if (degrees_.pp > 1 && degrees_.fsdp > 1)
+    throw InputError(fmt::format("parallel.pp {} with FSDP {} (parallel.fsdp, or the ranks it takes when -1) is not "
+                                 "supported yet: set parallel.fsdp to 1 and replicate stages with parallel.dp",
+                                 degrees_.pp, degrees_.fsdp));
+  if (recipe_.parallel.pp_schedule == "interleaved_1f1b" && degrees_.pp > 1 && accumulation_ % degrees_.pp != 0)
+    throw InputError(fmt::format("parallel.pp_schedule interleaved_1f1b runs micro batches in groups of pp {}: "
+                                 "train.global_batch_size / (micro_batch_size x data ranks) = {} must be a multiple",
+                                 degrees_.pp, accumulation_));
   tokens_per_step_ = t_.global_batch_size * recipe_.data.seq_len;
   last_step_ = options_.stop_at_step > 0 ? options_.stop_at_step : t_.steps;
 }
@@ -437,9 +458,18 @@ void TrainingRun::shard_model() {
       plan = parallel::apply_tensor_parallel(*model_, *mesh_, recipe_.parallel.sequence_parallel);
     if (degrees_.ep > 1)
       plan = parallel::apply_expert_parallel(*model_, *mesh_, recipe_.parallel.intra_layer_micro_batch);
-    sharded_ = std::make_unique<parallel::FullyShardedModel>(model_, *mesh_, recipe_.parallel.reshard_after_forward,
-                                                              initial_weights_.source, std::move(plan));
-    for (auto* piece : sharded_->parameters()) {
+    std::vector<parallel::ParameterShard*> pieces;
+    if (degrees_.pp > 1) {
+      pipeline_ = std::make_unique<parallel::PipelineStage>(plan ? std::move(*plan) : model_->shard_plan(), *mesh_,
+                                                            recipe_.parallel.pp_virtual_stages,
+                                                            initial_weights_.source);
+      pieces = pipeline_->parameters();
+    } else {
+      sharded_ = std::make_unique<parallel::FullyShardedModel>(
+          model_, *mesh_, recipe_.parallel.reshard_after_forward, initial_weights_.source, std::move(plan));
+      pieces = sharded_->parameters();
+    }
+    for (auto* piece : pieces) {
       optimized_.push_back({piece->name, piece->local, decays(*model_, piece->name, piece->shape.size())});
       pieces_.push_back({piece->shape, piece->offsets, piece->sizes, piece->begin, piece->local.numel()});
       piece_copies_.push_back(piece->copies);
@@ -457,7 +487,7 @@ void TrainingRun::shard_model() {
   const auto rss = sum_and_spread(0.0, peak_rss_mib()).second;
   if (chief_ && !resume_from_)  // a resumed run says where it resumed from instead
     fmt::print("model: initial weights from {}, {} on each rank ({:.2f} s)\n", initial_weights_.description,
-               sharded_ ? "its shards" : "whole", seconds);
+               sharded_ ? "its shards" : pipeline_ ? "its stage's" : "whole", seconds);
   // The state as the whole model would hold it (parameters, gradients, AdamW's two moments, fp32).
   const double whole_state_mib = static_cast<double>(total_parameters_) * 16 / (1 << 20);
   if (chief_)
@@ -633,12 +663,22 @@ StepOutcome TrainingRun::train_step() {
   step_divisor_ = injected_divisor(step_targets_);
   const auto busy_started = Clock::now();
   const double waited_before_busy = parallel::PendingCollective::total_wait_seconds();
-  const MicroBatchLosses losses = schedule_->run(
-      micro_batches, [this](const data::MicroBatch& batch, int64_t index, int64_t count) {
-        return forward_backward(batch, index, count);
-      });
-  if (!sharded_) inject_gradient_fault(optimized_);
-  const double local_loss_sum = losses.loss_sum.item<double>();  // waits for the device's queued work
+  MicroBatchLosses losses;
+  if (pipeline_) {
+    losses = pipeline_schedule_->run(micro_batches, [this](int64_t chunk, const data::MicroBatch& batch, int64_t index,
+                                                          int64_t count, const torch::Tensor& input) {
+      return forward_chunk(chunk, batch, index, count, input);
+    });
+    pipeline_->reduce_gradients();
+    outcome.pipeline_idle = pipeline_schedule_->last_idle_seconds();
+  } else {
+    losses = schedule_->run(micro_batches, [this](const data::MicroBatch& batch, int64_t index, int64_t count) {
+      return forward_backward(batch, index, count);
+    });
+  }
+  if (!sharded_ && !pipeline_) inject_gradient_fault(optimized_);
+  // Reading the sum waits for the device's queued work; a pipeline's other stages have none.
+  const double local_loss_sum = losses.loss_sum.defined() ? losses.loss_sum.item<double>() : 0.0;
   // This rank's forward and backward time, less what it spent blocked on its peers: a rank
   // whose share is heavier (or whose machine is slower) stands out.
   const double busy = std::chrono::duration<double>(Clock::now() - busy_started).count() -
@@ -672,6 +712,8 @@ StepOutcome TrainingRun::train_step() {
 void TrainingRun::zero_grad() {
   if (sharded_)
     sharded_->zero_grad();
+  else if (pipeline_)
+    pipeline_->zero_grad();
   else
     for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();
 }
@@ -680,11 +722,17 @@ void TrainingRun::zero_grad() {
 // the same: a micro batch's mean loss counts by its share of the global batch's targets (chat
 // data leaves some samples without any), so that the data-parallel sum of the ranks' gradients
 // is the gradient of the global mean loss.
-MicroBatchLosses TrainingRun::forward_backward(const data::MicroBatch& batch, int64_t index, int64_t count) {
+double TrainingRun::micro_batch_loss_weight(const data::MicroBatch& batch, int64_t index, int64_t count) const {
   const auto targets = static_cast<double>(batch.target_count);
   const double weight =
       step_targets_ > 0 ? targets / step_divisor_ * injected_micro_batch_weight(index, count) : 0.0;
-  const double loss_weight = (loss_scaler_ ? loss_scaler_->scale() : 1.0) * weight;
+  return (loss_scaler_ ? loss_scaler_->scale() : 1.0) * weight;
+}
+
+MicroBatchLosses TrainingRun::forward_backward(const data::MicroBatch& batch, int64_t index, int64_t count) {
+  const auto targets = static_cast<double>(batch.target_count);
+  if (index == 1) inject_fault_mid_step(fault_, step_);
+  const double loss_weight = micro_batch_loss_weight(batch, index, count);
   if (sharded_) sharded_->begin_micro_batch(index + 1 == count);
   BatchLoss output;
   if (offloader_) offloader_->begin_forward();
@@ -706,6 +754,24 @@ MicroBatchLosses TrainingRun::forward_backward(const data::MicroBatch& batch, in
   return losses;
 }
 
+// A pipeline chunk's forward (train/pipeline_schedule.h): the activation for the next chunk, or
+// on the model's last chunk the weighted loss that the schedule differentiates.
+ChunkOutput TrainingRun::forward_chunk(int64_t chunk, const data::MicroBatch& batch, int64_t index, int64_t count,
+                                       const torch::Tensor& input) {
+  const auto& part = pipeline_->chunks()[static_cast<size_t>(chunk)];
+  if (index == 1) inject_fault_mid_step(fault_, step_);
+  const double loss_weight = micro_batch_loss_weight(batch, index, count);
+  PrecisionScope precision(t_.dtype, device_.type());
+  auto model_input = model_batch(batch.inputs, batch.targets, batch.cu_seqlens, device_);
+  model_input.loss_weight = loss_weight;
+  auto hidden = model_->forward_chunk(model_input, input, part.first_layer, part.last_layer, part.embedding, part.head);
+  if (!part.head) return {hidden, {}};
+  auto loss = next_token_loss_of_hidden(*model_, hidden, model_input.labels, loss_chunk_);
+  if (injected_loss_factor_ != 1.0) loss = loss * injected_loss_factor_;
+  MicroBatchLosses losses{loss.detach().to(torch::kFloat64) * static_cast<double>(batch.target_count), {}, {}, {}};
+  return {loss * loss_weight, losses};
+}
+
 // fp16: a step whose gradients overflowed is skipped (no update) and the loss scale shrinks;
 // a non-finite loss or gradient norm, or a loss spike, skips the step too.
 void TrainingRun::update(StepOutcome& outcome) {
@@ -714,7 +780,8 @@ void TrainingRun::update(StepOutcome& outcome) {
   if (loss_scaler_) finite_gradients = sum_over_ranks(loss_scaler_->unscale(parameters_) ? 0.0 : 1.0) == 0.0;
   outcome.skipped = !finite_gradients;
   if (finite_gradients) {
-    outcome.grad_norm = sharded_ ? sharded_->clip_grad_norm(recipe_.optim.grad_clip)
+    outcome.grad_norm = sharded_    ? sharded_->clip_grad_norm(recipe_.optim.grad_clip)
+                        : pipeline_ ? pipeline_->clip_grad_norm(recipe_.optim.grad_clip)
                                  : optim::clip_grad_norm(parameters_, recipe_.optim.grad_clip);
     outcome.skipped = !non_finite_.admit(step_, outcome.loss, outcome.grad_norm);
     if (!outcome.skipped && t_.spike != "off") outcome.spike = spikes_.check(outcome.loss, outcome.grad_norm);
@@ -756,6 +823,10 @@ void TrainingRun::log_step(const StepOutcome& outcome) {
                                    {"data_read_s", loader_->last_read_seconds()}};
   for (const auto& [name, value] : outcome.aux_losses) record["aux_loss." + name] = value;
   if (degrees_.tp > 1) record["tp.collective_s"] = outcome.tensor_parallel_s;
+  if (degrees_.pp > 1) {
+    record["pp.bubble_s"] = outcome.pipeline_idle;
+    record["pp.bubble_fraction"] = outcome.seconds > 0 ? outcome.pipeline_idle / outcome.seconds : 0.0;
+  }
   if (const auto& experts = outcome.experts) {
     record["moe.load_ratio"] = experts->load_ratio;
     record["moe.worst_layer"] = experts->worst_layer;
@@ -916,6 +987,7 @@ int64_t TrainingRun::state_bytes() const {
   int64_t optimizer_bytes = 0;
   for (const auto& p : parameters_) optimizer_bytes += 2 * p.numel() * static_cast<int64_t>(sizeof(float));
   if (sharded_) return sharded_->resident_bytes() + optimizer_bytes;
+  if (pipeline_) return pipeline_->resident_bytes() + optimizer_bytes;
   return 2 * optimizer_bytes;  // parameters and gradients, as many bytes as the two moments
 }
 
@@ -968,7 +1040,7 @@ void TrainingRun::save(int64_t at_step) {
   auto optimizer_state = optimizer_->state();
   CheckpointWriter::WriteFiles write;
   const std::string& recipe_yaml = recipe_yaml_;
-  if (!sharded_) {
+  if (!sharded_ && !pipeline_) {
     ckpt::TensorMap model_state;
     for (const auto& [name, tensor] : ckpt::model_tensors(*model_)) model_state[name] = snapshot(tensor);
     for (auto& [name, tensor] : optimizer_state) tensor = snapshot(tensor);

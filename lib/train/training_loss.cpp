@@ -15,30 +15,33 @@ int64_t loss_chunk_tokens(const config::Recipe& recipe) {
   return std::stoll(spec);
 }
 
-BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64_t chunk_tokens) {
-  const auto flat_targets = batch.labels.reshape({-1});
-  auto output = model.forward(batch);
+torch::Tensor next_token_loss_of_hidden(model::CausalLM& model, const torch::Tensor& hidden, const torch::Tensor& labels,
+                                        int64_t chunk_tokens) {
+  const auto flat_targets = labels.reshape({-1});
   // Tensor parallelism never forms the whole vocabulary's logits: the loss is chunked (one chunk
   // when the recipe turns chunking off).
   const auto& tensor_parallel = model.tensor_parallel();
   if (chunk_tokens > 0 || tensor_parallel) {
-    const auto& hidden = output.hidden;
     const memory::VocabParallel vocab{tensor_parallel.get(), model.vocab_first()};
     const int64_t rows = hidden.numel() / hidden.size(-1);
-    return {memory::chunked_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model.output_weight(), flat_targets,
-                                          chunk_tokens > 0 ? chunk_tokens : std::max<int64_t>(rows, 1),
-                                          data::kIgnoreIndex, vocab),
-            std::move(output.aux_losses), output.expert_load, output.dropped};
+    return memory::chunked_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model.output_weight(), flat_targets,
+                                         chunk_tokens > 0 ? chunk_tokens : std::max<int64_t>(rows, 1),
+                                         data::kIgnoreIndex, vocab);
   }
-  auto logits = torch::nn::functional::linear(output.hidden, model.output_weight());
+  auto logits = torch::nn::functional::linear(hidden, model.output_weight());
   auto wide = logits.to(at::promote_types(logits.scalar_type(), torch::kFloat32));
   // A sum over the counted targets rather than the mean reduction, which is NaN for a batch
   // without any target (possible in chat data); chunked_cross_entropy gives 0 there too.
   namespace F = torch::nn::functional;
   auto sum = F::cross_entropy(wide.reshape({-1, wide.size(-1)}), flat_targets,
                               F::CrossEntropyFuncOptions().ignore_index(data::kIgnoreIndex).reduction(torch::kSum));
-  return {sum / flat_targets.ne(data::kIgnoreIndex).sum().clamp_min(1).to(sum.scalar_type()),
-          std::move(output.aux_losses), output.expert_load, output.dropped};
+  return sum / flat_targets.ne(data::kIgnoreIndex).sum().clamp_min(1).to(sum.scalar_type());
+}
+
+BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64_t chunk_tokens) {
+  auto output = model.forward(batch);
+  return {next_token_loss_of_hidden(model, output.hidden, batch.labels, chunk_tokens), std::move(output.aux_losses),
+          output.expert_load, output.dropped};
 }
 
 model::Batch model_batch(const torch::Tensor& inputs, const torch::Tensor& targets, const torch::Tensor& cu_seqlens,

@@ -23,6 +23,9 @@ struct BatchLoss {
 
 // batch.labels: [B, T], -100 where a token carries no loss (as a SampleDataset's targets()).
 BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64_t chunk_tokens);
+// The same loss of the model's final hidden states (ModelOutput::hidden; a pipeline's last chunk).
+torch::Tensor next_token_loss_of_hidden(model::CausalLM& model, const torch::Tensor& hidden, const torch::Tensor& labels,
+                                        int64_t chunk_tokens);
 
 // The model batch of a data micro batch's inputs and targets, on `device`.
 model::Batch model_batch(const torch::Tensor& inputs, const torch::Tensor& targets, const torch::Tensor& cu_seqlens,

@@ -180,6 +180,26 @@ expect tp_with_experts "tp_with_experts.yaml:10:3: parallel.tp: 2: tensor parall
 parallel:
   tp: 2
 "
+expect virtual_stages_without_interleaving "virtual_stages_without_interleaving.yaml:7:3: parallel.pp_virtual_stages: 2 chunks per rank need parallel.pp_schedule interleaved_1f1b (it is 1f1b)" \
+"${head}parallel:
+  pp: 2
+  fsdp: 1
+  pp_virtual_stages: 2
+"
+expect pp_with_fsdp "pp_with_fsdp.yaml:6:3: parallel.fsdp: FSDP 2 (shard within a stage) with parallel.pp 2 is not supported yet" \
+"${head}parallel:
+  pp: 2
+  fsdp: 2
+"
+expect pp_too_many_chunks "pp_too_many_chunks.yaml:7:3: parallel.pp: 4 x 2 chunks for 2 layers and the embedding and head: each chunk needs one of them" \
+"${head}model:
+  num_layers: 2
+parallel:
+  pp: 4
+  fsdp: 1
+  pp_schedule: interleaved_1f1b
+  pp_virtual_stages: 2
+"
 expect yaml_syntax "yaml_syntax.yaml:6:1: invalid YAML: end of sequence flow not found" \
 "${head}model:
   hidden_size: [128

@@ -116,9 +116,8 @@ TEST_CASE("parallel degrees: -1 takes the rest, the product must match the world
         "divide 4");
   d = parallel::resolve_degrees({1, -1, 2, 1, 1}, 4);  // tp is a factor of the world: fsdp takes the rest
   CHECK(d.fsdp == 2);
-  CHECK(error_of([] { parallel::resolve_degrees({1, -1, 1, 2, 1}, 4); }) ==
-        "parallel.pp = 2: pipeline parallelism is not yet supported; use parallel.dp, parallel.fsdp, parallel.tp "
-        "and parallel.ep");
+  d = parallel::resolve_degrees({1, -1, 2, 2, 1}, 8);  // so is pp
+  CHECK(d.fsdp == 2);
   // Expert parallelism folds into the data ranks: it is no factor of the world, and divides dp x fsdp.
   CHECK(error_of([] { parallel::resolve_degrees({1, -1, 1, 1, 3}, 4); }) ==
         "parallel.ep = 3 must divide the data ranks, dp 1 x fsdp 4 = 4: experts are split over ep of them and "

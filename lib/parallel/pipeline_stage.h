@@ -1,0 +1,54 @@
+// Pipeline parallelism's model side (parallel.pp > 1): the model is cut into pp x v contiguous
+// chunks, the token embedding and the head (final norm and output projection) counting as one
+// layer each for balance, and pipeline rank r runs chunks r, r + pp, ..., r + (v - 1) pp (one
+// chunk per rank unless interleaved). A rank materialises and keeps only its chunks' parameters:
+// each embedding, block and head unit of the shard plan that a chunk runs becomes a ShardUnit,
+// replicated over "dp" (DDP within a stage: gradients accumulate over the micro batches and are
+// all-reduced once per step). Placements (tensor-parallel slices) carry over, so checkpoints
+// hold every stage's pieces by their global names and resume on any layout.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/causal_lm.h"
+#include "model/parameter_source.h"
+#include "model/shard_plan.h"
+#include "parallel/device_mesh.h"
+#include "parallel/shard_unit.h"
+
+namespace xtrain::parallel {
+
+struct PipelineChunk {
+  int64_t first_layer = 0, last_layer = 0;  // layers [first, last)
+  bool embedding = false, head = false;
+};
+
+// The `chunks` chunks of a model of `layers` layers: chunk k takes slots [k S / chunks,
+// (k + 1) S / chunks) of the S = layers + 2 slots embedding, layer 0, ..., layer L-1, head.
+std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks);
+
+class PipelineStage {
+ public:
+  PipelineStage(model::ShardPlan plan, const DeviceMesh& mesh, int64_t virtual_stages,
+                const model::ParameterSource& source);
+
+  // This rank's chunks, by virtual index, and each one's global index (virtual * pp + rank).
+  const std::vector<PipelineChunk>& chunks() const { return chunks_; }
+  int64_t global_chunk(int64_t virtual_index) const { return virtual_index * stages_ + rank_; }
+  int64_t num_chunks() const { return stages_ * static_cast<int64_t>(chunks_.size()); }
+
+  std::vector<ParameterShard*> parameters();
+  void zero_grad();
+  void reduce_gradients();  // sums the step's gradients over the dp replicas
+  double clip_grad_norm(double max_norm);
+  int64_t resident_bytes() const;
+
+ private:
+  std::shared_ptr<Comm> world_;
+  int64_t stages_, rank_;
+  std::vector<PipelineChunk> chunks_;
+  std::vector<std::unique_ptr<ShardUnit>> units_;
+};
+
+}  // namespace xtrain::parallel

@@ -1,0 +1,124 @@
+#include "train/pipeline_schedule.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+namespace xtrain::train {
+namespace {
+
+constexpr int64_t kActivationTag = 1, kGradientTag = 2;
+constexpr int64_t kHeaderLength = 8;  // dims, up to 6 sizes, dtype
+
+// Megatron's order: forwards k = 0, 1, ... take chunk (k mod pv) / p and micro batch
+// (k / pv) p + k mod p; backwards the chunks the other way round.
+PipelineAction interleaved(int64_t k, bool forward, int64_t stages, int64_t virtual_stages) {
+  const int64_t group = stages * virtual_stages;
+  int64_t chunk = (k % group) / stages;
+  if (!forward) chunk = virtual_stages - 1 - chunk;
+  return {forward, chunk, (k / group) * stages + k % stages};
+}
+
+}  // namespace
+
+std::vector<PipelineAction> pipeline_actions(const std::string& schedule, int64_t stages, int64_t virtual_stages,
+                                             int64_t rank, int64_t micro_batches) {
+  std::vector<PipelineAction> actions;
+  if (schedule == "gpipe") {
+    for (int64_t m = 0; m < micro_batches; ++m) actions.push_back({true, 0, m});
+    for (int64_t m = 0; m < micro_batches; ++m) actions.push_back({false, 0, m});
+    return actions;
+  }
+  const bool interleave = schedule == "interleaved_1f1b";
+  if (!interleave && schedule != "1f1b") throw std::invalid_argument("unknown pipeline schedule " + schedule);
+  const int64_t v = interleave ? virtual_stages : 1;
+  const int64_t total = micro_batches * v;
+  const int64_t warmup =
+      std::min(total, interleave ? (stages - rank - 1) * 2 + (v - 1) * stages : stages - rank - 1);
+  auto forward = [&](int64_t k) { actions.push_back(interleaved(k, true, stages, v)); };
+  auto backward = [&](int64_t k) { actions.push_back(interleaved(k, false, stages, v)); };
+  for (int64_t k = 0; k < warmup; ++k) forward(k);
+  for (int64_t k = 0; k < total - warmup; ++k) {
+    forward(warmup + k);
+    backward(k);
+  }
+  for (int64_t k = total - warmup; k < total; ++k) backward(k);
+  return actions;
+}
+
+PipelineSchedule::PipelineSchedule(std::string schedule, std::shared_ptr<parallel::Comm> pp_group,
+                                   int64_t virtual_stages, torch::Device device)
+    : schedule_(std::move(schedule)), group_(std::move(pp_group)), virtual_stages_(virtual_stages), device_(device) {}
+
+void PipelineSchedule::send(const torch::Tensor& tensor, int64_t peer, int64_t tag) {
+  const auto values = tensor.detach().contiguous();
+  auto header = torch::zeros({kHeaderLength}, torch::kInt64);
+  TORCH_CHECK(values.dim() <= kHeaderLength - 2, "a pipeline activation of ", values.dim(), " dimensions");
+  header[0] = values.dim();
+  for (int64_t d = 0; d < values.dim(); ++d) header[d + 1] = values.size(d);
+  header[kHeaderLength - 1] = static_cast<int64_t>(values.scalar_type());
+  const auto header_here = header.to(values.device());
+  sends_.push_back(group_->send_recv({{parallel::PeerTransfer::Kind::send, header_here, peer, tag},
+                                      {parallel::PeerTransfer::Kind::send, values, peer, tag}}));
+  in_flight_.push_back(header_here);
+  in_flight_.push_back(values);
+}
+
+torch::Tensor PipelineSchedule::receive(int64_t peer, int64_t tag, const torch::TensorOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  auto header = torch::empty({kHeaderLength}, options.dtype(torch::kInt64));
+  group_->send_recv({{parallel::PeerTransfer::Kind::recv, header, peer, tag}}).wait();
+  const auto sizes_host = header.to(torch::kCPU);
+  const auto* h = sizes_host.data_ptr<int64_t>();
+  const std::vector<int64_t> shape(h + 1, h + 1 + h[0]);
+  auto values = torch::empty(shape, options.dtype(static_cast<c10::ScalarType>(h[kHeaderLength - 1])));
+  group_->send_recv({{parallel::PeerTransfer::Kind::recv, values, peer, tag}}).wait();
+  idle_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return values;
+}
+
+MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micro_batches, const ChunkForward& forward) {
+  const int64_t stages = group_->size(), rank = group_->rank();
+  const int64_t previous = (rank + stages - 1) % stages, next = (rank + 1) % stages;
+  const int64_t last_chunk = stages * virtual_stages_ - 1;
+  const auto count = static_cast<int64_t>(micro_batches.size());
+  idle_seconds_ = 0;
+  struct Saved {
+    torch::Tensor input, output;
+  };
+  std::map<std::pair<int64_t, int64_t>, Saved> saved;  // by (chunk, micro batch)
+  MicroBatchLosses total;
+  const auto device_options = torch::TensorOptions().device(device_);
+  for (const auto& action : pipeline_actions(schedule_, stages, virtual_stages_, rank, count)) {
+    const int64_t chunk = action.chunk * stages + rank, m = action.micro_batch;
+    auto& batch = micro_batches[static_cast<size_t>(m)];
+    if (action.forward) {
+      torch::Tensor input;
+      if (chunk > 0) input = receive(previous, kActivationTag, device_options).requires_grad_(true);
+      auto out = forward(action.chunk, batch, m, count, input);
+      if (chunk == last_chunk)
+        total.add(out.losses);
+      else
+        send(out.output, next, kActivationTag);
+      saved[{action.chunk, m}] = {input, out.output};
+      continue;
+    }
+    auto node = saved.extract({action.chunk, m});
+    TORCH_CHECK(!node.empty(), "pipeline: backward of chunk ", chunk, " micro batch ", m, " before its forward");
+    auto& [input, output] = node.mapped();
+    if (chunk == last_chunk)
+      output.backward();
+    else
+      output.backward(receive(next, kGradientTag, output.options()));
+    if (chunk > 0) send(input.grad(), previous, kGradientTag);
+  }
+  for (auto& pending : sends_) pending.wait();
+  sends_.clear();
+  in_flight_.clear();
+  return total;
+}
+
+}  // namespace xtrain::train

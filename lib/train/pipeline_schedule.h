@@ -1,0 +1,73 @@
+// Pipeline schedules (parallel.pp_schedule): the order in which one pipeline rank runs the
+// forwards and backwards of its chunks on the step's micro batches, and their run, moving
+// activations forward and their gradients back to the neighbouring ranks.
+//   gpipe             every forward, then every backward;
+//   1f1b              pp - rank - 1 warm-up forwards, then one forward and one backward in turn,
+//                     then the remaining backwards: at most pp micro batches in flight on rank 0;
+//   interleaved_1f1b  v chunks per rank (chunk c on rank c mod pp), micro batches in groups of
+//                     pp, Megatron's warm-up of (pp - rank - 1) x 2 + (v - 1) x pp forwards.
+// Sends never block (they complete by the end of the step); a rank blocks only on the receive of
+// an input it needs next, so every schedule's order, being a valid pipeline order on each rank,
+// cannot deadlock. Each tensor goes with its shape first, so micro batches of any length pass.
+// Activations and gradients travel under different tags: between two ranks (the wrap-around of
+// interleaving on 2 ranks) each stream keeps its own order.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+#include <c10/core/Device.h>
+
+#include "data/micro_batch.h"
+#include "parallel/comm.h"
+#include "train/schedule.h"
+
+namespace xtrain::train {
+
+struct PipelineAction {
+  bool forward = true;
+  int64_t chunk = 0;  // this rank's virtual index
+  int64_t micro_batch = 0;
+};
+
+std::vector<PipelineAction> pipeline_actions(const std::string& schedule, int64_t stages, int64_t virtual_stages,
+                                             int64_t rank, int64_t micro_batches);
+
+// What a chunk's forward gives: the activation for the next chunk, or on the model's last chunk
+// the loss to differentiate (weighted for the step) and the micro batch's losses to report.
+struct ChunkOutput {
+  torch::Tensor output;
+  MicroBatchLosses losses;
+};
+// The forward of chunk `chunk` (virtual index) on micro batch `index` of `count`; `input` is the
+// previous chunk's activation (undefined for the model's first chunk).
+using ChunkForward = std::function<ChunkOutput(int64_t chunk, const data::MicroBatch& batch, int64_t index,
+                                               int64_t count, const torch::Tensor& input)>;
+
+class PipelineSchedule {
+ public:
+  // pp_group: the ranks of this rank's pipeline, by stage.
+  PipelineSchedule(std::string schedule, std::shared_ptr<parallel::Comm> pp_group, int64_t virtual_stages,
+                   torch::Device device);
+
+  MicroBatchLosses run(const std::vector<data::MicroBatch>& micro_batches, const ChunkForward& forward);
+  // Seconds of the last run spent waiting for a neighbour's activation or gradient: the bubble.
+  double last_idle_seconds() const { return idle_seconds_; }
+
+ private:
+  torch::Tensor receive(int64_t peer, int64_t tag, const torch::TensorOptions& options);
+  void send(const torch::Tensor& tensor, int64_t peer, int64_t tag);
+
+  std::string schedule_;
+  std::shared_ptr<parallel::Comm> group_;
+  int64_t virtual_stages_;
+  torch::Device device_;
+  double idle_seconds_ = 0;
+  std::vector<parallel::PendingCollective> sends_;
+  std::vector<torch::Tensor> in_flight_;  // what the sends read, alive until they complete
+};
+
+}  // namespace xtrain::train
