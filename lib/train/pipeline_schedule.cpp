@@ -86,6 +86,7 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
   const int64_t last_chunk = stages * virtual_stages_ - 1;
   const auto count = static_cast<int64_t>(micro_batches.size());
   idle_seconds_ = 0;
+  peak_in_flight_ = 0;
   struct Saved {
     torch::Tensor input, output;
   };
@@ -104,6 +105,7 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
       else
         send(out.output, next, kActivationTag);
       saved[{action.chunk, m}] = {input, out.output};
+      peak_in_flight_ = std::max(peak_in_flight_, static_cast<int64_t>(saved.size()));
       continue;
     }
     auto node = saved.extract({action.chunk, m});

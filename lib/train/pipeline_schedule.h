@@ -56,6 +56,9 @@ class PipelineSchedule {
   MicroBatchLosses run(const std::vector<data::MicroBatch>& micro_batches, const ChunkForward& forward);
   // Seconds of the last run spent waiting for a neighbour's activation or gradient: the bubble.
   double last_idle_seconds() const { return idle_seconds_; }
+  // The most micro batches whose activations the last run held at once (forward done, backward
+  // not yet): pp for 1f1b on stage 0, every micro batch for gpipe.
+  int64_t last_peak_in_flight() const { return peak_in_flight_; }
 
  private:
   torch::Tensor receive(int64_t peer, int64_t tag, const torch::TensorOptions& options);
@@ -66,6 +69,7 @@ class PipelineSchedule {
   int64_t virtual_stages_;
   torch::Device device_;
   double idle_seconds_ = 0;
+  int64_t peak_in_flight_ = 0;
   std::vector<parallel::PendingCollective> sends_;
   std::vector<torch::Tensor> in_flight_;  // what the sends read, alive until they complete
 };

@@ -240,6 +240,8 @@ struct StepOutcome {
   parallel::ExchangeWait expert_exchange_wait;  // seconds blocked on expert all-to-alls (ep > 1)
   double tensor_parallel_s = 0;                 // seconds in tensor-parallel collectives (tp > 1)
   double pipeline_idle = 0;                     // seconds waiting on pipeline neighbours (pp > 1)
+  double pipeline_in_flight = 0;                // most micro batches held at once (pp > 1)
+  std::vector<double> stage_idle, stage_in_flight, stage_rss;  // by pipeline stage (pp > 1)
 };
 
 // One training process from its recipe to its exit code: set-up (data, model, mesh, sharding,
@@ -265,6 +267,7 @@ class TrainingRun {
   ChunkOutput forward_chunk(int64_t chunk, const data::MicroBatch& batch, int64_t index, int64_t count,
                             const torch::Tensor& input);
   double micro_batch_loss_weight(const data::MicroBatch& batch, int64_t index, int64_t count) const;
+  void report_stages(StepOutcome& outcome);
   void update(StepOutcome& outcome);
   void log_step(const StepOutcome& outcome);
   void stop_if_diverging(const StepOutcome& outcome) const;
@@ -671,6 +674,7 @@ StepOutcome TrainingRun::train_step() {
     });
     pipeline_->reduce_gradients();
     outcome.pipeline_idle = pipeline_schedule_->last_idle_seconds();
+    outcome.pipeline_in_flight = static_cast<double>(pipeline_schedule_->last_peak_in_flight());
   } else {
     losses = schedule_->run(micro_batches, [this](const data::MicroBatch& batch, int64_t index, int64_t count) {
       return forward_backward(batch, index, count);
@@ -698,6 +702,7 @@ StepOutcome TrainingRun::train_step() {
                                                                  sharded_->resident_bytes()
                                                            : state_bytes());
   outcome.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  if (pipeline_) report_stages(outcome);
   outcome.comm_wait = parallel::PendingCollective::total_wait_seconds() - waited_before;
   outcome.tensor_parallel_s = parallel::tensor_parallel_clock().seconds() - tensor_parallel_before;
   const parallel::ExchangeWait exchange_waited = parallel::expert_exchange_wait();
@@ -826,6 +831,9 @@ void TrainingRun::log_step(const StepOutcome& outcome) {
   if (degrees_.pp > 1) {
     record["pp.bubble_s"] = outcome.pipeline_idle;
     record["pp.bubble_fraction"] = outcome.seconds > 0 ? outcome.pipeline_idle / outcome.seconds : 0.0;
+    record["pp.idle_s_by_stage"] = outcome.stage_idle;
+    record["pp.in_flight_by_stage"] = outcome.stage_in_flight;
+    record["pp.peak_rss_mib_by_stage"] = outcome.stage_rss;
   }
   if (const auto& experts = outcome.experts) {
     record["moe.load_ratio"] = experts->load_ratio;
@@ -957,6 +965,26 @@ int TrainingRun::finish() {
   }
   mesh_->group("world")->barrier();
   return 0;
+}
+
+// Each pipeline stage's idle time, most micro batches in flight and peak resident memory (of its
+// first tp and dp rank), for the step's metrics: one all-reduce.
+void TrainingRun::report_stages(StepOutcome& outcome) {
+  const int64_t stages = degrees_.pp;
+  auto values = torch::zeros({3 * stages}, torch::kFloat64);
+  if (mesh_->coordinate("tp") == 0 && mesh_->coordinate("dp") == 0) {
+    const int64_t stage = mesh_->coordinate("pp");
+    values[stage] = outcome.pipeline_idle;
+    values[stages + stage] = outcome.pipeline_in_flight;
+    values[2 * stages + stage] = peak_rss_mib();
+  }
+  auto on_device = values.to(device_);
+  mesh_->group("world")->all_reduce_sum(on_device).wait();
+  values = on_device.to(torch::kCPU);
+  const auto* v = values.data_ptr<double>();
+  outcome.stage_idle.assign(v, v + stages);
+  outcome.stage_in_flight.assign(v + stages, v + 2 * stages);
+  outcome.stage_rss.assign(v + 2 * stages, v + 3 * stages);
 }
 
 // A sum over all ranks, so that every rank takes the same decisions.
