@@ -125,8 +125,11 @@ class Launcher {
           notice(fmt::format("stopped: {}", result.abort_reason));
           leave();
           return 1;
-        case AttemptResult::kFailed:
-          if (attempt < options_.max_restarts) {
+        case AttemptResult::kFailed: {
+          // Bad input (a recipe, data or environment error) fails the same way on every attempt:
+          // no restart, and the job exits 2 as its rank did.
+          const bool bad_input = result.root_cause.signal == 0 && result.root_cause.exit_code == kExitBadInput;
+          if (!bad_input && attempt < options_.max_restarts) {
             notice(fmt::format("attempt {} failed: {}; restarting every rank (restart {} of {})", attempt,
                                describe(result.root_cause), attempt + 1, options_.max_restarts));
             continue;
@@ -134,7 +137,8 @@ class Launcher {
           fmt::print(stderr, "{}", failure_report(command_title(options_), result.root_cause, result.other_failures));
           keep_files_ = true;  // the report names the error files
           leave();
-          return 1;
+          return bad_input ? kExitBadInput : kExitRuntimeFailure;
+        }
       }
     }
   }

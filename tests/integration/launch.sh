@@ -105,8 +105,10 @@ run 1 --nproc-per-node 1 --max-restarts 2 --program bash -- -c 'echo "try $TORCH
 expect_text err "  exitcode  : 7 (pid: "
 
 # --- `xtrain train` with a missing recipe writes torchelastic's error file; its message is in
-# the launcher's report.
-run 1 --nproc-per-node 2 -- train "$work/no-such-recipe.yaml"
+# the launcher's report, and the job exits 2 as the ranks did, without restarting (bad input
+# fails the same way on every attempt).
+run 2 --nproc-per-node 2 --max-restarts 3 -- train "$work/no-such-recipe.yaml"
+if grep -q "restarting every rank" err; then fail "bad input was restarted"; fi
 expect_text err "xtrain train $work/no-such-recipe.yaml FAILED"
 expect_text err "  exitcode  : 2 (pid: "
 expect_text err "  error_file: /"
