@@ -284,7 +284,6 @@ class RecipeBuilder {
     if (p.fsdp > 1) not_yet("parallel.fsdp", fmt::format("FSDP {} (shard within a stage)", p.fsdp));
     if (m.num_experts > 0) not_yet("parallel.pp", "a mixture of experts");
     if (m.tie_embeddings) not_yet("model.tie_embeddings", "tied embeddings (first and last stage)");
-    if (!recipe_.data.eval.empty()) not_yet("data.eval", "evaluation");
     if (p.pp_schedule == "interleaved_1f1b" && v < 2)
       report(where("parallel.pp_virtual_stages"), "parallel.pp_virtual_stages",
              "interleaved_1f1b needs at least 2 chunks per rank");

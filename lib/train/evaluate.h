@@ -1,6 +1,9 @@
 // Evaluation: mean next-token loss and perplexity over a dataset, in its natural order.
 #pragma once
 #include <string>
+#include <vector>
+
+#include "data/micro_batch.h"
 
 #include "data/sample_dataset.h"
 #include "model/causal_lm.h"
@@ -19,5 +22,10 @@ struct EvalResult {
 EvalResult evaluate(model::CausalLM& model, const data::SampleDataset& dataset,
                     int64_t micro_batch_size, int64_t max_batches, const std::string& dtype,
                     int64_t loss_chunk_tokens = 0, bool pack = false);
+
+// The micro batches that evaluate() scores, all at once, for a caller that runs them itself (a
+// pipeline's schedule).
+std::vector<data::MicroBatch> eval_micro_batches(const data::SampleDataset& dataset, int64_t micro_batch_size,
+                                                 int64_t max_batches, bool pack);
 
 }  // namespace xtrain::train

@@ -80,6 +80,30 @@ torch::Tensor PipelineSchedule::receive(int64_t peer, int64_t tag, const torch::
   return values;
 }
 
+MicroBatchLosses PipelineSchedule::forward_only(const std::vector<data::MicroBatch>& micro_batches,
+                                                const ChunkForward& forward) {
+  const int64_t stages = group_->size(), rank = group_->rank();
+  const int64_t previous = (rank + stages - 1) % stages, next = (rank + 1) % stages;
+  const int64_t last_chunk = stages * virtual_stages_ - 1;
+  const auto count = static_cast<int64_t>(micro_batches.size());
+  MicroBatchLosses total;
+  for (int64_t m = 0; m < count; ++m)
+    for (int64_t v = 0; v < virtual_stages_; ++v) {
+      const int64_t chunk = v * stages + rank;
+      torch::Tensor input;
+      if (chunk > 0) input = receive(previous, kActivationTag, torch::TensorOptions().device(device_));
+      auto out = forward(v, micro_batches[static_cast<size_t>(m)], m, count, input);
+      if (chunk == last_chunk)
+        total.add(out.losses);
+      else
+        send(out.output, next, kActivationTag);
+    }
+  for (auto& pending : sends_) pending.wait();
+  sends_.clear();
+  in_flight_.clear();
+  return total;
+}
+
 MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micro_batches, const ChunkForward& forward) {
   const int64_t stages = group_->size(), rank = group_->rank();
   const int64_t previous = (rank + stages - 1) % stages, next = (rank + 1) % stages;

@@ -54,6 +54,9 @@ class PipelineSchedule {
                    torch::Device device);
 
   MicroBatchLosses run(const std::vector<data::MicroBatch>& micro_batches, const ChunkForward& forward);
+  // Forwards only (evaluation, under no_grad): micro batch by micro batch, each through this
+  // rank's chunks in order; the losses come back on the last stage.
+  MicroBatchLosses forward_only(const std::vector<data::MicroBatch>& micro_batches, const ChunkForward& forward);
   // Seconds of the last run spent waiting for a neighbour's activation or gradient: the bubble.
   double last_idle_seconds() const { return idle_seconds_; }
   // The most micro batches whose activations the last run held at once (forward done, backward

@@ -268,6 +268,7 @@ class TrainingRun {
                             const torch::Tensor& input);
   double micro_batch_loss_weight(const data::MicroBatch& batch, int64_t index, int64_t count) const;
   void report_stages(StepOutcome& outcome);
+  EvalResult evaluate_pipeline();
   void update(StepOutcome& outcome);
   void log_step(const StepOutcome& outcome);
   void stop_if_diverging(const StepOutcome& outcome) const;
@@ -1107,8 +1108,9 @@ void TrainingRun::run_eval(int64_t at_step) {
   if (!eval_data_) return;
   // Every rank evaluates the same batches: the gathers need all of them.
   if (sharded_) sharded_->begin_inference();
-  auto result = evaluate(*model_, *eval_data_, t_.micro_batch_size, t_.eval_batches, t_.dtype, loss_chunk_,
-                         recipe_.data.pack);
+  auto result = pipeline_ ? evaluate_pipeline()
+                          : evaluate(*model_, *eval_data_, t_.micro_batch_size, t_.eval_batches, t_.dtype,
+                                     loss_chunk_, recipe_.data.pack);
   if (sharded_) sharded_->end_inference();
   if (!chief_) return;
   fmt::print("eval step {}: loss {:.4f} | perplexity {:.3f} | {} tokens\n", at_step, result.loss, result.perplexity,
@@ -1116,6 +1118,34 @@ void TrainingRun::run_eval(int64_t at_step) {
   nlohmann::ordered_json record = {{"step", at_step}, {"eval_loss", result.loss},
                                    {"eval_perplexity", result.perplexity}, {"eval_tokens", result.tokens}};
   metrics_->write(record);
+}
+
+// evaluate()'s figures through the pipeline: forwards only, the loss on the last stage, whose
+// first tp and dp rank's sum every rank then reads.
+EvalResult TrainingRun::evaluate_pipeline() {
+  torch::NoGradGuard no_grad;
+  model_->eval();
+  const auto batches = eval_micro_batches(*eval_data_, t_.micro_batch_size, t_.eval_batches, recipe_.data.pack);
+  const auto losses = pipeline_schedule_->forward_only(
+      batches, [this](int64_t chunk, const data::MicroBatch& batch, int64_t, int64_t, const torch::Tensor& input) {
+        const auto& part = pipeline_->chunks()[static_cast<size_t>(chunk)];
+        PrecisionScope precision(t_.dtype, device_.type());
+        auto model_input = model_batch(batch.inputs, batch.targets, batch.cu_seqlens, device_);
+        auto hidden =
+            model_->forward_chunk(model_input, input, part.first_layer, part.last_layer, part.embedding, part.head);
+        if (!part.head) return ChunkOutput{hidden, {}};
+        const auto loss = next_token_loss_of_hidden(*model_, hidden, model_input.labels, loss_chunk_);
+        return ChunkOutput{loss, {loss.to(torch::kFloat64) * static_cast<double>(batch.target_count), {}, {}, {}}};
+      });
+  model_->train();
+  const bool counts = data_share_ > 0 && mesh_->coordinate("dp") == 0;
+  const double loss_sum = counts && losses.loss_sum.defined() ? losses.loss_sum.item<double>() : 0.0;
+  EvalResult result;
+  for (const auto& batch : batches) result.tokens += batch.target_count;
+  const double total = sum_over_ranks(loss_sum);  // every rank takes part
+  result.loss = result.tokens ? total / static_cast<double>(result.tokens) : 0.0;
+  result.perplexity = std::exp(result.loss);
+  return result;
 }
 
 // A background thread reads this rank's micro batches ahead of the steps that train on them.

@@ -2,7 +2,8 @@
 # Pipeline-parallel layouts train the same model as one process: 20 steps of PP 2 with 1f1b and
 # with gpipe, TP 2 x PP 2 and PP 2 x DP 2 (the 2-layer check model), PP 2 interleaved with 2
 # chunks per rank and PP 4 on packed documents (a 4-layer model) give one process's per-step
-# losses and gradient norms within 1e-5 and its weights. A TP 2 x PP 2 checkpoint resumes as one
+# losses and gradient norms within 1e-5 and its weights, and evaluation through TP 2 x PP 2 its
+# eval losses. A TP 2 x PP 2 checkpoint resumes as one
 # process and as FSDP 4. A stage that stalls in the middle of a step ends the job within
 # dist.timeout_s + 15 s, its neighbours naming the receive and the peer.
 set -euo pipefail
@@ -34,6 +35,22 @@ compare_runs "$work/four_single" "$work/four_pp2_interleaved"
 train packed_single 1 "${four[@]}" --set data.pack=true
 train packed_pp4 4 "${four[@]}" --set data.pack=true --set parallel.pp=4 --set parallel.fsdp=1
 compare_runs "$work/packed_single" "$work/packed_pp4"
+
+# Evaluation through the pipeline (forwards only, the loss on the last stage) gives one
+# process's eval losses.
+eval=(--set data.eval=builtin:demo-eval --set train.eval_every=5 --set train.eval_batches=4 --set train.steps=10)
+train eval_single 1 "${eval[@]}"
+train eval_tp2_pp2 4 "${eval[@]}" "${pp2[@]}" --set parallel.tp=2
+"${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" - "$work" <<'PY'
+import json, sys
+def losses(run):
+    return {r["step"]: r["eval_loss"] for r in map(json.loads, open(f"{sys.argv[1]}/{run}/metrics.jsonl")) if "eval_loss" in r}
+a, b = losses("eval_single"), losses("eval_tp2_pp2")
+assert a.keys() == b.keys() == {5, 10}, (a, b)
+worst = max(abs(a[s] - b[s]) / a[s] for s in a)
+print(f"eval through TP 2 x PP 2: eval losses at steps 5 and 10 within {worst:.2e} (relative) of one process")
+assert worst <= 1e-5, worst
+PY
 
 step10=$work/tp2_pp2/checkpoints/step-10
 for layout in "single 1" "fsdp4 4 --set parallel.fsdp=4"; do
