@@ -281,7 +281,6 @@ class RecipeBuilder {
     const auto not_yet = [&](const std::string& key, const std::string& what) {
       report(where(key), key, fmt::format("{} with parallel.pp {} is not supported yet", what, p.pp));
     };
-    if (p.fsdp > 1) not_yet("parallel.fsdp", fmt::format("FSDP {} (shard within a stage)", p.fsdp));
     if (m.num_experts > 0) not_yet("parallel.pp", "a mixture of experts");
     if (m.tie_embeddings) not_yet("model.tie_embeddings", "tied embeddings (first and last stage)");
     if (p.pp_schedule == "interleaved_1f1b" && v < 2)

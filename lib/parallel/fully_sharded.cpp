@@ -7,66 +7,13 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/functions/utils.h>
 #include <torch/torch.h>
 
+#include "parallel/sharded_unit_node.h"
 #include "util/input_error.h"
 #include "util/numeric_fault.h"
 
 namespace xtrain::parallel {
-namespace {
-
-using torch::autograd::variable_list;
-using UnitFn = std::function<torch::Tensor(const torch::Tensor&)>;
-
-// What the engine does around one unit's forward and backward.
-struct UnitHooks {
-  std::function<void()> before_forward, after_forward, before_backward, after_backward;
-};
-
-// The backward node of one sharded unit (a block, or the embedding). Forward ran the unit on a
-// detached copy of its input with its parameters gathered, keeping that inner graph; backward
-// calls the hooks around the inner graph's backward (gather the parameters again, hand the
-// gradients to their reduction).
-class ShardedUnitBackward : public torch::autograd::Node {
- public:
-  UnitHooks hooks;
-  torch::Tensor inner_input, inner_output;
-
-  std::string name() const override { return "xtrain::ShardedUnitBackward"; }
-
-  variable_list apply(variable_list&& grad_outputs) override {
-    hooks.before_backward();
-    torch::autograd::backward({inner_output}, {grad_outputs[0]});
-    hooks.after_backward();
-    auto grad = inner_input.grad();  // undefined for ids, which need none
-    inner_input = inner_output = torch::Tensor();
-    return {grad};
-  }
-};
-
-torch::Tensor run_sharded_unit(const UnitHooks& hooks, const torch::Tensor& x, const UnitFn& fn) {
-  if (!torch::GradMode::is_enabled()) {
-    hooks.before_forward();
-    auto out = fn(x);
-    hooks.after_forward();
-    return out;
-  }
-  auto node = std::shared_ptr<ShardedUnitBackward>(new ShardedUnitBackward(), torch::autograd::deleteNode);
-  node->hooks = hooks;
-  node->inner_input = x.detach();
-  if (x.requires_grad()) node->inner_input.requires_grad_(true);
-  hooks.before_forward();
-  node->inner_output = fn(node->inner_input);
-  hooks.after_forward();
-  auto output = node->inner_output.detach();
-  node->set_next_edges(torch::autograd::collect_next_edges(x));
-  torch::autograd::set_history(output, node);
-  return output;
-}
-
-}  // namespace
 
 // One block's units (its dense part, and under expert parallelism its experts), which move
 // together: each step below starts every unit's collective before waiting on any.

@@ -19,23 +19,129 @@ std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks) {
   return all;
 }
 
-PipelineStage::PipelineStage(model::ShardPlan plan, const DeviceMesh& mesh, int64_t virtual_stages,
-                             const model::ParameterSource& source)
-    : world_(mesh.group("world")), stages_(mesh.size("pp")), rank_(mesh.coordinate("pp")) {
+// One chunk's units: its ends (the embedding and the head, when it has them), gathered for the
+// whole chunk, and its blocks by layer, each gathered just around its own computation.
+class ChunkUnits {
+ public:
+  std::vector<ShardUnit*> ends;
+  int64_t first_layer = 0;
+  std::vector<std::vector<ShardUnit*>> blocks;  // block first_layer + i
+
+  bool has(int64_t layer) const {
+    return layer >= first_layer && layer < first_layer + static_cast<int64_t>(blocks.size());
+  }
+  void for_ends(void (ShardUnit::*step)()) const {
+    for (auto* unit : ends) (unit->*step)();
+  }
+  void for_block(int64_t layer, void (ShardUnit::*step)()) const {
+    if (!has(layer)) return;
+    for (auto* unit : blocks[static_cast<size_t>(layer - first_layer)]) (unit->*step)();
+  }
+  void reduce_block(int64_t layer) const {
+    if (!has(layer)) return;
+    for (auto* unit : blocks[static_cast<size_t>(layer - first_layer)]) unit->start_reduce(/*last_micro_batch=*/true);
+  }
+  int64_t last_layer() const { return first_layer + static_cast<int64_t>(blocks.size()) - 1; }
+};
+
+PipelineStage::PipelineStage(std::shared_ptr<model::CausalLM> model, model::ShardPlan plan, const DeviceMesh& mesh,
+                             int64_t virtual_stages, bool reshard_after_forward, const model::ParameterSource& source)
+    : model_(std::move(model)),
+      world_(mesh.group("world")),
+      stages_(mesh.size("pp")),
+      rank_(mesh.coordinate("pp")),
+      fully_sharded_(mesh.size("fsdp") > 1),
+      reshard_after_forward_(reshard_after_forward) {
   const auto all = pipeline_chunks(static_cast<int64_t>(plan.blocks.size()), stages_ * virtual_stages);
   auto keep = [&](model::ShardPlan::Unit& unit) {
-    units_.push_back(std::make_unique<ShardUnit>(unit.name, std::move(unit.parameters), mesh.group("self"),
-                                                 mesh.group("dp"), source, unit.placements));
+    units_.push_back(std::make_unique<ShardUnit>(unit.name, std::move(unit.parameters), mesh.group(unit.shard_over),
+                                                 mesh.group(unit.replicate_over), source, unit.placements));
+    return units_.back().get();
   };
   for (int64_t v = 0; v < virtual_stages; ++v) {
     const auto& chunk = all[static_cast<size_t>(v * stages_ + rank_)];
     chunks_.push_back(chunk);
     TORCH_CHECK(!chunk.embedding || plan.embedding, "pipeline stages with tied embeddings");
-    if (chunk.embedding) keep(*plan.embedding);
-    for (int64_t layer = chunk.first_layer; layer < chunk.last_layer; ++layer)
-      for (auto& unit : plan.blocks[static_cast<size_t>(layer)]) keep(unit);
-    if (chunk.head) keep(plan.head);
+    auto units = std::make_unique<ChunkUnits>();
+    units->first_layer = chunk.first_layer;
+    if (chunk.embedding) units->ends.push_back(keep(*plan.embedding));
+    for (int64_t layer = chunk.first_layer; layer < chunk.last_layer; ++layer) {
+      units->blocks.emplace_back();
+      for (auto& unit : plan.blocks[static_cast<size_t>(layer)]) units->blocks.back().push_back(keep(unit));
+    }
+    if (chunk.head) units->ends.push_back(keep(plan.head));
+    chunk_units_.push_back(std::move(units));
   }
+  if (!fully_sharded_) return;
+  // Wraps whatever runner the memory policy installed (recompute, offload): it runs inside.
+  auto inner = model_->block_runner;
+  model_->block_runner = [this, inner](int64_t layer, const torch::Tensor& x, const UnitFn& block) {
+    if (!inner) return run_sharded_unit(block_hooks(layer), x, block);
+    UnitFn wrapped = [&inner, layer, &block](const torch::Tensor& input) { return inner(layer, input, block); };
+    return run_sharded_unit(block_hooks(layer), x, wrapped);
+  };
+}
+
+PipelineStage::~PipelineStage() {
+  if (fully_sharded_) model_->block_runner = nullptr;
+}
+
+torch::Tensor PipelineStage::run_chunk(int64_t virtual_index, const torch::Tensor& input, const UnitFn& chunk) {
+  if (!fully_sharded_) return chunk(input);
+  return run_sharded_unit(chunk_hooks(*chunk_units_[static_cast<size_t>(virtual_index)]), input, chunk);
+}
+
+// The ends stay gathered for the chunk's pass; the first block to run is prefetched with them.
+UnitHooks PipelineStage::chunk_hooks(ChunkUnits& units) const {
+  const bool keep = !reshard_after_forward_;
+  return {[&units] {
+            units.for_ends(&ShardUnit::start_gather);
+            units.for_block(units.first_layer, &ShardUnit::start_gather);
+            units.for_ends(&ShardUnit::wait_gather);
+          },
+          [&units, keep] {
+            if (!keep || !torch::GradMode::is_enabled()) units.for_ends(&ShardUnit::reshard);
+          },
+          [&units] {
+            units.for_ends(&ShardUnit::start_gather);
+            units.for_block(units.last_layer(), &ShardUnit::start_gather);
+            units.for_ends(&ShardUnit::wait_gather);
+            units.for_ends(&ShardUnit::prepare_gradients);
+          },
+          [&units] {
+            units.for_block(units.first_layer, &ShardUnit::finish_reduce);
+            for (auto* unit : units.ends) unit->start_reduce(/*last_micro_batch=*/true);
+            units.for_ends(&ShardUnit::finish_reduce);
+            units.for_ends(&ShardUnit::reshard);
+          }};
+}
+
+// Forward goes up the chunk's layers and backward down: each prefetches the block it meets next,
+// and a block's gradients reduce while the one below computes.
+UnitHooks PipelineStage::block_hooks(int64_t layer) const {
+  const ChunkUnits* found = nullptr;
+  for (const auto& units : chunk_units_)
+    if (units->has(layer)) found = units.get();
+  TORCH_CHECK(found, "pipeline stage ", rank_, " runs no chunk with layer ", layer);
+  const ChunkUnits& units = *found;
+  const bool keep = !reshard_after_forward_;
+  return {[&units, layer] {
+            units.for_block(layer, &ShardUnit::wait_gather);
+            units.for_block(layer + 1, &ShardUnit::start_gather);
+          },
+          [&units, layer, keep] {
+            if (!keep || !torch::GradMode::is_enabled()) units.for_block(layer, &ShardUnit::reshard);
+          },
+          [&units, layer] {
+            units.for_block(layer, &ShardUnit::wait_gather);
+            units.for_block(layer - 1, &ShardUnit::start_gather);
+            units.for_block(layer, &ShardUnit::prepare_gradients);
+          },
+          [&units, layer] {
+            units.for_block(layer + 1, &ShardUnit::finish_reduce);
+            units.reduce_block(layer);
+            units.for_block(layer, &ShardUnit::reshard);
+          }};
 }
 
 std::vector<ParameterShard*> PipelineStage::parameters() {
@@ -50,7 +156,9 @@ void PipelineStage::zero_grad() {
 }
 
 void PipelineStage::reduce_gradients() {
-  for (auto& unit : units_) unit->start_reduce(/*last_micro_batch=*/true);
+  // Sharded units reduced after each backward (finish_reduce then has nothing left to do).
+  if (!fully_sharded_)
+    for (auto& unit : units_) unit->start_reduce(/*last_micro_batch=*/true);
   for (auto& unit : units_) unit->finish_reduce();
 }
 

@@ -16,6 +16,7 @@
 #include "model/shard_plan.h"
 #include "parallel/device_mesh.h"
 #include "parallel/shard_unit.h"
+#include "parallel/sharded_unit_node.h"
 
 namespace xtrain::parallel {
 
@@ -28,27 +29,40 @@ struct PipelineChunk {
 // (k + 1) S / chunks) of the S = layers + 2 slots embedding, layer 0, ..., layer L-1, head.
 std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks);
 
+class ChunkUnits;  // one chunk's units
+
 class PipelineStage {
  public:
-  PipelineStage(model::ShardPlan plan, const DeviceMesh& mesh, int64_t virtual_stages,
-                const model::ParameterSource& source);
+  PipelineStage(std::shared_ptr<model::CausalLM> model, model::ShardPlan plan, const DeviceMesh& mesh,
+                int64_t virtual_stages, bool reshard_after_forward, const model::ParameterSource& source);
+  ~PipelineStage();
 
   // This rank's chunks, by virtual index, and each one's global index (virtual * pp + rank).
   const std::vector<PipelineChunk>& chunks() const { return chunks_; }
   int64_t global_chunk(int64_t virtual_index) const { return virtual_index * stages_ + rank_; }
   int64_t num_chunks() const { return stages_ * static_cast<int64_t>(chunks_.size()); }
 
+  // Runs chunk `virtual_index`'s computation (its layers, and the loss on the last chunk) on
+  // the activation `input` (undefined for the first chunk), its parameters present throughout.
+  torch::Tensor run_chunk(int64_t virtual_index, const torch::Tensor& input, const UnitFn& chunk);
+
   std::vector<ParameterShard*> parameters();
   void zero_grad();
-  void reduce_gradients();  // sums the step's gradients over the dp replicas
+  void reduce_gradients();  // after the step's last backward: completes every reduction
   double clip_grad_norm(double max_norm);
   int64_t resident_bytes() const;
 
  private:
+  UnitHooks chunk_hooks(ChunkUnits& units) const;
+  UnitHooks block_hooks(int64_t layer) const;
+
+  std::shared_ptr<model::CausalLM> model_;
   std::shared_ptr<Comm> world_;
   int64_t stages_, rank_;
+  bool fully_sharded_, reshard_after_forward_;
   std::vector<PipelineChunk> chunks_;
   std::vector<std::unique_ptr<ShardUnit>> units_;
+  std::vector<std::unique_ptr<ChunkUnits>> chunk_units_;  // by virtual index
 };
 
 }  // namespace xtrain::parallel

@@ -264,6 +264,8 @@ class TrainingRun {
   StepOutcome train_step();
   void zero_grad();
   MicroBatchLosses forward_backward(const data::MicroBatch& batch, int64_t index, int64_t count);
+  ChunkOutput run_chunk(int64_t chunk, const data::MicroBatch& batch, const torch::Tensor& input, double loss_weight,
+                        double loss_factor);
   ChunkOutput forward_chunk(int64_t chunk, const data::MicroBatch& batch, int64_t index, int64_t count,
                             const torch::Tensor& input);
   double micro_batch_loss_weight(const data::MicroBatch& batch, int64_t index, int64_t count) const;
@@ -418,10 +420,6 @@ void TrainingRun::check_layout() {
     throw InputError(
         fmt::format("--stop-at-step {} is outside 1..train.steps ({})", options_.stop_at_step, t_.steps));
   accumulation_ = t_.global_batch_size / data_ranks_ / t_.micro_batch_size;
-  if (degrees_.pp > 1 && degrees_.fsdp > 1)
-    throw InputError(fmt::format("parallel.pp {} with FSDP {} (parallel.fsdp, or the ranks it takes when -1) is not "
-                                 "supported yet: set parallel.fsdp to 1 and replicate stages with parallel.dp",
-                                 degrees_.pp, degrees_.fsdp));
   if (recipe_.parallel.pp_schedule == "interleaved_1f1b" && degrees_.pp > 1 && accumulation_ % degrees_.pp != 0)
     throw InputError(fmt::format("parallel.pp_schedule interleaved_1f1b runs micro batches in groups of pp {}: "
                                  "train.global_batch_size / (micro_batch_size x data ranks) = {} must be a multiple",
@@ -464,9 +462,9 @@ void TrainingRun::shard_model() {
       plan = parallel::apply_expert_parallel(*model_, *mesh_, recipe_.parallel.intra_layer_micro_batch);
     std::vector<parallel::ParameterShard*> pieces;
     if (degrees_.pp > 1) {
-      pipeline_ = std::make_unique<parallel::PipelineStage>(plan ? std::move(*plan) : model_->shard_plan(), *mesh_,
-                                                            recipe_.parallel.pp_virtual_stages,
-                                                            initial_weights_.source);
+      pipeline_ = std::make_unique<parallel::PipelineStage>(
+          model_, plan ? std::move(*plan) : model_->shard_plan(), *mesh_, recipe_.parallel.pp_virtual_stages,
+          recipe_.parallel.reshard_after_forward, initial_weights_.source);
       pieces = pipeline_->parameters();
     } else {
       sharded_ = std::make_unique<parallel::FullyShardedModel>(
@@ -764,18 +762,28 @@ MicroBatchLosses TrainingRun::forward_backward(const data::MicroBatch& batch, in
 // on the model's last chunk the weighted loss that the schedule differentiates.
 ChunkOutput TrainingRun::forward_chunk(int64_t chunk, const data::MicroBatch& batch, int64_t index, int64_t count,
                                        const torch::Tensor& input) {
-  const auto& part = pipeline_->chunks()[static_cast<size_t>(chunk)];
   if (index == 1) inject_fault_mid_step(fault_, step_);
-  const double loss_weight = micro_batch_loss_weight(batch, index, count);
+  return run_chunk(chunk, batch, input, micro_batch_loss_weight(batch, index, count), injected_loss_factor_);
+}
+
+// Chunk `chunk`'s layers on `input` and, on the model's last chunk, the micro batch's mean loss
+// (times loss_factor, an injected spike) times loss_weight, and its loss sum to report.
+ChunkOutput TrainingRun::run_chunk(int64_t chunk, const data::MicroBatch& batch, const torch::Tensor& input,
+                                   double loss_weight, double loss_factor) {
+  const auto& part = pipeline_->chunks()[static_cast<size_t>(chunk)];
   PrecisionScope precision(t_.dtype, device_.type());
   auto model_input = model_batch(batch.inputs, batch.targets, batch.cu_seqlens, device_);
   model_input.loss_weight = loss_weight;
-  auto hidden = model_->forward_chunk(model_input, input, part.first_layer, part.last_layer, part.embedding, part.head);
-  if (!part.head) return {hidden, {}};
-  auto loss = next_token_loss_of_hidden(*model_, hidden, model_input.labels, loss_chunk_);
-  if (injected_loss_factor_ != 1.0) loss = loss * injected_loss_factor_;
-  MicroBatchLosses losses{loss.detach().to(torch::kFloat64) * static_cast<double>(batch.target_count), {}, {}, {}};
-  return {loss * loss_weight, losses};
+  MicroBatchLosses losses;
+  auto output = pipeline_->run_chunk(chunk, input, [&](const torch::Tensor& x) {
+    auto hidden = model_->forward_chunk(model_input, x, part.first_layer, part.last_layer, part.embedding, part.head);
+    if (!part.head) return hidden;
+    auto loss = next_token_loss_of_hidden(*model_, hidden, model_input.labels, loss_chunk_);
+    if (loss_factor != 1.0) loss = loss * loss_factor;
+    losses.loss_sum = loss.detach().to(torch::kFloat64) * static_cast<double>(batch.target_count);
+    return loss * loss_weight;
+  });
+  return {output, losses};
 }
 
 // fp16: a step whose gradients overflowed is skipped (no update) and the loss scale shrinks;
@@ -969,11 +977,11 @@ int TrainingRun::finish() {
 }
 
 // Each pipeline stage's idle time, most micro batches in flight and peak resident memory (of its
-// first tp and dp rank), for the step's metrics: one all-reduce.
+// first tp and data rank), for the step's metrics: one all-reduce.
 void TrainingRun::report_stages(StepOutcome& outcome) {
   const int64_t stages = degrees_.pp;
   auto values = torch::zeros({3 * stages}, torch::kFloat64);
-  if (mesh_->coordinate("tp") == 0 && mesh_->coordinate("dp") == 0) {
+  if (mesh_->coordinate("tp") == 0 && mesh_->data_rank() == 0) {
     const int64_t stage = mesh_->coordinate("pp");
     values[stage] = outcome.pipeline_idle;
     values[stages + stage] = outcome.pipeline_in_flight;
@@ -1128,17 +1136,10 @@ EvalResult TrainingRun::evaluate_pipeline() {
   const auto batches = eval_micro_batches(*eval_data_, t_.micro_batch_size, t_.eval_batches, recipe_.data.pack);
   const auto losses = pipeline_schedule_->forward_only(
       batches, [this](int64_t chunk, const data::MicroBatch& batch, int64_t, int64_t, const torch::Tensor& input) {
-        const auto& part = pipeline_->chunks()[static_cast<size_t>(chunk)];
-        PrecisionScope precision(t_.dtype, device_.type());
-        auto model_input = model_batch(batch.inputs, batch.targets, batch.cu_seqlens, device_);
-        auto hidden =
-            model_->forward_chunk(model_input, input, part.first_layer, part.last_layer, part.embedding, part.head);
-        if (!part.head) return ChunkOutput{hidden, {}};
-        const auto loss = next_token_loss_of_hidden(*model_, hidden, model_input.labels, loss_chunk_);
-        return ChunkOutput{loss, {loss.to(torch::kFloat64) * static_cast<double>(batch.target_count), {}, {}, {}}};
+        return run_chunk(chunk, batch, input, 1.0, 1.0);
       });
   model_->train();
-  const bool counts = data_share_ > 0 && mesh_->coordinate("dp") == 0;
+  const bool counts = data_share_ > 0 && mesh_->data_rank() == 0;
   const double loss_sum = counts && losses.loss_sum.defined() ? losses.loss_sum.item<double>() : 0.0;
   EvalResult result;
   for (const auto& batch : batches) result.tokens += batch.target_count;

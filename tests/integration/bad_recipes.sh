@@ -186,10 +186,11 @@ expect virtual_stages_without_interleaving "virtual_stages_without_interleaving.
   fsdp: 1
   pp_virtual_stages: 2
 "
-expect pp_with_fsdp "pp_with_fsdp.yaml:6:3: parallel.fsdp: FSDP 2 (shard within a stage) with parallel.pp 2 is not supported yet" \
-"${head}parallel:
+expect pp_with_tied_embeddings "pp_with_tied_embeddings.yaml:5:3: model.tie_embeddings: tied embeddings (first and last stage) with parallel.pp 2 is not supported yet" \
+"${head}model:
+  tie_embeddings: true
+parallel:
   pp: 2
-  fsdp: 2
 "
 expect pp_too_many_chunks "pp_too_many_chunks.yaml:7:3: parallel.pp: 4 x 2 chunks for 2 layers and the embedding and head: each chunk needs one of them" \
 "${head}model:

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Pipeline-parallel layouts train the same model as one process: 20 steps of PP 2 with 1f1b and
-# with gpipe, TP 2 x PP 2 and PP 2 x DP 2 (the 2-layer check model), PP 2 interleaved with 2
-# chunks per rank and PP 4 on packed documents (a 4-layer model) give one process's per-step
-# losses and gradient norms within 1e-5 and its weights, and evaluation through TP 2 x PP 2 its
-# eval losses. A TP 2 x PP 2 checkpoint resumes as one
-# process and as FSDP 4. A stage that stalls in the middle of a step ends the job within
+# with gpipe, TP 2 x PP 2, PP 2 x DP 2, PP 2 x FSDP 2 and TP 2 (SP) x PP 2 x FSDP 2 on 8 ranks
+# (the 2-layer check model), PP 2
+# interleaved with 2 chunks per rank, alone and with FSDP 2 and full recompute, and PP 4 on
+# packed documents (a 4-layer model) give one process's per-step losses and gradient norms
+# within 1e-5 and its weights, and evaluation through TP 2 x PP 2 its eval losses. A TP 2 x PP 2
+# checkpoint resumes as one process and as FSDP 4, a PP 2 x FSDP 2 one as TP 2. A stage that stalls in the middle of a step ends the job within
 # dist.timeout_s + 15 s, its neighbours naming the receive and the peer.
 set -euo pipefail
 xtrain=$1
@@ -24,14 +25,19 @@ train pp2_1f1b 2 "${pp2[@]}"
 train pp2_gpipe 2 "${pp2[@]}" --set parallel.pp_schedule=gpipe
 train tp2_pp2 4 "${pp2[@]}" --set parallel.tp=2
 train pp2_dp2 4 "${pp2[@]}" --set parallel.dp=2
+train pp2_fsdp2 4 --set parallel.pp=2 --set parallel.fsdp=2
+train tp2_pp2_fsdp2 8 --set parallel.pp=2 --set parallel.fsdp=2 --set parallel.tp=2 --set parallel.sequence_parallel=true
 grep -q "parallel: 4 ranks (torchrun), DDP 1, tensor-parallel over tp 2, 2 pipeline stages" "$work/tp2_pp2.log"
+grep -q "parallel: 4 ranks (torchrun), FSDP 2, 2 pipeline stages" "$work/pp2_fsdp2.log"
 grep -q '"pp.bubble_fraction":' "$work/pp2_1f1b/metrics.jsonl"
-for run in pp2_1f1b pp2_gpipe tp2_pp2 pp2_dp2; do compare_runs "$work/single" "$work/$run"; done
+for run in pp2_1f1b pp2_gpipe tp2_pp2 pp2_dp2 pp2_fsdp2 tp2_pp2_fsdp2; do compare_runs "$work/single" "$work/$run"; done
 
 train four_single 1 "${four[@]}"
 train four_pp2_interleaved 2 "${four[@]}" "${pp2[@]}" --set parallel.pp_schedule=interleaved_1f1b \
   --set parallel.pp_virtual_stages=2
-compare_runs "$work/four_single" "$work/four_pp2_interleaved"
+train four_pp2_interleaved_fsdp2 4 "${four[@]}" --set parallel.pp=2 --set parallel.fsdp=2 \
+  --set parallel.pp_schedule=interleaved_1f1b --set parallel.pp_virtual_stages=2 --set memory.recompute=full
+for run in four_pp2_interleaved four_pp2_interleaved_fsdp2; do compare_runs "$work/four_single" "$work/$run"; done
 train packed_single 1 "${four[@]}" --set data.pack=true
 train packed_pp4 4 "${four[@]}" --set data.pack=true --set parallel.pp=4 --set parallel.fsdp=1
 compare_runs "$work/packed_single" "$work/packed_pp4"
@@ -60,6 +66,11 @@ for layout in "single 1" "fsdp4 4 --set parallel.fsdp=4"; do
   grep -q "resumed from $step10 at step 10" "$work/tp2_pp2_as_$name.log"
   compare_runs "$work/tp2_pp2" "$work/tp2_pp2_as_$name" 11
 done
+
+step10=$work/pp2_fsdp2/checkpoints/step-10
+train pp2_fsdp2_as_tp2 2 --set checkpoint.resume="$step10" --set parallel.tp=2
+grep -q "resumed from $step10 at step 10" "$work/pp2_fsdp2_as_tp2.log"
+compare_runs "$work/pp2_fsdp2" "$work/pp2_fsdp2_as_tp2" 11
 
 # Stage 2 of 4 stalls in its second micro batch's forward at step 3: stage 3 waits for its
 # activation, stage 1 for its gradient; each names the receive and the peer.
