@@ -14,7 +14,7 @@ using torch::autograd::variable_list;
 class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,
-                               const torch::Tensor& targets, int64_t chunk_tokens, int64_t ignore_index,
+                               const torch::Tensor& bias, const torch::Tensor& targets, int64_t chunk_tokens, int64_t ignore_index,
                                bool grad_enabled, bool autocast_matmuls, c10::ScalarType autocast_dtype,
                                const VocabParallel& vocab) {
     // Softmax, loss and gradient accumulation run in at least fp32; under autocast (bf16, or fp16
@@ -27,6 +27,7 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
     // only the loss is computed.
     const bool want_hidden = grad_enabled && hidden.requires_grad();
     const bool want_weight = grad_enabled && weight.requires_grad();
+    const bool want_bias = grad_enabled && bias.defined() && bias.requires_grad();
 
     const auto valid = targets.ne(ignore_index);
     // A device scalar, read by no one on the host: 1 / max(count, 1) (rows of a batch without
@@ -36,9 +37,10 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
     // One converted copy of the weight for the whole call; a no-op for fp32.
     const auto w = weight.to(matmul_type);
     auto loss_sum = torch::zeros({}, w.options().dtype(compute));
-    torch::Tensor grad_hidden, grad_weight;
+    torch::Tensor grad_hidden, grad_weight, grad_bias;
     if (want_hidden) grad_hidden = torch::empty(hidden.sizes(), hidden.options());
     if (want_weight) grad_weight = torch::zeros(w.sizes(), w.options().dtype(compute));
+    if (want_bias) grad_bias = torch::zeros({w.size(0)}, w.options().dtype(compute));
 
     const int64_t n = hidden.size(0);
     for (int64_t start = 0; start < n; start += chunk_tokens) {
@@ -55,6 +57,7 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
       // The chunk's [rows, V] logits: the only large buffer. Everything below works on it in
       // place (at::logsumexp would allocate a second one).
       auto z = torch::mm(h, w.t()).to(compute);
+      if (bias.defined()) z.add_(bias.to(compute));
       auto target_logit = z.gather(1, index);
       auto max = z.amax(1, /*keepdim=*/true);
       if (vocab.ops) vocab.ops->all_reduce_max(max);
@@ -68,11 +71,12 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
       const auto lse = sum_exp.log().add_(max);
       const auto row_weight = row_valid.to(compute).mul_(inv_count).unsqueeze(1);  // d loss / d row loss
       loss_sum.add_((lse - target_logit).mul_(row_weight).sum());
-      if (!want_hidden && !want_weight) continue;
+      if (!want_hidden && !want_weight && !want_bias) continue;
 
       // d loss / d logits = row_weight * (softmax - onehot(target)), built in z.
       z.mul_(row_weight / sum_exp);
       z.scatter_add_(1, index, vocab.ops ? -row_weight * here.unsqueeze(1).to(compute) : -row_weight);
+      if (want_bias) grad_bias.add_(z.sum(0));
       const auto dz = z.to(matmul_type);
       if (want_hidden) grad_hidden.narrow(0, start, rows).copy_(torch::mm(dz, w));
       if (want_weight) {
@@ -85,7 +89,8 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
 
     // Held until backward in the inputs' dtypes: half the memory for bf16.
     if (want_weight) grad_weight = grad_weight.to(weight.scalar_type());
-    ctx->save_for_backward({grad_hidden, grad_weight});
+    if (want_bias) grad_bias = grad_bias.to(bias.scalar_type());
+    ctx->save_for_backward({grad_hidden, grad_weight, grad_bias});
     return loss_sum;
   }
 
@@ -98,7 +103,7 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
     auto scaled = [&](const torch::Tensor& grad) {
       return grad.defined() ? grad.mul_(grad_output.to(grad.scalar_type())) : grad;
     };
-    return {scaled(saved[0]), scaled(saved[1]), torch::Tensor(), torch::Tensor(), torch::Tensor(),
+    return {scaled(saved[0]), scaled(saved[1]), scaled(saved[2]), torch::Tensor(), torch::Tensor(), torch::Tensor(),
             torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
@@ -107,13 +112,15 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
 
 torch::Tensor chunked_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
                                     const torch::Tensor& targets, int64_t chunk_tokens, int64_t ignore_index,
-                                    const VocabParallel& vocab) {
+                                    const VocabParallel& vocab, const torch::Tensor& bias) {
   TORCH_CHECK(hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1),
               "chunked_cross_entropy: expected hidden [N, H] and weight [V, H], got ", hidden.sizes(), " and ",
               weight.sizes());
   TORCH_CHECK(targets.dim() == 1 && targets.size(0) == hidden.size(0) && targets.scalar_type() == torch::kLong,
               "chunked_cross_entropy: expected int64 targets [", hidden.size(0), "], got ", targets.sizes(), " ",
               targets.scalar_type());
+  TORCH_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)),
+              "chunked_cross_entropy: expected bias [", weight.size(0), "], got ", bias.sizes());
   TORCH_CHECK(chunk_tokens > 0, "chunked_cross_entropy: chunk_tokens must be positive, got ", chunk_tokens);
   // The loss picks its own precisions (see forward); autocast inside would also turn the
   // softmax's elementwise work to bf16 / fp16. Autocast of the inputs' device decides.
@@ -121,7 +128,7 @@ torch::Tensor chunked_cross_entropy(const torch::Tensor& hidden, const torch::Te
   const bool autocast_matmuls = at::autocast::is_autocast_enabled(device_type);
   const auto autocast_dtype = at::autocast::get_autocast_dtype(device_type);
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-  return ChunkedCrossEntropy::apply(hidden, weight, targets, chunk_tokens, ignore_index,
+  return ChunkedCrossEntropy::apply(hidden, weight, bias, targets, chunk_tokens, ignore_index,
                                     torch::GradMode::is_enabled(), autocast_matmuls, autocast_dtype, vocab);
 }
 

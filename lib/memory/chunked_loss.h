@@ -1,6 +1,7 @@
 // Fused output projection + cross-entropy that never materialises the [N, V] logits.
 //
 // chunked_cross_entropy(hidden, weight, targets) == cross_entropy(hidden @ weight^T, targets)
+// (+ bias, the output projection's [V], when given; encoders' heads have one)
 // (mean over targets != ignore_index; 0 when every target is ignored). The forward pass walks
 // the rows in chunks of chunk_tokens: for each chunk it forms the logits in fp32 (fp64 for
 // fp64 inputs; under bf16 autocast from bf16 matmul operands), takes the loss, turns the logits
@@ -37,7 +38,8 @@ struct VocabParallel {
 // hidden: [N, H] any float dtype; weight: [V, H] (the output projection); targets: [N] int64.
 torch::Tensor chunked_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
                                     const torch::Tensor& targets, int64_t chunk_tokens,
-                                    int64_t ignore_index = -100, const VocabParallel& vocab = {});
+                                    int64_t ignore_index = -100, const VocabParallel& vocab = {},
+                                    const torch::Tensor& bias = {});
 
 // Largest chunk whose fp32 logits and one same-sized temporary fit in budget_bytes, clamped to
 // [1, num_tokens].

@@ -14,7 +14,7 @@ int64_t CausalLM::vocab_first() const {
 }
 
 torch::Tensor CausalLM::logits(const Batch& batch) {
-  auto logits = torch::nn::functional::linear(forward(batch).hidden, output_weight());
+  auto logits = torch::nn::functional::linear(forward(batch).hidden, output_weight(), output_bias());
   if (!tensor_parallel_) return logits;
   std::vector<int64_t> sizes;
   for (int64_t r = 0; r < tensor_parallel_->size(); ++r)

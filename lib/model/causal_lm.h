@@ -1,6 +1,8 @@
-// CausalLM: what the engine needs of a decoder, and nothing of its layers. Training,
-// evaluation, generation, memory policies and FSDP work on this interface only; each family
-// implements it (model/llama.h) and is found through its ModelSpec (model/model_spec.h).
+// CausalLM: what the engine needs of a language model (a decoder, or an encoder trained on
+// masked tokens: the loss is the same cross-entropy on labelled positions), and nothing of its
+// layers. Training, evaluation, generation, memory policies and FSDP work on this interface
+// only; each family implements it (model/llama.h, model/bert.h) and is found through its
+// ModelSpec (model/model_spec.h).
 //
 // A model is built without parameter storage and materialised from a ParameterSource
 // (model/parameter_source.h): whole on one process, shard by shard under FSDP.
@@ -35,8 +37,10 @@ class CausalLM : public torch::nn::Module {
  public:
   // The hidden states that the output projection turns into logits, and the auxiliary losses.
   virtual ModelOutput forward(const Batch& batch) = 0;
-  // Weight of the output projection [vocab, hidden] (the embedding table when tied).
+  // Weight of the output projection [vocab, hidden] (the embedding table when tied), and its
+  // bias [vocab] (undefined: none; an encoder's masked-LM head has one).
   virtual torch::Tensor output_weight() const = 0;
+  virtual torch::Tensor output_bias() const { return {}; }
   // How each parameter is drawn at a random init, from the module tree (model/parameter_init.h).
   virtual InitPlan init_plan() const = 0;
   virtual ShardPlan shard_plan() = 0;

@@ -24,7 +24,7 @@ EmbeddingImpl::EmbeddingImpl(int64_t num_embeddings, int64_t dim) {
 }
 
 torch::Tensor EmbeddingImpl::forward(const torch::Tensor& ids) {
-  if (!tensor_parallel) return torch::embedding(weight, ids);
+  if (!tensor_parallel) return torch::embedding(weight, ids, padding_idx);
   const auto local = ids - first_row;
   const auto mine = local.ge(0).logical_and(local.lt(weight.size(0)));
   const auto rows = torch::embedding(weight, local.masked_fill(mine.logical_not(), 0));

@@ -38,6 +38,7 @@ class EmbeddingImpl : public torch::nn::Module {
   torch::Tensor weight;
   std::shared_ptr<TensorParallelOps> tensor_parallel;
   int64_t first_row = 0;
+  int64_t padding_idx = -1;  // a row whose lookups give it no gradient (-1: none)
 };
 TORCH_MODULE(Embedding);
 

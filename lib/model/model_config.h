@@ -34,6 +34,10 @@ struct ModelConfig {
   bool tie_embeddings = false;
   double init_std = 0.02;
   int64_t head_dim_override = 0;  // 0: hidden_size / num_heads
+  // Encoders (bert): segment embeddings, and the id whose embedding row takes no gradient from
+  // the lookup (transformers' padding_idx).
+  int64_t type_vocab_size = 2;
+  int64_t pad_token_id = 0;
 
   // Mixture of experts (model/moe.h); num_experts 0: every layer dense. Layer i is a MoE layer
   // when i >= first_k_dense and (i + 1) % moe_layer_step == 0 (transformers' mlp_only_layers and

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "model/bert_family.h"
 #include "model/llama_family.h"
 #include "model/model_spec.h"
 #include "util/input_error.h"
@@ -14,7 +15,7 @@ namespace xtrain::model {
 
 const std::vector<ModelSpec>& model_specs() {
   static const std::vector<ModelSpec> specs = {llama_spec(), qwen2_spec(), qwen3_spec(), qwen3_moe_spec(),
-                                                 mixtral_spec()};
+                                                 mixtral_spec(), bert_spec()};
   return specs;
 }
 

@@ -26,9 +26,9 @@ torch::Tensor next_token_loss_of_hidden(model::CausalLM& model, const torch::Ten
     const int64_t rows = hidden.numel() / hidden.size(-1);
     return memory::chunked_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model.output_weight(), flat_targets,
                                          chunk_tokens > 0 ? chunk_tokens : std::max<int64_t>(rows, 1),
-                                         data::kIgnoreIndex, vocab);
+                                         data::kIgnoreIndex, vocab, model.output_bias());
   }
-  auto logits = torch::nn::functional::linear(hidden, model.output_weight());
+  auto logits = torch::nn::functional::linear(hidden, model.output_weight(), model.output_bias());
   auto wide = logits.to(at::promote_types(logits.scalar_type(), torch::kFloat32));
   // A sum over the counted targets rather than the mean reduction, which is NaN for a batch
   // without any target (possible in chat data); chunked_cross_entropy gives 0 there too.
