@@ -25,6 +25,8 @@ struct DataSection {
   std::string eval;
   std::string tokenizer;
   std::string chat_template;
+  std::string objective;  // clm | mlm
+  double mlm_probability = 0;
   int64_t seq_len = 0;
   bool shuffle = true;
   bool pack = false;

@@ -328,6 +328,23 @@ class RecipeBuilder {
                          tp, recipe_.data.seq_len));
   }
 
+  // Encoders learn masked tokens, decoders the next one; encoders are not split by tp or pp.
+  void check_objective() {
+    const bool encoder = recipe_.model.family == "bert";
+    const auto& objective = recipe_.data.objective;
+    if (objective == "mlm" && !encoder)
+      report(where("data.objective"), "data.objective",
+             fmt::format("mlm trains an encoder, and model.family {} is a decoder: set model.family bert, or "
+                         "data.objective clm",
+                         recipe_.model.family));
+    if (encoder && objective != "mlm")
+      report(where("model.family"), "model.family", "bert is an encoder trained on masked tokens: set data.objective mlm");
+    if (encoder && recipe_.parallel.tp > 1)
+      report(where("parallel.tp"), "parallel.tp", "bert is not split by tensor parallelism: leave it at 1 (use FSDP)");
+    if (encoder && recipe_.parallel.pp > 1)
+      report(where("parallel.pp"), "parallel.pp", "bert is not split into pipeline stages: leave it at 1 (use FSDP)");
+  }
+
   void check_consistency() {
     const auto& m = recipe_.model;
     if (m.head_dim_override == 0 && m.hidden_size % m.num_heads != 0)
@@ -346,6 +363,7 @@ class RecipeBuilder {
     check_experts();
     check_tensor_parallel();
     check_pipeline_parallel();
+    check_objective();
     if (tokenizer_vocab_ > 0 && m.vocab_size < tokenizer_vocab_)
       report(where("model.vocab_size"), "model.vocab_size",
              fmt::format("{} is smaller than the {} ids of tokenizer '{}'", m.vocab_size,

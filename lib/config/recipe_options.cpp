@@ -97,6 +97,7 @@ OptionRegistry build_registry() {
   r.add<double>("model.rope_high_freq_factor", FIELD(model.rope_scaling.high_freq_factor), 4.0, "Llama 3 rotary scaling: wavelengths below rope_original_max_len / this are kept; those between are blended.", positive());
   r.add<int64_t>("model.rope_original_max_len", FIELD(model.rope_scaling.original_max_len), 8192, "Llama 3 rotary scaling: the context length the model was first trained for.", at_least<int64_t>(1));
   r.add<double>("model.norm_eps", FIELD(model.norm_eps), 1e-5, "RMSNorm epsilon.", positive());
+  r.add<int64_t>("model.pad_token_id", FIELD(model.pad_token_id), 0, "bert: the padding token's id, whose embedding row takes no gradient from lookups (transformers' padding_idx); the tokenizer's [PAD] must have it.", at_least<int64_t>(0));
   r.add<bool>("model.tie_embeddings", FIELD(model.tie_embeddings), false, "Share the token embedding with the output projection.");
   r.add<double>("model.init_std", FIELD(model.init_std), 0.02, "Std of the normal weight init (output projections of each block use init_std/sqrt(2*num_layers)).", positive());
   r.add<int64_t>("model.num_experts", FIELD(model.num_experts), 0, "Experts of each MoE layer (qwen3_moe); 0 means every layer is dense.", in_range<int64_t>(0, 65536));
@@ -124,6 +125,8 @@ OptionRegistry build_registry() {
   r.add_sources("data.eval", FIELD(data.eval), "", "Evaluation data, same forms as data.train; empty means none.");
   r.add<std::string>("data.tokenizer", FIELD(data.tokenizer), "byte", "Tokenizer: byte (UTF-8 bytes plus an end-of-text token), sentencepiece:MODEL, tiktoken:RANKS[:ENCODING] or hf:TOKENIZER_JSON; see Tokenizers.", not_empty());
   r.add<std::string>("data.chat_template", FIELD(data.chat_template), "chatml", "How chat records are written: chatml, llama3, or ROLE=PREFIX{content}SUFFIX entries separated by ;. The loss is on the assistant's turns only; see Data.", chat_template());
+  r.add<std::string>("data.objective", FIELD(data.objective), "clm", "What the model learns: clm (each token predicts the next; decoders) or mlm (masked tokens are recovered from both sides; model.family bert). See Masked-language models.", one_of({"clm", "mlm"}));
+  r.add<double>("data.mlm_probability", FIELD(data.mlm_probability), 0.15, "mlm: the share of ordinary tokens chosen per sample; of them 80% become [MASK], 10% a random token and 10% stay, and only they carry a loss.", in_range(0.0, 1.0));
   r.add<int64_t>("data.seq_len", FIELD(data.seq_len), 256, "Tokens per training sequence.", at_least<int64_t>(2));
   r.add<bool>("data.shuffle", FIELD(data.shuffle), true, "Shuffle samples each epoch (seeded by run.seed).");
   r.add<bool>("data.pack", FIELD(data.pack), false, "Keep packed documents apart: positions restart and attention stops at each document boundary, and no token predicts the next document; off, documents joined by EOS attend across it.");

@@ -22,6 +22,8 @@ class Tokenizer {
   // Id appended after every document to separate documents in a token stream.
   virtual int64_t eos_id() const = 0;
   virtual std::string name() const = 0;
+  // The id of a special token such as [MASK] or [CLS], when the tokenizer has one of that text.
+  virtual std::optional<int64_t> token_id(std::string_view /*token*/) const { return std::nullopt; }
 };
 
 // Specs: "byte" (ids 0..255 are the UTF-8 bytes, 256 is <|endoftext|>);

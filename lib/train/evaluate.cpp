@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "data/micro_batch.h"
@@ -27,7 +28,21 @@ void for_each_eval_batch(const data::SampleDataset& dataset, int64_t micro_batch
   }
 }
 
+// How many of the labelled positions' top-1 predictions are their targets; only those rows'
+// logits are formed.
+torch::Tensor correct_predictions(model::CausalLM& model, const torch::Tensor& hidden, const torch::Tensor& labels) {
+  const auto flat_labels = labels.reshape({-1});
+  const auto labelled = flat_labels.ne(data::kIgnoreIndex).nonzero().squeeze(1);
+  const auto rows = hidden.reshape({-1, hidden.size(-1)}).index_select(0, labelled);
+  const auto logits = torch::nn::functional::linear(rows, model.output_weight(), model.output_bias());
+  return logits.argmax(-1).eq(flat_labels.index_select(0, labelled)).sum().to(torch::kFloat64);
+}
+
 }  // namespace
+
+std::string accuracy_text(const EvalResult& result) {
+  return std::isnan(result.accuracy) ? std::string() : fmt::format(" | accuracy {:.4f}", result.accuracy);
+}
 
 std::vector<data::MicroBatch> eval_micro_batches(const data::SampleDataset& dataset, int64_t micro_batch_size,
                                                  int64_t max_batches, bool pack) {
@@ -43,19 +58,25 @@ EvalResult evaluate(model::CausalLM& model, const data::SampleDataset& dataset,
   torch::NoGradGuard no_grad;
   model.eval();
   const auto device = model.output_weight().device();
-  auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device));  // read once
+  const auto options = torch::TensorOptions().dtype(torch::kFloat64).device(device);
+  auto loss_sum = torch::zeros({}, options), correct = torch::zeros({}, options);  // read once
+  // The top-1 prediction needs the whole vocabulary's logits, which a tensor-parallel rank lacks.
+  const bool accuracy = !model.tensor_parallel();
   int64_t tokens = 0;
   for_each_eval_batch(dataset, micro_batch_size, max_batches, pack, [&](const data::MicroBatch& batch) {
     PrecisionScope precision(dtype, device.type());
-    const auto loss =
-        training_loss(model, model_batch(batch.inputs, batch.targets, batch.cu_seqlens, device), loss_chunk_tokens).loss;
+    const auto inputs = model_batch(batch.inputs, batch.targets, batch.cu_seqlens, device);
+    const auto hidden = model.forward(inputs).hidden;
+    const auto loss = next_token_loss_of_hidden(model, hidden, inputs.labels, loss_chunk_tokens);
     loss_sum.add_(loss.detach().to(torch::kFloat64) * static_cast<double>(batch.target_count));
+    if (accuracy) correct.add_(correct_predictions(model, hidden, inputs.labels));
     tokens += batch.target_count;
   });
   model.train();
   EvalResult result;
   result.tokens = tokens;
   result.loss = tokens ? loss_sum.item<double>() / static_cast<double>(tokens) : 0.0;
+  if (accuracy && tokens) result.accuracy = correct.item<double>() / static_cast<double>(tokens);
   result.perplexity = std::exp(result.loss);
   return result;
 }

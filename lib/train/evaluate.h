@@ -1,5 +1,7 @@
-// Evaluation: mean next-token loss and perplexity over a dataset, in its natural order.
+// Evaluation: mean loss, perplexity and top-1 accuracy over a dataset's targets, in its
+// natural order.
 #pragma once
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,9 @@ struct EvalResult {
   double loss = 0;
   double perplexity = 0;
   int64_t tokens = 0;
+  // Share of the targets that are the model's top-1 prediction (masked-token accuracy for a
+  // masked LM); NaN where not measured (tensor or pipeline parallel).
+  double accuracy = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Scores the first max_batches micro batches (0: the whole dataset, each sample once): the
@@ -22,6 +27,9 @@ struct EvalResult {
 EvalResult evaluate(model::CausalLM& model, const data::SampleDataset& dataset,
                     int64_t micro_batch_size, int64_t max_batches, const std::string& dtype,
                     int64_t loss_chunk_tokens = 0, bool pack = false);
+
+// " | accuracy 0.123" when measured, else empty: the eval lines' accuracy field.
+std::string accuracy_text(const EvalResult& result);
 
 // The micro batches that evaluate() scores, all at once, for a caller that runs them itself (a
 // pipeline's schedule).

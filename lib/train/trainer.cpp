@@ -1121,10 +1121,11 @@ void TrainingRun::run_eval(int64_t at_step) {
                                      loss_chunk_, recipe_.data.pack);
   if (sharded_) sharded_->end_inference();
   if (!chief_) return;
-  fmt::print("eval step {}: loss {:.4f} | perplexity {:.3f} | {} tokens\n", at_step, result.loss, result.perplexity,
-             result.tokens);
+  fmt::print("eval step {}: loss {:.4f} | perplexity {:.3f}{} | {} tokens\n", at_step, result.loss, result.perplexity,
+             accuracy_text(result), result.tokens);
   nlohmann::ordered_json record = {{"step", at_step}, {"eval_loss", result.loss},
                                    {"eval_perplexity", result.perplexity}, {"eval_tokens", result.tokens}};
+  if (!std::isnan(result.accuracy)) record["eval_accuracy"] = result.accuracy;
   metrics_->write(record);
 }
 
@@ -1240,8 +1241,8 @@ int evaluate_checkpoint(const config::Recipe& recipe, const std::string& checkpo
     throw std::runtime_error(fmt::format("{}: the eval loss is {} although the weights are finite; the model "
                                          "overflows on this data (try train.dtype: fp32)",
                                          dir, result.loss));
-  fmt::print("checkpoint: {} ({})\neval loss {:.4f} | perplexity {:.3f} | {} tokens\n", dir, verification, result.loss,
-             result.perplexity, result.tokens);
+  fmt::print("checkpoint: {} ({})\neval loss {:.4f} | perplexity {:.3f}{} | {} tokens\n", dir, verification,
+             result.loss, result.perplexity, accuracy_text(result), result.tokens);
   return 0;
 }
 

@@ -50,7 +50,7 @@ grep -q "1 threads (OpenMP wait default)" "$work/train.log"  # train.omp_wait_po
 grep -q "eval step 6: loss" "$work/train.log"
 [[ $(readlink "$work/run/checkpoints/latest") == step-6 ]]
 [[ $(ls "$work/run/checkpoints" | grep -c '^step-') -eq 2 ]]
-"$xtrain" eval "$work/tiny.yaml" | grep -qE '^eval loss [0-9.]+ \| perplexity [0-9.]+ \| [0-9]+ tokens$'
+"$xtrain" eval "$work/tiny.yaml" | grep -qE '^eval loss [0-9.]+ \| perplexity [0-9.]+ \| accuracy [0-9.]+ \| [0-9]+ tokens$'
 out=$("$xtrain" generate "$work/run/checkpoints/latest" --prompt "Once" --max-new-tokens 20 --seed 5)
 [[ $out == Once* ]]
 again=$("$xtrain" generate "$work/run/checkpoints/latest" --prompt "Once" --max-new-tokens 20 --seed 5)
