@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/byte_level_alphabet.h"
-#include "util/durable_file.h"
+#include "data/hf_tokenizer_file.h"
 #include "util/input_error.h"
 
 namespace xtrain::data {
@@ -15,25 +15,9 @@ namespace {
 
 using nlohmann::json;
 
-bool is_directory(const std::string& path) {
-  struct stat info {};
-  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
-}
-
 std::string parent_folder(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-json parse_json_file(const std::string& path) {
-  const std::string text = util::read_file(path);
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {  // a syntax error, or a number out of range
-    throw InputError(fmt::format("{}: not valid JSON ({}); data.tokenizer hf:PATH takes a Hugging Face "
-                                 "tokenizer.json",
-                                 path, e.what()));
-  }
 }
 
 // The eos_token that a tokenizer_config.json beside the file names, if any.
@@ -41,7 +25,7 @@ std::string configured_eos(const std::string& tokenizer_path) {
   const std::string config_path = parent_folder(tokenizer_path) + "/tokenizer_config.json";
   struct stat info {};
   if (::stat(config_path.c_str(), &info) != 0) return "";
-  const json config = parse_json_file(config_path);
+  const json config = read_hf_tokenizer_json(config_path);
   const json eos = config.value("eos_token", json());
   if (eos.is_string()) return eos.get<std::string>();
   if (eos.is_object() && eos.contains("content")) return eos.at("content").get<std::string>();
@@ -61,20 +45,17 @@ std::vector<std::string> merge_parts(const json& merge) {
 
 }  // namespace
 
-// Ids index a table of token texts: a hostile id must not size it. Real vocabularies have a few
-// hundred thousand ids.
-constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
-
 HfBpeTokenizer::HfBpeTokenizer(const std::string& path)
-    : path_(is_directory(path) ? path + "/tokenizer.json" : path) {
-  const json file = parse_json_file(path_);
+    : HfBpeTokenizer(hf_tokenizer_json_path(path), read_hf_tokenizer_json(hf_tokenizer_json_path(path))) {}
+
+HfBpeTokenizer::HfBpeTokenizer(const std::string& json_path, const json& file) : path_(json_path) {
   // Everything below reads the parsed file; any shape problem is reported with its JSON part.
   std::string part = "model";
   try {
     const json& model = file.at("model");
     const std::string type = model.value("type", "BPE");
     if (type != "BPE")
-      throw std::invalid_argument(fmt::format("type is {}, but only BPE models are supported", type));
+      throw std::invalid_argument(fmt::format("type is {}, but only BPE and WordPiece models are supported", type));
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
       if (model.contains(key) && !model.at(key).is_null() && !model.at(key).get<std::string>().empty())
         throw std::invalid_argument(fmt::format("{} is not supported", key));
@@ -87,8 +68,8 @@ HfBpeTokenizer::HfBpeTokenizer(const std::string& path)
       if (!id_json.is_number_integer())
         throw std::invalid_argument(fmt::format("vocab id of '{}' is {}, not an integer", text, id_json.dump()));
       const int64_t id = id_json.get<int64_t>();
-      if (id < 0 || id > kMaxTokenId)
-        throw std::invalid_argument(fmt::format("vocab id {} of '{}' is outside 0-{}", id, text, kMaxTokenId));
+      if (id < 0 || id > kMaxHfTokenId)
+        throw std::invalid_argument(fmt::format("vocab id {} of '{}' is outside 0-{}", id, text, kMaxHfTokenId));
       text_to_id.emplace(text, id);
       max_id = std::max(max_id, id);
     }
@@ -134,19 +115,7 @@ HfBpeTokenizer::HfBpeTokenizer(const std::string& path)
     part = "added_tokens";
     std::vector<AddedToken> raw, normalized;
     for (const json& entry : file.value("added_tokens", json::array())) {
-      AddedToken token;
-      token.content = entry.at("content").get<std::string>();
-      if (!entry.at("id").is_number_integer())
-        throw std::invalid_argument(fmt::format("the id of '{}' is {}, not an integer", token.content, entry.at("id").dump()));
-      token.id = entry.at("id").get<int64_t>();
-      token.special = entry.value("special", false);
-      token.lstrip = entry.value("lstrip", false);
-      token.rstrip = entry.value("rstrip", false);
-      token.normalized = entry.value("normalized", !token.special);
-      if (entry.value("single_word", false))
-        throw std::invalid_argument(fmt::format("'{}' has single_word set, which is not supported", token.content));
-      if (token.id < 0 || token.id > kMaxTokenId)
-        throw std::invalid_argument(fmt::format("'{}' has id {}, outside 0-{}", token.content, token.id, kMaxTokenId));
+      AddedToken token = parse_added_token(entry);
       if (static_cast<size_t>(token.id) >= token_text_.size()) token_text_.resize(static_cast<size_t>(token.id) + 1);
       // decode() skips special tokens, so only the others keep their text.
       token_text_[static_cast<size_t>(token.id)] = token.special ? "" : token.content;

@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "data/added_token_matcher.h"
 #include "data/hf_pre_tokenizer.h"
 #include "data/merge_bpe.h"
@@ -26,6 +28,8 @@ class HfBpeTokenizer final : public Tokenizer {
   // `path` is a tokenizer.json or a folder holding one. InputError naming the file and the
   // unsupported or malformed part.
   explicit HfBpeTokenizer(const std::string& path);
+  // `file` is the parsed content of the tokenizer.json at `json_path`.
+  HfBpeTokenizer(const std::string& json_path, const nlohmann::json& file);
   ~HfBpeTokenizer() override;
 
   std::vector<int64_t> encode(std::string_view text) const override;

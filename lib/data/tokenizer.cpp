@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "data/byte_tokenizer.h"
-#include "data/hf_bpe_tokenizer.h"
+#include "data/hf_tokenizer_file.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tiktoken_tokenizer.h"
 #include "util/input_error.h"
@@ -41,7 +41,7 @@ std::unique_ptr<Tokenizer> construct(const std::string& spec) {
     const auto [path, encoding] = split_tiktoken_spec(spec.substr(9));
     return std::make_unique<TiktokenTokenizer>(path, encoding);
   }
-  if (starts_with(spec, "hf:") && spec.size() > 3) return std::make_unique<HfBpeTokenizer>(spec.substr(3));
+  if (starts_with(spec, "hf:") && spec.size() > 3) return make_hf_tokenizer(spec.substr(3));
   throw InputError("unknown tokenizer '" + spec + "' (" + kExpected + ")");
 }
 

@@ -29,7 +29,7 @@ class Tokenizer {
 // Specs: "byte" (ids 0..255 are the UTF-8 bytes, 256 is <|endoftext|>);
 // "sentencepiece:PATH" (a SentencePiece .model); "tiktoken:PATH[:ENCODING]" (a tiktoken rank
 // file; the encoding is inferred from a name like cl100k_base.tiktoken when omitted);
-// "hf:PATH" (a byte-level BPE tokenizer.json, or a folder holding one).
+// "hf:PATH" (a byte-level BPE or a WordPiece tokenizer.json, or a folder holding one).
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
 
 // Returns a problem description (e.g. "unknown tokenizer 'bpe' (expected: ...)") or nullopt.

@@ -7,16 +7,24 @@
 #include <unicode/bytestream.h>
 #include <unicode/normalizer2.h>
 
+#include "data/bert_normalizer.h"
+
 namespace xtrain::data {
 
 UnicodeNormalizer::UnicodeNormalizer(const nlohmann::json& spec) {
   if (!spec.is_null()) add(spec);
 }
 
+UnicodeNormalizer::~UnicodeNormalizer() = default;
+
 void UnicodeNormalizer::add(const nlohmann::json& spec) {
   const std::string type = spec.value("type", "");
   if (type == "Sequence") {
     for (const auto& part : spec.at("normalizers")) add(part);
+    return;
+  }
+  if (type == "BertNormalizer" || type == "Lowercase") {
+    steps_.push_back({nullptr, std::make_shared<const BertNormalizer>(BertNormalizer::options_from(spec))});
     return;
   }
   UErrorCode status = U_ZERO_ERROR;
@@ -27,15 +35,20 @@ void UnicodeNormalizer::add(const nlohmann::json& spec) {
   else if (type == "NFKD") form = icu::Normalizer2::getNFKDInstance(status);
   else
     throw std::invalid_argument(fmt::format("unsupported normalizer type '{}' (supported: NFC, NFD, NFKC, NFKD, "
-                                            "Sequence, or none)",
+                                            "BertNormalizer, Lowercase, Sequence, or none)",
                                             type));
   if (U_FAILURE(status)) throw std::runtime_error(fmt::format("ICU {} normalizer: {}", type, u_errorName(status)));
-  forms_.push_back(form);
+  steps_.push_back({form, nullptr});
 }
 
 std::string UnicodeNormalizer::normalize(std::string_view text) const {
   std::string current(text);
-  for (const icu::Normalizer2* form : forms_) {
+  for (const Step& step : steps_) {
+    if (step.bert) {
+      current = step.bert->normalize(current);
+      continue;
+    }
+    const icu::Normalizer2* form = step.form;
     UErrorCode status = U_ZERO_ERROR;
     const icu::StringPiece piece(current.data(), static_cast<int32_t>(current.size()));
     if (form->isNormalizedUTF8(piece, status) && U_SUCCESS(status)) continue;

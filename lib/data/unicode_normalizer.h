@@ -1,7 +1,9 @@
-// UnicodeNormalizer: the `normalizer` of a Hugging Face tokenizer.json, for the forms byte-level
-// files use: NFC (Qwen2), NFD, NFKC, NFKD and Sequences of them, through ICU. A file without a
-// normalizer (GPT-2, Llama 3) gets the identity.
+// UnicodeNormalizer: the `normalizer` of a Hugging Face tokenizer.json: the Unicode forms NFC
+// (Qwen2), NFD, NFKC and NFKD through ICU, BERT's BertNormalizer and Lowercase
+// (bert_normalizer.h), and Sequences of them. A file without a normalizer (GPT-2, Llama 3)
+// gets the identity.
 #pragma once
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,17 +17,24 @@ U_NAMESPACE_END
 
 namespace xtrain::data {
 
+class BertNormalizer;
+
 class UnicodeNormalizer {
  public:
   // Throws std::invalid_argument for an unsupported normalizer type.
   explicit UnicodeNormalizer(const nlohmann::json& spec);
+  ~UnicodeNormalizer();
 
   std::string normalize(std::string_view text) const;
-  bool identity() const { return forms_.empty(); }
+  bool identity() const { return steps_.empty(); }
 
  private:
+  struct Step {  // one of the two
+    const icu::Normalizer2* form = nullptr;  // owned by ICU
+    std::shared_ptr<const BertNormalizer> bert;
+  };
   void add(const nlohmann::json& spec);
-  std::vector<const icu::Normalizer2*> forms_;  // applied in order; owned by ICU
+  std::vector<Step> steps_;  // applied in order
 };
 
 }  // namespace xtrain::data

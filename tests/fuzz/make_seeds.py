@@ -16,7 +16,7 @@ import tempfile
 import numpy as np
 from safetensors.numpy import save
 import sentencepiece as spm
-from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers, normalizers
+from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers, normalizers, processors
 
 TEXT = ("The quick brown fox jumps over the lazy dog. It's 2026: 12345 tokens!\n"
         "café naïve 東京 🙂 <|endoftext|> hello world\n") * 20
@@ -69,6 +69,15 @@ def tokenizer_json_seeds(out):
     tokenizer.normalizer = normalizers.NFC()
     tokenizer.add_tokens(["hello world"])
     write(out, "tokenizer_json", "nfc_added.json", tokenizer.to_str())
+    wordpiece = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    wordpiece.normalizer = normalizers.BertNormalizer(lowercase=True)
+    wordpiece.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    wordpiece.decoder = decoders.WordPiece()
+    wordpiece.train_from_iterator([TEXT], trainers.WordPieceTrainer(
+        vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
+    wordpiece.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    write(out, "tokenizer_json", "wordpiece.json", wordpiece.to_str())
 
 
 def tiktoken_seed(out):

@@ -17,6 +17,19 @@ The output is a pure function of --seed and --size (Python's random.Random is st
 versions for the calls used here):
 
     python3 tools/data/make_tokenizer_text.py --size 120000 > text.txt
+
+For BERT's WordPiece tokenizers, which use no regex, two more outputs:
+
+    --bert-cases        the text, then lines of the cases where BertNormalizer and
+                        BertPreTokenizer are easy to get wrong: [CLS]/[SEP]/[MASK] in the
+                        text, accents, the CJK ranges' edges, Unicode quotes and dashes, control
+                        and format characters (NUL, DEL, U+0085, U+FEFF, U+FFFD, private use),
+                        combining marks whose category changed after Unicode 8.0, letters that
+                        only recent Unicode versions case-map, words over 100 characters
+    --code-point-sweep  instead of the text, "x" + C + "x" for every code point C of planes 0-3
+                        and a sample of planes 14-16 (surrogates excepted), space-separated: a
+                        character's class (dropped, white space, punctuation, CJK, mark) shows
+                        in how the three split
 """
 
 import argparse
@@ -124,6 +137,42 @@ def fragment(r: random.Random) -> str:
     return r.choice(RUNS)(r)
 
 
+BERT_CASES = [
+    "[CLS] H\u00e9llo w\u00f6rld [SEP] [MASK] is [mask] [PAD][UNK] in the middle[SEP]of a word [ CLS ]",
+    "Accents: \u00e9 \u00f1 \u00c4 \u00e7 \u00c5NGSTR\u00d6M \u00c7a va? Se\u00f1or M\u00fcller's caf\u00e9 \u2014 na\u00efve "
+    "fa\u00e7ade; \u0130stanbul \u03a3\u038a\u03a3\u03a5\u03a6\u039f\u03a3 \u01c5 \ufb01 \u1e9e\u00df \u212b",
+    "CJK: \u4e2d\u6587 \u65e5\u672c\u8a9e \ud55c\uad6d\uc5b4 \u6f22\u5b57\u304b\u306a\u4ea4\u3058\u308a\u6587 \u3400\u4dbf\u4dc0 "
+    "\u9fff\ua000 \uf900\ufaff\ufb00 \U00020000\U0002a6df\U0002a6e0 \U0002a700\U0002b81f\U0002b820\U0002b91f"
+    "\U0002b920\U0002ceaf\U0002ceb0 \U0002f800\U0002fa1f\U00030000 \u2e80\u3005\u3007",
+    "Quotes and dashes: \u201cdouble\u201d \u2018single\u2019 \u201elow\u201c \u00abguillemets\u00bb \u2039one\u203a "
+    "a\u2014b a\u2013b a\u2010b a\u2011b a\u2012b a\u2015b a\u2e3ab a\u2e3bb wait\u2026 \u203d \u2042 \u301c "
+    "\u300c\u62ec\u5f27\u300d\u300e\u4e8c\u91cd\u300f\u3010\u9685\u3011 \uff01\uff1f\uff08x\uff09 \u00a1\u00bf \u00a7\u00b6 "
+    "$5+3<4=2>1^`|~ \u2e43\u2e4f \u166d \U000111c9 @#%&*_\\/",
+    "Controls: NUL\x00x SOH\x01x DEL\x7fx ESC\x1b[0m BEL\x07 VT\x0bFF\x0cNEL\x85x ZWSP\u200bZWJ\u200dBOM\ufeffx "
+    "RLM\u200fx SHY\u00adx LRI\u2066x\u2069 replacement\ufffdx private\ue000\U000f0000x tag\U000e0041x "
+    "sep\u2028line\u2029para nbsp\u00a0x ideographic\u3000x ogham\u1680x mongolian\u180ex",
+    "Marks: a\u0301\u0316\u0334 e\u0300\u0323 o\u0308\u0304 n\u0303 \u0915\u094d\u0937 \u1734 \u1885\u1886 "
+    "\ua9bd \U00011938 \u08d4 a\u1ac1b a\u1df6\u0334 x\u20ddx \u0e31\u0e47 \u302a\u3099",
+    "Digits: 0123456789 \u0660\u0661\u0662\u0663 \uff10\uff11\uff12 \u00bd \u00b2 \u2460 3.14159 1,000,000 2024-03-15",
+    "Emoji: \U0001f600 \U0001f468\u200d\U0001f469\u200d\U0001f467 \U0001f3f3\ufe0f\u200d\U0001f308 "
+    "\U0001f44d\U0001f3fd \U0001f1e9\U0001f1ea \u2764\ufe0f \U0001f972 \U0001fae0",
+    "Long: " + "antidisestablishmentarianism" * 4 + " " + "x" * 100 + " " + "y" * 101 + " " + "\u00e9" * 100 + " "
+    + "e\u0301" * 100 + " " + "\u4e2d" * 120 + " " + "ab-" * 60,
+    "Out of vocabulary: qwxzv zzyzx Xylophonists' bdellium \ua66e \u16a0\u16c7\u16bb \u2d63 \u2c00 \U00010330\U00010339",
+    "Newer letters: \u1c89 \ua7cb\ua7cc \U00010d50\U00010d65 \U00016ea0 \u0130 \u03a3 \u1e9e \u2c2f \uab70",
+]
+
+
+def make_bert_cases() -> str:
+    return "\n".join(BERT_CASES) + "\n"
+
+
+def make_code_point_sweep() -> str:
+    planes = [range(0, 0x40000), range(0xE0000, 0xE0200), range(0xF0000, 0xF0100), range(0x10FF00, 0x110000)]
+    words = ["x" + chr(c) + "x" for plane in planes for c in plane if not 0xD800 <= c <= 0xDFFF]
+    return "\n".join(" ".join(words[i:i + 64]) for i in range(0, len(words), 64)) + "\n"
+
+
 def make_text(size: int, seed: int) -> str:
     r = random.Random(seed)
     parts = []
@@ -139,8 +188,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=120_000, help="bytes of UTF-8 to write at least")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--bert-cases", action="store_true", help="append the cases of BERT's normalizer")
+    parser.add_argument("--code-point-sweep", action="store_true", help="write the code point sweep instead")
     args = parser.parse_args()
-    sys.stdout.buffer.write(make_text(args.size, args.seed).encode("utf-8"))
+    if args.code_point_sweep:
+        text = make_code_point_sweep()
+    else:
+        text = make_text(args.size, args.seed) + (make_bert_cases() if args.bert_cases else "")
+    sys.stdout.buffer.write(text.encode("utf-8"))
     return 0
 
 

@@ -96,14 +96,14 @@ TEST_CASE("HF tokenizer.json: malformed or unsupported files are bad input", "[d
   CHECK_THAT(xtrain::data::check_tokenizer_spec("hf:" + dir.write("broken.json", "{\"model\": ")).value_or(""),
              Catch::Contains("broken.json: not valid JSON"));
   json file = toy_tokenizer();
-  file["model"]["type"] = "WordPiece";
-  CHECK_THAT(problem(file), Catch::Contains("tokenizer.json: model: type is WordPiece"));
+  file["model"]["type"] = "Unigram";
+  CHECK_THAT(problem(file), Catch::Contains("tokenizer.json: model: type is Unigram, but only BPE and WordPiece"));
   file = toy_tokenizer();
   file["model"]["merges"].push_back({"x", "nothere"});
   CHECK_THAT(problem(file), Catch::Contains("uses or makes a token missing from the vocab"));
   file = toy_tokenizer();
-  file["normalizer"] = {{"type", "Lowercase"}};
-  CHECK_THAT(problem(file), Catch::Contains("normalizer: unsupported normalizer type 'Lowercase'"));
+  file["normalizer"] = {{"type", "Replace"}};
+  CHECK_THAT(problem(file), Catch::Contains("normalizer: unsupported normalizer type 'Replace'"));
   file = toy_tokenizer();
   file["pre_tokenizer"] = {{"type", "Whitespace"}};
   CHECK_THAT(problem(file), Catch::Contains("pre_tokenizer: the last pre_tokenizer is Whitespace"));
