@@ -46,7 +46,7 @@ class WordPieceTokenizer final : public Tokenizer {
   // [CLS] ids [SEP] for BERT; unchanged when the file has no post_processor.
   std::vector<int64_t> with_special_tokens(const std::vector<int64_t>& ids) const;
   // The id of a vocabulary or added token spelled exactly `token`, e.g. "[MASK]".
-  std::optional<int64_t> token_id(std::string_view token) const;
+  std::optional<int64_t> token_id(std::string_view token) const override;
 
  private:
   void read_model(const nlohmann::json& model);
