@@ -9,6 +9,7 @@ packages=(
   libsentencepiece-dev libsentencepiece0 libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
   libicu-dev libicu72 icu-devtools
   libxxhash-dev
+  libpng-dev libpng16-16 zlib1g-dev libjpeg62-turbo-dev libjpeg62-turbo
 )
 mkdir -p .deps/debs
 cd .deps/debs
