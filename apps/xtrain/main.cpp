@@ -24,6 +24,7 @@
 #include "host_allocator.h"
 #include "omp_wait_policy.h"
 #include "train/balance_report.h"
+#include "train/batch_dump.h"
 #include "train/generate.h"
 #include "train/non_finite_guard.h"
 #include "train/trainer.h"
@@ -234,7 +235,7 @@ int main(int argc, char** argv) {
   count_flag->excludes(ids_flag);
 
   data::PrepareOptions prepare_options;
-  auto* data_cmd = app.add_subcommand("data", "Data tools: prepare, balance");
+  auto* data_cmd = app.add_subcommand("data", "Data tools: prepare, balance, batch");
   data_cmd->require_subcommand(1);
   auto* prepare_cmd = data_cmd->add_subcommand(
       "prepare", "Tokenize text or JSONL files into a Megatron indexed dataset PREFIX.idx + PREFIX.bin (data.train: megatron:PREFIX)");
@@ -268,6 +269,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   balance_cmd->add_option("--steps", balance_options.steps, "Steps to measure; 0 means train.steps, at most 256")
       ->check(CLI::NonNegativeNumber);
+
+  train::BatchDumpOptions batch_options;
+  auto* batch_cmd = data_cmd->add_subcommand(
+      "batch", "Write samples as the recipe's model reads them (masked for data.objective mlm) to a safetensors "
+               "file: input_ids, labels, attention_mask");
+  batch_cmd->add_option("recipe", recipe_path, "Recipe YAML file")->required();
+  batch_cmd->add_option("--set", overrides, "Override a recipe key: key.path=value (repeatable)");
+  batch_cmd->add_option("--split", batch_options.split, "eval (data.eval) or train (data.train, unshuffled)")
+      ->check(CLI::IsMember({"eval", "train"}))
+      ->capture_default_str();
+  batch_cmd->add_option("--first", batch_options.first, "First sample")->check(CLI::NonNegativeNumber)->capture_default_str();
+  batch_cmd->add_option("--count", batch_options.count, "Samples")->check(CLI::PositiveNumber)->capture_default_str();
+  batch_cmd->add_option("--out", batch_options.out, "Output .safetensors file")->required();
 
   auto* launch_cmd = app.add_subcommand(
       "launch", "Run a command as N ranks per node with torchrun's environment: launch [options] -- train RECIPE");
@@ -345,6 +359,7 @@ int main(int argc, char** argv) {
     }
     if (*prepare_cmd) return run_data_prepare(prepare_options);
     if (*balance_cmd) return train::report_balance(config::load_recipe(recipe_path, load_options), balance_options);
+    if (*batch_cmd) return train::dump_batch(config::load_recipe(recipe_path, load_options), batch_options);
     if (*tokenize_cmd) return run_tokenize(tokenizer_spec, tokenize_input, count_flag->count() > 0);
     if (*options_cmd) {
       fmt::print("{}", config::options_markdown());

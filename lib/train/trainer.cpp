@@ -1241,7 +1241,7 @@ int evaluate_checkpoint(const config::Recipe& recipe, const std::string& checkpo
     throw std::runtime_error(fmt::format("{}: the eval loss is {} although the weights are finite; the model "
                                          "overflows on this data (try train.dtype: fp32)",
                                          dir, result.loss));
-  fmt::print("checkpoint: {} ({})\neval loss {:.4f} | perplexity {:.3f}{} | {} tokens\n", dir, verification,
+  fmt::print("checkpoint: {} ({})\neval loss {:.6f} | perplexity {:.3f}{} | {} tokens\n", dir, verification,
              result.loss, result.perplexity, accuracy_text(result), result.tokens);
   return 0;
 }

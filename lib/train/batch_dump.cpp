@@ -1,0 +1,38 @@
+#include "train/batch_dump.h"
+
+#include <numeric>
+#include <vector>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "ckpt/safetensors.h"
+#include "data/micro_batch.h"
+#include "train/recipe_data.h"
+#include "util/input_error.h"
+
+namespace xtrain::train {
+
+int dump_batch(const config::Recipe& recipe, const BatchDumpOptions& options) {
+  const bool eval = options.split == "eval";
+  const std::string key = eval ? "data.eval" : "data.train";
+  const std::string& source = eval ? recipe.data.eval : recipe.data.train;
+  if (source.empty()) throw InputError(fmt::format("{} is empty: there are no samples to write", key));
+  const auto tokenizer = data::make_tokenizer(recipe.data.tokenizer);
+  const auto dataset = load_recipe_dataset(key, source, *tokenizer, recipe, /*shuffle=*/false);
+  if (options.first + options.count > dataset->num_samples())
+    throw InputError(fmt::format("{} has {} samples of {} tokens: samples {}..{} do not exist", key,
+                                 dataset->num_samples(), dataset->seq_len(), options.first,
+                                 options.first + options.count - 1));
+  std::vector<int64_t> samples(static_cast<size_t>(options.count));
+  std::iota(samples.begin(), samples.end(), options.first);
+  const auto batch = data::make_micro_batch(*dataset, samples, /*pack=*/false);
+  ckpt::save_safetensors(options.out, {{"input_ids", batch.inputs},
+                                       {"labels", batch.targets},
+                                       {"attention_mask", torch::ones_like(batch.inputs)}});
+  fmt::print("wrote {} samples of {} tokens ({} targets) from {} to {}\n", options.count, dataset->seq_len(),
+             batch.target_count, key, options.out);
+  return 0;
+}
+
+}  // namespace xtrain::train
