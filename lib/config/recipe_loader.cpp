@@ -282,7 +282,6 @@ class RecipeBuilder {
       report(where(key), key, fmt::format("{} with parallel.pp {} is not supported yet", what, p.pp));
     };
     if (m.num_experts > 0) not_yet("parallel.pp", "a mixture of experts");
-    if (m.tie_embeddings) not_yet("model.tie_embeddings", "tied embeddings (first and last stage)");
     if (p.pp_schedule == "interleaved_1f1b" && v < 2)
       report(where("parallel.pp_virtual_stages"), "parallel.pp_virtual_stages",
              "interleaved_1f1b needs at least 2 chunks per rank");

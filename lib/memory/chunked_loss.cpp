@@ -27,7 +27,8 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
     // only the loss is computed.
     const bool want_hidden = grad_enabled && hidden.requires_grad();
     const bool want_weight = grad_enabled && weight.requires_grad();
-    const bool want_bias = grad_enabled && bias.defined() && bias.requires_grad();
+    const bool has_bias = bias.numel() > 0;  // an empty tensor stands for none
+    const bool want_bias = grad_enabled && has_bias && bias.requires_grad();
 
     const auto valid = targets.ne(ignore_index);
     // A device scalar, read by no one on the host: 1 / max(count, 1) (rows of a batch without
@@ -57,7 +58,7 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
       // The chunk's [rows, V] logits: the only large buffer. Everything below works on it in
       // place (at::logsumexp would allocate a second one).
       auto z = torch::mm(h, w.t()).to(compute);
-      if (bias.defined()) z.add_(bias.to(compute));
+      if (has_bias) z.add_(bias.to(compute));
       auto target_logit = z.gather(1, index);
       auto max = z.amax(1, /*keepdim=*/true);
       if (vocab.ops) vocab.ops->all_reduce_max(max);
@@ -128,7 +129,9 @@ torch::Tensor chunked_cross_entropy(const torch::Tensor& hidden, const torch::Te
   const bool autocast_matmuls = at::autocast::is_autocast_enabled(device_type);
   const auto autocast_dtype = at::autocast::get_autocast_dtype(device_type);
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-  return ChunkedCrossEntropy::apply(hidden, weight, bias, targets, chunk_tokens, ignore_index,
+  // autograd::Function takes no undefined tensor: none is an empty one.
+  const auto bias_or_empty = bias.defined() ? bias : torch::empty({0}, weight.options());
+  return ChunkedCrossEntropy::apply(hidden, weight, bias_or_empty, targets, chunk_tokens, ignore_index,
                                     torch::GradMode::is_enabled(), autocast_matmuls, autocast_dtype, vocab);
 }
 

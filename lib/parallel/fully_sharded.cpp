@@ -204,7 +204,8 @@ double FullyShardedModel::clip_grad_norm(double max_norm) {
   return clip_units_grad_norm(units(), *mesh_.group("world"), max_norm);
 }
 
-double clip_units_grad_norm(const std::vector<ShardUnit*>& units, Comm& world, double max_norm) {
+double clip_units_grad_norm(const std::vector<ShardUnit*>& units, Comm& world, double max_norm,
+                            const std::vector<ShardUnit*>& duplicates) {
   torch::NoGradGuard no_grad;
   // Shards are disjoint within their sharding group and equal across its replicas and across
   // the tensor-parallel ranks that hold the same piece; pipeline stages hold different units.
@@ -222,8 +223,10 @@ double clip_units_grad_norm(const std::vector<ShardUnit*>& units, Comm& world, d
   const double norm = std::sqrt(squares.item<double>());
   if (max_norm > 0) {
     const double coefficient = max_norm / (norm + 1e-6);
-    if (coefficient < 1.0)
+    if (coefficient < 1.0) {
       for (auto* unit : units) unit->shard_grad().mul_(coefficient);
+      for (auto* unit : duplicates) unit->shard_grad().mul_(coefficient);
+    }
   }
   return norm;
 }

@@ -84,7 +84,9 @@ class FullyShardedModel {
 };
 
 // The gradient norm over every rank's units (each piece counted once, see model::Placement), and
-// the gradients scaled down to max_norm when above it (max_norm 0: never).
-double clip_units_grad_norm(const std::vector<ShardUnit*>& units, Comm& world, double max_norm);
+// the gradients scaled down to max_norm when above it (max_norm 0: never). `duplicates` are
+// scaled too but not counted: copies of units that another rank counts.
+double clip_units_grad_norm(const std::vector<ShardUnit*>& units, Comm& world, double max_norm,
+                            const std::vector<ShardUnit*>& duplicates = {});
 
 }  // namespace xtrain::parallel

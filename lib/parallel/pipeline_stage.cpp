@@ -58,16 +58,29 @@ PipelineStage::PipelineStage(std::shared_ptr<model::CausalLM> model, model::Shar
                                                  mesh.group(unit.replicate_over), source, unit.placements));
     return units_.back().get();
   };
+  auto tied_table = split_tied_table(plan, mesh);
   for (int64_t v = 0; v < virtual_stages; ++v) {
     const auto& chunk = all[static_cast<size_t>(v * stages_ + rank_)];
     chunks_.push_back(chunk);
-    TORCH_CHECK(!chunk.embedding || plan.embedding, "pipeline stages with tied embeddings");
     auto units = std::make_unique<ChunkUnits>();
     units->first_layer = chunk.first_layer;
-    if (chunk.embedding) units->ends.push_back(keep(*plan.embedding));
+    if (chunk.embedding) {
+      auto* embedding = keep(plan.embedding ? *plan.embedding : *tied_table);
+      if (!plan.embedding) tied_ = embedding;
+      units->ends.push_back(embedding);
+    }
     for (int64_t layer = chunk.first_layer; layer < chunk.last_layer; ++layer) {
       units->blocks.emplace_back();
       for (auto& unit : plan.blocks[static_cast<size_t>(layer)]) units->blocks.back().push_back(keep(unit));
+    }
+    if (chunk.head && tied_table) {
+      // The last stage's copy of the table: the first stage's is the one checkpoints hold and
+      // the gradient norm counts.
+      TORCH_CHECK(!tied_, "pipeline rank ", rank_, " holds both the first and the last chunk");
+      tied_ = keep(*tied_table);
+      tied_copy_ = true;
+      for (auto& piece : tied_->parameters()) piece.primary = false;
+      units->ends.push_back(tied_);
     }
     if (chunk.head) units->ends.push_back(keep(plan.head));
     chunk_units_.push_back(std::move(units));
@@ -80,6 +93,24 @@ PipelineStage::PipelineStage(std::shared_ptr<model::CausalLM> model, model::Shar
     UnitFn wrapped = [&inner, layer, &block](const torch::Tensor& input) { return inner(layer, input, block); };
     return run_sharded_unit(block_hooks(layer), x, wrapped);
   };
+}
+
+// With tied embeddings the plan has no embedding unit and its head unit holds the table first:
+// the table becomes a unit of its own, which the first stage keeps for the lookup and the last
+// for the output projection. Alike on both (the same shards over the same groups), their
+// gradients are summed over the pipeline after each step and the two copies stay equal.
+std::optional<model::ShardPlan::Unit> PipelineStage::split_tied_table(model::ShardPlan& plan, const DeviceMesh& mesh) {
+  if (plan.embedding) return std::nullopt;
+  TORCH_CHECK(!plan.head.parameters.empty(), "a tied plan's head unit holds the embedding table");
+  auto table = plan.head.parameters.front();
+  plan.head.parameters.erase(plan.head.parameters.begin());
+  model::ShardPlan::Unit unit{"tied_embedding", {table}, plan.head.shard_over, plan.head.replicate_over, {}};
+  if (auto placed = plan.head.placements.find(table.first); placed != plan.head.placements.end())
+    unit.placements.insert(*placed);
+  const int64_t shards = mesh.size(plan.head.shard_over);
+  tied_shard_numel_ = (table.second.numel() + shards - 1) / shards;
+  pipeline_ = mesh.group("pp");
+  return unit;
 }
 
 PipelineStage::~PipelineStage() {
@@ -160,12 +191,18 @@ void PipelineStage::reduce_gradients() {
   if (!fully_sharded_)
     for (auto& unit : units_) unit->start_reduce(/*last_micro_batch=*/true);
   for (auto& unit : units_) unit->finish_reduce();
+  if (!pipeline_) return;
+  // The tied table's gradient: the first stage's (from the lookup) plus the last's (from the
+  // output projection); the stages between add zeros.
+  auto gradient = tied_ ? tied_->shard_grad()
+                        : torch::zeros({tied_shard_numel_}, units_.front()->shard_grad().options());
+  pipeline_->all_reduce_sum(gradient).wait();
 }
 
 double PipelineStage::clip_grad_norm(double max_norm) {
-  std::vector<ShardUnit*> units;
-  for (auto& unit : units_) units.push_back(unit.get());
-  return clip_units_grad_norm(units, *world_, max_norm);
+  std::vector<ShardUnit*> units, duplicates;
+  for (auto& unit : units_) (tied_copy_ && unit.get() == tied_ ? duplicates : units).push_back(unit.get());
+  return clip_units_grad_norm(units, *world_, max_norm, duplicates);
 }
 
 int64_t PipelineStage::resident_bytes() const {

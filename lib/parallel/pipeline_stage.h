@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "model/causal_lm.h"
@@ -53,6 +54,7 @@ class PipelineStage {
   int64_t resident_bytes() const;
 
  private:
+  std::optional<model::ShardPlan::Unit> split_tied_table(model::ShardPlan& plan, const DeviceMesh& mesh);
   UnitHooks chunk_hooks(ChunkUnits& units) const;
   UnitHooks block_hooks(int64_t layer) const;
 
@@ -63,6 +65,12 @@ class PipelineStage {
   std::vector<PipelineChunk> chunks_;
   std::vector<std::unique_ptr<ShardUnit>> units_;
   std::vector<std::unique_ptr<ChunkUnits>> chunk_units_;  // by virtual index
+  // Tied embeddings: the pipeline group, this rank's copy of the table (null on the stages
+  // between), whether it is the last stage's, and its shard's size.
+  std::shared_ptr<Comm> pipeline_;
+  ShardUnit* tied_ = nullptr;
+  bool tied_copy_ = false;
+  int64_t tied_shard_numel_ = 0;
 };
 
 }  // namespace xtrain::parallel

@@ -43,6 +43,9 @@ struct ParameterShard {
   int64_t begin = 0;
   int64_t copies = 1;   // ranks outside the unit's groups holding the same part (model::Placement)
   torch::Tensor local;  // 1-D view of the shard; .grad() a view of the shard's gradient
+  // False for a copy that another rank writes to checkpoints and counts in the gradient norm (a
+  // tied embedding table on the last pipeline stage, parallel/pipeline_stage.h).
+  bool primary = true;
 };
 
 class ShardUnit {

@@ -324,6 +324,7 @@ class TrainingRun {
   std::vector<optim::NamedParameter> optimized_;  // whole tensors, or this rank's pieces
   std::vector<ckpt::PieceLayout> pieces_;  // where each optimized tensor lies in its parameter
   std::vector<int64_t> piece_copies_;      // tensor-parallel ranks holding the same piece
+  std::vector<bool> piece_primary_;        // false: a copy another rank checkpoints (ParameterShard::primary)
   // 1 on the ranks whose losses and target counts stand for their data rank's (tensor-parallel
   // rank 0: its peers computed the same), 0 on the others.
   double data_share_ = 1.0;
@@ -475,6 +476,7 @@ void TrainingRun::shard_model() {
       optimized_.push_back({piece->name, piece->local, decays(*model_, piece->name, piece->shape.size())});
       pieces_.push_back({piece->shape, piece->offsets, piece->sizes, piece->begin, piece->local.numel()});
       piece_copies_.push_back(piece->copies);
+      piece_primary_.push_back(piece->primary);
     }
   } else {
     model::materialize(*model_, initial_weights_.source);
@@ -1090,12 +1092,13 @@ void TrainingRun::save(int64_t at_step) {
     };
   } else {
     // Every rank of the first replica writes its shard, a piece that tensor-parallel ranks share
-    // only from tp rank 0; rank 0 also writes the metadata.
+    // only from tp rank 0, a tied table only from the first pipeline stage; rank 0 also writes
+    // the metadata.
     const bool writes_shard = mesh_->group("dp")->rank() == 0;
     std::vector<ckpt::ParameterPiece> pieces;
     if (writes_shard)
       for (size_t i = 0; i < optimized_.size(); ++i) {
-        if (piece_copies_[i] > 1 && mesh_->coordinate("tp") != 0) continue;
+        if (!piece_primary_[i] || (piece_copies_[i] > 1 && mesh_->coordinate("tp") != 0)) continue;
         const auto& name = optimized_[i].name;
         pieces.push_back({name, pieces_[i], snapshot(optimized_[i].tensor),
                           snapshot(optimizer_state.at("exp_avg." + name)),

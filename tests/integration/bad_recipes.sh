@@ -61,7 +61,7 @@ expect heads_vs_hidden "heads_vs_hidden.yaml:6:3: model.num_heads: 5 heads do no
   hidden_size: 128
   num_heads: 5
 "
-expect unknown_family "unknown_family.yaml:5:11: model.family: must be one of llama, qwen2, qwen3, qwen3_moe, mixtral, got 'gpt2'" \
+expect unknown_family "unknown_family.yaml:5:11: model.family: must be one of llama, qwen2, qwen3, qwen3_moe, mixtral, bert, got 'gpt2'" \
 "${head}model:
   family: gpt2
 "
@@ -186,9 +186,12 @@ expect virtual_stages_without_interleaving "virtual_stages_without_interleaving.
   fsdp: 1
   pp_virtual_stages: 2
 "
-expect pp_with_tied_embeddings "pp_with_tied_embeddings.yaml:5:3: model.tie_embeddings: tied embeddings (first and last stage) with parallel.pp 2 is not supported yet" \
+expect pp_with_experts "pp_with_experts.yaml:10:3: parallel.pp: a mixture of experts with parallel.pp 2 is not supported yet" \
 "${head}model:
-  tie_embeddings: true
+  family: qwen3_moe
+  num_experts: 4
+  num_experts_per_tok: 2
+  moe_intermediate_size: 64
 parallel:
   pp: 2
 "

@@ -4,8 +4,10 @@
 # (the 2-layer check model), PP 2
 # interleaved with 2 chunks per rank, alone and with FSDP 2 and full recompute, and PP 4 on
 # packed documents (a 4-layer model) give one process's per-step losses and gradient norms
-# within 1e-5 and its weights, and evaluation through TP 2 x PP 2 its eval losses. A TP 2 x PP 2
-# checkpoint resumes as one process and as FSDP 4, a PP 2 x FSDP 2 one as TP 2. A stage that stalls in the middle of a step ends the job within
+# within 1e-5 and its weights, and evaluation through TP 2 x PP 2 its eval losses. Tied
+# embeddings (first and last stage) under PP 2 and PP 2 x FSDP 2 too. A TP 2 x PP 2 checkpoint
+# resumes as one process and as FSDP 4, a PP 2 x FSDP 2 one as TP 2, a tied PP 2 one as one
+# process. A stage that stalls in the middle of a step ends the job within
 # dist.timeout_s + 15 s, its neighbours naming the receive and the peer.
 set -euo pipefail
 xtrain=$1
@@ -66,6 +68,15 @@ for layout in "single 1" "fsdp4 4 --set parallel.fsdp=4"; do
   grep -q "resumed from $step10 at step 10" "$work/tp2_pp2_as_$name.log"
   compare_runs "$work/tp2_pp2" "$work/tp2_pp2_as_$name" 11
 done
+
+# Tied embeddings: the first stage looks the table up, the last projects with its copy, and the
+# two gradients are summed; a PP 2 checkpoint (the first stage's copy) resumes as one process.
+train tied_single 1 --set model.tie_embeddings=true
+train tied_pp2 2 "${pp2[@]}" --set model.tie_embeddings=true
+train tied_pp2_fsdp2 4 --set parallel.pp=2 --set parallel.fsdp=2 --set model.tie_embeddings=true
+for run in tied_pp2 tied_pp2_fsdp2; do compare_runs "$work/tied_single" "$work/$run"; done
+train tied_pp2_as_single 1 --set model.tie_embeddings=true --set checkpoint.resume="$work/tied_pp2/checkpoints/step-10"
+compare_runs "$work/tied_pp2" "$work/tied_pp2_as_single" 11
 
 step10=$work/pp2_fsdp2/checkpoints/step-10
 train pp2_fsdp2_as_tp2 2 --set checkpoint.resume="$step10" --set parallel.tp=2
