@@ -3,7 +3,9 @@
 // images; the folder loads back to the same model; config.json refuses what xtrain does not compute.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdlib>
+#include <map>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -191,4 +193,32 @@ TEST_CASE("llava's config.json round-trips and refuses what xtrain does not comp
         "vision_tower.encoder.layers.0.mlp.fc1.weight");
   CHECK(spec.from_hf_name("model.language_model.norm.weight") == "language_model.model.norm.weight");
   CHECK(spec.from_hf_name("lm_head.weight") == "language_model.lm_head.weight");
+}
+
+TEST_CASE("llava's init plan and shard plan cover each parameter once", "[model][llava]") {
+  const auto config = small_llava();
+  auto model = model::model_spec("llava").build(config);
+  const auto init = model->init_plan();
+  const auto plan = model->shard_plan();
+  std::map<std::string, int> units_of;
+  for (const auto& block : plan.blocks)
+    for (const auto& unit : block)
+      for (const auto& [name, tensor] : unit.parameters) ++units_of[name];
+  for (const auto& [name, tensor] : plan.head.parameters) ++units_of[name];
+  CHECK_FALSE(plan.embedding.has_value());
+  // The first encoder layer (the features are the second-to-last hidden states), then the decoder's.
+  REQUIRE(plan.blocks.size() == 1 + 2);
+  CHECK(plan.blocks[0][0].name == "vision_tower.encoder.layers.0");
+  CHECK(plan.blocks[1][0].name == "language_model.model.layers.0");
+  for (const auto& item : model->named_parameters()) {
+    INFO(item.key());
+    CHECK(init.count(item.key()) == 1);
+    CHECK(units_of[item.key()] == 1);
+  }
+  CHECK(init.size() == model->named_parameters().size());
+  CHECK(units_of.size() == model->named_parameters().size());
+  CHECK(init.at("vision_tower.embeddings.class_embedding").std == Approx(1.0 / std::sqrt(24.0)));
+  CHECK(init.at("multi_modal_projector.linear_1.bias").kind == model::ParameterInit::Kind::zeros);
+  CHECK(init.at("language_model.model.norm.weight").kind == model::ParameterInit::Kind::ones);
+  CHECK_THROWS_AS(model->tensor_parallel_plan(0, 2), std::invalid_argument);
 }
