@@ -193,6 +193,7 @@ class RecipeBuilder {
     take_from_hf(dir, "model.head_dim", given_head_dim, hf.head_dim());
     m.num_kv_heads = hf.num_kv_heads;
     m.head_dim_override = hf.head_dim_override;
+    m.vision = hf.vision;  // a vision-language model's tower: from the folder only
     if (!set_at_.count("data.tokenizer") && std::filesystem::is_regular_file(dir + "/tokenizer.json"))
       recipe_.data.tokenizer = "hf:" + dir;
   }

@@ -19,6 +19,34 @@ struct RopeScaling {
   bool enabled() const { return factor > 0; }
 };
 
+// The vision side of a vision-language model (llava, model/llava.h): a CLIP ViT (model/clip_vision.h)
+// and how its features enter the text. num_layers 0: a text-only model.
+struct VisionConfig {
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t intermediate_size = 0;
+  int64_t image_size = 0;  // square images of image_size pixels a side
+  int64_t patch_size = 0;
+  int64_t num_channels = 3;
+  double norm_eps = 1e-5;
+  double init_std = 0.02;
+  int64_t projection_dim = 512;  // CLIP's, kept for config.json only (llava does not use it)
+  // The hidden states that become image features: index into [embeddings, layer 1, ..., layer N]
+  // (negative from the end, transformers' vision_feature_layer), with the class token dropped
+  // ("default") or kept ("full").
+  int64_t feature_layer = -2;
+  std::string feature_select = "default";
+  int64_t image_token_index = 0;  // the placeholder id each image feature replaces
+  int64_t image_seq_length = 0;   // placeholders per image (config.json's; the processor's business)
+
+  bool enabled() const { return num_layers > 0; }
+  int64_t num_patches() const { return (image_size / patch_size) * (image_size / patch_size); }
+  // Encoder layers the selected hidden states pass through.
+  int64_t feature_depth() const { return feature_layer < 0 ? num_layers + 1 + feature_layer : feature_layer; }
+  int64_t features_per_image() const { return num_patches() + (feature_select == "full" ? 1 : 0); }
+};
+
 struct ModelConfig {
   std::string family = "llama";  // a key of the model registry (model/model_spec.h)
   int64_t vocab_size = 0;
@@ -38,6 +66,7 @@ struct ModelConfig {
   // the lookup (transformers' padding_idx).
   int64_t type_vocab_size = 2;
   int64_t pad_token_id = 0;
+  VisionConfig vision;  // vision-language models (llava); the fields above are the text model's
 
   // Mixture of experts (model/moe.h); num_experts 0: every layer dense. Layer i is a MoE layer
   // when i >= first_k_dense and (i + 1) % moe_layer_step == 0 (transformers' mlp_only_layers and

@@ -8,6 +8,7 @@
 
 #include "model/bert_family.h"
 #include "model/llama_family.h"
+#include "model/llava_family.h"
 #include "model/model_spec.h"
 #include "util/input_error.h"
 
@@ -15,7 +16,7 @@ namespace xtrain::model {
 
 const std::vector<ModelSpec>& model_specs() {
   static const std::vector<ModelSpec> specs = {llama_spec(), qwen2_spec(), qwen3_spec(), qwen3_moe_spec(),
-                                                 mixtral_spec(), bert_spec()};
+                                                 mixtral_spec(), bert_spec(), llava_spec()};
   return specs;
 }
 

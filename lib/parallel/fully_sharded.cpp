@@ -40,9 +40,11 @@ FullyShardedModel::FullyShardedModel(std::shared_ptr<model::CausalLM> model, Dev
                                      const model::ParameterSource& source, std::optional<model::ShardPlan> given_plan)
     : model_(std::move(model)),
       mesh_(std::move(mesh)),
-      reshard_after_forward_(reshard_after_forward),
-      tied_(model_->config().tie_embeddings) {
+      reshard_after_forward_(reshard_after_forward) {
   auto plan = given_plan ? std::move(*given_plan) : model_->shard_plan();
+  // No embedding unit: the root unit holds the table (tied embeddings), or parameters used
+  // between blocks (a vision-language model's tower embeddings and projector); it stays gathered.
+  tied_ = !plan.embedding;
   auto unit = [this, &source](model::ShardPlan::Unit& u) {
     return std::make_unique<ShardUnit>(u.name, std::move(u.parameters), mesh_.group(u.shard_over),
                                        mesh_.group(u.replicate_over), source, u.placements);

@@ -69,13 +69,14 @@ class FullyShardedModel {
   void check_numeric_fault_unit() const;
   // Embedding (when untied), blocks, head: every unit, in model order.
   std::vector<ShardUnit*> units() const;
-  // Tied embeddings, or no blocks to hang the head's gather and release on.
+  // No embedding unit (tied embeddings, or a root unit used between blocks), or no blocks to hang
+  // the head's gather and release on.
   bool head_gathered_for_whole_pass() const;
 
   std::shared_ptr<model::CausalLM> model_;
   DeviceMesh mesh_;
   bool reshard_after_forward_;
-  bool tied_;
+  bool tied_;  // the plan has no embedding unit
   std::unique_ptr<ShardUnit> embed_;  // null with tied embeddings (the head unit holds the table)
   std::vector<std::unique_ptr<BlockUnits>> blocks_;
   std::unique_ptr<ShardUnit> head_;
