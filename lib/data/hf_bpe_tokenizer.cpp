@@ -169,22 +169,9 @@ void HfBpeTokenizer::encode_segment(std::string_view text, std::vector<int64_t>&
 std::vector<int64_t> HfBpeTokenizer::encode(std::string_view text) const {
   std::vector<int64_t> ids;
   ids.reserve(text.size() / 3);
-  for (const auto& raw : raw_added_->split(text)) {
-    if (raw.id >= 0) {
-      ids.push_back(raw.id);
-      continue;
-    }
-    const std::string_view segment = text.substr(raw.begin, raw.end - raw.begin);
-    if (normalizer_->identity() && normalized_added_->empty()) {
-      encode_segment(segment, ids);
-      continue;
-    }
-    const std::string normalized = normalizer_->normalize(segment);
-    for (const auto& part : normalized_added_->split(normalized)) {
-      if (part.id >= 0) ids.push_back(part.id);
-      else encode_segment(std::string_view(normalized).substr(part.begin, part.end - part.begin), ids);
-    }
-  }
+  encode_around_added_tokens(
+      text, *raw_added_, *normalizer_, *normalized_added_,
+      [this](std::string_view segment, std::vector<int64_t>& out) { encode_segment(segment, out); }, ids);
   return ids;
 }
 

@@ -63,4 +63,28 @@ std::unique_ptr<Tokenizer> make_hf_tokenizer(const std::string& path) {
   return std::make_unique<HfBpeTokenizer>(json_path, file);
 }
 
+void encode_around_added_tokens(std::string_view text, const AddedTokenMatcher& raw_added,
+                                const UnicodeNormalizer& normalizer, const AddedTokenMatcher& normalized_added,
+                                const std::function<void(std::string_view, std::vector<int64_t>&)>& encode_segment,
+                                std::vector<int64_t>& ids) {
+  for (const auto& raw : raw_added.split(text)) {
+    if (raw.id >= 0) {
+      ids.push_back(raw.id);
+      continue;
+    }
+    const std::string_view segment = text.substr(raw.begin, raw.end - raw.begin);
+    if (normalizer.identity() && normalized_added.empty()) {
+      encode_segment(segment, ids);
+      continue;
+    }
+    const std::string normalized = normalizer.normalize(segment);
+    for (const auto& part : normalized_added.split(normalized)) {
+      if (part.id >= 0)
+        ids.push_back(part.id);
+      else
+        encode_segment(std::string_view(normalized).substr(part.begin, part.end - part.begin), ids);
+    }
+  }
+}
+
 }  // namespace xtrain::data

@@ -4,13 +4,17 @@
 // file and the part at fault.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "data/added_token_matcher.h"
 #include "data/tokenizer.h"
+#include "data/unicode_normalizer.h"
 
 namespace xtrain::data {
 
@@ -27,6 +31,14 @@ nlohmann::json read_hf_tokenizer_json(const std::string& json_path);
 // One entry of added_tokens. Throws std::invalid_argument when it is malformed, its id is
 // outside 0..kMaxHfTokenId, or it sets single_word (not supported).
 AddedToken parse_added_token(const nlohmann::json& entry);
+
+// The ids of `text` as the library encodes them around added tokens: those matched in the raw
+// text become their ids, the text between them is normalised, those matched in the normalised
+// text become theirs, and encode_segment (pre-tokenizer and model) appends the rest's.
+void encode_around_added_tokens(std::string_view text, const AddedTokenMatcher& raw_added,
+                                const UnicodeNormalizer& normalizer, const AddedTokenMatcher& normalized_added,
+                                const std::function<void(std::string_view, std::vector<int64_t>&)>& encode_segment,
+                                std::vector<int64_t>& ids);
 
 // The tokenizer for `path` (a tokenizer.json or a folder holding one), by its model.type.
 std::unique_ptr<Tokenizer> make_hf_tokenizer(const std::string& path);
