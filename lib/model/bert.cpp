@@ -5,28 +5,21 @@
 #include <torch/torch.h>
 
 #include "model/bert_family.h"
+#include "model/module_scope.h"
 
 namespace xtrain::model {
-namespace {
-
-// A bare module that only names its children, for Hugging Face's nesting of parameter names.
-std::shared_ptr<torch::nn::Module> scope(torch::nn::Module& parent, const std::string& name) {
-  return parent.register_module(name, std::make_shared<torch::nn::Module>());
-}
-
-}  // namespace
 
 BertLayerImpl::BertLayerImpl(const ModelConfig& c) : num_heads_(c.num_heads), head_dim_(c.hidden_size / c.num_heads) {
-  auto attention = scope(*this, "attention");
-  auto self = scope(*attention, "self");
+  auto attention = module_scope(*this, "attention");
+  auto self = module_scope(*attention, "self");
   query = self->register_module("query", Linear(c.hidden_size, c.hidden_size, true));
   key = self->register_module("key", Linear(c.hidden_size, c.hidden_size, true));
   value = self->register_module("value", Linear(c.hidden_size, c.hidden_size, true));
-  auto attention_output = scope(*attention, "output");
+  auto attention_output = module_scope(*attention, "output");
   attention_dense = attention_output->register_module("dense", Linear(c.hidden_size, c.hidden_size, true));
   attention_norm = attention_output->register_module("LayerNorm", LayerNorm(c.hidden_size, c.norm_eps));
-  intermediate = scope(*this, "intermediate")->register_module("dense", Linear(c.hidden_size, c.intermediate_size, true));
-  auto output = scope(*this, "output");
+  intermediate = module_scope(*this, "intermediate")->register_module("dense", Linear(c.hidden_size, c.intermediate_size, true));
+  auto output = module_scope(*this, "output");
   output_dense = output->register_module("dense", Linear(c.intermediate_size, c.hidden_size, true));
   output_norm = output->register_module("LayerNorm", LayerNorm(c.hidden_size, c.norm_eps));
 }
@@ -52,19 +45,19 @@ void BertLayerImpl::describe_init(const std::string& name, double std, InitPlan&
 }
 
 BertForMaskedLM::BertForMaskedLM(const ModelConfig& c) : CausalLM(c) {
-  auto bert = scope(*this, "bert");
-  auto embeddings = scope(*bert, "embeddings");
+  auto bert = module_scope(*this, "bert");
+  auto embeddings = module_scope(*bert, "embeddings");
   word_embeddings = embeddings->register_module("word_embeddings", Embedding(c.vocab_size, c.hidden_size));
   word_embeddings->padding_idx = c.pad_token_id;
   position_embeddings = embeddings->register_module("position_embeddings", Embedding(c.max_seq_len, c.hidden_size));
   token_type_embeddings =
       embeddings->register_module("token_type_embeddings", Embedding(c.type_vocab_size, c.hidden_size));
   embeddings_norm = embeddings->register_module("LayerNorm", LayerNorm(c.hidden_size, c.norm_eps));
-  layers = scope(*bert, "encoder")->register_module("layer", torch::nn::ModuleList());
+  layers = module_scope(*bert, "encoder")->register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.num_layers; ++i) layers->push_back(BertLayer(c));
-  auto predictions = scope(*scope(*this, "cls"), "predictions");
+  auto predictions = module_scope(*module_scope(*this, "cls"), "predictions");
   prediction_bias = predictions->register_parameter("bias", unmaterialized({c.vocab_size}));
-  auto transform_scope = scope(*predictions, "transform");
+  auto transform_scope = module_scope(*predictions, "transform");
   transform = transform_scope->register_module("dense", Linear(c.hidden_size, c.hidden_size, true));
   transform_norm = transform_scope->register_module("LayerNorm", LayerNorm(c.hidden_size, c.norm_eps));
 }
