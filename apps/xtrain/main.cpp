@@ -78,6 +78,10 @@ int run_generate(const std::string& dir, const std::string& prompt, const train:
   const auto check = ckpt::verify_checkpoint(dir);
   if (check.status == ckpt::ManifestCheck::Status::no_manifest) fmt::print(stderr, "notice: {}: {}\n", dir, check.summary());
   auto model = ckpt::load_hf_folder(dir);
+  if (model->config().family == "bert")
+    throw InputError(fmt::format("{}: a bert checkpoint is an encoder, which predicts masked tokens and does not "
+                                 "generate text; xtrain eval scores it",
+                                 dir));
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
   train::require_finite_weights(named, dir);

@@ -328,9 +328,17 @@ class RecipeBuilder {
                          tp, recipe_.data.seq_len));
   }
 
-  // Encoders learn masked tokens, decoders the next one; encoders are not split by tp or pp.
+  // Encoders learn masked tokens, decoders the next one; the encoder and the vision-language
+  // model are not split by tp or pp.
   void check_objective() {
     const bool encoder = recipe_.model.family == "bert";
+    if (recipe_.model.family == "llava")
+      for (const auto& [key, degree] : {std::pair<std::string, int64_t>{"parallel.tp", recipe_.parallel.tp},
+                                        {"parallel.pp", recipe_.parallel.pp}})
+        if (degree > 1)
+          report(where(key), key, fmt::format("{}: llava is not split by tensor or pipeline parallelism yet: leave it "
+                                              "at 1 (use FSDP)",
+                                              degree));
     const auto& objective = recipe_.data.objective;
     if (objective == "mlm" && !encoder)
       report(where("data.objective"), "data.objective",

@@ -2,8 +2,8 @@
 # BERT with the masked-LM objective on the demo corpus and its WordPiece tokenizer: 20 steps as
 # one process and as FSDP 2 give the same per-step losses and weights (1e-5); the export loads in
 # transformers (BertForMaskedLM), whose MLM loss and masked-token accuracy on a held-out batch
-# equal xtrain's (`xtrain eval` on the same samples, which `xtrain data batch` writes); a decoder
-# recipe with data.objective mlm is refused.
+# equal xtrain's (`xtrain eval` on the same samples, which `xtrain data batch` writes); generate
+# refuses the encoder, and a decoder recipe with data.objective mlm is refused.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -68,6 +68,12 @@ assert abs(acc_a - acc_b) <= 1e-4, (acc_a, acc_b)
 print(f"held-out MLM loss: xtrain {loss_a:.6f}, transformers {loss_b:.6f} (relative difference "
       f"{abs(loss_a - loss_b) / loss_b:.1e}); masked-token accuracy {acc_a:.4f} and {acc_b:.4f}")
 PY
+
+# An encoder does not generate text: exit 2 with the reason.
+status=0
+"$xtrain" generate "$work/single/checkpoints/latest" --prompt "once" > "$work/generate.log" 2>&1 || status=$?
+[[ $status == 2 ]] || { cat "$work/generate.log"; echo "generate on bert exited $status"; exit 1; }
+grep -q "a bert checkpoint is an encoder, which predicts masked tokens and does not generate text" "$work/generate.log"
 
 # A decoder does not learn masked tokens.
 cat > "$work/bad.yaml" <<YAML

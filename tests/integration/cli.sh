@@ -19,9 +19,10 @@ for command in train validate eval generate launch options env; do grep -q "^  $
 set +e; "$xtrain" frobnicate >/dev/null 2>&1; status=$?; set -e
 [[ $status -eq 2 ]]
 
+# From the repository root, where the recipes' relative paths (a tokenizer file) lead.
 for recipe in "$source_dir"/recipes/*.yaml; do
-  "$xtrain" validate "$recipe" > "$work/resolved.yaml"
-  "$xtrain" validate "$work/resolved.yaml" | cmp - "$work/resolved.yaml"
+  (cd "$source_dir" && "$xtrain" validate "$recipe") > "$work/resolved.yaml"
+  (cd "$source_dir" && "$xtrain" validate "$work/resolved.yaml") | cmp - "$work/resolved.yaml"
 done
 
 cat > "$work/tiny.yaml" <<YAML
