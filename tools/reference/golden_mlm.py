@@ -18,6 +18,8 @@ import argparse
 import torch
 from safetensors.torch import load_file, save_file
 
+from hf_loading import load_checked
+
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -28,14 +30,7 @@ def main():
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     from transformers import AutoModelForMaskedLM
-    from transformers.utils import logging as hf_logging
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    model, info = AutoModelForMaskedLM.from_pretrained(args.checkpoint, dtype=torch.float32,
-                                                       attn_implementation="eager", output_loading_info=True)
-    problems = {k: sorted(str(v) for v in info.get(k, [])) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
-    if any(problems.values()):
-        raise KeyError(f"checkpoint {args.checkpoint} does not match {type(model).__name__}: {problems}")
+    model = load_checked(AutoModelForMaskedLM, args.checkpoint, attn_implementation="eager")
     model.train()  # dropout is 0 in the exported config
     batch = {k: v.long() for k, v in load_file(args.batch).items()}
     out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])

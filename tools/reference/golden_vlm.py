@@ -22,6 +22,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from hf_loading import load_checked
+
 # transformers' module names -> its checkpoint names (the inverse of its llava conversion mapping).
 RENAMES = [("model.language_model.", "language_model.model."), ("lm_head.", "language_model.lm_head."),
            ("model.vision_tower.", "vision_tower."), ("model.multi_modal_projector.", "multi_modal_projector.")]
@@ -43,14 +45,7 @@ def main():
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     from transformers import LlavaForConditionalGeneration
-    from transformers.utils import logging as hf_logging
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    model, info = LlavaForConditionalGeneration.from_pretrained(
-        args.checkpoint, dtype=torch.float32, attn_implementation="eager", output_loading_info=True)
-    problems = {k: sorted(str(v) for v in info.get(k, [])) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
-    if any(problems.values()):
-        raise KeyError(f"checkpoint {args.checkpoint} does not match {type(model).__name__}: {problems}")
+    model = load_checked(LlavaForConditionalGeneration, args.checkpoint, attn_implementation="eager")
     with safe_open(os.path.join(args.checkpoint, "model.safetensors"), "pt") as f:
         stored = set(f.keys())
     names = {name: checkpoint_name(name) for name, _ in model.named_parameters()}

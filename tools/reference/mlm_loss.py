@@ -14,18 +14,14 @@ import sys
 import torch
 from safetensors.torch import load_file
 
+from hf_loading import load_checked
+
 
 def main():
     folder, batch_path = sys.argv[1], sys.argv[2]
     torch.set_num_threads(1)
     from transformers import AutoModelForMaskedLM
-    from transformers.utils import logging as hf_logging
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    model, info = AutoModelForMaskedLM.from_pretrained(folder, dtype=torch.float32, output_loading_info=True)
-    problems = {k: sorted(str(v) for v in info.get(k, [])) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
-    if any(problems.values()):
-        raise KeyError(f"{folder} does not match {type(model).__name__}: {problems}")
+    model = load_checked(AutoModelForMaskedLM, folder)
     model.eval()
     batch = {k: v.long() for k, v in load_file(batch_path).items()}
     with torch.no_grad():
