@@ -26,6 +26,7 @@
 #include "train/balance_report.h"
 #include "train/batch_dump.h"
 #include "train/generate.h"
+#include "train/generate_prompt.h"
 #include "train/non_finite_guard.h"
 #include "train/trainer.h"
 #include "util/blas_probe.h"
@@ -44,21 +45,6 @@ std::string version_text() {
   return fmt::format("xtrain {} ({}; {} build)", XTRAIN_VERSION, util::describe_runtime(), XTRAIN_BUILD_TYPE);
 }
 
-// The tokenizer a checkpoint was trained with, from the recipe copy saved beside it; in a plain
-// Hugging Face folder, its tokenizer.json or tokenizer.model, else bytes. A tokenizer file that
-// has gone missing is an error, not a silent switch to bytes.
-std::string checkpoint_tokenizer(const std::string& dir) {
-  const std::string recipe = dir + "/recipe.yaml";
-  if (::access(recipe.c_str(), F_OK) != 0) {
-    if (::access((dir + "/tokenizer.json").c_str(), R_OK) == 0) return "hf:" + dir;
-    if (::access((dir + "/tokenizer.model").c_str(), R_OK) == 0) return "sentencepiece:" + dir + "/tokenizer.model";
-    return "byte";
-  }
-  config::LoadOptions options;
-  options.check_files = false;
-  return config::load_recipe_text(util::read_file(recipe), recipe, options).data.tokenizer;
-}
-
 // A YAML comment, so that validate's output stays a recipe: the model's size, and with experts
 // the part one token passes through. The model is built without parameter storage.
 std::string parameter_summary(const config::Recipe& recipe) {
@@ -74,7 +60,7 @@ std::string parameter_summary(const config::Recipe& recipe) {
                      m.num_experts, m.num_moe_layers());
 }
 
-int run_generate(const std::string& dir, const std::string& prompt, const train::GenerateOptions& options) {
+int run_generate(const std::string& dir, const train::PromptRequest& request, train::GenerateOptions options) {
   const auto check = ckpt::verify_checkpoint(dir);
   if (check.status == ckpt::ManifestCheck::Status::no_manifest) fmt::print(stderr, "notice: {}: {}\n", dir, check.summary());
   auto model = ckpt::load_hf_folder(dir);
@@ -85,8 +71,10 @@ int run_generate(const std::string& dir, const std::string& prompt, const train:
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
   train::require_finite_weights(named, dir);
-  auto tokenizer = data::make_tokenizer(checkpoint_tokenizer(dir));
-  fmt::print("{}", prompt);
+  const auto spec = train::checkpoint_data_spec(dir);
+  auto tokenizer = data::make_tokenizer(spec.tokenizer);
+  const auto prompt = train::make_generate_prompt(model->config(), *tokenizer, spec, request, options);
+  if (!request.chat) fmt::print("{}", request.text);
   std::fflush(stdout);
   train::generate(*model, *tokenizer, prompt, options, [](const std::string& text) {
     fmt::print("{}", text);
@@ -177,7 +165,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", version_text());
 
-  std::string recipe_path, checkpoint_dir, prompt, tokenizer_spec = "byte", tokenize_input;
+  std::string recipe_path, checkpoint_dir, tokenizer_spec = "byte", tokenize_input;
   std::vector<std::string> overrides;
   int64_t stop_at_step = 0;
   std::vector<std::string> allow_changed;
@@ -208,7 +196,14 @@ int main(int argc, char** argv) {
   auto* generate_cmd = app.add_subcommand("generate", "Generate text from a checkpoint");
   generate_cmd->add_option("checkpoint", checkpoint_dir, "Checkpoint folder (config.json + model.safetensors)")
       ->required();
-  generate_cmd->add_option("--prompt", prompt, "Text to continue");
+  train::PromptRequest prompt_request;
+  generate_cmd->add_option("--prompt", prompt_request.text, "Text to continue (with --chat: the user's message)");
+  generate_cmd->add_option("--image", prompt_request.images,
+                           "Image file for a llava checkpoint, one per <image> in the prompt (placed first when the "
+                           "prompt has none; repeatable)");
+  generate_cmd->add_flag("--chat", prompt_request.chat,
+                         "Write the prompt as a user turn with the checkpoint's chat template, answer as the "
+                         "assistant, and stop at the end of its turn; prints the answer only");
   generate_cmd->add_option("--max-new-tokens", generate_options.max_new_tokens, "Tokens to generate")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   generate_cmd->add_option("--temperature", generate_options.temperature, "Sampling temperature; 0 is greedy")
@@ -347,12 +342,13 @@ int main(int argc, char** argv) {
       apply_omp_wait_policy(recipe, argv);
       return train::evaluate_checkpoint(recipe, checkpoint_dir);
     }
-    if (*generate_cmd) return run_generate(checkpoint_dir, prompt, generate_options);
+    if (*generate_cmd) return run_generate(checkpoint_dir, prompt_request, generate_options);
     if (*export_cmd) {
       const auto check = ckpt::verify_checkpoint(checkpoint_dir);
       std::vector<ckpt::ExtraFile> tokenizer_files;
-      for (const auto& file : data::hf_tokenizer_files(checkpoint_tokenizer(checkpoint_dir)))
-        tokenizer_files.push_back({file.source, file.name});
+      const auto spec = train::checkpoint_data_spec(checkpoint_dir);
+      for (const auto& file : data::hf_tokenizer_files(spec.tokenizer)) tokenizer_files.push_back({file.source, file.name});
+      if (!spec.image_processor.empty()) tokenizer_files.push_back({spec.image_processor, "preprocessor_config.json"});
       const auto shard_bytes = ckpt::parse_shard_size(max_shard_size);
       if (!shard_bytes)
         throw InputError(fmt::format("--max-shard-size {}: expected a size such as 5GB, 200MB, 100KB or a number of "

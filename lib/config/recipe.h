@@ -32,6 +32,7 @@ struct DataSection {
   bool pack = false;
   int64_t balance_window = 0;
   int64_t prefetch = 0;
+  bool skip_bad_images = false;
 };
 
 struct TrainSection {

@@ -139,6 +139,21 @@ std::vector<TextSegment> ChatTemplate::render(const std::vector<ChatMessage>& me
   return segments;
 }
 
+std::string ChatTemplate::generation_prompt(const std::vector<ChatMessage>& messages) const {
+  std::string text;
+  for (const auto& segment : render(messages)) text += segment.text;
+  if (const RoleFormat* format = format_for(kAssistant)) text += replace_all(format->prefix, "{role}", kAssistant);
+  return text;
+}
+
+std::string ChatTemplate::end_of_turn() const {
+  const RoleFormat* format = format_for(kAssistant);
+  if (!format) return {};
+  const std::string suffix = replace_all(format->suffix, "{role}", kAssistant);
+  const size_t last = suffix.find_last_not_of(kWhitespace);
+  return last == std::string::npos ? std::string() : suffix.substr(0, last + 1);
+}
+
 std::optional<std::string> check_chat_template(const std::string& spec) {
   try {
     ChatTemplate::parse(spec);

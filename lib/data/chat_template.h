@@ -39,6 +39,12 @@ class ChatTemplate {
   // Consecutive segments with the same loss flag are joined. A role that the template cannot
   // write is an InputError ("role 'tool' has no entry ...").
   std::vector<TextSegment> render(const std::vector<ChatMessage>& messages) const;
+  // The messages' text followed by the assistant's prefix: what a model continues to answer
+  // (transformers' add_generation_prompt).
+  std::string generation_prompt(const std::vector<ChatMessage>& messages) const;
+  // What ends an assistant turn: its suffix without trailing whitespace ("<|im_end|>" for
+  // chatml); generation stops there. Empty when the template writes no such marker.
+  std::string end_of_turn() const;
 
  private:
   struct RoleFormat {

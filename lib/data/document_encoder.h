@@ -3,9 +3,16 @@
 // conversation is rendered by the chat template into segments, each encoded on its own (so a
 // loss boundary never falls inside a token); its targets are the tokens of the segments marked
 // for loss (the assistant's turns), not the EOS that separates it from the next document.
+// With an ImagePlaceholder (vision-language models), each occurrence of its text in a
+// conversation becomes `tokens` copies of its id, which carry no loss; their number must equal
+// the record's images. Without one, a record with images is refused: its text model would
+// silently train on "<image>" as words.
 // Safe to call from several threads.
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "data/chat_template.h"
@@ -20,9 +27,23 @@ struct EncodedDocument {
   std::vector<uint8_t> loss_mask;
 };
 
+struct ImagePlaceholder {
+  std::string text = "<image>";
+  int64_t id = 0;      // the model's image token (config.json's image_token_index)
+  int64_t tokens = 0;  // ids per image: the vision tower's features per image
+};
+
+// The ids of `text` with each occurrence of the placeholder's text expanded to its image tokens;
+// the text around a placeholder is encoded apart, so no token spans an image. *placeholders, when
+// given, receives their number; is_image, when given, gets one flag per id.
+std::vector<int64_t> encode_with_images(const Tokenizer& tokenizer, std::string_view text,
+                                        const ImagePlaceholder& placeholder, int64_t* placeholders = nullptr,
+                                        std::vector<uint8_t>* is_image = nullptr);
+
 class DocumentEncoder {
  public:
-  DocumentEncoder(const Tokenizer& tokenizer, ChatTemplate chat_template);
+  DocumentEncoder(const Tokenizer& tokenizer, ChatTemplate chat_template,
+                  std::optional<ImagePlaceholder> image = std::nullopt);
 
   // An unknown role is an InputError (without a place: the caller knows the file and line).
   EncodedDocument encode(const Document& document) const;
@@ -30,6 +51,7 @@ class DocumentEncoder {
  private:
   const Tokenizer& tokenizer_;
   ChatTemplate chat_template_;
+  std::optional<ImagePlaceholder> image_;
 };
 
 }  // namespace xtrain::data

@@ -115,7 +115,7 @@ std::vector<Document> parse_chunk(const RawChunk& chunk, RecordForm form) {
   std::vector<Document> documents;
   documents.reserve(chunk.items.size());
   if (chunk.first_line == 0) {
-    for (const auto& text : chunk.items) documents.push_back({text, {}, false});
+    for (const auto& text : chunk.items) documents.push_back({text, {}, false, {}});
     return documents;
   }
   for (size_t i = 0; i < chunk.items.size(); ++i) {

@@ -19,7 +19,7 @@ EncodedChunk encode_chunk(const RawChunk& chunk, RecordForm form, const Document
     if (jsonl)
       document = parse_jsonl_record(chunk.items[i], where, form);
     else
-      document = Document{chunk.items[i], {}, false};
+      document = Document{chunk.items[i], {}, false, {}};
     if (!document) continue;
     try {
       encoded.documents.push_back(encoder.encode(*document));

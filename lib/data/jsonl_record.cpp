@@ -36,6 +36,19 @@ std::vector<ChatMessage> parse_messages(const nlohmann::json& messages, const st
   return parsed;
 }
 
+std::vector<std::string> parse_images(const nlohmann::json& record, const std::string& where) {
+  const auto images = record.find("images");
+  if (images == record.end()) return {};
+  const std::string problem = where + "\"images\" must be a list of image paths (strings)";
+  if (!images->is_array()) throw InputError(problem);
+  std::vector<std::string> paths;
+  for (const auto& image : *images) {
+    if (!image.is_string() || image.get<std::string>().empty()) throw InputError(problem);
+    paths.push_back(image.get<std::string>());
+  }
+  return paths;
+}
+
 }  // namespace
 
 std::optional<Document> parse_jsonl_record(std::string_view line, const std::string& where_line,
@@ -58,6 +71,7 @@ std::optional<Document> parse_jsonl_record(std::string_view line, const std::str
     const auto messages = record.is_object() ? record.find("messages") : record.end();
     if (messages == record.end()) throw InputError(where + "missing field \"messages\" (a conversation record)");
     document.messages = parse_messages(*messages, where);
+    document.images = parse_images(record, where);
     document.is_conversation = true;
     return document;
   }

@@ -1,6 +1,8 @@
 // One line of a JSONL data file as a Document. Two record forms:
 //   {"text": "..."}                                              a plain text document
 //   {"messages": [{"role": "user", "content": "..."}, ...]}     a conversation
+//   {"messages": [...], "images": ["a.png", ...]}                 an image chat: one image per
+//                                                                 "<image>" in the contents
 // Other fields are ignored. Problems are InputErrors prefixed with `where` ("file:line: ").
 #pragma once
 #include <optional>

@@ -27,8 +27,9 @@ std::vector<int64_t> document_piece_lengths(const SampleDataset& dataset, int64_
 
 double attention_cost(const SampleDataset& dataset, int64_t global_index, bool pack) {
   const auto seq = static_cast<double>(dataset.seq_len());
-  if (!pack) return seq * seq;
-  double cost = 0;
+  const double vision = dataset.vision_cost(global_index);
+  if (!pack) return seq * seq + vision;
+  double cost = vision;
   for (int64_t length : document_piece_lengths(dataset, global_index))
     cost += static_cast<double>(length) * static_cast<double>(length);
   return cost;
@@ -40,10 +41,12 @@ MicroBatch make_micro_batch(const SampleDataset& dataset, const std::vector<int6
   auto inputs = torch::empty({rows, seq}, torch::kInt64);
   auto targets = torch::empty({rows, seq}, torch::kInt64);
   std::vector<int64_t> cu_seqlens{0};
+  std::vector<torch::Tensor> pixel_values;
   for (int64_t row = 0; row < rows; ++row) {
     const int64_t g = samples[static_cast<size_t>(row)];
     inputs[row].copy_(dataset.batch(g, 1)[0].narrow(0, 0, seq));
     targets[row].copy_(dataset.targets(g, 1)[0]);
+    if (auto pixels = dataset.pixel_values(g); pixels.defined()) pixel_values.push_back(std::move(pixels));
     if (!pack) continue;
     auto* row_targets = targets[row].data_ptr<int64_t>();
     const std::vector<int64_t> starts = dataset.document_starts(g);
@@ -51,6 +54,7 @@ MicroBatch make_micro_batch(const SampleDataset& dataset, const std::vector<int6
     for (int64_t length : piece_lengths(starts, seq)) cu_seqlens.push_back(cu_seqlens.back() + length);
   }
   MicroBatch batch;
+  if (!pixel_values.empty()) batch.pixel_values = torch::cat(pixel_values);
   batch.target_count = targets.ne(kIgnoreIndex).sum().item<int64_t>();
   if (pack) {
     batch.inputs = inputs.reshape({1, rows * seq});

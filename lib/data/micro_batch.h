@@ -18,6 +18,9 @@ struct MicroBatch {
   torch::Tensor inputs;      // int64 [B, seq_len], or [1, B * seq_len] when packed
   torch::Tensor targets;     // int64, the shape of inputs; kIgnoreIndex where no loss
   torch::Tensor cu_seqlens;  // packed: int64 [pieces + 1] over the row; undefined otherwise
+  // Image chat: the rows' images in row order, float32 [images, channels, height, width];
+  // undefined when no row has one.
+  torch::Tensor pixel_values;
   int64_t target_count = 0;  // targets that carry loss
 };
 
@@ -28,7 +31,8 @@ MicroBatch make_micro_batch(const SampleDataset& dataset, const std::vector<int6
 std::vector<int64_t> document_piece_lengths(const SampleDataset& dataset, int64_t global_index);
 
 // The attention cost proxy of sample g: the sum of its document pieces' squared lengths when
-// packed (causal attention within each piece), seq_len^2 when not.
+// packed (causal attention within each piece), seq_len^2 when not, plus its images' share
+// (SampleDataset::vision_cost), so that packing and balancing count vision tokens too.
 double attention_cost(const SampleDataset& dataset, int64_t global_index, bool pack);
 
 }  // namespace xtrain::data

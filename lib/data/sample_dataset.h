@@ -4,6 +4,7 @@
 // number of ranks or on where a run was resumed.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <torch/types.h>
@@ -35,6 +36,17 @@ class SampleDataset {
   // the previous window). An offset s splits the inputs at s, and target s - 1 (token s)
   // belongs to the next document.
   virtual std::vector<int64_t> document_starts(int64_t global_index) const = 0;
+
+  // Image chat (vision-language models): sample g's images in the order of their placeholders,
+  // preprocessed for the vision tower: float32 [images, channels, height, width], or undefined
+  // when the sample has none (every text dataset).
+  virtual torch::Tensor pixel_values(int64_t /*global_index*/) const { return {}; }
+  // The vision tower's attention cost proxy for sample g, in the units of micro_batch.h's
+  // attention_cost: the sum over its images of their token counts squared.
+  virtual double vision_cost(int64_t /*global_index*/) const { return 0; }
+  // What else a run's summary should say about the data (images read, records skipped); empty
+  // for most datasets.
+  virtual std::string notes() const { return {}; }
 
   // Entropy (nats) of the unigram distribution of the target tokens: the loss of a model that
   // knows only token frequencies, the bar a trained model must clear.

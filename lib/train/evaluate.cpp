@@ -65,7 +65,7 @@ EvalResult evaluate(model::CausalLM& model, const data::SampleDataset& dataset,
   int64_t tokens = 0;
   for_each_eval_batch(dataset, micro_batch_size, max_batches, pack, [&](const data::MicroBatch& batch) {
     PrecisionScope precision(dtype, device.type());
-    const auto inputs = model_batch(batch.inputs, batch.targets, batch.cu_seqlens, device);
+    const auto inputs = model_batch(batch, device);
     const auto hidden = model.forward(inputs).hidden;
     const auto loss = next_token_loss_of_hidden(model, hidden, inputs.labels, loss_chunk_tokens);
     loss_sum.add_(loss.detach().to(torch::kFloat64) * static_cast<double>(batch.target_count));

@@ -1,49 +1,75 @@
 #include "train/generate.h"
 
+#include <algorithm>
+#include <limits>
+
 #include <torch/torch.h>
 
 namespace xtrain::train {
+namespace {
 
-std::string generate(model::CausalLM& model, const data::Tokenizer& tokenizer,
-                     const std::string& prompt, const GenerateOptions& options,
-                     const std::function<void(const std::string&)>& on_text) {
+int64_t next_token(const torch::Tensor& last_logits, const GenerateOptions& options, at::Generator& generator) {
+  auto logits = last_logits.to(torch::kFloat32);
+  if (options.temperature <= 0) return logits.argmax().item<int64_t>();
+  logits = logits / options.temperature;
+  if (options.top_k > 0 && options.top_k < logits.size(0)) {
+    auto threshold = std::get<0>(logits.topk(options.top_k)).min();
+    logits = logits.masked_fill(logits < threshold, -std::numeric_limits<float>::infinity());
+  }
+  return torch::multinomial(torch::softmax(logits, -1), 1, false, generator).item<int64_t>();
+}
+
+// How much of `text` may be shown: all of it, unless its end could begin the stop text.
+size_t shown_length(const std::string& text, const std::string& stop) {
+  if (stop.empty()) return text.size();
+  for (size_t keep = std::min(stop.size() - 1, text.size()); keep > 0; --keep)
+    if (text.compare(text.size() - keep, keep, stop, 0, keep) == 0) return text.size() - keep;
+  return text.size();
+}
+
+}  // namespace
+
+std::string generate(model::CausalLM& model, const data::Tokenizer& tokenizer, const std::string& prompt,
+                     const GenerateOptions& options, const std::function<void(const std::string&)>& on_text) {
+  return generate(model, tokenizer, GeneratePrompt{tokenizer.encode(prompt), {}}, options, on_text);
+}
+
+std::string generate(model::CausalLM& model, const data::Tokenizer& tokenizer, const GeneratePrompt& prompt,
+                     const GenerateOptions& options, const std::function<void(const std::string&)>& on_text) {
   torch::NoGradGuard no_grad;
   model.eval();
   auto generator = at::detail::createCPUGenerator(options.seed);
-  std::vector<int64_t> context = tokenizer.encode(prompt);
+  std::vector<int64_t> context = prompt.ids;
   if (context.empty()) context.push_back(tokenizer.eos_id());
   const int64_t window = model.config().max_seq_len;
   std::vector<int64_t> generated;
-  std::string emitted;
+  std::string text, emitted;
+  auto emit = [&](size_t length) {
+    if (!on_text || length <= emitted.size() || text.compare(0, emitted.size(), emitted) != 0) return;
+    on_text(text.substr(emitted.size(), length - emitted.size()));
+    emitted = text.substr(0, length);
+  };
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
     const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(context.size()) - window);
     model::Batch input;
     input.input_ids = torch::tensor(std::vector<int64_t>(context.begin() + start, context.end()), torch::kInt64)
                           .unsqueeze(0);
-    auto logits = model.logits(input).select(1, -1).squeeze(0).to(torch::kFloat32);
-    int64_t next;
-    if (options.temperature <= 0) {
-      next = logits.argmax().item<int64_t>();
-    } else {
-      logits = logits / options.temperature;
-      if (options.top_k > 0 && options.top_k < logits.size(0)) {
-        auto threshold = std::get<0>(logits.topk(options.top_k)).min();
-        logits = logits.masked_fill(logits < threshold, -std::numeric_limits<float>::infinity());
-      }
-      next = torch::multinomial(torch::softmax(logits, -1), 1, false, generator).item<int64_t>();
-    }
+    if (prompt.pixel_values.defined()) input.extra["pixel_values"] = prompt.pixel_values;
+    const int64_t next = next_token(model.logits(input).select(1, -1).squeeze(0), options, generator);
     if (options.stop_at_eos && next == tokenizer.eos_id()) break;
     context.push_back(next);
     generated.push_back(next);
     // Decode the whole continuation each time so multi-byte characters come out whole.
-    std::string text = tokenizer.decode(generated);
-    if (on_text && text.size() > emitted.size() && text.compare(0, emitted.size(), emitted) == 0) {
-      on_text(text.substr(emitted.size()));
-      emitted = text;
+    text = tokenizer.decode(generated);
+    if (!options.stop.empty()) {
+      if (const size_t at = text.find(options.stop); at != std::string::npos) {
+        text.resize(at);
+        break;
+      }
     }
+    emit(shown_length(text, options.stop));
   }
-  std::string text = tokenizer.decode(generated);
-  if (on_text && text.size() > emitted.size()) on_text(text.substr(emitted.size()));
+  emit(text.size());
   return text;
 }
 

@@ -1,9 +1,13 @@
 // Text generation from a trained model: temperature and top-k sampling, or greedy decoding
-// at temperature 0. The context is cropped to the model's max_seq_len.
+// at temperature 0. The context is cropped to the model's max_seq_len. A vision-language model's
+// prompt carries its images' pixel values, which every forward reads.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
+
+#include <torch/types.h>
 
 #include "data/tokenizer.h"
 #include "model/causal_lm.h"
@@ -16,6 +20,12 @@ struct GenerateOptions {
   int64_t top_k = 40;  // 0: no top-k filtering
   uint64_t seed = 0;
   bool stop_at_eos = true;
+  std::string stop;  // when not empty, generation ends where the text first contains it (not returned)
+};
+
+struct GeneratePrompt {
+  std::vector<int64_t> ids;    // image placeholders already expanded
+  torch::Tensor pixel_values;  // float32 [images, channels, height, width], or undefined
 };
 
 // Returns the generated continuation (without the prompt). on_text, if set, receives each
@@ -23,5 +33,7 @@ struct GenerateOptions {
 std::string generate(model::CausalLM& model, const data::Tokenizer& tokenizer,
                      const std::string& prompt, const GenerateOptions& options,
                      const std::function<void(const std::string&)>& on_text = {});
+std::string generate(model::CausalLM& model, const data::Tokenizer& tokenizer, const GeneratePrompt& prompt,
+                     const GenerateOptions& options, const std::function<void(const std::string&)>& on_text = {});
 
 }  // namespace xtrain::train

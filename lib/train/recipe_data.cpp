@@ -3,11 +3,56 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <filesystem>
+
 #include "data/dataset_loader.h"
+#include "data/image_chat_dataset.h"
+#include "data/source_list.h"
 #include "data/masked_lm_dataset.h"
 #include "util/input_error.h"
 
 namespace xtrain::train {
+
+namespace {
+
+// The image processor of model.init_from's folder (preprocessor_config.json), or CLIP's with the
+// vision tower's image size; its crop must be the size the tower takes.
+data::ClipImageProcessorConfig image_processor(const config::Recipe& recipe) {
+  const auto& vision = recipe.model.vision;
+  data::ClipImageProcessorConfig processor;
+  processor.shortest_edge = processor.crop_height = processor.crop_width = vision.image_size;
+  const auto& init_from = recipe.model.init_from;
+  std::string file;
+  if (init_from.rfind("hf:", 0) == 0) {
+    file = (std::filesystem::path(init_from.substr(3)) / "preprocessor_config.json").string();
+    if (std::filesystem::exists(file)) processor = data::load_clip_image_processor_config(file);
+  }
+  if (processor.crop_height != vision.image_size || processor.crop_width != vision.image_size)
+    throw InputError(fmt::format("{}: crop_size {}x{}, but the vision tower takes {}x{} images: set crop_size to {}",
+                                 file, processor.crop_height, processor.crop_width, vision.image_size,
+                                 vision.image_size, vision.image_size));
+  return processor;
+}
+
+std::unique_ptr<data::SampleDataset> load_image_chat(const std::string& source, const data::Tokenizer& tokenizer,
+                                                     const config::Recipe& recipe, bool shuffle) {
+  if (data::is_source_list(source) || std::filesystem::path(source).extension() != ".jsonl")
+    throw InputError("model.family llava reads image chat: one .jsonl file of records with \"messages\" and "
+                     "\"images\" (see Images in the README)");
+  data::ImageChatOptions options;
+  options.seq_len = recipe.data.seq_len;
+  options.seed = static_cast<uint64_t>(recipe.run.seed);
+  options.shuffle = shuffle;
+  options.chat_template = recipe.data.chat_template;
+  options.placeholder.id = recipe.model.vision.image_token_index;
+  options.placeholder.tokens = recipe.model.vision.features_per_image();
+  options.processor = image_processor(recipe);
+  options.skip_bad_images = recipe.data.skip_bad_images;
+  options.workers = torch::get_num_threads();
+  return std::make_unique<data::ImageChatDataset>(source, tokenizer, options);
+}
+
+}  // namespace
 
 std::unique_ptr<data::SampleDataset> load_recipe_dataset(const std::string& key, const std::string& source,
                                                          const data::Tokenizer& tokenizer,
@@ -20,6 +65,7 @@ std::unique_ptr<data::SampleDataset> load_recipe_dataset(const std::string& key,
   options.workers = torch::get_num_threads();
   std::unique_ptr<data::SampleDataset> dataset;
   try {
+    if (recipe.model.vision.enabled()) return load_image_chat(source, tokenizer, recipe, shuffle);
     dataset = data::load_dataset(source, tokenizer, options);
   } catch (const InputError& e) {
     throw InputError(fmt::format("{} ({}): {}", key, source, e.what()));

@@ -560,6 +560,7 @@ void TrainingRun::print_summary() const {
   fmt::print("data: {} tokens, {} samples of {} tokens; unigram entropy {:.4f} nats/token\n",
              train_data_->num_tokens(), train_data_->num_samples(), recipe_.data.seq_len,
              train_data_->unigram_entropy());
+  if (const auto notes = train_data_->notes(); !notes.empty()) fmt::print("data: {}\n", notes);
   if (recipe_.data.pack) {
     const int64_t looked_at = std::min<int64_t>(train_data_->num_samples(), 1000);
     int64_t pieces = 0;
@@ -744,7 +745,7 @@ MicroBatchLosses TrainingRun::forward_backward(const data::MicroBatch& batch, in
   if (offloader_) offloader_->begin_forward();
   {
     PrecisionScope precision(t_.dtype, device_.type());
-    auto model_input = model_batch(batch.inputs, batch.targets, batch.cu_seqlens, device_);
+    auto model_input = model_batch(batch, device_);
     // Auxiliary losses weigh as the loss does, so that their gradient does not depend on the
     // layout; the model applies it inside its blocks' backward (model/aux_loss.h).
     model_input.loss_weight = loss_weight;
@@ -774,7 +775,7 @@ ChunkOutput TrainingRun::run_chunk(int64_t chunk, const data::MicroBatch& batch,
                                    double loss_weight, double loss_factor) {
   const auto& part = pipeline_->chunks()[static_cast<size_t>(chunk)];
   PrecisionScope precision(t_.dtype, device_.type());
-  auto model_input = model_batch(batch.inputs, batch.targets, batch.cu_seqlens, device_);
+  auto model_input = model_batch(batch, device_);
   model_input.loss_weight = loss_weight;
   MicroBatchLosses losses;
   auto output = pipeline_->run_chunk(chunk, input, [&](const torch::Tensor& x) {

@@ -53,4 +53,10 @@ model::Batch model_batch(const torch::Tensor& inputs, const torch::Tensor& targe
   return batch;
 }
 
+model::Batch model_batch(const data::MicroBatch& batch, const torch::Device& device) {
+  auto out = model_batch(batch.inputs, batch.targets, batch.cu_seqlens, device);
+  if (batch.pixel_values.defined()) out.extra["pixel_values"] = batch.pixel_values.to(device, /*non_blocking=*/true);
+  return out;
+}
+
 }  // namespace xtrain::train

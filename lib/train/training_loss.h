@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/recipe.h"
+#include "data/micro_batch.h"
 #include "model/causal_lm.h"
 
 namespace xtrain::train {
@@ -30,5 +31,7 @@ torch::Tensor next_token_loss_of_hidden(model::CausalLM& model, const torch::Ten
 // The model batch of a data micro batch's inputs and targets, on `device`.
 model::Batch model_batch(const torch::Tensor& inputs, const torch::Tensor& targets, const torch::Tensor& cu_seqlens,
                          const torch::Device& device);
+// The same with the micro batch's extra inputs (pixel_values of image chat).
+model::Batch model_batch(const data::MicroBatch& batch, const torch::Device& device);
 
 }  // namespace xtrain::train

@@ -52,7 +52,7 @@ std::string token_table(const EncodedDocument& encoded, const Tokenizer& tokeniz
 EncodedDocument encode(const std::string& template_spec, const Tokenizer& tokenizer,
                        const std::vector<ChatMessage>& messages = kConversation) {
   const DocumentEncoder encoder(tokenizer, ChatTemplate::parse(template_spec));
-  return encoder.encode({"", messages, true});
+  return encoder.encode({"", messages, true, {}});
 }
 
 }  // namespace
