@@ -19,6 +19,7 @@ const char* value_type_name(ValueType type) {
     case ValueType::Boolean: return "bool";
     case ValueType::String: return "string";
     case ValueType::FloatList: return "list of floats";
+    case ValueType::StringList: return "list of strings";
     case ValueType::Sources: return "source or list";
   }
   return "?";
@@ -32,6 +33,7 @@ template <> constexpr ValueType value_type_of<double>() { return ValueType::Floa
 template <> constexpr ValueType value_type_of<bool>() { return ValueType::Boolean; }
 template <> constexpr ValueType value_type_of<std::string>() { return ValueType::String; }
 template <> constexpr ValueType value_type_of<std::vector<double>>() { return ValueType::FloatList; }
+template <> constexpr ValueType value_type_of<std::vector<std::string>>() { return ValueType::StringList; }
 
 std::string describe(const YAML::Node& node) {
   if (node.IsNull()) return "nothing";
@@ -122,6 +124,22 @@ std::optional<std::string> parse_value(const YAML::Node& node, std::vector<doubl
   return std::nullopt;
 }
 
+template <>
+std::optional<std::string> parse_value(const YAML::Node& node, std::vector<std::string>& out) {
+  if (node.IsNull()) {  // `freeze:` or `--set model.freeze=`: none
+    out.clear();
+    return std::nullopt;
+  }
+  if (!node.IsSequence()) return "expected a list like [a, b], got " + describe(node);
+  std::vector<std::string> values;
+  for (const auto& item : node) {
+    if (!item.IsScalar()) return "expected a list of names, got item " + describe(item);
+    values.push_back(item.Scalar());
+  }
+  out = std::move(values);
+  return std::nullopt;
+}
+
 template <> std::string render_value(const int64_t& value) { return std::to_string(value); }
 // Shortest text that parses back to the same double, so a dumped recipe reloads exactly.
 template <> std::string render_value(const double& value) {
@@ -134,6 +152,11 @@ template <> std::string render_value(const std::string& value) {
   YAML::Emitter emitter;
   emitter << value;
   return emitter.c_str();
+}
+template <> std::string render_value(const std::vector<std::string>& value) {
+  std::string text = "[";
+  for (size_t i = 0; i < value.size(); ++i) text += (i ? ", " : "") + render_value(value[i]);
+  return text + "]";
 }
 template <> std::string render_value(const std::vector<double>& value) {
   std::string text = "[";
@@ -179,6 +202,9 @@ template void OptionRegistry::add<bool>(std::string, std::function<bool&(Recipe&
                                         std::string, Check<bool>);
 template void OptionRegistry::add<std::string>(std::string, std::function<std::string&(Recipe&)>,
                                                std::string, std::string, Check<std::string>);
+template void OptionRegistry::add<std::vector<std::string>>(
+    std::string, std::function<std::vector<std::string>&(Recipe&)>, std::vector<std::string>, std::string,
+    Check<std::vector<std::string>>);
 template void OptionRegistry::add<std::vector<double>>(
     std::string, std::function<std::vector<double>&(Recipe&)>, std::vector<double>, std::string,
     Check<std::vector<double>>);

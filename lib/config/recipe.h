@@ -18,6 +18,7 @@ struct RunSection {
 // The model shape is the model's own config; the recipe adds where its first weights come from.
 struct ModelSection : model::ModelConfig {
   std::string init_from;  // "" (run.seed's random init) or hf:DIR
+  std::vector<std::string> freeze;  // parts of the model (ModelSpec::parts) that do not train
 };
 
 struct DataSection {
@@ -72,6 +73,7 @@ struct MemorySection {
   int64_t attention_block_size = 0;
   std::string recompute;
   double recompute_ratio = 1.0;
+  double vision_recompute_ratio = 1.0;
   bool offload_activations = false;
 };
 

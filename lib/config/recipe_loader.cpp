@@ -1,9 +1,11 @@
 #include "config/recipe_loader.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include "ckpt/hf_config.h"
@@ -330,6 +332,26 @@ class RecipeBuilder {
 
   // Encoders learn masked tokens, decoders the next one; the encoder and the vision-language
   // model are not split by tp or pp.
+  void check_freeze() {
+    const auto* spec = model::find_model_spec(recipe_.model.family);
+    if (!spec) return;
+    std::vector<std::string> parts;
+    for (const auto& part : spec->parts) parts.push_back(part.first);
+    for (const auto& name : recipe_.model.freeze) {
+      if (std::find(parts.begin(), parts.end(), name) != parts.end()) continue;
+      report(where("model.freeze"), "model.freeze",
+             parts.empty() ? fmt::format("'{}': model.family {} is one part and cannot freeze any of it", name,
+                                         recipe_.model.family)
+                           : fmt::format("'{}' is not a part of model.family {}; its parts are {}", name,
+                                         recipe_.model.family, fmt::join(parts, ", ")));
+    }
+    if (!parts.empty() && std::all_of(parts.begin(), parts.end(), [&](const std::string& part) {
+          const auto& freeze = recipe_.model.freeze;
+          return std::find(freeze.begin(), freeze.end(), part) != freeze.end();
+        }))
+      report(where("model.freeze"), "model.freeze", "every part is frozen, so nothing would train: leave one out");
+  }
+
   void check_objective() {
     const bool encoder = recipe_.model.family == "bert";
     if (recipe_.model.family == "llava")
@@ -339,6 +361,7 @@ class RecipeBuilder {
           report(where(key), key, fmt::format("{}: llava is not split by tensor or pipeline parallelism yet: leave it "
                                               "at 1 (use FSDP)",
                                               degree));
+    check_freeze();
     const auto& objective = recipe_.data.objective;
     if (objective == "mlm" && !encoder)
       report(where("data.objective"), "data.objective",

@@ -120,6 +120,7 @@ OptionRegistry build_registry() {
   r.add<double>("model.capacity_factor", FIELD(model.capacity_factor), 0.0, "0: dropless. Otherwise each expert takes at most ceil(factor x tokens x k / experts) of a micro batch's tokens on a rank; the others pass through the residual and are counted as dropped.", at_least<double>(0.0));
   r.add<std::string>("model.drop_policy", FIELD(model.drop_policy), "probs", "With a capacity: which of an expert's tokens are dropped, those of lowest router weight (probs) or the latest (position).", one_of({"probs", "position"}));
   r.add<std::string>("model.init_from", FIELD(model.init_from), "", "Initial weights: empty for a random init from run.seed, or hf:DIR, a Hugging Face folder (config.json with model.safetensors, or its shards and model.safetensors.index.json). The model's shape comes from config.json, and the tokenizer from DIR/tokenizer.json unless data.tokenizer is set; a resumed run reads its checkpoint instead. See Starting from a Hugging Face model.", init_source());
+  r.add<std::vector<std::string>>("model.freeze", FIELD(model.freeze), {}, "Parts of the model that do not train: they get no gradients and no optimizer state, and stay bit-identical (llava: any of vision_tower, projector, language_model). Freezing all but the projector is llava's alignment stage.");
 
   r.add_sources("data.train", FIELD(data.train), "builtin:demo", "Training data: builtin:demo, a text file, a folder of text files, a .jsonl file (records with \"text\", or chat \"messages\"), megatron:PREFIX (an indexed dataset), or a blend [{path: SOURCE, weight: W}, ...]; see Data.", not_empty());
   r.add_sources("data.eval", FIELD(data.eval), "", "Evaluation data, same forms as data.train; empty means none.");
@@ -166,6 +167,7 @@ OptionRegistry build_registry() {
   r.add<int64_t>("memory.attention_block_size", FIELD(memory.attention_block_size), 256, "Query/key tile size of blockwise attention.", at_least<int64_t>(1));
   r.add<std::string>("memory.recompute", FIELD(memory.recompute), "none", "Activation recompute: none, full (whole blocks) or selective (the attention kernel only).", one_of({"none", "full", "selective"}));
   r.add<double>("memory.recompute_ratio", FIELD(memory.recompute_ratio), 1.0, "Fraction of the blocks (the first ones) that recompute.", in_range(0.0, 1.0));
+  r.add<double>("memory.vision_recompute_ratio", FIELD(memory.vision_recompute_ratio), 1.0, "llava: fraction of the vision tower's blocks (the first ones) that recompute under memory.recompute; recompute_ratio then counts the language model's blocks.", in_range(0.0, 1.0));
   r.add<bool>("memory.offload_activations", FIELD(memory.offload_activations), false, "Keep the block inputs that full recompute needs in host memory until backward.");
 
   r.add<double>("precision.loss_scale_initial", FIELD(precision.loss_scale_initial), 65536.0, "fp16: the first loss scale; halved on every step whose gradients overflow (that step is skipped).", positive());

@@ -188,7 +188,8 @@ double ImageChatDataset::vision_cost(int64_t global_index) const {
 
 std::string ImageChatDataset::notes() const {
   std::string notes = fmt::format("{} images, {} image tokens each", num_images_, options_.placeholder.tokens);
-  if (skipped_records_ > 0) notes += fmt::format("; skipped {} records with bad images", skipped_records_);
+  if (skipped_records_ > 0)
+    notes += fmt::format("; skipped {} record{} with bad images", skipped_records_, skipped_records_ == 1 ? "" : "s");
   if (truncated_records_ > 0)
     notes += fmt::format("; {} records cut to data.seq_len + 1 = {} tokens", truncated_records_, options_.seq_len + 1);
   return notes;

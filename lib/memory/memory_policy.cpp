@@ -10,9 +10,17 @@
 
 namespace xtrain::memory {
 
+namespace {
+
+int64_t share_of(double ratio, int64_t blocks) {
+  return static_cast<int64_t>(std::ceil(ratio * static_cast<double>(blocks) - 1e-9));
+}
+
+}  // namespace
+
 int64_t recomputed_blocks(const MemoryOptions& options, int64_t num_layers) {
   if (options.recompute == "none") return 0;
-  return static_cast<int64_t>(std::ceil(options.recompute_ratio * static_cast<double>(num_layers) - 1e-9));
+  return share_of(options.recompute_ratio, num_layers);
 }
 
 std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model, const MemoryOptions& options) {
@@ -31,8 +39,12 @@ std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model,
   if (options.recompute == "full") {
     if (options.offload_activations) offloader = std::make_shared<ActivationOffloader>();
     ActivationOffloader* raw = offloader.get();
-    model.block_runner = [count, raw](int64_t layer, const torch::Tensor& x, const model::BlockFn& block) {
-      if (layer >= count) return block(x);
+    const int64_t vision = model.vision_blocks();
+    const int64_t vision_count = share_of(options.vision_recompute_ratio, vision);
+    model.block_runner = [count, vision, vision_count, raw](int64_t layer, const torch::Tensor& x,
+                                                            const model::BlockFn& block) {
+      const bool recomputes = layer < vision ? layer < vision_count : layer - vision < count;
+      if (!recomputes) return block(x);
       return recompute([block](const std::vector<torch::Tensor>& in) { return block(in[0]); }, {x}, raw);
     };
   } else if (options.recompute == "selective") {

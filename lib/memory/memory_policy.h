@@ -4,6 +4,8 @@
 //   recompute full       keep only each block's input; recompute the block in backward
 //   recompute selective  recompute only the attention kernel (its scores/probabilities)
 //   recompute_ratio      fraction of blocks (the first ones) that recompute
+//   vision_recompute_ratio  the same for a vision tower's blocks (full recompute), which
+//                        recompute_ratio then leaves out
 //   offload              with full recompute, keep the block inputs in host memory
 //   attention blockwise  the attention kernel with memory linear in sequence length
 //   attention sdpa       LibTorch's fused kernels (varlen flash for packed rows on CUDA)
@@ -22,6 +24,7 @@ struct MemoryOptions {
   bool offload_activations = false;
   std::string attention = "naive";  // naive | blockwise | sdpa
   int64_t attention_block_size = 256;
+  double vision_recompute_ratio = 1.0;
 };
 
 // Number of blocks that recompute under these options.

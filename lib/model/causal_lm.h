@@ -46,6 +46,9 @@ class CausalLM : public torch::nn::Module {
   virtual ShardPlan shard_plan() = 0;
   // The kernel slot of every attention layer, in layer order (memory policies swap kernels).
   virtual std::vector<AttentionKernel*> attention_kernels() = 0;
+  // How many of block_runner's blocks, numbered first, belong to a vision tower (llava's encoder
+  // layers); the decoder's layers follow them.
+  virtual int64_t vision_blocks() const { return 0; }
 
   // Tensor parallelism: the slice of each split parameter on rank `rank` of `ranks` (an
   // InputError-worthy std::invalid_argument when the shape does not split), and installing the

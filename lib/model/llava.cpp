@@ -21,6 +21,11 @@ LlavaForConditionalGeneration::LlavaForConditionalGeneration(const ModelConfig& 
   const auto& v = config.vision;
   TORCH_CHECK(v.enabled(), "llava without a vision tower");
   vision_tower = register_module("vision_tower", ClipVision(v));
+  // The encoder layers past the feature layer compute nothing the model uses (transformers keeps
+  // them too, and gives them no gradient): they take none here either, so no optimizer or
+  // layout touches them.
+  for (size_t i = static_cast<size_t>(v.feature_depth()); i < vision_tower->layers->size(); ++i)
+    for (auto& parameter : (*vision_tower->layers)[i]->parameters()) parameter.requires_grad_(false);
   auto projector = module_scope(*this, "multi_modal_projector");
   linear_1 = projector->register_module("linear_1", Linear(v.hidden_size, config.hidden_size, true));
   linear_2 = projector->register_module("linear_2", Linear(config.hidden_size, config.hidden_size, true));
@@ -54,6 +59,14 @@ ModelOutput LlavaForConditionalGeneration::forward(const Batch& batch) {
     x = x.masked_scatter(placeholders.unsqueeze(-1), features.to(x.scalar_type()));
   } else {
     TORCH_CHECK(slots == 0, "the batch has ", slots, " image placeholder tokens and no pixel_values");
+    if (block_runner) {
+      // Under a block runner (FSDP) every rank must pass through every block, forward and
+      // backward, or their gathers and reductions pair up wrongly: a batch without images runs
+      // the tower on one blank image, whose features join the graph with weight zero.
+      const auto& v = config().vision;
+      const auto blank = torch::zeros({1, v.num_channels, v.image_size, v.image_size}, x.options());
+      x = x + image_features(blank).sum() * 0.0;
+    }
   }
   // The decoder layers come after the tower's blocks in block_runner's numbering.
   const int64_t offset = config().vision.feature_depth();

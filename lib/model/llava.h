@@ -11,7 +11,8 @@
 // processor does); a count that differs is an error. The labels at those positions are -100 (the
 // data's business). Without pixel_values the model is its language model.
 //
-// Blocks (block_runner's indices, the shard plan's blocks): the encoder layers the selected
+// The tower's layers past the feature layer take no gradient (requires_grad false): the trainer
+// treats them as frozen. Blocks (block_runner's indices, the shard plan's blocks): the encoder layers the selected
 // features pass through, then the decoder layers. Init: the tower's as CLIP's, the projector
 // ~ N(0, init_std^2) with zero biases, the language model's as llama's. Not split by tensor or
 // pipeline parallelism.
@@ -41,6 +42,7 @@ class LlavaForConditionalGeneration final : public CausalLM {
   ShardPlan shard_plan() override;
   // The decoder's attention kernels (the tower's attention is bidirectional and not swapped).
   std::vector<AttentionKernel*> attention_kernels() override { return language_model->attention_kernels(); }
+  int64_t vision_blocks() const override { return config().vision.feature_depth(); }
   TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const override;
   void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) override;
   torch::Tensor forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer,

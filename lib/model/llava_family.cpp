@@ -178,6 +178,9 @@ ModelSpec llava_spec() {
   spec.from_hf_config = config_from_llava;
   spec.to_hf_name = [](const std::string& name) { return name; };
   spec.from_hf_name = llava_from_hf_name;
+  spec.parts = {{"vision_tower", "vision_tower."},
+                {"projector", "multi_modal_projector."},
+                {"language_model", "language_model."}};
   // Matrices (and the patch convolution) decay; norm gains, biases and the class token do not.
   spec.decays = [](const std::string& /*name*/, int64_t dims) { return dims >= 2; };
   spec.check = [](const ModelConfig& c) {

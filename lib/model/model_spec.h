@@ -42,6 +42,9 @@ struct ModelSpec {
   // parameter's (see hf_stored_tensors); none for one stored whole under to_hf_name, and when
   // not set.
   std::function<std::vector<std::string>(const std::string& name, int64_t first_dimension)> hf_parts;
+  // The parts model.freeze can name, each with the prefix of its parameters' names (llava's
+  // vision_tower, projector, language_model); none for a family of one part.
+  std::vector<std::pair<std::string, std::string>> parts;
   // Whether AdamW decays a parameter of this name and number of dimensions.
   std::function<bool(const std::string& name, int64_t dims)> decays;
   // Problems of a recipe's model section that only this family has, as (key, message); none

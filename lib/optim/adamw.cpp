@@ -11,6 +11,10 @@ namespace xtrain::optim {
 
 AdamW::AdamW(std::vector<NamedParameter> parameters, AdamWOptions options) : options_(options) {
   for (auto& parameter : parameters) {
+    if (parameter.frozen) {
+      slots_.push_back({std::move(parameter), {}, {}});
+      continue;
+    }
     auto exp_avg = torch::zeros_like(parameter.tensor, torch::MemoryFormat::Preserve);
     auto exp_avg_sq = torch::zeros_like(parameter.tensor, torch::MemoryFormat::Preserve);
     slots_.push_back({std::move(parameter), exp_avg, exp_avg_sq});
@@ -29,7 +33,7 @@ void AdamW::step(double lr) {
   std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, decayed;
   for (auto& slot : slots_) {
     const auto& grad = slot.parameter.tensor.grad();
-    if (!grad.defined()) continue;
+    if (slot.parameter.frozen || !grad.defined()) continue;
     params.push_back(slot.parameter.tensor);
     grads.push_back(grad);
     exp_avgs.push_back(slot.exp_avg);
@@ -51,8 +55,9 @@ void AdamW::step(double lr) {
 std::map<std::string, torch::Tensor> AdamW::state() const {
   std::map<std::string, torch::Tensor> state;
   for (const auto& slot : slots_) {
-    state["exp_avg." + slot.parameter.name] = slot.exp_avg;
-    state["exp_avg_sq." + slot.parameter.name] = slot.exp_avg_sq;
+    const auto& p = slot.parameter;
+    state["exp_avg." + p.name] = p.frozen ? torch::zeros_like(p.tensor) : slot.exp_avg;
+    state["exp_avg_sq." + p.name] = p.frozen ? torch::zeros_like(p.tensor) : slot.exp_avg_sq;
   }
   state["step"] = torch::tensor(step_, torch::kInt64);
   return state;
@@ -69,6 +74,7 @@ void AdamW::load_state(const std::map<std::string, torch::Tensor>& state) {
   };
   torch::NoGradGuard no_grad;
   for (auto& slot : slots_) {
+    if (slot.parameter.frozen) continue;
     slot.exp_avg.copy_(fetch("exp_avg." + slot.parameter.name, slot.exp_avg));
     slot.exp_avg_sq.copy_(fetch("exp_avg_sq." + slot.parameter.name, slot.exp_avg_sq));
   }

@@ -2,7 +2,8 @@
 // torch.optim.AdamW's single-tensor path (computed with multi-tensor foreach ops), so xtrain and
 // the PyTorch reference agree to rounding. Weight decay is decoupled and applied only to parameters marked `decay`.
 // State (exp_avg, exp_avg_sq per parameter and the step count) is exposed as named tensors
-// for checkpoints.
+// for checkpoints. A frozen parameter (model.freeze) is never updated and holds no state; its
+// entries in state() are zeros made on demand, so that checkpoints keep one layout.
 #pragma once
 #include <map>
 #include <string>
@@ -23,6 +24,7 @@ struct NamedParameter {
   std::string name;
   torch::Tensor tensor;
   bool decay = true;
+  bool frozen = false;
 };
 
 class AdamW {

@@ -22,7 +22,9 @@ class ShardedUnitBackward : public torch::autograd::Node {
 
   variable_list apply(variable_list&& grad_outputs) override {
     hooks.before_backward();
-    torch::autograd::backward({inner_output}, {grad_outputs[0]});
+    // A unit whose parameters are all frozen (model.freeze), on an input without gradient, has
+    // nothing to differentiate; its hooks still run, so every rank takes the same collectives.
+    if (inner_output.requires_grad()) torch::autograd::backward({inner_output}, {grad_outputs[0]});
     hooks.after_backward();
     // Undefined for ids, which need none, and for a unit without input.
     auto grad = inner_input.defined() ? inner_input.grad() : torch::Tensor();

@@ -3,16 +3,19 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <limits>
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/torch.h>
 
 #include "ckpt/checkpoint.h"
@@ -179,6 +182,20 @@ std::vector<optim::NamedParameter> named_parameters(model::CausalLM& model) {
   return parameters;
 }
 
+// The name prefixes of the parts model.freeze names (the recipe check knows them all).
+std::vector<std::string> frozen_prefixes(const config::Recipe& recipe) {
+  std::vector<std::string> prefixes;
+  for (const auto& [part, prefix] : model::model_spec(recipe.model.family).parts)
+    if (std::find(recipe.model.freeze.begin(), recipe.model.freeze.end(), part) != recipe.model.freeze.end())
+      prefixes.push_back(prefix);
+  return prefixes;
+}
+
+bool has_prefix(const std::string& name, const std::vector<std::string>& prefixes) {
+  return std::any_of(prefixes.begin(), prefixes.end(),
+                     [&name](const std::string& prefix) { return name.rfind(prefix, 0) == 0; });
+}
+
 // dist.backend auto: NCCL for CUDA tensors, Gloo for CPU ones.
 parallel::CommBackend comm_backend(const std::string& setting, const torch::Device& device) {
   if (setting == "gloo" && device.is_cuda())
@@ -203,7 +220,8 @@ std::string auto_attention(const config::Recipe& recipe, const torch::Device& de
 memory::MemoryOptions memory_options(const config::Recipe& recipe, const torch::Device& device) {
   const auto& m = recipe.memory;
   const std::string attention = m.attention == "auto" ? auto_attention(recipe, device) : m.attention;
-  return {m.recompute, m.recompute_ratio, m.offload_activations, attention, m.attention_block_size};
+  return {m.recompute, m.recompute_ratio, m.offload_activations, attention, m.attention_block_size,
+          m.vision_recompute_ratio};
 }
 
 // train.threads 0: the cores shared among this machine's ranks, unless OMP_NUM_THREADS (set by
@@ -269,6 +287,7 @@ class TrainingRun {
   ChunkOutput forward_chunk(int64_t chunk, const data::MicroBatch& batch, int64_t index, int64_t count,
                             const torch::Tensor& input);
   double micro_batch_loss_weight(const data::MicroBatch& batch, int64_t index, int64_t count) const;
+  void freeze_parts();
   void report_stages(StepOutcome& outcome);
   EvalResult evaluate_pipeline();
   void update(StepOutcome& outcome);
@@ -483,10 +502,12 @@ void TrainingRun::shard_model() {
     optimized_ = named_parameters(*model_);
     for (const auto& p : optimized_) pieces_.push_back(ckpt::PieceLayout::whole(p.tensor.sizes().vec()));
   }
+  freeze_parts();
   optimizer_ = std::make_unique<optim::AdamW>(
       optimized_, optim::AdamWOptions{recipe_.optim.betas[0], recipe_.optim.betas[1], recipe_.optim.eps,
                                       recipe_.optim.weight_decay});
-  for (const auto& p : optimized_) parameters_.push_back(p.tensor);
+  for (const auto& p : optimized_)
+    if (!p.frozen) parameters_.push_back(p.tensor);
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
   const auto rss = sum_and_spread(0.0, peak_rss_mib()).second;
   if (chief_ && !resume_from_)  // a resumed run says where it resumed from instead
@@ -580,13 +601,39 @@ void TrainingRun::print_summary() const {
              tokens_per_step_, t_.dtype, torch::get_num_threads(), wait_policy ? wait_policy : "default");
 }
 
+// model.freeze: the frozen parts' parameters take no gradient (autograd skips them) and the
+// optimizer neither updates them nor keeps state for them.
+void TrainingRun::freeze_parts() {
+  const auto prefixes = frozen_prefixes(recipe_);
+  // Also frozen: what the model itself marks as taking no gradient (llava's unused tower layers).
+  std::set<std::string> fixed;
+  for (auto& item : model_->named_parameters()) {
+    if (has_prefix(item.key(), prefixes)) item.value().requires_grad_(false);
+    if (!item.value().requires_grad()) fixed.insert(item.key());
+  }
+  int64_t frozen = 0;
+  std::set<std::string> counted;  // a parameter's shards and pieces count once, by its whole shape
+  for (size_t i = 0; i < optimized_.size(); ++i) {
+    auto& p = optimized_[i];
+    p.frozen = fixed.count(p.name) > 0;
+    if (!has_prefix(p.name, prefixes) || !counted.insert(p.name).second) continue;
+    int64_t numel = 1;
+    for (int64_t size : pieces_[i].shape) numel *= size;
+    frozen += numel;
+  }
+  if (chief_ && !prefixes.empty())
+    fmt::print("model: frozen {} ({} parameters); {} train\n", fmt::join(recipe_.model.freeze, ", "), frozen,
+               total_parameters_ - frozen);
+}
+
 // Weights, optimizer state, step, data position and RNG from a checkpoint: at the start of a
 // resumed run, and when train.spike rolls back.
 void TrainingRun::load_checkpoint_state(const ckpt::CheckpointReader& checkpoint, const std::string& dir) {
   torch::NoGradGuard no_grad;
   std::map<std::string, torch::Tensor> optimizer_state;
   for (size_t i = 0; i < optimized_.size(); ++i) {
-    const auto& [name, tensor, decay] = optimized_[i];
+    const auto& name = optimized_[i].name;
+    const auto& tensor = optimized_[i].tensor;
     auto read = [&](const std::string& kind) {
       return checkpoint.read(kind, name, pieces_[i]).view(tensor.sizes());
     };
