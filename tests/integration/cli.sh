@@ -19,9 +19,16 @@ for command in train validate eval generate launch options env; do grep -q "^  $
 set +e; "$xtrain" frobnicate >/dev/null 2>&1; status=$?; set -e
 [[ $status -eq 2 ]]
 
-# From the repository root, where the recipes' relative paths (a tokenizer file) lead.
+# From the repository root, where the recipes' relative paths (a tokenizer file) lead. The
+# vision-language demo's data and init are generated (scripts/vlm-demo.sh writes them to
+# data/vlm-demo): here into the scratch folder, which the overrides name.
+"${XTRAIN_PYTHON:-$source_dir/.venv/bin/python3}" "$source_dir/tools/data/make_vlm_demo.py" --out "$work/vlm-demo" \
+  --train 48 --eval 8 --test 8 > /dev/null 2>&1
 for recipe in "$source_dir"/recipes/*.yaml; do
-  (cd "$source_dir" && "$xtrain" validate "$recipe") > "$work/resolved.yaml"
+  overrides=()
+  [[ $(basename "$recipe") != vlm-demo.yaml ]] || overrides=(--set "model.init_from=hf:$work/vlm-demo/init"
+    --set "data.train=$work/vlm-demo/train.jsonl" --set "data.eval=$work/vlm-demo/eval.jsonl")
+  (cd "$source_dir" && "$xtrain" validate "$recipe" "${overrides[@]}") > "$work/resolved.yaml"
   (cd "$source_dir" && "$xtrain" validate "$work/resolved.yaml") | cmp - "$work/resolved.yaml"
 done
 
