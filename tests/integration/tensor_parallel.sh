@@ -30,7 +30,11 @@ for run in tp2 tp2_sp tp2_sp_recompute tp2_fsdp2 tp4; do compare_runs "$work/sin
 
 train packed_single 1 --set data.pack=true
 train packed_tp2_sp 2 --set data.pack=true "${sp[@]}"
-compare_runs "$work/packed_single" "$work/packed_tp2_sp"
+# Losses and weights at 1e-5; the gradient norm at 3e-5: step 18 has a loss spike whose gradient
+# norm (3.50, against 1.3 on the steps around it) one process and TP 2 + SP sum in different
+# orders, 1.4e-05 apart on an AMD EPYC host (4.9e-06 on an Intel one); the other steps agree
+# within 2.6e-06.
+compare_runs "$work/packed_single" "$work/packed_tp2_sp" 1 1e-5 3e-5
 
 qwen3=(--set model.family=qwen3 --set model.tie_embeddings=true)
 train qwen3_single 1 "${qwen3[@]}"
