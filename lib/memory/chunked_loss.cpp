@@ -16,7 +16,7 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,
                                const torch::Tensor& bias, const torch::Tensor& targets, int64_t chunk_tokens, int64_t ignore_index,
                                bool grad_enabled, bool autocast_matmuls, c10::ScalarType autocast_dtype,
-                               const VocabParallel& vocab) {
+                               const VocabParallel& vocab, WeightGrad weight_grad_target) {
     // Softmax, loss and gradient accumulation run in at least fp32; under autocast (bf16, or fp16
     // on CUDA) the two chunk matmuls take its dtype's operands (fp32 accumulation inside the
     // GEMM), as autocast would.
@@ -40,7 +40,14 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
     auto loss_sum = torch::zeros({}, w.options().dtype(compute));
     torch::Tensor grad_hidden, grad_weight, grad_bias;
     if (want_hidden) grad_hidden = torch::empty(hidden.sizes(), hidden.options());
-    if (want_weight) grad_weight = torch::zeros(w.sizes(), w.options().dtype(compute));
+    // Straight into a fresh .grad (zeros, so the sums are the same as in a buffer of our own).
+    const bool into_fresh = want_weight && weight_grad_target == WeightGrad::into_fresh_grad && matmul_type == compute &&
+                            weight.is_leaf() && weight.grad().defined() && weight.grad().scalar_type() == compute &&
+                            weight.grad().sizes() == weight.sizes();
+    if (into_fresh)
+      grad_weight = weight.mutable_grad();
+    else if (want_weight)
+      grad_weight = torch::zeros(w.sizes(), w.options().dtype(compute));
     if (want_bias) grad_bias = torch::zeros({w.size(0)}, w.options().dtype(compute));
 
     const int64_t n = hidden.size(0);
@@ -91,6 +98,12 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
     // Held until backward in the inputs' dtypes: half the memory for bf16.
     if (want_weight) grad_weight = grad_weight.to(weight.scalar_type());
     if (want_bias) grad_bias = grad_bias.to(bias.scalar_type());
+    if (into_fresh) {
+      ctx->saved_data["scale_weight_grad"] = weight;
+      grad_weight = torch::Tensor();
+    } else if (want_weight && weight_grad_target != WeightGrad::to_autograd) {
+      ctx->saved_data["add_weight_grad"] = weight;
+    }
     ctx->save_for_backward({grad_hidden, grad_weight, grad_bias});
     return loss_sum;
   }
@@ -104,8 +117,29 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
     auto scaled = [&](const torch::Tensor& grad) {
       return grad.defined() ? grad.mul_(grad_output.to(grad.scalar_type())) : grad;
     };
-    return {scaled(saved[0]), scaled(saved[1]), scaled(saved[2]), torch::Tensor(), torch::Tensor(), torch::Tensor(),
-            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    auto grad_weight = scaled(saved[1]);
+    if (ctx->saved_data.count("scale_weight_grad")) {
+      auto weight = ctx->saved_data["scale_weight_grad"].toTensor();
+      weight.mutable_grad().mul_(grad_output.to(weight.grad().scalar_type()));
+    } else if (ctx->saved_data.count("add_weight_grad") &&
+               add_to_existing_grad(ctx->saved_data["add_weight_grad"].toTensor(), grad_weight)) {
+      grad_weight = torch::Tensor();
+    }
+    return {scaled(saved[0]), grad_weight, scaled(saved[2]), torch::Tensor(), torch::Tensor(), torch::Tensor(),
+            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+
+ private:
+  // What AccumulateGrad would do, done here so that the engine never holds the [V, H] gradient:
+  // a tied table is used again by the embedding lookup, whose gradient the engine would wait
+  // for, holding this one, through the whole backward pass.
+  static bool add_to_existing_grad(const torch::Tensor& weight, const torch::Tensor& grad) {
+    if (!weight.is_leaf() || !weight.requires_grad() || torch::GradMode::is_enabled()) return false;
+    auto& existing = weight.mutable_grad();
+    if (!existing.defined() || existing.sizes() != grad.sizes() || existing.scalar_type() != grad.scalar_type())
+      return false;
+    existing.add_(grad);
+    return true;
   }
 };
 
@@ -113,7 +147,8 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
 
 torch::Tensor chunked_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
                                     const torch::Tensor& targets, int64_t chunk_tokens, int64_t ignore_index,
-                                    const VocabParallel& vocab, const torch::Tensor& bias) {
+                                    const VocabParallel& vocab, const torch::Tensor& bias,
+                                    WeightGrad weight_grad) {
   TORCH_CHECK(hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1),
               "chunked_cross_entropy: expected hidden [N, H] and weight [V, H], got ", hidden.sizes(), " and ",
               weight.sizes());
@@ -132,7 +167,8 @@ torch::Tensor chunked_cross_entropy(const torch::Tensor& hidden, const torch::Te
   // autograd::Function takes no undefined tensor: none is an empty one.
   const auto bias_or_empty = bias.defined() ? bias : torch::empty({0}, weight.options());
   return ChunkedCrossEntropy::apply(hidden, weight, bias_or_empty, targets, chunk_tokens, ignore_index,
-                                    torch::GradMode::is_enabled(), autocast_matmuls, autocast_dtype, vocab);
+                                    torch::GradMode::is_enabled(), autocast_matmuls, autocast_dtype, vocab,
+                                    weight_grad);
 }
 
 int64_t auto_chunk_tokens(int64_t vocab_size, int64_t num_tokens, int64_t budget_bytes) {

@@ -14,13 +14,7 @@
 // The result is a scalar in the compute dtype (fp32, or fp64 for fp64 inputs). Not twice
 // differentiable.
 //
-// Vocabulary-parallel (Megatron's cross-entropy over a tensor-parallel group): weight holds rows
-// [vocab.first, vocab.first + V_r) of the whole output projection on each rank of vocab.ops's
-// group, and hidden is the same on every rank. Per chunk, the rows' maxima are all-reduced,
-// then their sums of exponentials and target logits (each held by one rank) in one all-reduce;
-// the loss is the whole vocabulary's on every rank, and the gradients are this rank's: its
-// weight rows', and its partial of hidden's, which the caller sums over the group (the model
-// passes hidden through TensorParallelOps::enter).
+// Where the weight's gradient goes: see WeightGrad.
 #pragma once
 #include <cstdint>
 
@@ -29,6 +23,21 @@
 #include "model/tensor_parallel_ops.h"
 
 namespace xtrain::memory {
+
+// Where the weight's gradient goes. The last two are for a backward() pass, never autograd::grad,
+// and hand autograd no gradient for the weight, as Megatron's gradient-accumulation fusion does:
+// a tied table's engine would otherwise hold the [V, H] gradient until the embedding lookup's
+// joins it at the end of backward.
+enum class WeightGrad {
+  to_autograd,
+  // Added in backward to the weight's .grad when that exists.
+  into_existing_grad,
+  // Summed into the weight's .grad during forward and scaled there by backward, when .grad
+  // exists: the caller guarantees that it holds zeros and that nothing else writes to it before
+  // this loss's backward (an FSDP unit's fresh full gradient). The gradient is then never held
+  // twice, not even between forward and backward.
+  into_fresh_grad,
+};
 
 struct VocabParallel {
   model::TensorParallelOps* ops = nullptr;  // null: the weight is the whole vocabulary
@@ -39,7 +48,7 @@ struct VocabParallel {
 torch::Tensor chunked_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
                                     const torch::Tensor& targets, int64_t chunk_tokens,
                                     int64_t ignore_index = -100, const VocabParallel& vocab = {},
-                                    const torch::Tensor& bias = {});
+                                    const torch::Tensor& bias = {}, WeightGrad weight_grad = WeightGrad::to_autograd);
 
 // Largest chunk whose fp32 logits and one same-sized temporary fit in budget_bytes, clamped to
 // [1, num_tokens].

@@ -39,7 +39,15 @@ class EmbeddingImpl : public torch::nn::Module {
   std::shared_ptr<TensorParallelOps> tensor_parallel;
   int64_t first_row = 0;
   int64_t padding_idx = -1;  // a row whose lookups give it no gradient (-1: none)
+  // For a backward() pass (never autograd::grad): when the table's .grad exists (an FSDP unit's
+  // full gradient buffer), the lookup's backward adds to the rows it looked up, in place, instead
+  // of handing autograd a dense gradient as large as the table.
+  bool accumulate_grad_in_place = false;
 };
 TORCH_MODULE(Embedding);
+
+// Sets accumulate_grad_in_place on every Embedding in `model`: the trainer's, whose parameters'
+// gradients are buffers that backward() accumulates into.
+void accumulate_lookup_grads_in_place(torch::nn::Module& model);
 
 }  // namespace xtrain::model

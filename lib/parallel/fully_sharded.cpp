@@ -191,7 +191,12 @@ void FullyShardedModel::after_block_backward(int64_t layer) {
 }
 
 void FullyShardedModel::end_micro_batch() {
-  if (head_gathered_for_whole_pass()) head_->start_reduce(last_micro_batch_);
+  if (head_gathered_for_whole_pass()) {
+    head_->start_reduce(last_micro_batch_);
+    // Backward is done with the table's values: they go while its gradient reduces, unless the
+    // next micro batch needs them again.
+    if (last_micro_batch_) head_->reshard();
+  }
   note_peak();
   for (auto* unit : units()) unit->finish_reduce();
   if (!last_micro_batch_) return;

@@ -9,7 +9,9 @@
 // block and released, its gradients reducing, once backward has left it. Vocabulary-sized
 // tensors are thus never held in full during the blocks. With tied embeddings the one table
 // serves both ends, and the unit holding it, the final norm and the head stays gathered for the
-// whole micro batch.
+// whole micro batch; its gradient exists once, in the unit's buffer, which the fused loss sums
+// into during forward (memory::WeightGrad) and the lookup adds its rows to in place
+// (model::Embedding), and the table goes as soon as backward is done with it.
 // With fsdp = 1 nothing is gathered and each block's gradients are all-reduced over the replicas
 // as soon as they are final: DDP with one bucket per block.
 //
@@ -42,6 +44,10 @@ class FullyShardedModel {
 
   std::vector<ParameterShard*> parameters();
   const DeviceMesh& mesh() const { return mesh_; }
+
+  // Whether the head's gradient buffers hold zeros from before each micro batch's loss until
+  // its backward reaches them (memory::WeightGrad::into_fresh_grad): they do when sharded.
+  bool fresh_head_gradients() const { return head_->sharded(); }
 
   void begin_micro_batch(bool last);
   void end_micro_batch();

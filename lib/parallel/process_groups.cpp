@@ -43,7 +43,17 @@ class C10dComm : public Comm {
   PendingCollective reduce_scatter_sum(torch::Tensor out, torch::Tensor in) override {
     const int64_t n = out.numel();
     TORCH_CHECK(in.numel() == n * size(), "reduce_scatter: in must hold size * out.numel() elements");
-    return pending("reduce_scatter", [&] { return group_->_reduce_scatter_base(out, in); });
+    if (group_->getBackendName() != "gloo")
+      return pending("reduce_scatter", [&] { return group_->_reduce_scatter_base(out, in); });
+    // Gloo's reduce-scatter is an all-reduce of a clone of `in`, then a copy of this rank's part:
+    // the all-reduce runs on `in` itself, which the contract lets us clobber, so that a unit's
+    // full gradient (a whole vocabulary table's, say) is not held twice while it reduces.
+    std::vector<torch::Tensor> tensors{in};
+    auto reduced = pending("reduce_scatter", [&] { return group_->allreduce(tensors); });
+    return PendingCollective([reduced, out, in, part = rank() * n, n]() mutable {
+      reduced.wait();
+      out.copy_(in.narrow(0, part, n));
+    });
   }
 
   PendingCollective all_reduce_sum(torch::Tensor t) override {

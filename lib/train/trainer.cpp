@@ -37,6 +37,7 @@
 #include "parallel/watchdog.h"
 #include "parallel/world.h"
 #include "memory/memory_policy.h"
+#include "model/linear.h"
 #include "model/model_spec.h"
 #include "model/parameter_source.h"
 #include "model/sdpa_attention.h"
@@ -460,6 +461,7 @@ void TrainingRun::load_data() {
 void TrainingRun::build_model() {
   model_ = train::build_model(recipe_);
   model::place_unmaterialized(*model_, device_);
+  model::accumulate_lookup_grads_in_place(*model_);
   initial_weights_ = initial_weights(recipe_, *model_, /*fresh=*/!resume_from_);
   check_numeric_fault_parameter(named_parameters(*model_));
   total_parameters_ = model_->num_parameters();
@@ -796,7 +798,9 @@ MicroBatchLosses TrainingRun::forward_backward(const data::MicroBatch& batch, in
     // Auxiliary losses weigh as the loss does, so that their gradient does not depend on the
     // layout; the model applies it inside its blocks' backward (model/aux_loss.h).
     model_input.loss_weight = loss_weight;
-    output = training_loss(*model_, model_input, loss_chunk_);
+    output = training_loss(*model_, model_input, loss_chunk_,
+                           sharded_ && sharded_->fresh_head_gradients() ? memory::WeightGrad::into_fresh_grad
+                                                                         : memory::WeightGrad::into_existing_grad);
   }
   auto loss = output.loss;
   if (injected_loss_factor_ != 1.0) loss = loss * injected_loss_factor_;

@@ -16,7 +16,7 @@ int64_t loss_chunk_tokens(const config::Recipe& recipe) {
 }
 
 torch::Tensor next_token_loss_of_hidden(model::CausalLM& model, const torch::Tensor& hidden, const torch::Tensor& labels,
-                                        int64_t chunk_tokens) {
+                                        int64_t chunk_tokens, memory::WeightGrad output_weight_grad) {
   const auto flat_targets = labels.reshape({-1});
   // Tensor parallelism never forms the whole vocabulary's logits: the loss is chunked (one chunk
   // when the recipe turns chunking off).
@@ -26,7 +26,7 @@ torch::Tensor next_token_loss_of_hidden(model::CausalLM& model, const torch::Ten
     const int64_t rows = hidden.numel() / hidden.size(-1);
     return memory::chunked_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model.output_weight(), flat_targets,
                                          chunk_tokens > 0 ? chunk_tokens : std::max<int64_t>(rows, 1),
-                                         data::kIgnoreIndex, vocab, model.output_bias());
+                                         data::kIgnoreIndex, vocab, model.output_bias(), output_weight_grad);
   }
   auto logits = torch::nn::functional::linear(hidden, model.output_weight(), model.output_bias());
   auto wide = logits.to(at::promote_types(logits.scalar_type(), torch::kFloat32));
@@ -38,9 +38,11 @@ torch::Tensor next_token_loss_of_hidden(model::CausalLM& model, const torch::Ten
   return sum / flat_targets.ne(data::kIgnoreIndex).sum().clamp_min(1).to(sum.scalar_type());
 }
 
-BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64_t chunk_tokens) {
+BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64_t chunk_tokens,
+                        memory::WeightGrad output_weight_grad) {
   auto output = model.forward(batch);
-  return {next_token_loss_of_hidden(model, output.hidden, batch.labels, chunk_tokens), std::move(output.aux_losses),
+  return {next_token_loss_of_hidden(model, output.hidden, batch.labels, chunk_tokens, output_weight_grad),
+          std::move(output.aux_losses),
           output.expert_load, output.dropped};
 }
 

@@ -9,6 +9,7 @@
 
 #include "config/recipe.h"
 #include "data/micro_batch.h"
+#include "memory/chunked_loss.h"
 #include "model/causal_lm.h"
 
 namespace xtrain::train {
@@ -23,10 +24,14 @@ struct BatchLoss {
 };
 
 // batch.labels: [B, T], -100 where a token carries no loss (as a SampleDataset's targets()).
-BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64_t chunk_tokens);
+// Differentiate with backward(): the output weight's gradient goes straight into its .grad when
+// that exists (memory::WeightGrad; into_fresh_grad only where the caller guarantees its terms).
+BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64_t chunk_tokens,
+                        memory::WeightGrad output_weight_grad = memory::WeightGrad::into_existing_grad);
 // The same loss of the model's final hidden states (ModelOutput::hidden; a pipeline's last chunk).
 torch::Tensor next_token_loss_of_hidden(model::CausalLM& model, const torch::Tensor& hidden, const torch::Tensor& labels,
-                                        int64_t chunk_tokens);
+                                        int64_t chunk_tokens,
+                                        memory::WeightGrad output_weight_grad = memory::WeightGrad::into_existing_grad);
 
 // The model batch of a data micro batch's inputs and targets, on `device`.
 model::Batch model_batch(const torch::Tensor& inputs, const torch::Tensor& targets, const torch::Tensor& cu_seqlens,

@@ -145,6 +145,47 @@ TEST_CASE("chunked cross-entropy computes only the gradients that are needed", "
   }
 }
 
+TEST_CASE("WeightGrad: a tied table's gradient goes into its existing .grad, added or summed in place", "[memory]") {
+  using xtrain::memory::WeightGrad;
+  const Problem problem = random_problem(6);
+  const auto ids = torch::randint(kVocab, {kTokens});
+  // A tied table: looked up to make the hidden states, then the output projection.
+  auto tied_loss = [&](const torch::Tensor& table, WeightGrad target) {
+    auto hidden = torch::embedding(table, ids) + problem.hidden;
+    return chunked_cross_entropy(hidden, table, problem.targets, 5, -100, {}, {}, target) * 0.75;
+  };
+  auto plain = problem.weight.clone().requires_grad_(true);
+  tied_loss(plain, WeightGrad::to_autograd).backward();
+
+  SECTION("into_existing_grad adds to what .grad holds") {
+    auto fused = problem.weight.clone().requires_grad_(true);
+    const auto earlier = torch::randn_like(fused);  // a gradient from an earlier micro batch
+    fused.mutable_grad() = earlier.clone();
+    const auto buffer = fused.grad();
+    tied_loss(fused, WeightGrad::into_existing_grad).backward();
+    CHECK(fused.grad().data_ptr() == buffer.data_ptr());  // the same buffer, added to in place
+    CHECK(xtrain::testing::norm_relative_error(fused.grad() - earlier, plain.grad()) < 1e-6);
+  }
+  SECTION("into_fresh_grad sums into a zeroed .grad during forward and scales it in backward") {
+    auto fused = problem.weight.clone().requires_grad_(true);
+    fused.mutable_grad() = torch::zeros_like(fused);
+    const auto buffer = fused.grad();
+    auto loss = tied_loss(fused, WeightGrad::into_fresh_grad);
+    CHECK(buffer.abs().max().item<double>() > 0);  // written by forward, not held elsewhere
+    loss.backward();
+    CHECK(fused.grad().data_ptr() == buffer.data_ptr());
+    // Zeros plus the same sums, then the same scaling: the same bits as autograd's.
+    CHECK(torch::equal(fused.grad(), plain.grad()));
+  }
+  SECTION("without an existing .grad the gradient is handed to autograd as usual") {
+    for (const auto target : {WeightGrad::into_existing_grad, WeightGrad::into_fresh_grad}) {
+      auto fresh = problem.weight.clone().requires_grad_(true);
+      tied_loss(fresh, target).backward();
+      CHECK(torch::equal(fresh.grad(), plain.grad()));
+    }
+  }
+}
+
 TEST_CASE("fp64 finite differences: chunked cross-entropy", "[memory][gradcheck]") {
   torch::manual_seed(4);
   auto targets = torch::tensor({2, 0, -100, 5, 1}, torch::kLong);
