@@ -37,14 +37,26 @@ class C10dComm : public Comm {
   PendingCollective all_gather(torch::Tensor out, torch::Tensor in) override {
     const int64_t n = in.numel();
     TORCH_CHECK(out.numel() == n * size(), "all_gather: out must hold size * in.numel() elements");
-    return pending("all_gather", [&] { return group_->_allgather_base(out, in); });
+    if (!gloo()) return pending("all_gather", [&] { return group_->_allgather_base(out, in); });
+    // Gloo's all-gather assembles a flat copy of `out` and then copies it over: a second copy of
+    // the unit being gathered. Each rank's part is broadcast straight into its place instead.
+    out.narrow(0, rank() * n, n).copy_(in);
+    std::vector<PendingCollective> parts;
+    for (int64_t root = 0; root < size(); ++root) {
+      std::vector<torch::Tensor> tensors{out.narrow(0, root * n, n)};
+      c10d::BroadcastOptions options;
+      options.rootRank = root;
+      parts.push_back(pending("all_gather", [&] { return group_->broadcast(tensors, options); }));
+    }
+    return PendingCollective([parts]() mutable {
+      for (auto& part : parts) part.wait();
+    });
   }
 
   PendingCollective reduce_scatter_sum(torch::Tensor out, torch::Tensor in) override {
     const int64_t n = out.numel();
     TORCH_CHECK(in.numel() == n * size(), "reduce_scatter: in must hold size * out.numel() elements");
-    if (group_->getBackendName() != "gloo")
-      return pending("reduce_scatter", [&] { return group_->_reduce_scatter_base(out, in); });
+    if (!gloo()) return pending("reduce_scatter", [&] { return group_->_reduce_scatter_base(out, in); });
     // Gloo's reduce-scatter is an all-reduce of a clone of `in`, then a copy of this rank's part:
     // the all-reduce runs on `in` itself, which the contract lets us clobber, so that a unit's
     // full gradient (a whole vocabulary table's, say) is not held twice while it reduces.
@@ -101,6 +113,8 @@ class C10dComm : public Comm {
   }
 
  private:
+  bool gloo() const { return group_->getBackendName() == "gloo"; }
+
   std::string describe(const std::string& collective) const {
     return fmt::format("{} on group '{}' (ranks {})", collective, name_, fmt::join(ranks_, ","));
   }
