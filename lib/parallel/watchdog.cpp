@@ -48,11 +48,14 @@ void Watchdog::step_done(int64_t step) {
 }
 
 void Watchdog::publish() {
+  if (store_gone_) return;
   const std::string value = fmt::format("{}|{}|{}", beats_++, step_.load(), last_collective());
   try {
     store_->set(beat_key(world_, world_.rank), std::vector<uint8_t>(value.begin(), value.end()));
   } catch (const std::exception&) {
-    // The store is gone (its host died): the collectives report that.
+    // The store is gone (its host died): the collectives report that. No more beats, so that the
+    // one warning c10d logged is not repeated twice a second until the launcher ends this rank.
+    store_gone_ = true;
   }
 }
 

@@ -53,6 +53,7 @@ class Watchdog {
   std::atomic<int64_t> step_{0};
   std::atomic<int64_t> progress_ns_;  // steady_clock time of the last step_done
   int64_t beats_ = 0;
+  bool store_gone_ = false;  // a beat failed: the store's host died; c10d logs each failure with a trace
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
