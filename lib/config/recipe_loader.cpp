@@ -9,8 +9,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include "ckpt/hf_config.h"
-#include "model/model_spec.h"
+#include "config/foreign_keys.h"
 #include "config/option_registry.h"
+#include "model/model_spec.h"
 #include "data/text_source.h"
 #include "data/tokenizer.h"
 #include "util/durable_file.h"
@@ -65,6 +66,7 @@ class RecipeBuilder {
   }
 
   void report_unknown(const std::string& where, const std::string& path) {
+    if (auto hint = foreign_key_hint(path)) return report(where, path, fmt::format("unknown key ({})", *hint));
     auto suggestion = registry_.suggest(path);
     report(where, path,
            suggestion ? fmt::format("unknown key (did you mean {}?)", *suggestion)

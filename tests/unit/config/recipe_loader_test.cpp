@@ -30,6 +30,24 @@ TEST_CASE("unknown keys name file:line:col and suggest the likely key", "[config
         std::vector<std::string>{"r.yaml:3:3: train.lr: unknown key (did you mean optim.lr?)"});
 }
 
+TEST_CASE("keys spelled as transformers, Megatron or torchtitan spell them get the xtrain key", "[config]") {
+  CHECK(problems("name: x\noptim:\n  learning_rate: 0.1\n") ==
+        std::vector<std::string>{"r.yaml:3:3: optim.learning_rate: unknown key (did you mean optim.lr?)"});
+  CHECK(problems("name: x\nmodel:\n  num_hidden_layers: 4\n") ==
+        std::vector<std::string>{"r.yaml:3:3: model.num_hidden_layers: unknown key (did you mean model.num_layers?)"});
+  CHECK(problems("name: x\ntrain:\n  bf16: true\n") ==
+        std::vector<std::string>{"r.yaml:3:3: train.bf16: unknown key (did you mean train.dtype: bf16?)"});
+  CHECK(problems("name: x\n", {"output_dir=/tmp/run"}) ==
+        std::vector<std::string>{"--set output_dir=/tmp/run: output_dir: unknown key (did you mean run.dir?)"});
+  CHECK(problems("name: x\n", {"parallel.tensor_model_parallel_size=2"}) ==
+        std::vector<std::string>{"--set parallel.tensor_model_parallel_size=2: parallel.tensor_model_parallel_size: "
+                                 "unknown key (did you mean parallel.tp?)"});
+  CHECK(problems("name: x\ntrain:\n  gradient_accumulation_steps: 4\n") ==
+        std::vector<std::string>{"r.yaml:3:3: train.gradient_accumulation_steps: unknown key (set "
+                                 "train.global_batch_size instead: accumulation steps = global batch / "
+                                 "(train.micro_batch_size x data-parallel ranks))"});
+}
+
 TEST_CASE("wrong types and ranges point at the value", "[config]") {
   CHECK(problems("name: x\ntrain:\n  steps: many\n") ==
         std::vector<std::string>{"r.yaml:3:10: train.steps: expected an integer, got 'many'"});
