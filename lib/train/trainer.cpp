@@ -45,6 +45,7 @@
 #include "optim/grad_clip.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
+#include "train/batch_geometry.h"
 #include "train/checkpoint_writer.h"
 #include "train/pipeline_schedule.h"
 #include "train/evaluate.h"
@@ -432,15 +433,10 @@ void TrainingRun::check_layout() {
       {recipe_.parallel.dp, recipe_.parallel.fsdp, recipe_.parallel.tp, recipe_.parallel.pp, recipe_.parallel.ep},
       world_.size);
   data_ranks_ = degrees_.dp * degrees_.fsdp;
-  if (t_.global_batch_size % (data_ranks_ * t_.micro_batch_size) != 0)
-    throw InputError(fmt::format(
-        "train.global_batch_size ({}) must be a multiple of train.micro_batch_size ({}) x data-parallel ranks ({}) "
-        "= {}; the global batch does not depend on the number of ranks",
-        t_.global_batch_size, t_.micro_batch_size, data_ranks_, t_.micro_batch_size * data_ranks_));
+  accumulation_ = accumulation_steps(t_.global_batch_size, t_.micro_batch_size, data_ranks_);
   if (options_.stop_at_step < 0 || options_.stop_at_step > t_.steps)
     throw InputError(
         fmt::format("--stop-at-step {} is outside 1..train.steps ({})", options_.stop_at_step, t_.steps));
-  accumulation_ = t_.global_batch_size / data_ranks_ / t_.micro_batch_size;
   if (recipe_.parallel.pp_schedule == "interleaved_1f1b" && degrees_.pp > 1 && accumulation_ % degrees_.pp != 0)
     throw InputError(fmt::format("parallel.pp_schedule interleaved_1f1b runs micro batches in groups of pp {}: "
                                  "train.global_batch_size / (micro_batch_size x data ranks) = {} must be a multiple",
