@@ -74,14 +74,15 @@ Check<std::string> chat_template() {
   return [](const std::string& value) { return data::check_chat_template(value); };
 }
 
-OptionRegistry build_registry() {
-  OptionRegistry r;
+void add_run_options(OptionRegistry& r) {
   r.add<std::string>("name", FIELD(name), "", "Run name; names the run folder runs/<name>.", not_empty());
   r.mark_required("name");
 
   r.add<std::string>("run.dir", FIELD(run.dir), "", "Run folder for checkpoints and metrics; empty means runs/<name>.");
   r.add<int64_t>("run.seed", FIELD(run.seed), 1234, "Seed for weight init and data order.", at_least<int64_t>(0));
+}
 
+void add_model_options(OptionRegistry& r) {
   r.add<std::string>("model.family", FIELD(model.family), "llama", family_doc(), one_of(model::model_families()));
   r.add<int64_t>("model.vocab_size", FIELD(model.vocab_size), 0, "Vocabulary size; 0 means the tokenizer's.", in_range<int64_t>(0, int64_t{1} << 24));
   r.add<int64_t>("model.hidden_size", FIELD(model.hidden_size), 256, "Width of the residual stream.", in_range<int64_t>(1, int64_t{1} << 20));
@@ -121,7 +122,9 @@ OptionRegistry build_registry() {
   r.add<std::string>("model.drop_policy", FIELD(model.drop_policy), "probs", "With a capacity: which of an expert's tokens are dropped, those of lowest router weight (probs) or the latest (position).", one_of({"probs", "position"}));
   r.add<std::string>("model.init_from", FIELD(model.init_from), "", "Initial weights: empty for a random init from run.seed, or hf:DIR, a Hugging Face folder (config.json with model.safetensors, or its shards and model.safetensors.index.json). The model's shape comes from config.json, and the tokenizer from DIR/tokenizer.json unless data.tokenizer is set; a resumed run reads its checkpoint instead. See Starting from a Hugging Face model.", init_source());
   r.add<std::vector<std::string>>("model.freeze", FIELD(model.freeze), {}, "Parts of the model that do not train: they get no gradients and no optimizer state, and stay bit-identical (llava: any of vision_tower, projector, language_model). Freezing all but the projector is llava's alignment stage.");
+}
 
+void add_data_options(OptionRegistry& r) {
   r.add_sources("data.train", FIELD(data.train), "builtin:demo", "Training data: builtin:demo, a text file, a folder of text files, a .jsonl file (records with \"text\", or chat \"messages\"), megatron:PREFIX (an indexed dataset), or a blend [{path: SOURCE, weight: W}, ...]; see Data.", not_empty());
   r.add_sources("data.eval", FIELD(data.eval), "", "Evaluation data, same forms as data.train; empty means none.");
   r.add<std::string>("data.tokenizer", FIELD(data.tokenizer), "byte", "Tokenizer: byte (UTF-8 bytes plus an end-of-text token), sentencepiece:MODEL, tiktoken:RANKS[:ENCODING] or hf:TOKENIZER_JSON; see Tokenizers.", not_empty());
@@ -134,7 +137,9 @@ OptionRegistry build_registry() {
   r.add<int64_t>("data.balance_window", FIELD(data.balance_window), 0, "Balance attention cost across data-parallel ranks over windows of N steps (0: off); see Data.", at_least<int64_t>(0));
   r.add<int64_t>("data.prefetch", FIELD(data.prefetch), 2, "Steps of micro batches a background thread reads ahead of training.", at_least<int64_t>(1));
   r.add<bool>("data.skip_bad_images", FIELD(data.skip_bad_images), false, "Image chat (llava): leave out, and count, the records whose images are missing or do not decode; off, such a record stops the run before its first step, named with its file and line.");
+}
 
+void add_train_options(OptionRegistry& r) {
   r.add<int64_t>("train.steps", FIELD(train.steps), 1000, "Optimizer steps.", at_least<int64_t>(1));
   r.add<int64_t>("train.global_batch_size", FIELD(train.global_batch_size), 8, "Sequences per optimizer step, over all ranks.", at_least<int64_t>(1));
   r.add<int64_t>("train.micro_batch_size", FIELD(train.micro_batch_size), 8, "Sequences per forward/backward pass; the rest is gradient accumulation.", at_least<int64_t>(1));
@@ -151,7 +156,9 @@ OptionRegistry build_registry() {
   r.add<int64_t>("train.spike_window", FIELD(train.spike_window), 50, "Applied steps whose loss and gradient norm make the mean and standard deviation a spike is measured against; detection starts once the window is full.", at_least<int64_t>(2));
   r.add<double>("train.spike_zscore", FIELD(train.spike_zscore), 6.0, "How many standard deviations above the window's mean a spike is (the deviation taken as at least 1% of the mean).", positive());
   r.add<std::string>("train.stop_signals", FIELD(train.stop_signals), "TERM,INT,USR1", "Signals that stop the run cleanly: every rank saves a checkpoint at the same step and exits with code 75 (resumable). Comma-separated, from TERM, INT, USR1, USR2, HUP; empty for none.", signal_list());
+}
 
+void add_optim_options(OptionRegistry& r) {
   r.add<std::string>("optim.name", FIELD(optim.name), "adamw", "Optimizer.", one_of({"adamw"}));
   r.add<double>("optim.lr", FIELD(optim.lr), 3e-4, "Peak learning rate.", positive());
   r.add<double>("optim.min_lr", FIELD(optim.min_lr), 0.0, "Learning rate at the end of the decay.", at_least(0.0));
@@ -161,7 +168,9 @@ OptionRegistry build_registry() {
   r.add<double>("optim.eps", FIELD(optim.eps), 1e-8, "AdamW epsilon.", positive());
   r.add<double>("optim.weight_decay", FIELD(optim.weight_decay), 0.1, "Decoupled weight decay on matrices (not on norms, biases).", at_least(0.0));
   r.add<double>("optim.grad_clip", FIELD(optim.grad_clip), 1.0, "Clip the global gradient norm to this; 0 disables clipping.", at_least(0.0));
+}
 
+void add_memory_options(OptionRegistry& r) {
   r.add<std::string>("memory.chunked_loss", FIELD(memory.chunked_loss), "auto", "Output projection + cross-entropy in chunks of tokens so the [tokens x vocab] logits never exist: auto (chunk from a 256 MiB budget), off, or tokens per chunk.", chunk_spec());
   r.add<std::string>("memory.attention", FIELD(memory.attention), "auto", "Attention kernel: naive ([T x T] scores), blockwise (online softmax, memory linear in T), sdpa (LibTorch's fused scaled_dot_product_attention; packed rows take the varlen flash kernel on CUDA in bf16/fp16 and the blockwise one elsewhere), or auto (sdpa, except packed rows where varlen is not available: naive up to 2048 tokens, blockwise above).", one_of({"auto", "naive", "blockwise", "sdpa"}));
   r.add<int64_t>("memory.attention_block_size", FIELD(memory.attention_block_size), 256, "Query/key tile size of blockwise attention.", at_least<int64_t>(1));
@@ -169,10 +178,14 @@ OptionRegistry build_registry() {
   r.add<double>("memory.recompute_ratio", FIELD(memory.recompute_ratio), 1.0, "Fraction of the blocks (the first ones) that recompute.", in_range(0.0, 1.0));
   r.add<double>("memory.vision_recompute_ratio", FIELD(memory.vision_recompute_ratio), 1.0, "llava: fraction of the vision tower's blocks (the first ones) that recompute under memory.recompute; recompute_ratio then counts the language model's blocks.", in_range(0.0, 1.0));
   r.add<bool>("memory.offload_activations", FIELD(memory.offload_activations), false, "Keep the block inputs that full recompute needs in host memory until backward.");
+}
 
+void add_precision_options(OptionRegistry& r) {
   r.add<double>("precision.loss_scale_initial", FIELD(precision.loss_scale_initial), 65536.0, "fp16: the first loss scale; halved on every step whose gradients overflow (that step is skipped).", positive());
   r.add<int64_t>("precision.loss_scale_growth_interval", FIELD(precision.loss_scale_growth_interval), 2000, "fp16: double the loss scale after this many steps in a row without overflow.", at_least<int64_t>(1));
+}
 
+void add_parallel_and_dist_options(OptionRegistry& r) {
   r.add<int64_t>("parallel.dp", FIELD(parallel.dp), 1, "Data-parallel replicas (DDP, or the replica dimension of HSDP); -1 means the ranks left over.", degree());
   r.add<int64_t>("parallel.fsdp", FIELD(parallel.fsdp), -1, "Ranks that shard parameters, gradients and optimizer state (FSDP); -1 means the ranks left over.", degree());
   r.add<int64_t>("parallel.tp", FIELD(parallel.tp), 1, "Tensor-parallel degree (Megatron's split: attention by heads, the MLP by its width, the embedding and the output projection by vocabulary rows, the loss vocabulary-parallel). Innermost in the mesh: tp ranks are consecutive.", degree());
@@ -187,12 +200,28 @@ OptionRegistry build_registry() {
   r.add<double>("dist.init_timeout_s", FIELD(dist.init_timeout_s), 300.0, "Seconds to wait at start for every rank to join; the error names the ranks that never arrived.", positive());
   r.add<double>("dist.watchdog_s", FIELD(dist.watchdog_s), 1800.0, "End the job when a rank completes no step for this many seconds (a hang outside any collective), after printing every rank's last step and collective; 0 turns the watchdog off.", at_least(0.0));
   r.add<std::string>("dist.backend", FIELD(dist.backend), "auto", "Collective backend: gloo, nccl (CUDA only), or auto (nccl on cuda, gloo on cpu).", one_of({"auto", "gloo", "nccl"}));
+}
 
+void add_checkpoint_options(OptionRegistry& r) {
   r.add<int64_t>("checkpoint.every", FIELD(checkpoint.every), 0, "Save every N steps; 0 means only at the end (and on --stop-at-step, a stop signal or a STOP file).", at_least<int64_t>(0));
   r.add<int64_t>("checkpoint.keep", FIELD(checkpoint.keep), 3, "Keep the last N checkpoints; the newest, verified as it is written, is never removed.", at_least<int64_t>(1));
   r.add<std::string>("checkpoint.resume", FIELD(checkpoint.resume), "auto", "auto (continue from checkpoints/latest, or from the newest checkpoint that verifies when latest is damaged), strict (the same, but a damaged latest stops the run with exit 2), never, or a checkpoint folder.", not_empty());
   r.add<bool>("checkpoint.async", FIELD(checkpoint.async), false, "Write checkpoints in the background: the state is copied to host memory at the step boundary, then written, fsynced and committed while training goes on (one save at a time; a crash during the write leaves latest on the previous checkpoint).");
   r.add<bool>("checkpoint.at_start", FIELD(checkpoint.at_start), false, "Also save the initial weights as checkpoints/step-0 before the first step of a fresh run: the seed every layout starts from (they are bit-identical across layouts), or the imported weights as xtrain holds them.");
+}
+
+// The keys in documentation order: `xtrain options` and the README list them as declared here.
+OptionRegistry build_registry() {
+  OptionRegistry r;
+  add_run_options(r);
+  add_model_options(r);
+  add_data_options(r);
+  add_train_options(r);
+  add_optim_options(r);
+  add_memory_options(r);
+  add_precision_options(r);
+  add_parallel_and_dist_options(r);
+  add_checkpoint_options(r);
   return r;
 }
 
