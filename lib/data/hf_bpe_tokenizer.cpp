@@ -43,6 +43,75 @@ std::vector<std::string> merge_parts(const json& merge) {
   return parts;
 }
 
+using TokenIds = std::unordered_map<std::string, int64_t>;
+
+void check_model_type(const json& model) {
+  const std::string type = model.value("type", "BPE");
+  if (type != "BPE")
+    throw std::invalid_argument(fmt::format("type is {}, but only BPE and WordPiece models are supported", type));
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (model.contains(key) && !model.at(key).is_null() && !model.at(key).get<std::string>().empty())
+      throw std::invalid_argument(fmt::format("{} is not supported", key));
+}
+
+// The vocabulary as spelled in the file (the byte-level alphabet).
+TokenIds read_vocab(const json& model) {
+  TokenIds text_to_id;
+  for (const auto& [text, id_json] : model.at("vocab").items()) {
+    if (!id_json.is_number_integer())
+      throw std::invalid_argument(fmt::format("vocab id of '{}' is {}, not an integer", text, id_json.dump()));
+    const int64_t id = id_json.get<int64_t>();
+    if (id < 0 || id > kMaxHfTokenId)
+      throw std::invalid_argument(fmt::format("vocab id {} of '{}' is outside 0-{}", id, text, kMaxHfTokenId));
+    text_to_id.emplace(text, id);
+  }
+  return text_to_id;
+}
+
+std::vector<MergeBpe::Merge> read_merges(const json& model, const TokenIds& text_to_id) {
+  std::vector<MergeBpe::Merge> merges;
+  const json& merge_list = model.value("merges", json::array());
+  merges.reserve(merge_list.size());
+  for (const json& merge : merge_list) {
+    const std::vector<std::string> parts = merge_parts(merge);
+    if (parts.size() != 2) throw std::invalid_argument(fmt::format("merge {} is not a pair of tokens", merge.dump()));
+    auto left = text_to_id.find(parts[0]), right = text_to_id.find(parts[1]),
+         merged = text_to_id.find(parts[0] + parts[1]);
+    if (left == text_to_id.end() || right == text_to_id.end() || merged == text_to_id.end())
+      throw std::invalid_argument(fmt::format("merge {} uses or makes a token missing from the vocab", merge.dump()));
+    merges.push_back({left->second, right->second, merged->second});
+  }
+  return merges;
+}
+
+MergeBpe::Options read_model_options(const json& model, const TokenIds& text_to_id) {
+  MergeBpe::Options options;
+  if (model.contains("unk_token") && !model.at("unk_token").is_null()) {
+    const std::string unk = model.at("unk_token").get<std::string>();
+    auto it = text_to_id.find(unk);
+    if (it == text_to_id.end()) throw std::invalid_argument(fmt::format("unk_token '{}' is not in the vocab", unk));
+    options.unk_id = it->second;
+  }
+  options.fuse_unk = model.value("fuse_unk", false);
+  options.byte_fallback = model.value("byte_fallback", false);
+  options.ignore_merges = model.value("ignore_merges", false);
+  return options;
+}
+
+// The token that ends a document: tokenizer_config.json's eos_token, else the usual spellings.
+int64_t find_eos(const std::string& tokenizer_path, const TokenIds& text_to_id) {
+  const std::string configured = configured_eos(tokenizer_path);
+  for (const std::string& candidate :
+       configured.empty() ? std::vector<std::string>{"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"}
+                          : std::vector<std::string>{configured})
+    if (auto it = text_to_id.find(candidate); it != text_to_id.end()) return it->second;
+  throw std::invalid_argument(
+      configured.empty()
+          ? "none of <|endoftext|>, <|end_of_text|>, </s>, <eos> is a token; name the one that ends a document as "
+            "eos_token in a tokenizer_config.json beside tokenizer.json"
+          : fmt::format("eos_token '{}' of tokenizer_config.json is not a token", configured));
+}
+
 }  // namespace
 
 HfBpeTokenizer::HfBpeTokenizer(const std::string& path)
@@ -53,106 +122,61 @@ HfBpeTokenizer::HfBpeTokenizer(const std::string& json_path, const json& file) :
   std::string part = "model";
   try {
     const json& model = file.at("model");
-    const std::string type = model.value("type", "BPE");
-    if (type != "BPE")
-      throw std::invalid_argument(fmt::format("type is {}, but only BPE and WordPiece models are supported", type));
-    for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
-      if (model.contains(key) && !model.at(key).is_null() && !model.at(key).get<std::string>().empty())
-        throw std::invalid_argument(fmt::format("{} is not supported", key));
-
-    // The vocabulary is spelled in the byte-level alphabet; the model works on raw bytes.
-    std::unordered_map<std::string, int64_t> text_to_id;
-    std::unordered_map<std::string, int64_t> bytes_to_id;
-    int64_t max_id = -1;
-    for (const auto& [text, id_json] : model.at("vocab").items()) {
-      if (!id_json.is_number_integer())
-        throw std::invalid_argument(fmt::format("vocab id of '{}' is {}, not an integer", text, id_json.dump()));
-      const int64_t id = id_json.get<int64_t>();
-      if (id < 0 || id > kMaxHfTokenId)
-        throw std::invalid_argument(fmt::format("vocab id {} of '{}' is outside 0-{}", id, text, kMaxHfTokenId));
-      text_to_id.emplace(text, id);
-      max_id = std::max(max_id, id);
-    }
-    token_text_.resize(static_cast<size_t>(max_id + 1));
-    for (const auto& [text, id] : text_to_id) {
-      const auto bytes = byte_level_to_bytes(text);
-      token_text_[static_cast<size_t>(id)] = bytes ? *bytes : text;
-      if (bytes) bytes_to_id.emplace(*bytes, id);
-    }
-
-    std::vector<MergeBpe::Merge> merges;
-    const json& merge_list = model.value("merges", json::array());
-    merges.reserve(merge_list.size());
-    for (const json& merge : merge_list) {
-      const std::vector<std::string> parts = merge_parts(merge);
-      if (parts.size() != 2)
-        throw std::invalid_argument(fmt::format("merge {} is not a pair of tokens", merge.dump()));
-      auto left = text_to_id.find(parts[0]), right = text_to_id.find(parts[1]),
-           merged = text_to_id.find(parts[0] + parts[1]);
-      if (left == text_to_id.end() || right == text_to_id.end() || merged == text_to_id.end())
-        throw std::invalid_argument(fmt::format("merge {} uses or makes a token missing from the vocab", merge.dump()));
-      merges.push_back({left->second, right->second, merged->second});
-    }
-
-    MergeBpe::Options options;
-    if (model.contains("unk_token") && !model.at("unk_token").is_null()) {
-      const std::string unk = model.at("unk_token").get<std::string>();
-      auto it = text_to_id.find(unk);
-      if (it == text_to_id.end()) throw std::invalid_argument(fmt::format("unk_token '{}' is not in the vocab", unk));
-      options.unk_id = it->second;
-    }
-    options.fuse_unk = model.value("fuse_unk", false);
-    options.byte_fallback = model.value("byte_fallback", false);
-    options.ignore_merges = model.value("ignore_merges", false);
-    model_ = std::make_unique<MergeBpe>(std::move(bytes_to_id), merges, options);
+    check_model_type(model);
+    TokenIds text_to_id = read_vocab(model);
+    read_token_texts(text_to_id);
+    // The model works on raw bytes: its vocabulary is the byte-level spellings decoded.
+    TokenIds bytes_to_id;
+    for (const auto& [text, id] : text_to_id)
+      if (auto bytes = byte_level_to_bytes(text)) bytes_to_id.emplace(*bytes, id);
+    const auto merges = read_merges(model, text_to_id);
+    model_ = std::make_unique<MergeBpe>(std::move(bytes_to_id), merges, read_model_options(model, text_to_id));
 
     part = "normalizer";
     normalizer_ = std::make_unique<UnicodeNormalizer>(file.value("normalizer", json()));
-
     part = "pre_tokenizer";
     pre_tokenizer_ = std::make_unique<HfPreTokenizer>(file.value("pre_tokenizer", json()));
-
     part = "added_tokens";
-    std::vector<AddedToken> raw, normalized;
-    for (const json& entry : file.value("added_tokens", json::array())) {
-      AddedToken token = parse_added_token(entry);
-      if (static_cast<size_t>(token.id) >= token_text_.size()) token_text_.resize(static_cast<size_t>(token.id) + 1);
-      // decode() skips special tokens, so only the others keep their text.
-      token_text_[static_cast<size_t>(token.id)] = token.special ? "" : token.content;
-      if (token.normalized) {
-        // Hugging Face looks for a normalized token by its normalized spelling.
-        token.content = normalizer_->normalize(token.content);
-        normalized.push_back(token);
-      } else {
-        raw.push_back(token);
-      }
-      text_to_id[entry.at("content").get<std::string>()] = token.id;
-    }
-    raw_added_ = std::make_unique<AddedTokenMatcher>(raw);
-    normalized_added_ = std::make_unique<AddedTokenMatcher>(normalized);
-
+    read_added_tokens(file.value("added_tokens", json::array()), text_to_id);
     part = "end-of-text token";
-    const std::string configured = configured_eos(path_);
-    for (const std::string& candidate :
-         configured.empty() ? std::vector<std::string>{"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"}
-                            : std::vector<std::string>{configured}) {
-      if (auto it = text_to_id.find(candidate); it != text_to_id.end()) {
-        eos_id_ = it->second;
-        break;
-      }
-    }
-    if (eos_id_ < 0)
-      throw std::invalid_argument(
-          configured.empty()
-              ? "none of <|endoftext|>, <|end_of_text|>, </s>, <eos> is a token; name the one that ends a document as "
-                "eos_token in a tokenizer_config.json beside tokenizer.json"
-              : fmt::format("eos_token '{}' of tokenizer_config.json is not a token", configured));
+    eos_id_ = find_eos(path_, text_to_id);
   } catch (const InputError&) {
     throw;
   } catch (const std::exception& e) {
     // nlohmann's type and out-of-range errors, and our own std::invalid_argument.
     throw InputError(fmt::format("{}: {}: {}", path_, part, e.what()));
   }
+}
+
+void HfBpeTokenizer::read_token_texts(const std::unordered_map<std::string, int64_t>& text_to_id) {
+  int64_t max_id = -1;
+  for (const auto& entry : text_to_id) max_id = std::max(max_id, entry.second);
+  token_text_.resize(static_cast<size_t>(max_id + 1));
+  for (const auto& [text, id] : text_to_id) {
+    const auto bytes = byte_level_to_bytes(text);
+    token_text_[static_cast<size_t>(id)] = bytes ? *bytes : text;
+  }
+}
+
+void HfBpeTokenizer::read_added_tokens(const nlohmann::json& entries,
+                                       std::unordered_map<std::string, int64_t>& text_to_id) {
+  std::vector<AddedToken> raw, normalized;
+  for (const json& entry : entries) {
+    AddedToken token = parse_added_token(entry);
+    if (static_cast<size_t>(token.id) >= token_text_.size()) token_text_.resize(static_cast<size_t>(token.id) + 1);
+    // decode() skips special tokens, so only the others keep their text.
+    token_text_[static_cast<size_t>(token.id)] = token.special ? "" : token.content;
+    if (token.normalized) {
+      // Hugging Face looks for a normalized token by its normalized spelling.
+      token.content = normalizer_->normalize(token.content);
+      normalized.push_back(token);
+    } else {
+      raw.push_back(token);
+    }
+    text_to_id[entry.at("content").get<std::string>()] = token.id;
+  }
+  raw_added_ = std::make_unique<AddedTokenMatcher>(raw);
+  normalized_added_ = std::make_unique<AddedTokenMatcher>(normalized);
 }
 
 HfBpeTokenizer::~HfBpeTokenizer() = default;

@@ -40,6 +40,10 @@ class HfBpeTokenizer final : public Tokenizer {
 
  private:
   void encode_segment(std::string_view text, std::vector<int64_t>& ids) const;
+  // token_text_ from the vocabulary: each id's bytes (its spelling where it is not byte-level).
+  void read_token_texts(const std::unordered_map<std::string, int64_t>& text_to_id);
+  // The added tokens' matchers and texts; text_to_id learns their ids.
+  void read_added_tokens(const nlohmann::json& entries, std::unordered_map<std::string, int64_t>& text_to_id);
 
   std::string path_;
   std::unique_ptr<UnicodeNormalizer> normalizer_;
