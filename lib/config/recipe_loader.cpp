@@ -9,6 +9,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "ckpt/hf_config.h"
+#include "config/batch_geometry.h"
 #include "config/foreign_keys.h"
 #include "config/option_registry.h"
 #include "model/model_spec.h"
@@ -413,6 +414,8 @@ class RecipeBuilder {
       report(where("train.global_batch_size"), "train.global_batch_size",
              fmt::format("{} is not a multiple of train.micro_batch_size {} (global batch = micro batch x accumulation steps x data-parallel ranks)",
                          t.global_batch_size, t.micro_batch_size));
+    else
+      check_batch_geometry();
     if (recipe_.memory.offload_activations && recipe_.memory.recompute != "full")
       report(where("memory.offload_activations"), "memory.offload_activations",
              fmt::format("needs memory.recompute: full (it offloads the block inputs that recompute keeps), got '{}'",
@@ -424,6 +427,16 @@ class RecipeBuilder {
     if (o.warmup_steps > t.steps)
       report(where("optim.warmup_steps"), "optim.warmup_steps",
              fmt::format("{} is more than train.steps {}", o.warmup_steps, t.steps));
+  }
+
+  // When the recipe fixes the data-parallel ranks (parallel.dp and parallel.fsdp), the batch
+  // geometry is known before any rank starts; otherwise the trainer checks it.
+  void check_batch_geometry() {
+    const auto& p = recipe_.parallel;
+    const auto& t = recipe_.train;
+    if (p.dp <= 0 || p.fsdp <= 0) return;
+    if (auto problem = batch_geometry_problem(t.global_batch_size, t.micro_batch_size, p.dp * p.fsdp))
+      report(where("train.global_batch_size"), "train.global_batch_size", *problem);
   }
 
   void check_files() {

@@ -22,6 +22,7 @@
 #include "ckpt/checkpoint_reader.h"
 #include "ckpt/sharded_checkpoint.h"
 #include "ckpt/hf_folder.h"
+#include "config/batch_geometry.h"
 #include "config/option_registry.h"
 #include "config/recipe_loader.h"
 #include "data/batch_loader.h"
@@ -45,7 +46,6 @@
 #include "optim/grad_clip.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
-#include "train/batch_geometry.h"
 #include "train/checkpoint_writer.h"
 #include "train/pipeline_schedule.h"
 #include "train/evaluate.h"
@@ -433,7 +433,9 @@ void TrainingRun::check_layout() {
       {recipe_.parallel.dp, recipe_.parallel.fsdp, recipe_.parallel.tp, recipe_.parallel.pp, recipe_.parallel.ep},
       world_.size);
   data_ranks_ = degrees_.dp * degrees_.fsdp;
-  accumulation_ = accumulation_steps(t_.global_batch_size, t_.micro_batch_size, data_ranks_);
+  if (auto problem = config::batch_geometry_problem(t_.global_batch_size, t_.micro_batch_size, data_ranks_))
+    throw InputError("train.global_batch_size: " + *problem);
+  accumulation_ = t_.global_batch_size / data_ranks_ / t_.micro_batch_size;
   if (options_.stop_at_step < 0 || options_.stop_at_step > t_.steps)
     throw InputError(
         fmt::format("--stop-at-step {} is outside 1..train.steps ({})", options_.stop_at_step, t_.steps));

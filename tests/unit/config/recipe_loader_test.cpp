@@ -77,6 +77,16 @@ TEST_CASE("inconsistent values are reported, all at once", "[config]") {
                                  "(each kv head serves a whole group of query heads)"});
 }
 
+TEST_CASE("a recipe that fixes the data-parallel ranks has its batch geometry checked where it is written", "[config]") {
+  CHECK(problems("name: x\nparallel:\n  fsdp: 2\ntrain:\n  global_batch_size: 16\n  micro_batch_size: 16\n") ==
+        std::vector<std::string>{
+            "r.yaml:5:3: train.global_batch_size: 16 must be a multiple of train.micro_batch_size (16) x data-parallel "
+            "ranks (2) = 32; the global batch does not depend on the number of ranks: set train.micro_batch_size to "
+            "8, or train.global_batch_size to 32"});
+  // fsdp -1 (the ranks left over): only the trainer knows them.
+  CHECK(problems("name: x\ntrain:\n  global_batch_size: 16\n  micro_batch_size: 16\n").empty());
+}
+
 TEST_CASE("overrides given with --set are checked and named", "[config]") {
   CHECK(problems("name: x\n", {"train.steps=abc"}) ==
         std::vector<std::string>{"--set train.steps=abc: train.steps: expected an integer, got 'abc'"});

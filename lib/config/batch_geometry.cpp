@@ -1,12 +1,8 @@
-#include "train/batch_geometry.h"
-
-#include <string>
+#include "config/batch_geometry.h"
 
 #include <fmt/format.h>
 
-#include "util/input_error.h"
-
-namespace xtrain::train {
+namespace xtrain::config {
 namespace {
 
 // The settings closest to the recipe's that divide: a smaller micro batch (same global batch,
@@ -25,14 +21,14 @@ std::string fits(int64_t global_batch_size, int64_t micro_batch_size, int64_t da
 
 }  // namespace
 
-int64_t accumulation_steps(int64_t global_batch_size, int64_t micro_batch_size, int64_t data_ranks) {
+std::optional<std::string> batch_geometry_problem(int64_t global_batch_size, int64_t micro_batch_size,
+                                                  int64_t data_ranks) {
   const int64_t unit = micro_batch_size * data_ranks;
-  if (global_batch_size % unit != 0)
-    throw InputError(fmt::format(
-        "train.global_batch_size ({}) must be a multiple of train.micro_batch_size ({}) x data-parallel ranks ({}) "
-        "= {}; the global batch does not depend on the number of ranks: {}",
-        global_batch_size, micro_batch_size, data_ranks, unit, fits(global_batch_size, micro_batch_size, data_ranks)));
-  return global_batch_size / unit;
+  if (global_batch_size % unit == 0) return std::nullopt;
+  return fmt::format(
+      "{} must be a multiple of train.micro_batch_size ({}) x data-parallel ranks ({}) = {}; the global batch does "
+      "not depend on the number of ranks: {}",
+      global_batch_size, micro_batch_size, data_ranks, unit, fits(global_batch_size, micro_batch_size, data_ranks));
 }
 
-}  // namespace xtrain::train
+}  // namespace xtrain::config
