@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "config/close_match.h"
 #include "config/option_registry.h"
 
 namespace xtrain::config::checks {
@@ -46,7 +47,9 @@ inline Check<std::string> one_of(std::vector<std::string> choices) {
   return [choices](const std::string& value) -> std::optional<std::string> {
     for (const auto& choice : choices)
       if (value == choice) return std::nullopt;
-    return fmt::format("must be one of {}, got '{}'", fmt::join(choices, ", "), value);
+    const auto meant = closest_choice(value, choices);
+    return fmt::format("must be one of {}, got '{}'{}", fmt::join(choices, ", "), value,
+                       meant ? fmt::format(" (did you mean {}?)", *meant) : "");
   };
 }
 

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "config/close_match.h"
 #include "data/source_list.h"
 #include "util/input_error.h"
 
@@ -50,21 +51,6 @@ std::optional<double> parse_double(const std::string& text) {
   double value = std::strtod(begin, &end);
   if (end != begin + text.size() || errno == ERANGE || !std::isfinite(value)) return std::nullopt;
   return value;
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
 }
 
 }  // namespace

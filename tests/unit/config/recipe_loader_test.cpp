@@ -57,6 +57,9 @@ TEST_CASE("wrong types and ranges point at the value", "[config]") {
         std::vector<std::string>{"r.yaml:3:10: optim.betas: expected two values [beta1, beta2], got 1"});
   CHECK(problems("name: x\ntrain:\n  dtype: fp8\n") ==
         std::vector<std::string>{"r.yaml:3:10: train.dtype: must be one of fp32, bf16, fp16, got 'fp8'"});
+  CHECK(problems("name: x\ntrain:\n  dtype: bfloat16\n") ==
+        std::vector<std::string>{
+            "r.yaml:3:10: train.dtype: must be one of fp32, bf16, fp16, got 'bfloat16' (did you mean bf16?)"});
   CHECK(problems("name: x\nmodel:\n  tie_embeddings: 1\n") ==
         std::vector<std::string>{"r.yaml:3:19: model.tie_embeddings: expected true or false, got '1'"});
   // Found by tests/fuzz/recipe.cpp: a width this large overflowed the derived intermediate size.
