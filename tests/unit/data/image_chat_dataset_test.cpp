@@ -24,7 +24,7 @@ namespace {
 constexpr int64_t kImageId = 257;
 constexpr int64_t kImageTokens = 4;
 
-data::ImageChatOptions options(int64_t seq_len) {
+data::ImageChatOptions image_chat_options(int64_t seq_len) {
   data::ImageChatOptions o;
   o.seq_len = seq_len;
   o.shuffle = false;
@@ -61,7 +61,7 @@ TEST_CASE("image chat: placeholders expand to image tokens without loss, pixels 
   const auto file = dir.write("chat.jsonl", record("<image> and <image>: same?", "no", {images[1], images[0]}) +
                                                 "\n" + record("<image>\\nWhat?", "a cat", {images[0]}));
   const data::ByteTokenizer bytes;
-  const data::ImageChatDataset dataset(file, bytes, options(96));
+  const data::ImageChatDataset dataset(file, bytes, image_chat_options(96));
   REQUIRE(dataset.num_samples() == 2);
   CHECK(dataset.num_images() == 3);
 
@@ -83,7 +83,7 @@ TEST_CASE("image chat: placeholders expand to image tokens without loss, pixels 
 
   const auto pixels = dataset.pixel_values(0);
   REQUIRE(pixels.sizes() == torch::IntArrayRef({2, 3, 16, 16}));
-  const auto& processor = options(96).processor;
+  const auto& processor = image_chat_options(96).processor;
   const auto first = data::preprocess(data::decode_image_file((dir.path() / images[1]).string()), processor);
   CHECK(torch::equal(pixels[0], first));
 
@@ -100,24 +100,24 @@ TEST_CASE("image chat: bad records are named by file and line, or skipped and co
   const data::ByteTokenizer bytes;
   SECTION("a placeholder without its image") {
     const auto file = dir.write("chat.jsonl", record("<image> <image>", "x", {images[0]}));
-    CHECK_THROWS_WITH(data::ImageChatDataset(file, bytes, options(96)),
+    CHECK_THROWS_WITH(data::ImageChatDataset(file, bytes, image_chat_options(96)),
                       Contains("chat.jsonl:1: 2 \"<image>\" placeholders in the messages but 1 image in \"images\""));
   }
   SECTION("images past the sequence length") {
     // "<|im_start|>user\n" (17 bytes) and "a long question first " (22) come first: the image's
     // 4 tokens are tokens 40 to 43.
     const auto file = dir.write("chat.jsonl", record("a long question first <image>", "x", {images[0]}));
-    CHECK_THROWS_WITH(data::ImageChatDataset(file, bytes, options(24)),
+    CHECK_THROWS_WITH(data::ImageChatDataset(file, bytes, image_chat_options(24)),
                       Contains("chat.jsonl:1: the record's image tokens end at token 43, past data.seq_len 24: "
                                "raise data.seq_len to at least 43"));
   }
   SECTION("a truncated image") {
     const auto bytes_of = dir.write("img/cut.png", "\x89PNG\r\n\x1a\n");
     const auto file = dir.write("chat.jsonl", record("<image>", "x", {images[0]}) + record("<image>", "y", {"img/cut.png"}));
-    CHECK_THROWS_WITH(data::ImageChatDataset(file, bytes, options(96)),
+    CHECK_THROWS_WITH(data::ImageChatDataset(file, bytes, image_chat_options(96)),
                       Contains("chat.jsonl:2: image 1 of 1: " + bytes_of) &&
                           Contains("set data.skip_bad_images: true"));
-    auto skipping = options(96);
+    auto skipping = image_chat_options(96);
     skipping.skip_bad_images = true;
     const data::ImageChatDataset dataset(file, bytes, skipping);
     CHECK(dataset.num_samples() == 1);
