@@ -52,6 +52,7 @@
 #include "train/expert_balance.h"
 #include "train/fault_injection.h"
 #include "train/metrics_log.h"
+#include "train/micro_batch_weight.h"
 #include "train/model_factory.h"
 #include "train/precision.h"
 #include "train/recipe_data.h"
@@ -709,9 +710,7 @@ StepOutcome TrainingRun::train_step() {
   const std::vector<data::MicroBatch> micro_batches = loader_->next();
   outcome.data_wait = loader_->last_wait_seconds();
   data_wait_total_ += outcome.data_wait;
-  double local_targets = 0;
-  for (const auto& micro_batch : micro_batches) local_targets += static_cast<double>(micro_batch.target_count);
-  step_targets_ = sum_over_ranks(local_targets * data_share_);
+  step_targets_ = sum_over_ranks(local_target_count(micro_batches, data_share_));
   step_divisor_ = injected_divisor(step_targets_);
   const auto busy_started = Clock::now();
   const double waited_before_busy = parallel::PendingCollective::total_wait_seconds();
@@ -772,15 +771,12 @@ void TrainingRun::zero_grad() {
     for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();
 }
 
-// The one place where gradients get their scale. Every target token of the global batch weighs
-// the same: a micro batch's mean loss counts by its share of the global batch's targets (chat
-// data leaves some samples without any), so that the data-parallel sum of the ranks' gradients
-// is the gradient of the global mean loss.
+// The weighting of train/micro_batch_weight.h; the divisor is the step's global target count
+// unless a numeric fault changes it, and a fault may drop the step's last micro batch.
 double TrainingRun::micro_batch_loss_weight(const data::MicroBatch& batch, int64_t index, int64_t count) const {
-  const auto targets = static_cast<double>(batch.target_count);
-  const double weight =
-      step_targets_ > 0 ? targets / step_divisor_ * injected_micro_batch_weight(index, count) : 0.0;
-  return (loss_scaler_ ? loss_scaler_->scale() : 1.0) * weight;
+  const double loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
+  return train::micro_batch_loss_weight(batch.target_count, step_divisor_, loss_scale) *
+         injected_micro_batch_weight(index, count);
 }
 
 MicroBatchLosses TrainingRun::forward_backward(const data::MicroBatch& batch, int64_t index, int64_t count) {

@@ -2,6 +2,7 @@
 
 #include "model/causal_lm.h"
 #include "model/small_llama.h"
+#include "train/micro_batch_weight.h"
 #include "train/schedule.h"
 #include "train/training_loss.h"
 
@@ -38,13 +39,12 @@ std::map<std::string, torch::Tensor> gradients(model::CausalLM& model) {
 
 }  // namespace
 
-TEST_CASE("GradientAccumulation: micro batches weighed by their targets give the whole batch's gradients",
+TEST_CASE("GradientAccumulation: micro batches weighed as the trainer weighs them give the whole batch's gradients",
           "[train][schedule]") {
   const auto batches = micro_batches(4);
   torch::manual_seed(1);
   auto model = testing::SmallLlama{}.build(1);
-  double targets = 0;
-  for (const auto& b : batches) targets += static_cast<double>(b.target_count);
+  const double targets = train::local_target_count(batches, 1.0);
 
   // One pass over all rows at once: the mean over every target.
   std::vector<torch::Tensor> inputs, labels;
@@ -62,7 +62,8 @@ TEST_CASE("GradientAccumulation: micro batches weighed by their targets give the
     order.push_back(index);
     const auto loss =
         train::training_loss(*model, train::model_batch(batch.inputs, batch.targets, {}, torch::kCPU), 0).loss;
-    (loss * (static_cast<double>(batch.target_count) / targets)).backward();
+    // Weighed as the trainer weighs it (train/micro_batch_weight.h).
+    (loss * train::micro_batch_loss_weight(batch.target_count, targets)).backward();
     const auto weighted = loss.detach().to(torch::kFloat64) * static_cast<double>(batch.target_count);
     return train::MicroBatchLosses{weighted, {{"router", weighted / 10}}, {}, {}};
   });
