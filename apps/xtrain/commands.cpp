@@ -185,6 +185,7 @@ int run_export(const std::string& checkpoint, const std::string& out, const std:
   const auto spec = train::checkpoint_data_spec(checkpoint);
   for (const auto& file : data::hf_tokenizer_files(spec.tokenizer)) extra_files.push_back({file.source, file.name});
   if (!spec.image_processor.empty()) extra_files.push_back({spec.image_processor, "preprocessor_config.json"});
+  if (!spec.generation_config.empty()) extra_files.push_back({spec.generation_config, "generation_config.json"});
   const auto shard_bytes = ckpt::parse_shard_size(max_shard_size);
   if (!shard_bytes)
     throw InputError(fmt::format("--max-shard-size {}: expected a size such as 5GB, 200MB, 100KB or a number of "

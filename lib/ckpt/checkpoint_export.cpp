@@ -100,10 +100,8 @@ int64_t export_hf_folder(const std::string& checkpoint_dir, const std::string& o
                "computes without them\n",
                checkpoint_dir, checkpoint.model_config.value("architectures", nlohmann::json::array({"class"}))[0].get<std::string>(),
                fmt::join(gaps->get<std::vector<std::string>>(), ", "));
-  const auto eos = checkpoint.model_config.find("eos_token_id");
-  if (eos != checkpoint.model_config.end() && eos->is_number_integer())
-    util::write_file_durable(out_dir + "/generation_config.json",
-                             hf_generation_config(eos->get<int64_t>()).dump(2) + "\n");
+  if (const auto generation = hf_generation_config(checkpoint.model_config); !generation.is_null())
+    util::write_file_durable(out_dir + "/generation_config.json", generation.dump(2) + "\n");
   for (const auto& file : extra_files) util::write_file_durable(out_dir + "/" + file.name, util::read_file(file.source));
   write_manifest(out_dir);
   return static_cast<int64_t>(stored.size());

@@ -19,6 +19,9 @@ struct RunSection {
 struct ModelSection : model::ModelConfig {
   std::string init_from;  // "" (run.seed's random init) or hf:DIR
   std::vector<std::string> freeze;  // parts of the model (ModelSpec::parts) that do not train
+  // Always 0: xtrain computes no dropout. Set explicitly, it lets model.init_from take a folder
+  // whose config.json has dropout (config/recipe_loader.cpp).
+  double dropout = 0;
 };
 
 struct DataSection {

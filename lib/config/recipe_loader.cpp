@@ -163,12 +163,15 @@ class RecipeBuilder {
     if (spec.empty() || !options_.check_files) return;
     const std::string dir = spec.substr(3);
     model::ModelConfig hf;
+    nlohmann::json json;
     try {
-      hf = ckpt::model_config_from_hf(ckpt::read_hf_config(dir), dir + "/config.json");
+      json = ckpt::read_hf_config(dir);
+      hf = ckpt::model_config_from_hf(json, dir + "/config.json");
     } catch (const InputError& e) {
       report(where("model.init_from"), "model.init_from", e.what());
       return;
     }
+    check_hf_dropout(dir, json);
     auto& m = recipe_.model;
     const int64_t kv_heads = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;  // as the recipe means them
     const int64_t head_dim = m.head_dim_override == 0 ? m.hidden_size / m.num_heads : m.head_dim_override;
@@ -199,8 +202,25 @@ class RecipeBuilder {
     m.num_kv_heads = hf.num_kv_heads;
     m.head_dim_override = hf.head_dim_override;
     m.vision = hf.vision;  // a vision-language model's tower: from the folder only
+    m.type_vocab_size = hf.type_vocab_size;
+    if (hf.family == "bert") take_from_hf(dir, "model.pad_token_id", m.pad_token_id, hf.pad_token_id);
+    // A training choice rather than a shape: the recipe may set another.
+    if (!set_at_.count("model.router_aux_loss_coef")) m.router_aux_loss_coef = hf.router_aux_loss_coef;
     if (!set_at_.count("data.tokenizer") && std::filesystem::is_regular_file(dir + "/tokenizer.json"))
       recipe_.data.tokenizer = "hf:" + dir;
+  }
+
+  // xtrain computes no dropout: a folder trained with it is fine-tuned without it only when the
+  // recipe says so (model.dropout: 0), rather than silently.
+  void check_hf_dropout(const std::string& dir, const nlohmann::json& json) {
+    const auto dropout = ckpt::hf_dropout(json);
+    if (dropout.empty() || set_at_.count("model.dropout")) return;
+    const bool jitter = std::any_of(dropout.begin(), dropout.end(),
+                                    [](const ckpt::HfDropout& d) { return d.field == "router_jitter_noise"; });
+    report(where("model.init_from"), "model.init_from",
+           fmt::format("{}/config.json: {}, but xtrain computes no dropout{}; add `model.dropout: 0` to the recipe to "
+                       "fine-tune without dropout (the export keeps the config's values)",
+                       dir, ckpt::describe(dropout), jitter ? " (nor router jitter)" : ""));
   }
 
   template <typename T>

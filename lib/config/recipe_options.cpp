@@ -47,6 +47,14 @@ Check<std::string> chunk_spec() {
   };
 }
 
+// Dropout would need masks that every layout and every resume draws alike; xtrain has none yet.
+Check<double> no_dropout() {
+  return [](const double& value) -> std::optional<std::string> {
+    if (value == 0) return std::nullopt;
+    return fmt::format("xtrain computes no dropout, so only 0 is accepted, got {}", value);
+  };
+}
+
 // More threads than 4 per core only adds contention, and a typo like 100000 would exhaust the
 // process's thread limit.
 Check<int64_t> thread_count() {
@@ -121,6 +129,7 @@ void add_model_options(OptionRegistry& r) {
   r.add<double>("model.capacity_factor", FIELD(model.capacity_factor), 0.0, "0: dropless. Otherwise each expert takes at most ceil(factor x tokens x k / experts) of a micro batch's tokens on a rank; the others pass through the residual and are counted as dropped.", at_least<double>(0.0));
   r.add<std::string>("model.drop_policy", FIELD(model.drop_policy), "probs", "With a capacity: which of an expert's tokens are dropped, those of lowest router weight (probs) or the latest (position).", one_of({"probs", "position"}));
   r.add<std::string>("model.init_from", FIELD(model.init_from), "", "Initial weights: empty for a random init from run.seed, or hf:DIR, a Hugging Face folder (config.json with model.safetensors, or its shards and model.safetensors.index.json). The model's shape comes from config.json, and the tokenizer from DIR/tokenizer.json unless data.tokenizer is set; a resumed run reads its checkpoint instead. See Starting from a Hugging Face model.", init_source());
+  r.add<double>("model.dropout", FIELD(model.dropout), 0.0, "Dropout probability. xtrain computes no dropout (modern LLM training uses none), so only 0 is accepted; set it explicitly to fine-tune a Hugging Face folder whose config.json has non-zero dropout, which model.init_from refuses otherwise. The export keeps the config's dropout values.", no_dropout());
   r.add<std::vector<std::string>>("model.freeze", FIELD(model.freeze), {}, "Parts of the model that do not train: they get no gradients and no optimizer state, and stay bit-identical (llava: any of vision_tower, projector, language_model). Freezing all but the projector is llava's alignment stage.");
 }
 

@@ -14,7 +14,7 @@ namespace xtrain::model {
 namespace {
 
 // Dropout is 0: xtrain trains without it, and transformers in training mode then computes what
-// xtrain computed.
+// xtrain computed. (A model imported with dropout keeps its config's values: ckpt/hf_config.h.)
 nlohmann::json bert_config(const ModelConfig& c, int64_t /*eos_token_id: [SEP] ends documents, BERT names none*/) {
   return {{"architectures", {"BertForMaskedLM"}},
           {"model_type", "bert"},

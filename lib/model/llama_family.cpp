@@ -94,6 +94,19 @@ void add_mixtral_experts(const ModelConfig& c, nlohmann::json& json) {
   note_unexported(c, json);
 }
 
+// The load-balancing coefficient, in xtrain's terms (router_aux_loss_coef_from_hf); transformers'
+// classes default it to 0.001 where config.json leaves it out.
+void read_router_aux_loss_coef(const nlohmann::json& json, const std::string& source, ModelConfig& c) {
+  double coef = 0.001;
+  if (json.contains("router_aux_loss_coef")) {
+    if (!json.at("router_aux_loss_coef").is_number())
+      throw InputError(fmt::format("{}: field \"router_aux_loss_coef\" must be a number", source));
+    coef = json.at("router_aux_loss_coef").get<double>();
+  }
+  if (coef < 0) throw InputError(fmt::format("{}: router_aux_loss_coef {} is negative", source, coef));
+  c.router_aux_loss_coef = router_aux_loss_coef_from_hf(coef, c.num_experts_per_tok);
+}
+
 void read_mixtral_experts(const nlohmann::json& json, const std::string& source, ModelConfig& c) {
   auto integer = [&](const char* name) {
     if (!json.contains(name) || !json.at(name).is_number_integer())
@@ -109,6 +122,7 @@ void read_mixtral_experts(const nlohmann::json& json, const std::string& source,
   if (json.contains("sliding_window") && !json.at("sliding_window").is_null())
     throw InputError(fmt::format("{}: sliding_window is {}; xtrain's mixtral attends to the whole sequence", source,
                                  json.at("sliding_window").dump()));
+  read_router_aux_loss_coef(json, source, c);
 }
 
 // The experts' fields of a Qwen3-MoE config.json; mlp_only_layers must be the first layers.
@@ -138,6 +152,7 @@ void read_experts(const nlohmann::json& json, const std::string& source, ModelCo
                                    "places (model.first_k_dense)",
                                    source, dense.dump()));
   c.first_k_dense = static_cast<int64_t>(dense.size());
+  read_router_aux_loss_coef(json, source, c);
 }
 
 // config.json of the families: Llama's fields, and what each family adds.

@@ -4,6 +4,7 @@
 // stacked expert tensors). Their tensor names are Hugging Face's already, and the rotary
 // layout is HF's rotate_half layout, so tensors map 1:1 with no permutation.
 #pragma once
+#include <cstdint>
 #include <memory>
 
 #include "model/attention_features.h"
@@ -16,6 +17,13 @@ ModelSpec qwen2_spec();
 ModelSpec qwen3_spec();
 ModelSpec qwen3_moe_spec();
 ModelSpec mixtral_spec();
+
+// xtrain's load-balancing coefficient for a config.json's router_aux_loss_coef: transformers'
+// loss is top_k times xtrain's, so its coefficient is xtrain's divided by top_k. Export compares
+// with this product to write an imported coefficient back unchanged (ckpt/hf_config.h).
+inline double router_aux_loss_coef_from_hf(double hf_coef, int64_t top_k) {
+  return hf_coef * static_cast<double>(top_k);
+}
 
 // The decoder of these families (model/llama.h), built without parameter storage. Defined with
 // the model, so that the specs themselves need no LibTorch (the recipe checks read them).

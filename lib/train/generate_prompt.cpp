@@ -57,9 +57,12 @@ CheckpointDataSpec checkpoint_data_spec(const std::string& dir) {
   spec.tokenizer = recipe.data.tokenizer;
   spec.chat_template = recipe.data.chat_template;
   const auto& init_from = recipe.model.init_from;
-  if (spec.image_processor.empty() && init_from.rfind("hf:", 0) == 0) {
-    const std::string file = (std::filesystem::path(init_from.substr(3)) / "preprocessor_config.json").string();
-    if (readable(file)) spec.image_processor = file;
+  if (init_from.rfind("hf:", 0) == 0) {
+    const std::filesystem::path folder = init_from.substr(3);
+    const std::string file = (folder / "preprocessor_config.json").string();
+    if (spec.image_processor.empty() && readable(file)) spec.image_processor = file;
+    if (readable((folder / "generation_config.json").string()))
+      spec.generation_config = (folder / "generation_config.json").string();
   }
   return spec;
 }

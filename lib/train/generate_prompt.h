@@ -17,6 +17,8 @@ struct CheckpointDataSpec {
   std::string tokenizer;        // a data.tokenizer value
   std::string chat_template;    // a data.chat_template value
   std::string image_processor;  // a preprocessor_config.json, or "" for the defaults
+  // model.init_from's generation_config.json, which an export keeps, or "" for none.
+  std::string generation_config;
 };
 
 CheckpointDataSpec checkpoint_data_spec(const std::string& dir);

@@ -332,6 +332,9 @@ class TrainingRun {
   std::optional<ResumeFrom> resume_from_;
   std::shared_ptr<model::CausalLM> model_;
   InitialWeights initial_weights_;
+  // The config.json the model came from (model.init_from's, or the resumed checkpoint's, which
+  // carries it on): checkpoints write it back with xtrain's fields over it (ckpt/hf_config.h).
+  nlohmann::json imported_hf_config_;
   int64_t total_parameters_ = 0;
   std::shared_ptr<memory::ActivationOffloader> offloader_;
   int64_t loss_chunk_ = 0;
@@ -462,6 +465,8 @@ void TrainingRun::build_model() {
   model::place_unmaterialized(*model_, device_);
   model::accumulate_lookup_grads_in_place(*model_);
   initial_weights_ = initial_weights(recipe_, *model_, /*fresh=*/!resume_from_);
+  if (!resume_from_ && !recipe_.model.init_from.empty())
+    imported_hf_config_ = ckpt::read_hf_config(recipe_.model.init_from.substr(3));
   check_numeric_fault_parameter(named_parameters(*model_));
   total_parameters_ = model_->num_parameters();
   experts_ = std::make_unique<ExpertBalance>(*model_, recipe_.model.router_bias_update_rate);
@@ -527,6 +532,7 @@ void TrainingRun::resume() {
   const std::string& dir = resume_from_->dir;
   ckpt::CheckpointReader checkpoint(dir);
   check_model_unchanged(recipe_, checkpoint.recipe_yaml, dir);
+  imported_hf_config_ = checkpoint.model_config;
   load_checkpoint_state(checkpoint, dir);
   check_resumed_schedule(dir);
   // After the balance checks, whose messages say more about their case.
@@ -579,6 +585,11 @@ void TrainingRun::print_summary() const {
   const auto& m = recipe_.model;
   fmt::print("model: {} parameters ({} layers, hidden {}, heads {}/{} kv, vocab {})\n", total_parameters_,
              m.num_layers, m.hidden_size, m.num_heads, m.num_kv_heads, m.vocab_size);
+  // The recipe loader let it through only with model.dropout: 0.
+  if (const auto dropout = ckpt::hf_dropout(imported_hf_config_); !dropout.empty())
+    fmt::print("model: trains without the dropout of its Hugging Face config ({}; model.dropout: 0); the export "
+               "keeps those values\n",
+               ckpt::describe(dropout));
   fmt::print("data: {} tokens, {} samples of {} tokens; unigram entropy {:.4f} nats/token\n",
              train_data_->num_tokens(), train_data_->num_samples(), recipe_.data.seq_len,
              train_data_->unigram_entropy());
@@ -1114,7 +1125,7 @@ nlohmann::json TrainingRun::trainer_state(int64_t at_step) const {
 void TrainingRun::save(int64_t at_step) {
   check_finite_weights(at_step);
   const auto state = trainer_state(at_step);
-  const auto model_config = ckpt::hf_config(model_->config(), tokenizer_->eos_id());
+  const auto model_config = ckpt::hf_config(model_->config(), tokenizer_->eos_id(), imported_hf_config_);
   // In the background, the write works on a host copy of the state, taken now; synchronously
   // it reads the live tensors.
   const auto snapshot_started = Clock::now();

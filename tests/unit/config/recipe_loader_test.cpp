@@ -6,6 +6,7 @@
 #include "config/option_registry.h"
 #include "config/recipe_loader.h"
 #include "config/recipe_problems.h"
+#include "scratch_dir.h"
 
 using namespace xtrain::config;
 
@@ -138,4 +139,50 @@ TEST_CASE("the README's recipe reference is generated from the registry", "[conf
   REQUIRE(first != std::string::npos);
   REQUIRE(last != std::string::npos);
   CHECK(readme.substr(first + begin.size(), last - first - begin.size()) == options_markdown());
+}
+
+namespace recipe_init_from_test {
+
+// A Hugging Face folder's config.json: a small Qwen3-MoE (top 2 of 4 experts) with these fields.
+std::string write_folder(const xtrain::testing::ScratchDir& scratch, const std::string& extra_fields) {
+  scratch.write("model/config.json",
+                R"({"model_type": "qwen3_moe", "vocab_size": 300, "hidden_size": 32, "intermediate_size": 48,
+                    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+                    "max_position_embeddings": 512, "num_experts": 4, "num_experts_per_tok": 2,
+                    "moe_intermediate_size": 16)" + extra_fields + "}");
+  return (scratch.path() / "model").string();
+}
+
+}  // namespace recipe_init_from_test
+
+TEST_CASE("model.init_from refuses a config.json with dropout unless the recipe says model.dropout: 0", "[config]") {
+  xtrain::testing::ScratchDir scratch;
+  const auto dir = recipe_init_from_test::write_folder(scratch, R"(, "attention_dropout": 0.1)");
+  const std::string recipe = "name: x\nmodel:\n  init_from: hf:" + dir + "\n";
+  CHECK(problems(recipe) ==
+        std::vector<std::string>{"r.yaml:3:3: model.init_from: " + dir +
+                                 "/config.json: attention_dropout 0.1, but xtrain computes no dropout; add "
+                                 "`model.dropout: 0` to the recipe to fine-tune without dropout (the export keeps "
+                                 "the config's values)"});
+  CHECK(problems(recipe + "  dropout: 0\n").empty());
+  CHECK(problems(recipe, {"model.dropout=0"}).empty());
+  CHECK(problems(recipe, {"model.dropout=0.1"}) ==
+        std::vector<std::string>{
+            "--set model.dropout=0.1: model.dropout: xtrain computes no dropout, so only 0 is accepted, got 0.1"});
+  // Mixtral's router jitter is noise of the same kind.
+  const auto jitter = recipe_init_from_test::write_folder(scratch, R"(, "router_jitter_noise": 0.01)");
+  CHECK(problems(recipe) == std::vector<std::string>{"r.yaml:3:3: model.init_from: " + jitter +
+                                                     "/config.json: router_jitter_noise 0.01, but xtrain computes no "
+                                                     "dropout (nor router jitter); add `model.dropout: 0` to the "
+                                                     "recipe to fine-tune without dropout (the export keeps the "
+                                                     "config's values)"});
+}
+
+TEST_CASE("model.init_from takes the router's coefficient from config.json unless the recipe sets one", "[config]") {
+  xtrain::testing::ScratchDir scratch;
+  const auto dir = recipe_init_from_test::write_folder(scratch, R"(, "router_aux_loss_coef": 0.001)");
+  const std::string recipe = "name: x\nmodel:\n  init_from: hf:" + dir + "\n";
+  // transformers' loss is top k times xtrain's: xtrain's coefficient is 2 x 0.001.
+  CHECK(load_recipe_text(recipe, "r.yaml").model.router_aux_loss_coef == 0.002);
+  CHECK(load_recipe_text(recipe + "  router_aux_loss_coef: 0.05\n", "r.yaml").model.router_aux_loss_coef == 0.05);
 }
