@@ -57,7 +57,10 @@ TEST_CASE("too little data for one sample is an input error", "[data]") {
   CHECK_THROWS_AS(TokenDataset({"abc"}, *tokenizer, 4, 0, false), xtrain::InputError);
   CHECK_THROWS_WITH(TokenDataset({"abc"}, *tokenizer, 4, 0, false),
                     Catch::Contains("has 4 tokens") && Catch::Contains("at least 5"));
-  CHECK_NOTHROW(TokenDataset({"abc"}, *tokenizer, 3, 0, false));
+  // "abc" and its eos are exactly one sample of 3 inputs and the target after them.
+  const TokenDataset just_enough({"abc"}, *tokenizer, 3, 0, false);
+  CHECK(just_enough.num_samples() == 1);
+  CHECK(to_vector(just_enough.sample(0)) == std::vector<int64_t>{'a', 'b', 'c', 256});
 }
 
 TEST_CASE("shuffled sample order is a deterministic function of the seed", "[data]") {

@@ -1,7 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 
@@ -14,6 +19,8 @@
 
 using namespace xtrain::launch;
 using xtrain::testing::ScratchDir;
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 
 namespace {
 
@@ -21,6 +28,28 @@ namespace {
 struct ErrorFileVariable {
   explicit ErrorFileVariable(const std::string& path) { ::setenv("TORCHELASTIC_ERROR_FILE", path.c_str(), 1); }
   ~ErrorFileVariable() { ::unsetenv("TORCHELASTIC_ERROR_FILE"); }
+};
+
+// Sends this process's stderr (file descriptor 2) to a file while it lives.
+class StderrToFile {
+ public:
+  explicit StderrToFile(const std::string& path) : saved_(::dup(2)) {
+    std::fflush(stderr);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    REQUIRE(fd >= 0);
+    ::dup2(fd, 2);
+    ::close(fd);
+  }
+  ~StderrToFile() {
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+  }
+  StderrToFile(const StderrToFile&) = delete;
+  StderrToFile& operator=(const StderrToFile&) = delete;
+
+ private:
+  int saved_;
 };
 
 }  // namespace
@@ -50,8 +79,16 @@ TEST_CASE("launch error file: an exception's type and message, written where the
 
 TEST_CASE("launch error file: a missing folder is a warning, not a crash", "[launch]") {
   ScratchDir dir;
-  ErrorFileVariable variable((dir.path() / "missing" / "error.json").string());
-  CHECK_NOTHROW(record_error_if_requested(error_record("E", "x")));
+  const std::string path = (dir.path() / "missing" / "error.json").string();
+  ErrorFileVariable variable(path);
+  const std::string captured = (dir.path() / "stderr.txt").string();
+  {
+    StderrToFile redirect(captured);
+    CHECK_NOTHROW(record_error_if_requested(error_record("E", "x")));
+  }
+  CHECK_THAT(xtrain::util::read_file(captured),
+             StartsWith("warning: cannot write the error file (TORCHELASTIC_ERROR_FILE): ") && Contains(path));
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "missing"));
 }
 
 TEST_CASE("launch error file: reading other layouts and garbage", "[launch]") {

@@ -124,8 +124,12 @@ TEST_CASE("environment failures are runtime errors, not InputErrors", "[util]") 
                     "cannot create " + path + ": No such file or directory");
 }
 
-TEST_CASE("fsync_path accepts files and directories", "[util]") {
+TEST_CASE("fsync_path accepts files and directories and leaves them as they were", "[util]") {
   ScratchDir dir;
-  CHECK_NOTHROW(util::fsync_path(dir.write("f", "x")));
+  const std::string file = dir.write("f", "contents");
+  CHECK_NOTHROW(util::fsync_path(file));
   CHECK_NOTHROW(util::fsync_path(dir.path().string()));
+  // Opened to sync, not to write: nothing truncated, nothing created beside.
+  CHECK(util::read_file(file) == "contents");
+  CHECK(listing(dir.path()) == std::vector<std::string>{"f"});
 }
