@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # `xtrain data prepare` end to end: the files are byte-identical for 1, 2 and 3 workers, and
 # byte-identical to the same dataset written by an independent numpy writer in Megatron's layout
-# (tools/data/indexed_dataset_reference.py, with the byte tokenizer and, when Python's
-# sentencepiece is installed, a SentencePiece model); Megatron's reader accepts them; chat
-# records give a loss mask; bad input is exit 2 with the file and line, and leaves no output.
+# (tools/data/indexed_dataset_reference.py, with the byte tokenizer and a SentencePiece model);
+# Megatron's reader accepts them; chat records give a loss mask; bad input is exit 2 with the
+# file and line, and leaves no output. Fails when the Python ($XTRAIN_PYTHON, else
+# .venv/bin/python3) has no numpy or sentencepiece, both pinned in requirements/python.txt.
 set -euo pipefail
 xtrain=$1
 source_dir=$2
-python=${XTRAIN_PYTHON:-$(dirname "$0")/../../.venv/bin/python3}
-if ! "$python" -c "import numpy" 2>/dev/null; then
-  echo "skip: Python's numpy is missing (scripts/setup-deps.sh installs python3-numpy)"
-  exit 77
-fi
+python=${XTRAIN_PYTHON:-$source_dir/.venv/bin/python3}
+for module in numpy sentencepiece; do
+  if ! "$python" -c "import $module" 2> /dev/null; then
+    echo "error: $python cannot import $module, which the reference writer needs" >&2
+    echo "  (scripts/setup-deps.sh installs it from requirements/python.txt)" >&2
+    exit 1
+  fi
+done
 reference=("$python" "$source_dir/tools/data/indexed_dataset_reference.py")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -73,8 +77,8 @@ grep -q "^wrote $work/byte1.idx + $work/byte1.bin: .* documents, .* tokens (uint
 # Not a terminal: plain progress lines, the last one final.
 tail -n 1 "$work/byte1.progress" | grep -q "documents | .* tokens | .* MB/s | done in"
 
-if "$python" -c "import sentencepiece" 2>/dev/null; then
-  "$python" - "$work" <<'PY' 2> "$work/spm.log" || { cat "$work/spm.log"; exit 1; }
+# SentencePiece: 1 and 3 workers, and the reference, all identical.
+"$python" - "$work" <<'PY' 2> "$work/spm.log" || { cat "$work/spm.log"; exit 1; }
 import sys
 import sentencepiece as spm
 work = sys.argv[1]
@@ -82,17 +86,14 @@ spm.SentencePieceTrainer.train(input=f"{work}/c.txt", model_prefix=f"{work}/spm"
                                model_type="unigram", character_coverage=1.0, byte_fallback=True,
                                hard_vocab_limit=False)
 PY
-  for workers in 1 3; do prepare "sentencepiece:$work/spm.model" "$work/spm$workers" "$workers"; done
-  "${reference[@]}" write --tokenizer "sentencepiece:$work/spm.model" --workers 2 --output "$work/spm_ref" \
-    "${inputs[@]}" > /dev/null
-  for name in spm3 spm_ref; do
-    cmp "$work/spm1.idx" "$work/$name.idx"
-    cmp "$work/spm1.bin" "$work/$name.bin"
-  done
-  echo "sentencepiece: identical to the reference"
-else
-  echo "sentencepiece: skipped (Python's sentencepiece is missing)"
-fi
+for workers in 1 3; do prepare "sentencepiece:$work/spm.model" "$work/spm$workers" "$workers"; done
+"${reference[@]}" write --tokenizer "sentencepiece:$work/spm.model" --workers 2 --output "$work/spm_ref" \
+  "${inputs[@]}" > /dev/null
+for name in spm3 spm_ref; do
+  cmp "$work/spm1.idx" "$work/$name.idx"
+  cmp "$work/spm1.bin" "$work/$name.bin"
+done
+echo "sentencepiece: identical to the reference"
 
 # Chat records: tokens plus a loss mask of the same sizes, identical for any number of workers.
 inputs=("$work/chat.jsonl")
