@@ -8,7 +8,7 @@ attention, so the golden numbers are those of the library the exported folders a
 Usage:
     golden.py --checkpoint DIR --tokens TOKENS.safetensors --out OUT.safetensors
               [--train-steps K --lr LR --betas B1 B2 --eps EPS
-               --weight-decay WD --grad-clip C --threads N]
+               --weight-decay WD --grad-clip C --threads N [--float64-trajectory]]
 
 Inputs:
     DIR                  HF-style folder with config.json + model.safetensors
@@ -23,6 +23,9 @@ Outputs (one safetensors file, all float32 unless noted):
     train_losses         float64 [K], loss of each step before its update
     train_grad_norms     float64 [K], global L2 gradient norm before clipping
     final.<hf name>      parameters after the last step
+  and with --float64-trajectory, the same K steps from the same weights in float64:
+    final64.<hf name>    float64 parameters after the last step, the yardstick of the
+                         float32 runs' own rounding noise (see float64_everywhere)
 
 Parameter names are those of `named_parameters()`: with tied embeddings the
 shared matrix appears once, as model.embed_tokens.weight, and there is no
@@ -34,6 +37,7 @@ import os
 
 import torch
 from safetensors.torch import load_file, save_file
+from torch.overrides import TorchFunctionMode
 
 
 def parse_args(argv=None):
@@ -48,6 +52,8 @@ def parse_args(argv=None):
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--grad-clip", type=float, default=1.0, help="max global grad norm; <= 0 disables")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--float64-trajectory", action="store_true",
+                   help="also train the K steps in float64 and write final64.<name>")
     p.add_argument("--output-router-logits", action="store_true",
                    help="mixtures of experts: the loss adds router_aux_loss_coef x transformers' load-balancing loss")
     return p.parse_args(argv)
@@ -102,6 +108,47 @@ def next_token_loss(model, tokens, router_logits=False):
     return logits, loss
 
 
+def train(model, tokens, args):
+    """K steps of clipping + torch.optim.AdamW on one batch; returns the losses, the gradient norms
+    before clipping and the parameters after the last step, by name."""
+    # foreach=False pins the plain per-tensor update; maximize/amsgrad off.
+    opt = torch.optim.AdamW(param_groups(model, args.weight_decay), lr=args.lr,
+                            betas=tuple(args.betas), eps=args.eps, foreach=False)
+    losses, norms = [], []
+    for _ in range(args.train_steps):
+        opt.zero_grad(set_to_none=True)
+        _, step_loss = next_token_loss(model, tokens, args.output_router_logits)
+        step_loss.backward()
+        params = [p for p in model.parameters() if p.grad is not None]
+        if args.grad_clip > 0:
+            norm = torch.nn.utils.clip_grad_norm_(params, max_norm=args.grad_clip)
+        else:
+            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
+        losses.append(step_loss.item())
+        norms.append(float(norm))
+        opt.step()
+    return losses, norms, {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+class Float64Everywhere(TorchFunctionMode):
+    """Runs a float64 model in float64 throughout. transformers computes some steps in float32
+    whatever the model's dtype (RMSNorm's variance, the attention and router softmax, the rotary
+    angles, the loss's upcast): here every request for float32 becomes float64, and an operation
+    that still returns a float32 tensor is an error, so the trajectory is float64 from end to end.
+    Its distance from a float32 run is that run's own rounding noise."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = {k: torch.float64 if v is torch.float32 else v for k, v in (kwargs or {}).items()}
+        args = tuple(torch.float64 if a is torch.float32 else a for a in args)
+        if func is torch.Tensor.float:
+            func = torch.Tensor.double
+        result = func(*args, **kwargs)
+        for tensor in result if isinstance(result, (tuple, list)) else (result,):
+            if isinstance(tensor, torch.Tensor) and tensor.dtype == torch.float32:
+                raise TypeError(f"{getattr(func, '__name__', func)} returned float32 in the float64 trajectory")
+        return result
+
+
 def load_tokens(path, vocab_size):
     tensors = load_file(path)
     if "input_ids" not in tensors:
@@ -134,29 +181,18 @@ def main(argv=None):
     for name, p in model.named_parameters():
         out[f"grad.{name}"] = p.grad.detach().clone()
 
-    losses = []
     if args.train_steps > 0:
-        # foreach=False pins the plain per-tensor update; maximize/amsgrad off.
-        opt = torch.optim.AdamW(param_groups(model, args.weight_decay), lr=args.lr,
-                                betas=tuple(args.betas), eps=args.eps, foreach=False)
-        norms = []
-        for _ in range(args.train_steps):
-            opt.zero_grad(set_to_none=True)
-            _, step_loss = next_token_loss(model, tokens, args.output_router_logits)
-            step_loss.backward()
-            params = [p for p in model.parameters() if p.grad is not None]
-            if args.grad_clip > 0:
-                norm = torch.nn.utils.clip_grad_norm_(params, max_norm=args.grad_clip)
-            else:
-                norm = torch.linalg.vector_norm(
-                    torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
-            losses.append(step_loss.item())
-            norms.append(float(norm))
-            opt.step()
+        losses, norms, final = train(model, tokens, args)
         out["train_losses"] = torch.tensor(losses, dtype=torch.float64)
         out["train_grad_norms"] = torch.tensor(norms, dtype=torch.float64)
-        for name, p in model.named_parameters():
-            out[f"final.{name}"] = p.detach().clone()
+        out.update({f"final.{name}": p for name, p in final.items()})
+    if args.float64_trajectory and args.train_steps > 0:
+        model64 = load_model(args.checkpoint, dtype=torch.float64)
+        if model64._can_set_experts_implementation():
+            model64.set_experts_implementation("eager")  # grouped_mm has no float64 kernel
+        with Float64Everywhere():
+            _, _, final64 = train(model64, tokens, args)
+        out.update({f"final64.{name}": p for name, p in final64.items()})
 
     import transformers
     metadata = {
@@ -171,7 +207,7 @@ def main(argv=None):
         "transformers": transformers.__version__,
     }
     save_file(out, args.out, metadata=metadata)
-    print(f"loss {loss.item():.6f}" + (f"  final-step loss {losses[-1]:.6f}"
+    print(f"loss {loss.item():.6f}" + (f"  final-step loss {out['train_losses'][-1].item():.6f}"
                                        if args.train_steps > 0 else ""))
 
 

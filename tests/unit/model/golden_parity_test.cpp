@@ -1,7 +1,8 @@
 // Golden parity with Hugging Face transformers (tools/reference/golden.py): the folder xtrain
 // exports, loaded by transformers' LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM
 // (from_pretrained), gives the same logits, loss, gradients and torch.optim.AdamW trajectory
-// (with clipping) as xtrain.
+// (with clipping) as xtrain. The weights after AdamW steps are held against the same steps in
+// float64, within a multiple of transformers' own float32 distance from them.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -21,6 +22,68 @@
 
 using namespace xtrain;
 
+namespace {
+
+// How far a float32 trajectory ends from the float64 one, over a tensor: its worst element and its
+// root mean square (the worst element is where amplified rounding shows; the rms is where a
+// systematic difference, such as a decay applied to the wrong tensors, shows).
+struct Distance {
+  double max_abs = 0, rms = 0;
+};
+
+Distance distance(const torch::Tensor& actual, const torch::Tensor& float64) {
+  const auto difference = actual.to(torch::kFloat64) - float64;
+  return {difference.abs().max().item<double>(), difference.square().mean().sqrt().item<double>()};
+}
+
+// xtrain's distance within kNoiseMultiple x the float32 reference's, plus a floor for tensors whose
+// float32 runs both land on the float64 values to within a rounding: 1e-4 lr is 1e-7 at the test's
+// lr of 1e-3, about one float32 rounding step of a unit weight (6e-8). On the machines seen,
+// xtrain's distance was at most 2.3 x the reference's for any tensor, the pair's noise being
+// alike but not the same elements.
+constexpr double kNoiseMultiple = 4, kFloorInLr = 1e-4;
+
+struct TrajectoryComparison {
+  Distance xtrain, reference;  // the worst over the tensors of each measure
+  Distance share;              // the largest share of its tolerance that xtrain's distance takes
+};
+
+Distance worst(const Distance& a, const Distance& b) {
+  return {std::max(a.max_abs, b.max_abs), std::max(a.rms, b.rms)};
+}
+
+// Checks every parameter of `model` against golden.py's final.<name> (transformers in float32) and
+// final64.<name> (the same steps in float64) and returns the worst figures.
+TrajectoryComparison compare_with_float64_trajectory(model::CausalLM& model, const ckpt::TensorMap& golden,
+                                                     double lr) {
+  TrajectoryComparison result;
+  for (const auto& item : model.named_parameters()) {
+    INFO(item.key());
+    const auto& float64 = golden.at("final64." + item.key());
+    const Distance xtrain = distance(item.value().detach(), float64);
+    const Distance reference = distance(golden.at("final." + item.key()), float64);
+    const Distance tolerance{kNoiseMultiple * reference.max_abs + kFloorInLr * lr,
+                             kNoiseMultiple * reference.rms + kFloorInLr * lr};
+    CHECK(xtrain.max_abs <= tolerance.max_abs);
+    CHECK(xtrain.rms <= tolerance.rms);
+    result.xtrain = worst(result.xtrain, xtrain);
+    result.reference = worst(result.reference, reference);
+    result.share = worst(result.share, {xtrain.max_abs / tolerance.max_abs, xtrain.rms / tolerance.rms});
+  }
+  return result;
+}
+
+// XTRAIN_GOLDEN_FAMILIES=qwen3,mixtral narrows a run to those families (the kernel-variant runs of
+// integration.kernel_variants); unset, every family runs.
+bool family_selected(const std::string& family) {
+  const char* selected = std::getenv("XTRAIN_GOLDEN_FAMILIES");
+  if (!selected) return true;
+  const std::string list = std::string(",") + selected + ",";
+  return list.find("," + family + ",") != std::string::npos;
+}
+
+}  // namespace
+
 TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qwen2, Qwen3, Qwen3-MoE and Mixtral",
           "[model][golden]") {
   // qwen2: biases on q, k and v; qwen3: q and k normalised per head, head_dim 8 set apart from
@@ -31,6 +94,7 @@ TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qw
                                            std::pair<std::string, int64_t>{"qwen3_moe", 8},
                                            std::pair<std::string, int64_t>{"mixtral", 0});
   const bool tied = GENERATE(false, true);
+  if (!family_selected(family)) return;
   INFO("family = " << family << ", tie_embeddings = " << tied);
   testing::ScratchDir scratch;
   const std::string dir = (scratch.path() / "model").string();
@@ -54,7 +118,7 @@ TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qw
   const double lr = 1e-3, weight_decay = 0.1, clip = 1.0;
   const std::string command = fmt::format(
       "{} {}/tools/reference/golden.py --checkpoint {} --tokens {} --out {} --train-steps {} "
-      "--lr {} --betas 0.9 0.95 --eps 1e-8 --weight-decay {} --grad-clip {} --threads 1",
+      "--lr {} --betas 0.9 0.95 --eps 1e-8 --weight-decay {} --grad-clip {} --threads 1 --float64-trajectory",
       XTRAIN_PYTHON, XTRAIN_SOURCE_DIR, dir, tokens_path, out_path, steps, lr, weight_decay, clip);
   REQUIRE(std::system(command.c_str()) == 0);
   auto golden = ckpt::load_safetensors(out_path).tensors;
@@ -103,17 +167,22 @@ TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qw
     optim::clip_grad_norm(llama->parameters(), clip);
     adamw.step(lr);
   }
-  double weight_error = 0;
-  for (const auto& item : llama->named_parameters()) {
-    INFO(item.key());
-    const double error = xtrain::testing::max_relative_error(item.value().detach(), golden.at("final." + item.key()));
-    CHECK(error < 1e-5);
-    weight_error = std::max(weight_error, error);
-  }
+  // Weights after AdamW steps: AdamW divides each element's update by its own gradient history, so
+  // an element whose gradients are tiny turns last-bit differences (which differ by CPU, kernel
+  // and thread count) into differences of its update of up to 2 x lr. No fixed tolerance on the
+  // weights holds on every machine; what holds is that xtrain is as close to the float64
+  // trajectory as transformers' own float32 run is: within kNoiseMultiple of that run's
+  // distance, measured on the same tensor, plus a floor of kFloorInLr x lr.
+  const auto weights = compare_with_float64_trajectory(*llama, golden, lr);
+  fmt::print("golden parity ({}, {}): distance from the float64 trajectory after {} AdamW steps, in units of lr: "
+             "xtrain {:.2e} max, {:.2e} rms; transformers float32 {:.2e} max, {:.2e} rms (worst of {} tensors); "
+             "xtrain takes at most {:.0f}% (max) and {:.0f}% (rms) of its tolerance\n",
+             family, tied ? "tied" : "untied", steps, weights.xtrain.max_abs / lr, weights.xtrain.rms / lr,
+             weights.reference.max_abs / lr, weights.reference.rms / lr, compared, 100 * weights.share.max_abs,
+             100 * weights.share.rms);
   fmt::print("golden parity ({}, {}): worst relative error: logits {:.2e}, loss {:.2e}, gradients {:.2e} ({} tensors), "
-             "AdamW step losses {:.2e}, weights after {} steps {:.2e}\n",
-             family, tied ? "tied" : "untied", logits_error, loss_error, grad_error, compared, step_loss_error, steps,
-             weight_error);
+             "AdamW step losses {:.2e}\n",
+             family, tied ? "tied" : "untied", logits_error, loss_error, grad_error, compared, step_loss_error);
 }
 
 TEST_CASE("an HF folder written by xtrain loads back into an identical model, of each family", "[model][ckpt]") {
@@ -142,6 +211,7 @@ TEST_CASE("with transformers' load-balancing loss, the loss and every gradient m
   // output_router_logits: transformers adds router_aux_loss_coef x load_balancing_loss_func over
   // every MoE layer's routing at once, xtrain's model.router_aux_loss_scope "model".
   const std::string family = GENERATE("qwen3_moe", "mixtral");
+  if (!family_selected(family)) return;
   INFO("family = " << family);
   testing::ScratchDir scratch;
   const std::string dir = (scratch.path() / "model").string();

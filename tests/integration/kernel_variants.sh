@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Other machines, simulated on this one. MKL and ATen pick their kernels by CPU, and the thread
+# count changes the order of reductions, so a user's machine rounds differently from ours. The
+# golden tests against transformers (two families, dense and mixture of experts) and the in-process
+# layout-parity tests run once per setting below, each on its own:
+#   - MKL_ENABLE_INSTRUCTIONS=SSE4_2, and AVX2 where the CPU has AVX-512;
+#   - ATEN_CPU_CAPABILITY=default, and avx2 where the CPU has AVX-512;
+#   - OMP_NUM_THREADS=1 (the baseline runs 2).
+# The machine's own best paths are the baseline. Every variant must pass, and must move at least
+# one figure of the golden report from the baseline's: a setting that moves nothing did not reach
+# the kernels, and the run fails saying so. Prints one row per variant.
+set -euo pipefail
+xtrain=$1
+unit_tests=$(dirname "$xtrain")/tests/xtrain_unit_tests
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export TMPDIR=$work XTRAIN_GOLDEN_FAMILIES=qwen3,qwen3_moe
+golden_filter="[golden]~[bert]~[llava]"
+parity_filter="[parallel],[fsdp],[tp]"
+
+variants=("MKL_ENABLE_INSTRUCTIONS=SSE4_2" "ATEN_CPU_CAPABILITY=default" "OMP_NUM_THREADS=1")
+if grep -qw avx512f /proc/cpuinfo; then
+  variants+=("MKL_ENABLE_INSTRUCTIONS=AVX2" "ATEN_CPU_CAPABILITY=avx2")
+fi
+
+# run NAME [VAR=VALUE]: the golden and parity tests under one setting; the golden report's lines
+# (the figures, without the per-run scratch paths) go to $work/NAME.figures.
+run() {
+  local name=$1
+  shift
+  if ! env OMP_NUM_THREADS=2 "$@" "$unit_tests" "$golden_filter" > "$work/$name.golden" 2>&1; then
+    cat "$work/$name.golden"
+    echo "kernel_variants: the golden tests failed under ${*:-the baseline}" >&2
+    return 1
+  fi
+  if ! env OMP_NUM_THREADS=2 "$@" "$unit_tests" "$parity_filter" > "$work/$name.parity" 2>&1; then
+    cat "$work/$name.parity"
+    echo "kernel_variants: the layout-parity tests failed under ${*:-the baseline}" >&2
+    return 1
+  fi
+  grep "^golden parity" "$work/$name.golden" > "$work/$name.figures"
+}
+
+# row NAME LABEL: the worst share of the weights' tolerance and the worst gradient error.
+row() {
+  local figures=$work/$1.figures shares gradients parity
+  shares=$(grep -o 'at most [0-9]*% (max) and [0-9]*% (rms)' "$figures" |
+    awk '{gsub("%", ""); if ($3 > m) m = $3; if ($6 > r) r = $6} END {printf "%3d%% max, %3d%% rms", m, r}')
+  gradients=$(grep -o 'gradients [0-9.e+-]*' "$figures" | awk '{if ($2 > g) g = $2} END {printf "%.2e", g}')
+  parity=$(grep -o 'All tests passed ([0-9]* assertions in [0-9]* test cases)' "$work/$1.parity")
+  printf '%-32s | %-20s | %-9s | %-8s | %s\n' "$2" "$shares" "$gradients" "$(grep -c . "$figures")" "$parity"
+}
+
+printf '%-32s | %-20s | %-9s | %-8s | %s\n' "setting" "weights: tolerance" "gradients" "figures" "layout parity"
+run baseline
+row baseline "baseline (machine's own, 2 threads)"
+for variant in "${variants[@]}"; do
+  name=${variant//[=_]/-}
+  run "$name" "$variant"
+  row "$name" "$variant"
+  if cmp -s "$work/baseline.figures" "$work/$name.figures"; then
+    echo "kernel_variants: $variant moved no figure of the golden report; the setting did not reach the kernels" >&2
+    exit 1
+  fi
+done
+echo "kernel variants: ok, ${#variants[@]} settings besides the baseline, each moving the golden figures"
