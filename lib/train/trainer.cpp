@@ -54,6 +54,7 @@
 #include "train/metrics_log.h"
 #include "train/micro_batch_weight.h"
 #include "train/model_factory.h"
+#include "train/micro_batch_memory.h"
 #include "train/precision.h"
 #include "train/recipe_data.h"
 #include "train/non_finite_guard.h"
@@ -285,6 +286,7 @@ class TrainingRun {
   StepOutcome train_step();
   void zero_grad();
   MicroBatchLosses forward_backward(const data::MicroBatch& batch, int64_t index, int64_t count);
+  void check_micro_batch_memory() const;
   ChunkOutput run_chunk(int64_t chunk, const data::MicroBatch& batch, const torch::Tensor& input, double loss_weight,
                         double loss_factor);
   ChunkOutput forward_chunk(int64_t chunk, const data::MicroBatch& batch, int64_t index, int64_t count,
@@ -417,6 +419,7 @@ TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& optio
   if (t_.dtype == "fp16") {
     optim::LossScalerOptions scaling;
     scaling.initial_scale = recipe_.precision.loss_scale_initial;
+  check_micro_batch_memory();
     scaling.growth_interval = recipe_.precision.loss_scale_growth_interval;
     loss_scaler_.emplace(scaling);
   }
@@ -460,6 +463,21 @@ void TrainingRun::load_data() {
 
 // The model without parameter storage; shard_model() materialises what this rank keeps. A resumed
 // run starts from run.seed's init, which the checkpoint then overwrites.
+// Before any rank joins the others: a micro batch that cannot fit is bad input, not a crash.
+void TrainingRun::check_micro_batch_memory() const {
+  const RankShape shape{degrees_.tp, degrees_.pp, data_ranks_, world_.local_size};
+  int64_t available = util::available_memory_bytes(device_);
+  std::string memory_name = "the device's free memory";
+  if (!device_.is_cuda() && available >= 0) {
+    memory_name = world_.local_size > 1
+                      ? fmt::format("its share of the machine's available memory, which {} ranks share", world_.local_size)
+                      : "the machine's available memory";
+    available /= world_.local_size;
+  }
+  if (auto problem = micro_batch_memory_problem(recipe_, shape, available, memory_name))
+    throw InputError("train.micro_batch_size: " + *problem);
+}
+
 void TrainingRun::build_model() {
   model_ = train::build_model(recipe_);
   model::place_unmaterialized(*model_, device_);

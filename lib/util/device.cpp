@@ -7,7 +7,14 @@
 #include "util/build_info.h"
 #include "util/input_error.h"
 
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
 #ifdef XTRAIN_CUDA
+#include <cuda_runtime_api.h>
+
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -74,6 +81,46 @@ int64_t peak_device_memory_bytes(const c10::Device& device) {
 #endif
   (void)device;
   return 0;
+}
+
+namespace {
+
+// MemAvailable of /proc/meminfo in bytes, -1 when absent.
+int64_t mem_available_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    int64_t kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:") return kib * 1024;
+  }
+  return -1;
+}
+
+// What the cgroup (v2) still allows: memory.max - memory.current; max when unlimited or absent.
+int64_t cgroup_headroom_bytes() {
+  std::ifstream max_file("/sys/fs/cgroup/memory.max"), current_file("/sys/fs/cgroup/memory.current");
+  std::string max_text;
+  int64_t current = 0;
+  if (!(max_file >> max_text) || max_text == "max" || !(current_file >> current))
+    return std::numeric_limits<int64_t>::max();
+  return std::max<int64_t>(0, std::stoll(max_text) - current);
+}
+
+}  // namespace
+
+int64_t available_memory_bytes(const c10::Device& device) {
+#ifdef XTRAIN_CUDA
+  if (device.is_cuda()) {
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return -1;
+    return static_cast<int64_t>(free);
+  }
+#endif
+  (void)device;
+  const int64_t available = mem_available_bytes();
+  return available < 0 ? -1 : std::min(available, cgroup_headroom_bytes());
 }
 
 void reset_peak_device_memory(const c10::Device& device) {

@@ -29,6 +29,10 @@ std::string describe_runtime();
 int64_t peak_device_memory_bytes(const c10::Device& device);
 void reset_peak_device_memory(const c10::Device& device);
 
+// Bytes this process could still allocate on the device: the driver's free memory on CUDA; on the
+// CPU, /proc/meminfo's MemAvailable, or less where the cgroup's memory.max says so. -1 when unknown.
+int64_t available_memory_bytes(const c10::Device& device);
+
 // The device generator's state, uint8 on the host (undefined on CPU), and restoring it.
 at::Tensor device_rng_state(const c10::Device& device);
 void set_device_rng_state(const c10::Device& device, const at::Tensor& state);
