@@ -179,7 +179,8 @@ Command add_generate(CLI::App& app) {
   return {command, [args] { return run_generate(args->checkpoint, args->prompt, args->options); }};
 }
 
-int run_export(const std::string& checkpoint, const std::string& out, const std::string& max_shard_size) {
+int run_export(const std::string& checkpoint, const std::string& out, const std::string& max_shard_size,
+               bool overwrite) {
   const auto check = ckpt::verify_checkpoint(checkpoint);
   std::vector<ckpt::ExtraFile> extra_files;
   const auto spec = train::checkpoint_data_spec(checkpoint);
@@ -191,7 +192,7 @@ int run_export(const std::string& checkpoint, const std::string& out, const std:
     throw InputError(fmt::format("--max-shard-size {}: expected a size such as 5GB, 200MB, 100KB or a number of "
                                  "bytes",
                                  max_shard_size));
-  const int64_t tensors = ckpt::export_hf_folder(checkpoint, out, extra_files, *shard_bytes);
+  const int64_t tensors = ckpt::export_hf_folder(checkpoint, out, extra_files, *shard_bytes, overwrite);
   fmt::print("exported {} tensors from {} ({}) to {}\n", tensors, checkpoint, check.summary(), out);
   return 0;
 }
@@ -199,6 +200,7 @@ int run_export(const std::string& checkpoint, const std::string& out, const std:
 Command add_export(CLI::App& app) {
   struct Args {
     std::string checkpoint, out, max_shard_size = "5GB";
+    bool overwrite = false;
   };
   auto args = storage<Args>();
   auto* command = app.add_subcommand(
@@ -211,7 +213,9 @@ Command add_export(CLI::App& app) {
   command->add_option("--max-shard-size", args->max_shard_size,
                       "Split the weights over files of at most this size, with model.safetensors.index.json "
                       "(5GB, 200MB, 100KB or bytes; default 5GB, as save_pretrained)");
-  return {command, [args] { return run_export(args->checkpoint, args->out, args->max_shard_size); }};
+  command->add_flag("--overwrite", args->overwrite,
+                    "Export into a non-empty folder: replace the files export writes, keep the others");
+  return {command, [args] { return run_export(args->checkpoint, args->out, args->max_shard_size, args->overwrite); }};
 }
 
 // The whole input is one document, as a data.train text file is; ids go on one line.

@@ -49,7 +49,7 @@ const char* dtype_name(torch::ScalarType type) {
 }  // namespace
 
 void save_safetensors(const std::string& path, const TensorMap& tensors,
-                      const Metadata& metadata) {
+                      const Metadata& metadata, util::FileMode mode) {
   // ordered_json keeps the key order of the Hugging Face writer: __metadata__ first, then the
   // tensors in name order, each as dtype, shape, data_offsets.
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -79,7 +79,7 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
   const uint64_t header_length = prefix_and_header.size() - kSafetensorsLengthBytes;
   std::memcpy(prefix_and_header.data(), &header_length, sizeof(header_length));
 
-  util::OutputFile file = util::OutputFile::create(path);
+  util::OutputFile file = util::OutputFile::create(path, mode);
   file.write(prefix_and_header.data(), prefix_and_header.size());
   for (const auto& [name, tensor] : tensors) {
     // One CPU copy at a time: a model on an accelerator is never copied to host memory whole.

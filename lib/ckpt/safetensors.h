@@ -9,6 +9,7 @@
 #include <torch/types.h>
 
 #include "ckpt/safetensors_header.h"
+#include "util/posix_file.h"
 
 namespace xtrain::ckpt {
 
@@ -19,9 +20,11 @@ struct SafetensorsFile {
   Metadata metadata;
 };
 
-// Writes CPU copies of the tensors (contiguous) and fsyncs the file before returning.
+// Writes CPU copies of the tensors (contiguous) and fsyncs the file before returning. An
+// existing file is replaced or refused as mode says, never written through a link
+// (util/posix_file.h).
 void save_safetensors(const std::string& path, const TensorMap& tensors,
-                      const Metadata& metadata = {});
+                      const Metadata& metadata = {}, util::FileMode mode = util::FileMode::replace);
 
 // Reads the whole file. A missing, truncated or malformed file is an InputError that names
 // the path and what is wrong with it.

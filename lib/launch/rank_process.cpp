@@ -86,7 +86,8 @@ RankProcess::RankProcess(const RankCommand& command)
     throw std::runtime_error(fmt::format("launch: cannot {} for rank {}: {}", what, rank_, reason));
   };
   if (!command.log_path.empty()) {
-    log_fd_ = ::open(command.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // Never through a link planted in the log folder: it would truncate whatever it points to.
+    log_fd_ = ::open(command.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (log_fd_ < 0) fail("create " + command.log_path);
     opened.push_back(log_fd_);
   }

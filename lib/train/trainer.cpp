@@ -159,8 +159,16 @@ std::optional<ResumeFrom> checkpoint_to_resume(const config::Recipe& recipe, con
       recipe.train.dtype));
 }
 
-// A run folder that cannot be written fails now, before any step is spent.
+// A run folder that cannot be written fails now, before any step is spent. A symbolic link as
+// run.dir is refused: the run would write wherever it points (a link to / would put checkpoints/
+// and metrics.jsonl there), and the real path costs the user nothing to give.
 void prepare_run_folder(const std::string& dir) {
+  std::string entry = dir;  // "runs/x/" follows the link "runs/x"; the entry itself is what counts
+  while (entry.size() > 1 && entry.back() == '/') entry.pop_back();
+  if (std::error_code ignored; fs::is_symlink(fs::symlink_status(entry, ignored)))
+    throw InputError(fmt::format("run.dir {} is a symbolic link (to {}); a run writes only into a real folder: set "
+                                 "run.dir to the folder itself",
+                                 dir, fs::read_symlink(entry, ignored).string()));
   std::error_code error;
   fs::create_directories(dir, error);
   if (!error && ::access(dir.c_str(), W_OK) != 0) error = std::error_code(errno, std::generic_category());

@@ -18,8 +18,8 @@ std::string parent_directory(const std::string& path) {
 
 }  // namespace
 
-void write_file_durable(const std::string& path, const std::string& contents) {
-  OutputFile file = OutputFile::create(path);
+void write_file_durable(const std::string& path, const std::string& contents, FileMode mode) {
+  OutputFile file = OutputFile::create(path, mode);
   file.write(contents.data(), contents.size());
   file.sync();
   file.close();

@@ -3,11 +3,14 @@
 #pragma once
 #include <string>
 
+#include "util/posix_file.h"
+
 namespace xtrain::util {
 
-// Writes contents to path and fsyncs it.
-void write_file_durable(const std::string& path, const std::string& contents);
-// Writes to path + ".tmp", fsyncs, renames over path and fsyncs the parent directory.
+// Writes contents to path and fsyncs it; an existing file is replaced or refused as mode says
+// (never written through a symbolic link: posix_file.h).
+void write_file_durable(const std::string& path, const std::string& contents, FileMode mode = FileMode::replace);
+// Writes to path + ".tmp" (a link there is refused), fsyncs, renames over path and fsyncs the parent directory.
 void replace_file_atomic(const std::string& path, const std::string& contents);
 // fsync of a file or directory (a directory fsync makes renames inside it durable).
 void fsync_path(const std::string& path);

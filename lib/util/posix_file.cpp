@@ -22,10 +22,19 @@ void throw_errno(const std::string& action, const std::string& path) {
   throw std::runtime_error("cannot " + action + " " + path + ": " + errno_message(error));
 }
 
-OutputFile OutputFile::create(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_errno("create", path);
-  return OutputFile(fd, path);
+OutputFile OutputFile::create(const std::string& path, FileMode mode) {
+  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (mode == FileMode::replace ? O_TRUNC : O_EXCL);
+  const int fd = ::open(path.c_str(), flags, 0644);
+  if (fd >= 0) return OutputFile(fd, path);
+  const int error = errno;
+  struct stat info {};
+  // ELOOP (O_NOFOLLOW), or EEXIST (O_EXCL, which never follows a link either): name the link.
+  if ((error == ELOOP || error == EEXIST) && ::lstat(path.c_str(), &info) == 0 && S_ISLNK(info.st_mode))
+    throw InputError("cannot write " + path +
+                     ": it is a symbolic link, and xtrain does not write through links; remove the link, or "
+                     "give the path of a real file or folder");
+  errno = error;
+  throw_errno("create", path);
 }
 
 OutputFile OutputFile::open_for_sync(const std::string& path) {

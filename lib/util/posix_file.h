@@ -16,11 +16,19 @@ namespace xtrain::util {
 // have no wrapper here (rename, symlink, ...).
 [[noreturn]] void throw_errno(const std::string& action, const std::string& path);
 
+// How OutputFile::create treats a file already at the path. Neither mode writes through a
+// symbolic link (O_NOFOLLOW): a link in the file's place is an InputError naming it, so that a
+// link planted where xtrain writes (to /etc/passwd, say) never redirects the write.
+enum class FileMode {
+  replace,     // truncated and rewritten (O_TRUNC)
+  create_new,  // refused (O_EXCL): for folders xtrain has just made, where nothing may be yet
+};
+
 // Closed on scope exit, where errors are ignored: call close() after writing to hear of them.
 class OutputFile {
  public:
-  // Created, or truncated if it exists, with mode 0644.
-  static OutputFile create(const std::string& path);
+  // Created with mode 0644 (before the umask), as FileMode says for an existing file.
+  static OutputFile create(const std::string& path, FileMode mode = FileMode::replace);
   // An existing file or directory, opened read-only just to be synced: fsync needs no write
   // access, and directories cannot be opened for writing.
   static OutputFile open_for_sync(const std::string& path);

@@ -79,7 +79,7 @@ if grep -q "weights from hf:" "$work/fsdp2.log"; then echo "the resumed run read
 # (the whole file goes, so transformers cannot pick it).
 "$xtrain" export "$work/fsdp2/checkpoints/latest" "$work/export" > /dev/null
 ls "$work/export"/{config.json,generation_config.json,model.safetensors,tokenizer.json,tokenizer_config.json} > /dev/null
-"$xtrain" export "$work/fsdp2/checkpoints/latest" "$work/export" --max-shard-size 300KB > /dev/null
+"$xtrain" export "$work/fsdp2/checkpoints/latest" "$work/export" --max-shard-size 300KB --overwrite > /dev/null
 [[ ! -e $work/export/model.safetensors && -f $work/export/model.safetensors.index.json ]]
 ls "$work/export"/model-0000{1,2,3}-of-0000?.safetensors > /dev/null
 # xtrain reads its own split export back: the same text as from the checkpoint.

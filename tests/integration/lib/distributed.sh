@@ -53,8 +53,8 @@ free_port() {
 # an optional GRAD_NORM_TOLERANCE the gradient norms' 1e-5 (see the packed tensor-parallel check).
 compare_runs() {
   local reference=$1 run=$2 first=${3:-1} weight_tolerance=${4:-1e-5} grad_norm_tolerance=${5:-1e-5}
-  "$xtrain" export "$reference/checkpoints/latest" "$reference/export" > /dev/null
-  "$xtrain" export "$run/checkpoints/latest" "$run/export" > /dev/null
+  "$xtrain" export "$reference/checkpoints/latest" "$reference/export" --overwrite > /dev/null
+  "$xtrain" export "$run/checkpoints/latest" "$run/export" --overwrite > /dev/null
   "${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" - "$reference" "$run" "$first" "$weight_tolerance" "$grad_norm_tolerance" <<'PY'
 import json, sys
 from safetensors.torch import load_file
