@@ -117,10 +117,11 @@ bool check_target(const std::string& target, const std::set<std::string>& extra_
                                    target, name, readlink_text(entry.path().string()), name));
   }
   if (!entries.empty() && !overwrite)
-    throw InputError(fmt::format("export target {} is not empty ({} entries, e.g. {}); pass --overwrite to "
+    throw InputError(fmt::format("export target {} is not empty ({} {}, e.g. {}); pass --overwrite to "
                                  "replace the files export writes there (the others stay), or give a new or empty "
                                  "folder",
-                                 target, entries.size(), *std::min_element(entries.begin(), entries.end())));
+                                 target, entries.size(), entries.size() == 1 ? "entry" : "entries",
+                                 *std::min_element(entries.begin(), entries.end())));
   return !entries.empty();
 }
 
@@ -193,7 +194,8 @@ void merge_into(const std::string& stage, const std::string& target, const std::
   for (const auto& entry : fs::directory_iterator(stage)) staged.insert(entry.path().filename().string());
   for (const auto& entry : fs::directory_iterator(target)) {
     const std::string name = entry.path().filename().string();
-    const bool weights = name == "model.safetensors" || name == "model.safetensors.index.json" || is_weight_shard_name(name);
+    const bool weights =
+        name == "model.safetensors" || name == "model.safetensors.index.json" || is_weight_shard_name(name);
     if (weights && is_export_file(name, extra_names) && staged.count(name) == 0) fs::remove(entry.path());
   }
   for (const auto& name : staged)
