@@ -7,6 +7,7 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <c10/util/Logging.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -32,6 +33,15 @@ void end_on_collective_failure() {
     std::fflush(stderr);
     std::_Exit(kExitRuntimeFailure);
   });
+}
+
+// c10 attaches a C++ stack trace to its errors, and c10d quotes them in its warnings (a store
+// whose host died: dozens of lines per call). They mean nothing to a user; as in PyTorch,
+// TORCH_SHOW_CPP_STACKTRACES=1 keeps them.
+void hide_cpp_stack_traces() {
+  const char* show = std::getenv("TORCH_SHOW_CPP_STACKTRACES");
+  if (show != nullptr && std::string(show) == "1") return;
+  c10::SetStackTraceFetcher([]() -> std::string { return ""; });
 }
 
 // `xtrain launch [options] -- command...`: what follows the first `--` is the ranks' command
@@ -76,6 +86,7 @@ int run_reporting_errors(const std::function<int()>& run) {
 
 int main(int argc, char** argv) {
   keep_freed_host_memory();
+  hide_cpp_stack_traces();
   end_on_collective_failure();
   launch::LaunchOptions launch_options;
   const int parsed_argc = split_launch_command(argc, argv, launch_options);

@@ -164,7 +164,7 @@ void add_train_options(OptionRegistry& r) {
   r.add<std::string>("train.spike", FIELD(train.spike), "off", "What a loss spike does (a loss or gradient norm more than train.spike_zscore standard deviations above the mean of the last train.spike_window steps): off (nothing), skip (no update for that step), or rollback (reload the last checkpoint and skip the data of the steps since it). After train.max_skipped_steps skips in a row, or as many rollbacks to the same checkpoint, the run stops with exit 1.", one_of({"off", "skip", "rollback"}));
   r.add<int64_t>("train.spike_window", FIELD(train.spike_window), 50, "Applied steps whose loss and gradient norm make the mean and standard deviation a spike is measured against; detection starts once the window is full.", at_least<int64_t>(2));
   r.add<double>("train.spike_zscore", FIELD(train.spike_zscore), 6.0, "How many standard deviations above the window's mean a spike is (the deviation taken as at least 1% of the mean).", positive());
-  r.add<std::string>("train.stop_signals", FIELD(train.stop_signals), "TERM,INT,USR1", "Signals that stop the run cleanly: every rank saves a checkpoint at the same step and exits with code 75 (resumable). Comma-separated, from TERM, INT, USR1, USR2, HUP; empty for none.", signal_list());
+  r.add<std::string>("train.stop_signals", FIELD(train.stop_signals), "TERM,INT,USR1,HUP", "Signals that stop the run cleanly: every rank saves a checkpoint at the same step and exits with code 75 (resumable); HUP is a lost terminal or ssh session. Comma-separated, from TERM, INT, USR1, USR2, HUP; empty for none.", signal_list());
 }
 
 void add_optim_options(OptionRegistry& r) {

@@ -3,7 +3,11 @@
 // started last. It ends the job when no step has completed for stall_s seconds (dist.watchdog_s),
 // printing every rank's last step and collective first, so a hang outside any collective (a stuck
 // read, a deadlock) also ends with a message. When a peer's connection closes, the heartbeats tell
-// which rank died: the one whose beat stopped (parallel::diagnose_peers).
+// which rank died: the one whose beat stopped (parallel::diagnose_peers). When the store itself
+// is gone, the rank that hosted it (rank 0, unless a launcher's agent hosts it) has died: every
+// other rank keeps its last beat, read once an interval, to report that rank's step and collective.
+// A stall names the ranks whose beat stopped (a SIGSTOPped rank). c10d's warnings about the
+// store's closed socket are kept quiet: the one-line message says what they would.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -12,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <c10/util/intrusive_ptr.h>
 
@@ -46,6 +51,9 @@ class Watchdog {
   Beat read_beat(int64_t rank) const;
   std::string every_rank() const;  // "rank 0: after step 12, in all_reduce ...; rank 1: ..."
   std::string diagnose() const;    // which ranks' heartbeats stopped
+  std::string stalled_ranks() const;  // the ranks whose heartbeat stopped, for the stall message
+  std::string stopped_beats(const std::vector<Beat>& before) const;  // "rank 1 (after step 3, ...)", or ""
+  bool store_host_is_a_rank() const { return !world_.agent_store && world_.rank != 0; }
 
   c10::intrusive_ptr<c10d::Store> store_;
   World world_;
@@ -54,6 +62,8 @@ class Watchdog {
   std::atomic<int64_t> progress_ns_;  // steady_clock time of the last step_done
   int64_t beats_ = 0;
   bool store_gone_ = false;  // a beat failed: the store's host died; c10d logs each failure with a trace
+  mutable std::mutex host_beat_mutex_;
+  Beat host_beat_;  // rank 0's last beat, when rank 0 hosts the store
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

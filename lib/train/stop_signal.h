@@ -1,8 +1,13 @@
-// A clean stop: the signals of train.stop_signals (TERM, INT and USR1 by default: Ctrl-C, a
-// scheduler's preemption, SLURM's --signal warning before a time limit) or a file
-// <run.dir>/STOP ask the run to stop. The trainer finishes the current step, the ranks agree
-// through the flag it all-reduces at every step boundary, every rank saves the same step, and the
-// process exits with kExitStopped (util/exit_codes.h). A second signal kills at once.
+// A clean stop: the signals of train.stop_signals (TERM, INT, USR1 and HUP by default: Ctrl-C, a
+// scheduler's preemption, SLURM's --signal warning before a time limit, a lost terminal or ssh
+// session) or a file <run.dir>/STOP ask the run to stop. The trainer finishes the current step,
+// the ranks agree through the flag it all-reduces at every step boundary, every rank saves the
+// same step, and the process exits with kExitStopped (util/exit_codes.h). A second signal kills
+// at once.
+//
+// STOP must be a regular file: it is removed when obeyed, so that the resumed run goes on.
+// Anything else in its place (a directory, a fifo, a symbolic link) could not be removed the
+// same way and would stop every rerun after one step, so it is an InputError naming it (exit 2).
 #pragma once
 #include <string>
 #include <vector>
@@ -13,7 +18,26 @@ void install_stop_signal_handlers(const std::vector<int>& signals);
 bool stop_requested();
 int stop_signal_number();
 
-// true when <run_dir>/STOP exists; it is removed, so that the resumed run does not stop again.
+enum class StopFile { none, regular, not_a_file };
+
+// What is at <run_dir>/STOP (lstat: a symbolic link is not_a_file); one stat per step.
+StopFile inspect_stop_file(const std::string& run_dir);
+
+// The error for a STOP that is not a regular file: names it, what it is, and the fix.
+std::string not_a_stop_file_message(const std::string& run_dir);
+
+// true when <run_dir>/STOP is a regular file; it is removed, so that the resumed run does not
+// stop again. Throws InputError when something else is there.
 bool take_stop_file(const std::string& run_dir);
+
+// Before the first step: a STOP is left from before the run started (a stop already obeyed, or
+// one touched while no run was going), so the chief removes it and says so rather than stop after
+// one step. Every rank refuses a STOP that is not a regular file (InputError).
+void clear_stop_file_at_start(const std::string& run_dir, bool chief);
+
+// This rank's vote in the step boundary's all-reduce: 0 go on, 1 stop, kRefusedStopFileVote or
+// more (summed over ranks) stop after the save and then fail with not_a_stop_file_message.
+constexpr double kRefusedStopFileVote = 1000.0;
+double stop_vote(StopFile file);
 
 }  // namespace xtrain::train

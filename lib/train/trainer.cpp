@@ -587,6 +587,7 @@ void TrainingRun::check_resumed_schedule(const std::string& dir) const {
 }
 
 void TrainingRun::open_outputs() {
+  clear_stop_file_at_start(recipe_.run.dir, chief_);
   if (chief_) {
     prepare_run_folder(recipe_.run.dir);
     store_->remove_stale_temp_folders();
@@ -1014,11 +1015,12 @@ bool TrainingRun::handle_spike(const Spike& spike) {
 // evaluate, and stop on a signal or a STOP file (the exit code), every rank at the same step.
 std::optional<int> TrainingRun::checkpoint_evaluate_or_stop() {
   checkpoints_->poll();
-  const bool stop_file = chief_ && take_stop_file(recipe_.run.dir);
-  if (stop_file)
+  const StopFile stop_file = chief_ ? inspect_stop_file(recipe_.run.dir) : StopFile::none;
+  if (stop_file == StopFile::regular && take_stop_file(recipe_.run.dir))
     fmt::print("found {}/STOP after step {}: saving a checkpoint and stopping (the file is removed)\n",
                recipe_.run.dir, step_);
-  const bool stopping = sum_over_ranks(stop_requested() || stop_file ? 1.0 : 0.0) > 0;
+  const double stop_votes = sum_over_ranks(stop_vote(stop_file));
+  const bool stopping = stop_votes > 0;
   const bool periodic = recipe_.checkpoint.every > 0 && step_ % recipe_.checkpoint.every == 0;
   // While steps are being skipped, periodic checkpoints wait: the keep policy would otherwise
   // replace the checkpoints from before the trouble with copies of the same weights.
@@ -1031,12 +1033,14 @@ std::optional<int> TrainingRun::checkpoint_evaluate_or_stop() {
   if (t_.eval_every > 0 && step_ % t_.eval_every == 0 && step_ != t_.steps) run_eval(step_);
   watchdog_->step_done(step_);
   if (!stopping) return std::nullopt;
+  checkpoints_->finish();
+  mesh_->group("world")->barrier();
+  if (stop_votes >= kRefusedStopFileVote)  // saved first: the steps so far are kept
+    throw InputError(fmt::format("{} (stopped after saving step {})", not_a_stop_file_message(recipe_.run.dir), step_));
   if (chief_)
     fmt::print("stopped by {} after step {}; run the same command to continue (exit {})\n",
                stop_requested() ? util::signal_name(stop_signal_number()) : "a STOP file or another rank's signal",
                step_, kExitStopped);
-  checkpoints_->finish();
-  mesh_->group("world")->barrier();
   return kExitStopped;
 }
 
