@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 namespace xtrain::optim {
 
 double LrSchedule::at(int64_t step) const {
@@ -13,6 +15,14 @@ double LrSchedule::at(int64_t step) const {
   const double clamped = std::min(1.0, std::max(0.0, progress));
   if (decay == "linear") return peak_lr - (peak_lr - min_lr) * clamped;
   return min_lr + (peak_lr - min_lr) * 0.5 * (1.0 + std::cos(M_PI * clamped));
+}
+
+std::string LrSchedule::warmup_warning() const {
+  if (warmup_steps <= total_steps) return "";
+  return fmt::format(
+      "optim.warmup_steps {} is longer than train.steps {}: the learning rate warms up for the whole run and ends at "
+      "{:.3g} (peak {:.3g}), with no decay: the recipe's schedule, cut short",
+      warmup_steps, total_steps, at(total_steps), peak_lr);
 }
 
 }  // namespace xtrain::optim

@@ -1,5 +1,7 @@
 // Learning-rate schedule: linear warmup from 0 to peak, then cosine, linear or constant
 // decay to min_lr at the last step. A pure function of the step, so resuming needs no state.
+// A warmup longer than the run is the same schedule cut short: the rate climbs towards peak_lr
+// until the last step and never decays.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -15,6 +17,9 @@ struct LrSchedule {
 
   // Learning rate of optimizer step `step` (1-based: the first update is step 1).
   double at(int64_t step) const;
+
+  // A warning when the warmup outlasts the run (the rate it ends at), or "".
+  std::string warmup_warning() const;
 };
 
 }  // namespace xtrain::optim

@@ -638,6 +638,7 @@ void TrainingRun::print_summary() const {
              "threads (OpenMP wait {})\n",
              t_.steps, t_.global_batch_size, t_.global_batch_size / data_ranks_, accumulation_, t_.micro_batch_size,
              tokens_per_step_, t_.dtype, torch::get_num_threads(), wait_policy ? wait_policy : "default");
+  if (const auto warning = lr_schedule_.warmup_warning(); !warning.empty()) fmt::print("warning: {}\n", warning);
 }
 
 // model.freeze: the frozen parts' parameters take no gradient (autograd skips them) and the
