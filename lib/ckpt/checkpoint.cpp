@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 #include <fmt/format.h>
 
+#include "ckpt/finite_check.h"
 #include "util/durable_file.h"
 #include "util/input_error.h"
 
@@ -140,16 +142,16 @@ std::optional<CheckpointStore::Choice> CheckpointStore::newest_intact(bool stric
   if (folders.empty()) return std::nullopt;
   Choice choice;
   for (const auto& folder : folders) {
-    ManifestCheck check = verify_manifest(folder);
+    ManifestCheck check = check_resumable(folder);
     if (check.usable()) {
       choice.dir = folder;
       choice.check = std::move(check);
       return choice;
     }
     if (strict)
-      throw InputError(fmt::format("{} failed verification: {}; checkpoint.resume is strict, so the run stops: "
-                                   "set checkpoint.resume: auto to continue from the newest intact checkpoint",
-                                   folder, check.summary()));
+      throw InputError(fmt::format("{} failed verification ({}): {}; checkpoint.resume is strict, so the run "
+                                   "stops: set checkpoint.resume: auto to continue from the newest intact checkpoint",
+                                   folder, kResumableChecks, check.summary()));
     choice.skipped.push_back(fmt::format("{}: {}", folder, check.summary()));
   }
   throw InputError(fmt::format("no intact checkpoint in {}: {}; set checkpoint.resume: never to start over", dir_,
@@ -186,8 +188,37 @@ ManifestCheck verify_checkpoint(const std::string& dir) {
   if (!fs::is_directory(dir, error)) throw InputError(fmt::format("{}: no such checkpoint folder", dir));
   ManifestCheck check = verify_manifest(dir);
   if (!check.usable())
-    throw InputError(fmt::format("{} failed verification: {}; the checkpoint is damaged: use an earlier one", dir,
-                                 check.summary()));
+    throw InputError(fmt::format("{} failed verification (the checksums of every file against manifest.json): {}; "
+                                 "the checkpoint is damaged: use an earlier one",
+                                 dir, check.summary()));
+  return check;
+}
+
+const char* const kResumableChecks =
+    "the checksums of every file against manifest.json, and every weight and optimizer value finite";
+
+ManifestCheck check_resumable(const std::string& dir) {
+  ManifestCheck check = verify_manifest(dir);
+  if (!check.usable()) return check;
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    check.problems = non_finite_tensors(dir);
+  } catch (const InputError& e) {
+    check.problems = {e.what()};
+  }
+  check.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  check.finite_checked = check.problems.empty();
+  if (!check.finite_checked) check.status = ManifestCheck::Status::failed;
+  return check;
+}
+
+ManifestCheck verify_resumable(const std::string& dir) {
+  std::error_code error;
+  if (!fs::is_directory(dir, error)) throw InputError(fmt::format("{}: no such checkpoint folder", dir));
+  ManifestCheck check = check_resumable(dir);
+  if (!check.usable())
+    throw InputError(fmt::format("{} failed verification ({}): {}; the checkpoint is damaged: use an earlier one",
+                                 dir, kResumableChecks, check.summary()));
   return check;
 }
 

@@ -47,9 +47,10 @@ class CheckpointStore {
   [[noreturn]] void abandon(int64_t step, const std::exception& error) const;
   // The folder `latest` points at, if any.
   std::optional<std::string> latest() const;
-  // The checkpoint to continue from: `latest` if it verifies, else the newest step-<N> that
-  // does, with what was skipped and why. std::nullopt when there is no checkpoint at all. An
-  // InputError when there are checkpoints but none verifies, or (strict) when `latest` fails.
+  // The checkpoint to continue from: `latest` if it verifies (verify_resumable: checksums and
+  // finite values), else the newest step-<N> that does, with what was skipped and why.
+  // std::nullopt when there is no checkpoint at all. An InputError when there are checkpoints but
+  // none verifies, or (strict) when `latest` fails.
   struct Choice {
     std::string dir;
     ManifestCheck check;
@@ -85,7 +86,20 @@ void write_metadata_files(const std::string& folder, const nlohmann::json& model
 LoadedCheckpoint load_checkpoint(const std::string& dir);
 
 // Verifies a folder that a user named (resume, eval, generate, export): a failed manifest is an
-// InputError listing the damaged files and tensors; a folder without one passes (no_manifest).
+// InputError listing the damaged files and tensors; a plain Hugging Face folder without one
+// passes (no_manifest); a training checkpoint without one is damaged (manifest.h).
 ManifestCheck verify_checkpoint(const std::string& dir);
+
+// What a checkpoint to continue training from must pass: verify_manifest, then every value of
+// its weights and optimizer state finite (finite_check.h). Never throws for damage: a failed
+// check lists the problems.
+ManifestCheck check_resumable(const std::string& dir);
+// check_resumable for a folder the user named (checkpoint.resume: DIR): an InputError naming
+// what was checked and what failed.
+ManifestCheck verify_resumable(const std::string& dir);
+
+// "the checksums of every file against manifest.json, and every weight and optimizer value
+// finite": what check_resumable checks, for messages.
+extern const char* const kResumableChecks;
 
 }  // namespace xtrain::ckpt

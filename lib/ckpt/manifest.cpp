@@ -21,13 +21,50 @@ namespace fs = std::filesystem;
 namespace xtrain::ckpt {
 namespace {
 
-constexpr int kFormat = 1;
+// Format 2 added manifest_xxh3; format 1 manifests (older xtrain) are read without it.
+constexpr int kFormat = 2;
+constexpr const char* kSelfChecksum = "manifest_xxh3";
 
 std::string checksum(const uint8_t* data, uint64_t size) {
   return fmt::format("{:016x}", static_cast<uint64_t>(XXH3_64bits(data, size)));
 }
 
 bool is_safetensors(const std::string& file) { return fs::path(file).extension() == ".safetensors"; }
+
+// The checksum of the listing, over its canonical form (sorted keys, no spaces), so that the
+// manifest's layout may change but not one of its sizes, checksums or names.
+std::string listing_checksum(const nlohmann::json& files) {
+  const std::string canonical = files.dump();
+  return checksum(reinterpret_cast<const uint8_t*>(canonical.data()), canonical.size());
+}
+
+// Files only xtrain's training checkpoints hold: a folder with one of them had a manifest.
+std::vector<std::string> training_files(const std::string& dir) {
+  std::vector<std::string> found;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const auto file = entry.path().filename().string();
+    if (file == "trainer_state.json" || file == "optimizer.safetensors" ||
+        (file.rfind("shard-", 0) == 0 && is_safetensors(file)))
+      found.push_back(file);
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+// A weights file or trainer state beside the manifest but not in it would be read unverified.
+void find_unlisted(const std::string& dir, const nlohmann::json& files, std::vector<std::string>& problems) {
+  std::vector<std::string> unlisted;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const auto file = entry.path().filename().string();
+    if ((file == "trainer_state.json" || is_safetensors(file)) && !files.contains(file)) unlisted.push_back(file);
+  }
+  std::sort(unlisted.begin(), unlisted.end());
+  for (const auto& file : unlisted)
+    problems.push_back(fmt::format("{}: not in the manifest (added after it was written, or the manifest was edited)",
+                                   file));
+}
 
 nlohmann::ordered_json describe_file(const std::string& dir, const std::string& file) {
   const std::string path = dir + "/" + file;
@@ -73,9 +110,11 @@ void locate_damage(const std::string& file, const util::MappedFile& mapped, cons
 std::string ManifestCheck::summary() const {
   switch (status) {
     case Status::verified:
-      return fmt::format("verified {:.1f} MiB in {:.2f} s", static_cast<double>(bytes) / (1 << 20), seconds);
+      return fmt::format("verified {:.1f} MiB in {:.2f} s{}", static_cast<double>(bytes) / (1 << 20), seconds,
+                         finite_checked ? ", every value finite" : "");
     case Status::no_manifest:
-      return "no manifest (written by another tool, or before xtrain kept checksums); loaded unverified";
+      return "no manifest: a plain Hugging Face folder (no trainer_state.json, optimizer or shard files), loaded "
+             "unverified";
     case Status::failed:
       break;
   }
@@ -90,7 +129,9 @@ void write_manifest(const std::string& dir) {
   std::sort(files.begin(), files.end());
   nlohmann::ordered_json listed = nlohmann::ordered_json::object();
   for (const auto& file : files) listed[file] = describe_file(dir, file);
-  const nlohmann::ordered_json manifest = {{"format", kFormat}, {"checksum", "xxh3-64"}, {"files", listed}};
+  const std::string self = listing_checksum(nlohmann::json::parse(listed.dump()));
+  const nlohmann::ordered_json manifest = {
+      {"format", kFormat}, {"checksum", "xxh3-64"}, {kSelfChecksum, self}, {"files", listed}};
   util::write_file_durable(dir + "/" + kManifestFile, manifest.dump(1) + "\n");
 }
 
@@ -104,21 +145,36 @@ ManifestCheck verify_manifest(const std::string& dir) {
     return check;
   }
   const std::string manifest_path = dir + "/" + kManifestFile;
-  if (!fs::exists(manifest_path, error)) {
-    check.status = ManifestCheck::Status::no_manifest;
+  if (!fs::exists(manifest_path, error) && !fs::is_symlink(manifest_path, error)) {
+    const auto own = training_files(dir);
+    if (own.empty()) {
+      check.status = ManifestCheck::Status::no_manifest;
+      return check;
+    }
+    check.problems.push_back(fmt::format(
+        "{}: missing, but the folder holds {}: every checkpoint xtrain writes has a manifest, so it was deleted or "
+        "lost and nothing in the folder can be verified",
+        kManifestFile, fmt::join(own, ", ")));
     return check;
   }
   nlohmann::json manifest;
   try {
     manifest = nlohmann::json::parse(util::read_file(manifest_path));
     const auto format = manifest.find("format");
-    if (format == manifest.end() || !format->is_number_integer() || format->get<int64_t>() != kFormat ||
-        !manifest.at("files").is_object())
+    if (format == manifest.end() || !format->is_number_integer() ||
+        (format->get<int64_t>() != kFormat && format->get<int64_t>() != 1) || !manifest.at("files").is_object())
       throw std::runtime_error(
           fmt::format("unknown manifest format {}", format == manifest.end() ? "(none)" : format->dump()));
   } catch (const std::exception& e) {
     check.problems.push_back(fmt::format("{}: unreadable: {}", kManifestFile, e.what()));
     return check;
+  }
+  if (manifest.at("format").get<int64_t>() >= 2) {
+    const auto self = manifest.find(kSelfChecksum);
+    if (self == manifest.end() || !self->is_string() || self->get<std::string>() != listing_checksum(manifest.at("files")))
+      check.problems.push_back(fmt::format("{}: its listing does not match its own checksum ({}): the manifest was "
+                                           "edited after it was written",
+                                           kManifestFile, kSelfChecksum));
   }
   for (const auto& [file, entry] : manifest.at("files").items()) {
     // A checkpoint is a flat folder: a listed path that leaves it is damage, not a file to read.
@@ -152,6 +208,7 @@ ManifestCheck verify_manifest(const std::string& dir) {
       check.problems.push_back(fmt::format("{}: unreadable: {}", file, e.what()));
     }
   }
+  find_unlisted(dir, manifest.at("files"), check.problems);
   check.status = check.problems.empty() ? ManifestCheck::Status::verified : ManifestCheck::Status::failed;
   check.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return check;

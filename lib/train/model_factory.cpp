@@ -24,7 +24,10 @@ InitialWeights initial_weights(const config::Recipe& recipe, const model::Causal
   const auto check = ckpt::verify_manifest(dir);
   if (!check.usable()) throw InputError(fmt::format("model.init_from {}: {}", init_from, check.summary()));
   auto weights = ckpt::folder_weights(dir, model);
-  return {std::move(weights.source), fmt::format("{} ({} tensors)", init_from, weights.tensors)};
+  // Only a plain Hugging Face folder gets here without a manifest (manifest.h): the log says so.
+  const std::string unverified =
+      check.status == ckpt::ManifestCheck::Status::no_manifest ? "; " + check.summary() : "";
+  return {std::move(weights.source), fmt::format("{} ({} tensors{})", init_from, weights.tensors, unverified)};
 }
 
 }  // namespace xtrain::train

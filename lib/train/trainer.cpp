@@ -52,6 +52,7 @@
 #include "train/expert_balance.h"
 #include "train/fault_injection.h"
 #include "train/metrics_log.h"
+#include "train/resume_check.h"
 #include "train/micro_batch_weight.h"
 #include "train/model_factory.h"
 #include "train/micro_batch_memory.h"
@@ -124,7 +125,7 @@ torch::Tensor from_hex(const std::string& hex) {
   return bytes;
 }
 
-// The checkpoint to continue from, verified against its manifest: checkpoint.resume auto (or
+// The checkpoint to continue from, verified against its manifest and found finite: checkpoint.resume auto (or
 // strict) takes `latest`, or the newest intact one when `latest` is damaged; a folder the user
 // named must verify. Warnings and the verification's cost go to rank 0's output.
 struct ResumeFrom {
@@ -136,7 +137,7 @@ std::optional<ResumeFrom> checkpoint_to_resume(const config::Recipe& recipe, con
                                                bool chief) {
   const auto& resume = recipe.checkpoint.resume;
   if (resume == "never") return std::nullopt;
-  if (resume != "auto" && resume != "strict") return ResumeFrom{resume, ckpt::verify_checkpoint(resume).summary()};
+  if (resume != "auto" && resume != "strict") return ResumeFrom{resume, ckpt::verify_resumable(resume).summary()};
   auto choice = store.newest_intact(resume == "strict");
   if (!choice) return std::nullopt;
   if (chief)
@@ -975,7 +976,6 @@ void TrainingRun::log_step(const StepOutcome& outcome) {
 
 void TrainingRun::stop_if_diverging(const StepOutcome& outcome) const {
   if (non_finite_.exhausted()) {
-    const auto latest = store_->latest();
     throw std::runtime_error(fmt::format(
         "steps {}-{}: {} steps in a row had a non-finite loss or gradient norm (train.max_skipped_steps); the "
         "run is diverging. Likely causes: optim.lr too high (now {:g}){}{}, or corrupt data in the samples of "
@@ -983,8 +983,7 @@ void TrainingRun::stop_if_diverging(const StepOutcome& outcome) const {
         non_finite_.first_of_run(), step_, non_finite_.in_a_row(), recipe_.optim.lr,
         recipe_.optim.grad_clip > 0 ? "" : ", no gradient clipping (optim.grad_clip 0)",
         t_.dtype == "fp16" ? ", fp16 overflow (bf16 has fp32's range)" : "",
-        latest ? fmt::format("The last checkpoint, {}, holds finite weights from before them", *latest)
-               : "No checkpoint was written yet"));
+        newest_finite_checkpoint_note(*store_)));
   }
   if (outcome.spike && t_.spike == "rollback" && rollbacks_to_latest_ >= t_.max_skipped_steps)
     throw std::runtime_error(fmt::format(

@@ -68,8 +68,8 @@ set +e; "$xtrain" generate "$work/nope" --prompt x >/dev/null 2>"$work/err"; sta
 grep -qx "$work/nope: no such checkpoint folder" "$work/err"
 
 # A damaged checkpoint is never trained on: its manifest names the file, and the run continues
-# from the checkpoint before it (checkpoint.resume strict: exit 2). Without a manifest (an older
-# checkpoint), the file's own check names it: bad input, exit 2, not a crash.
+# from the checkpoint before it (checkpoint.resume strict: exit 2). Without its manifest, a
+# training checkpoint is damaged in the same way: deleting it turns no check off.
 cp -r "$work/run" "$work/corrupt"
 echo '{"step": 6}' > "$work/corrupt/checkpoints/step-6/trainer_state.json"
 "$xtrain" train "$work/tiny.yaml" --set run.dir="$work/corrupt" --set train.steps=8 --stop-at-step 5 >"$work/out" 2>"$work/err"
@@ -79,15 +79,13 @@ cp -r "$work/run" "$work/strict"
 echo '{"step": 6}' > "$work/strict/checkpoints/step-6/trainer_state.json"
 set +e; "$xtrain" train "$work/tiny.yaml" --set run.dir="$work/strict" --set checkpoint.resume=strict >/dev/null 2>"$work/err"; status=$?; set -e
 [[ $status -eq 2 ]]
-grep -q "^$work/strict/checkpoints/step-6 failed verification: trainer_state.json: " "$work/err"
+grep -q "^$work/strict/checkpoints/step-6 failed verification (.*): trainer_state.json: " "$work/err"
 rm "$work/strict/checkpoints/step-6/manifest.json"
-set +e; "$xtrain" train "$work/tiny.yaml" --set run.dir="$work/strict" --set train.steps=8 >"$work/out" 2>"$work/err"; status=$?; set -e
+set +e; "$xtrain" train "$work/tiny.yaml" --set run.dir="$work/strict" --set checkpoint.resume=strict >/dev/null 2>"$work/err"; status=$?; set -e
 [[ $status -eq 2 ]]
-grep -q "strict/checkpoints/step-6/trainer_state.json: .*samples_consumed" "$work/err"
-head -c 100 "$work/run/checkpoints/step-6/model.safetensors" > "$work/strict/checkpoints/step-6/model.safetensors"
-set +e; "$xtrain" train "$work/tiny.yaml" --set run.dir="$work/strict" --set train.steps=8 >/dev/null 2>"$work/err"; status=$?; set -e
-[[ $status -eq 2 ]]
-grep -q "step-6/model.safetensors: " "$work/err"
+grep -q "^$work/strict/checkpoints/step-6 failed verification (.*): manifest.json: missing, but the folder holds optimizer.safetensors, trainer_state.json: " "$work/err"
+"$xtrain" train "$work/tiny.yaml" --set run.dir="$work/strict" --set train.steps=8 --stop-at-step 5 >"$work/out" 2>"$work/err"
+grep -q "^warning: skipping damaged checkpoint $work/strict/checkpoints/step-6: manifest.json: missing, .*; resuming from $work/strict/checkpoints/step-4 instead$" "$work/err"
 
 # bf16 autocast and a JSONL source train too; the loss falls.
 for i in $(seq 1 200); do echo "{\"text\": \"the cat sat on the mat number $i. the dog sat on the log.\"}"; done > "$work/docs.jsonl"

@@ -4,7 +4,7 @@
 #     train.max_skipped_steps with exit 1, and `latest` still holds the finite weights from before;
 #  2. bytes flipped inside a tensor are reported by file and tensor, the run resumes from the
 #     checkpoint before (bit-identical to a run that was never damaged), strict exits 2;
-#  3. non-finite weights (an old checkpoint without a manifest): eval and generate exit 1;
+#  3. non-finite weights (a plain Hugging Face folder, without a manifest): eval and generate exit 1;
 #  4. SIGTERM, SIGUSR1 and a STOP file: every rank saves the same step and exits 75, in one
 #     process and under `xtrain launch`; the run resumes from that step;
 #  5. a rank that never starts, and a stalled step under the watchdog, end the job in time, naming
@@ -34,7 +34,7 @@ small=("$work/recipe.yaml" --set train.log_every=1)
 # --- 1. lr 1e6: skipped steps, no checkpoint of them, finite latest, exit 1.
 expect_exit 1 "$work/diverge.log" "$xtrain" train "${small[@]}" --set run.dir="$work/diverge" --set optim.lr=1e6 \
   --set optim.warmup_steps=0 --set checkpoint.every=1 --set checkpoint.keep=2
-grep -q "^error: steps [0-9]*-[0-9]*: 5 steps in a row had a non-finite loss or gradient norm (train.max_skipped_steps); the run is diverging. Likely causes: optim.lr too high (now 1e+06), or corrupt data in the samples of these steps. The last checkpoint, $work/diverge/checkpoints/step-[0-9]*, holds finite weights from before them$" "$work/diverge.log" || { cat "$work/diverge.log"; fail "divergence message"; }
+grep -q "^error: steps [0-9]*-[0-9]*: 5 steps in a row had a non-finite loss or gradient norm (train.max_skipped_steps); the run is diverging. Likely causes: optim.lr too high (now 1e+06), or corrupt data in the samples of these steps. The newest checkpoint that verifies and holds only finite weights and optimizer state (checked now) is $work/diverge/checkpoints/step-[0-9]*$" "$work/diverge.log" || { cat "$work/diverge.log"; fail "divergence message"; }
 skipped=$(grep -c '"skipped":true' "$work/diverge/metrics.jsonl")
 [[ $skipped -eq 5 ]] || fail "$skipped skipped steps in metrics.jsonl, expected 5"
 latest=$(readlink "$work/diverge/checkpoints/latest")
@@ -61,18 +61,19 @@ with open(path, "r+b") as f:
 PY
 [[ $(stat -c %s "$work/flipped/checkpoints/step-6/model.safetensors") -eq $size_before ]]
 expect_exit 2 "$work/strict.log" "$xtrain" train "${small[@]}" --set run.dir="$work/flipped" --set checkpoint.resume=strict
-expect_line "$work/strict.log" "$work/flipped/checkpoints/step-6 failed verification: model.safetensors: tensor 'model.layers.1.mlp.up_proj.weight' does not match its checksum; checkpoint.resume is strict, so the run stops: set checkpoint.resume: auto to continue from the newest intact checkpoint"
+expect_line "$work/strict.log" "$work/flipped/checkpoints/step-6 failed verification (the checksums of every file against manifest.json, and every weight and optimizer value finite): model.safetensors: tensor 'model.layers.1.mlp.up_proj.weight' does not match its checksum; checkpoint.resume is strict, so the run stops: set checkpoint.resume: auto to continue from the newest intact checkpoint"
 expect_exit 0 "$work/flipped.log" "$xtrain" train "${small[@]}" --set run.dir="$work/flipped" --set checkpoint.every=1 --set checkpoint.keep=4
 expect_line "$work/flipped.log" "warning: skipping damaged checkpoint $work/flipped/checkpoints/step-6: model.safetensors: tensor 'model.layers.1.mlp.up_proj.weight' does not match its checksum; resuming from $work/flipped/checkpoints/step-5 instead"
-grep -q "^resumed from $work/flipped/checkpoints/step-5 at step 5 (verified [0-9.]* MiB in [0-9.]* s)$" "$work/flipped.log" || fail "resume line"
+grep -q "^resumed from $work/flipped/checkpoints/step-5 at step 5 (verified [0-9.]* MiB in [0-9.]* s, every value finite)$" "$work/flipped.log" || fail "resume line"
 for file in model.safetensors optimizer.safetensors; do
   cmp "$work/straight/checkpoints/step-12/$file" "$work/flipped/checkpoints/step-12/$file"
 done
 echo "2. flipped byte: named by file and tensor, resumed from step-5, step-12 bit-identical to the undamaged run"
 
-# --- 3. non-finite weights in an old checkpoint (no manifest): eval and generate exit 1.
+# --- 3. non-finite weights in a plain Hugging Face folder (no manifest, no trainer state): eval
+# and generate exit 1. (A training checkpoint without its manifest is damaged: hostile suite.)
 cp -r "$work/straight/checkpoints/step-12" "$work/nan"
-rm "$work/nan/manifest.json"
+rm "$work/nan/manifest.json" "$work/nan/trainer_state.json" "$work/nan/optimizer.safetensors"
 "${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" - "$work/nan/model.safetensors" <<'PY'
 import json, struct, sys
 with open(sys.argv[1], "r+b") as f:
@@ -84,7 +85,7 @@ nan_message="$work/nan: the weights are not finite ('model.norm.weight' has 1 Na
 expect_exit 1 "$work/nan-eval.log" "$xtrain" eval "${small[@]}" --set data.eval=builtin:demo-eval --checkpoint "$work/nan"
 expect_line "$work/nan-eval.log" "error: $nan_message"
 expect_exit 1 "$work/nan-generate.log" "$xtrain" generate "$work/nan" --prompt x
-expect_line "$work/nan-generate.log" "notice: $work/nan: no manifest (written by another tool, or before xtrain kept checksums); loaded unverified"
+expect_line "$work/nan-generate.log" "notice: $work/nan: no manifest: a plain Hugging Face folder (no trainer_state.json, optimizer or shard files), loaded unverified"
 expect_line "$work/nan-generate.log" "error: $nan_message"
 echo "3. non-finite weights: eval and generate exit 1 naming the tensor"
 

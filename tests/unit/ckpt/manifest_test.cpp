@@ -2,6 +2,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
+
+#include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/manifest.h"
@@ -16,6 +19,9 @@ namespace fs = std::filesystem;
 using namespace xtrain;
 
 namespace {
+
+// A weights file or trainer state the manifest does not list.
+const std::string kUnlisted = ": not in the manifest (added after it was written, or the manifest was edited)";
 
 ckpt::CheckpointContents contents_for(int64_t step) {
   ckpt::CheckpointContents contents;
@@ -100,7 +106,9 @@ TEST_CASE("a manifest that names a path outside its folder is damaged, and nothi
   CHECK(check.bytes == 0);
   CHECK(check.problems == std::vector<std::string>{
                               "../../outside.txt: not a file name of the checkpoint folder (the manifest is damaged)",
-                              "sub/x: not a file name of the checkpoint folder (the manifest is damaged)"});
+                              "sub/x: not a file name of the checkpoint folder (the manifest is damaged)",
+                              "model.safetensors" + kUnlisted, "optimizer.safetensors" + kUnlisted,
+                              "trainer_state.json" + kUnlisted});
 }
 
 TEST_CASE("a manifest whose numbers are out of range or of the wrong kind is damaged", "[ckpt][manifest]") {
@@ -112,17 +120,73 @@ TEST_CASE("a manifest whose numbers are out of range or of the wrong kind is dam
         std::vector<std::string>{"manifest.json: unreadable: unknown manifest format 8.88888888888889e+28"});
   std::ofstream(dir + "/manifest.json") << R"({"format": 1, "files": {"recipe.yaml": {"size": -3}}})";
   CHECK(ckpt::verify_manifest(dir).problems ==
-        std::vector<std::string>{"recipe.yaml: the manifest gives no size for it (the manifest is damaged)"});
+        std::vector<std::string>{"recipe.yaml: the manifest gives no size for it (the manifest is damaged)",
+                                 "model.safetensors" + kUnlisted, "optimizer.safetensors" + kUnlisted,
+                                 "trainer_state.json" + kUnlisted});
 }
 
-TEST_CASE("a folder without a manifest is an older checkpoint, not a damaged one", "[ckpt][manifest]") {
+TEST_CASE("only a plain Hugging Face folder may lack a manifest", "[ckpt][manifest]") {
   testing::ScratchDir scratch;
   const auto dir = ckpt::CheckpointStore(scratch.path().string(), 3).save(1, contents_for(1));
   fs::remove(dir + "/manifest.json");
+  // A training checkpoint always had one: without it, it is damaged, and says why.
+  const auto damaged = ckpt::verify_manifest(dir);
+  CHECK(damaged.status == ckpt::ManifestCheck::Status::failed);
+  CHECK(damaged.problems == std::vector<std::string>{
+                                "manifest.json: missing, but the folder holds optimizer.safetensors, "
+                                "trainer_state.json: every checkpoint xtrain writes has a manifest, so it was deleted "
+                                "or lost and nothing in the folder can be verified"});
+  CHECK_THROWS_AS(ckpt::verify_checkpoint(dir), InputError);
+  // model.safetensors and config.json alone: a Hugging Face folder, read unverified.
+  fs::remove(dir + "/trainer_state.json");
+  fs::remove(dir + "/optimizer.safetensors");
   const auto check = ckpt::verify_manifest(dir);
   CHECK(check.status == ckpt::ManifestCheck::Status::no_manifest);
   CHECK(check.usable());
-  CHECK(ckpt::verify_checkpoint(dir).status == ckpt::ManifestCheck::Status::no_manifest);
+  CHECK(ckpt::verify_checkpoint(dir).summary() ==
+        "no manifest: a plain Hugging Face folder (no trainer_state.json, optimizer or shard files), loaded "
+        "unverified");
+}
+
+TEST_CASE("an edited manifest is found by its own checksum", "[ckpt][manifest]") {
+  testing::ScratchDir scratch;
+  const auto dir = ckpt::CheckpointStore(scratch.path().string(), 3).save(1, contents_for(1));
+  auto manifest = nlohmann::json::parse(std::ifstream(dir + "/manifest.json"));
+  REQUIRE(manifest.at("format") == 2);
+  // Re-indented, the listing unchanged: still verifies.
+  std::ofstream(dir + "/manifest.json") << manifest.dump(4);
+  CHECK(ckpt::verify_manifest(dir).status == ckpt::ManifestCheck::Status::verified);
+  manifest["files"]["recipe.yaml"]["xxh3"] = "0000000000000000";
+  std::ofstream(dir + "/manifest.json") << manifest.dump(1);
+  const auto check = ckpt::verify_manifest(dir);
+  REQUIRE(check.problems.size() == 2);
+  CHECK(check.problems[0] ==
+        "manifest.json: its listing does not match its own checksum (manifest_xxh3): the manifest was edited after "
+        "it was written");
+  CHECK(check.problems[1] == "recipe.yaml: the contents do not match the checksum");
+}
+
+TEST_CASE("a checkpoint with a non-finite value gives way to the one before", "[ckpt][manifest]") {
+  testing::ScratchDir scratch;
+  ckpt::CheckpointStore store(scratch.path().string(), 5);
+  store.save(1, contents_for(1));
+  auto bad = contents_for(2);
+  bad.optimizer["exp_avg.a"] = torch::full({3}, std::numeric_limits<float>::infinity());
+  bad.model["b"][1][2] = std::numeric_limits<float>::quiet_NaN();
+  const auto step2 = store.save(2, bad);
+  CHECK(ckpt::verify_manifest(step2).status == ckpt::ManifestCheck::Status::verified);  // the checksums match
+  const auto check = ckpt::check_resumable(step2);
+  CHECK(check.problems == std::vector<std::string>{"model.safetensors: tensor 'b' has 1 NaN and 0 infinite values of 16",
+                                                   "optimizer.safetensors: tensor 'exp_avg.a' has 0 NaN and 3 infinite "
+                                                   "values of 3"});
+  auto choice = store.newest_intact(/*strict=*/false);
+  REQUIRE(choice);
+  CHECK(choice->dir == store.dir() + "/step-1");
+  CHECK(choice->check.finite_checked);
+  CHECK_THROWS_WITH(store.newest_intact(/*strict=*/true),
+                    Catch::Matchers::StartsWith(step2 + " failed verification (" + ckpt::kResumableChecks + "): " +
+                                                check.problems[0]));
+  CHECK_THROWS_AS(ckpt::verify_resumable(step2), InputError);
 }
 
 TEST_CASE("a damaged latest gives way to the newest checkpoint that verifies", "[ckpt][manifest]") {
@@ -139,7 +203,8 @@ TEST_CASE("a damaged latest gives way to the newest checkpoint that verifies", "
   CHECK(choice->skipped[0] == step3 + ": model.safetensors: tensor 'a' does not match its checksum");
 
   CHECK_THROWS_MATCHES(store.newest_intact(/*strict=*/true), InputError,
-                       Catch::Matchers::Message(step3 + " failed verification: model.safetensors: tensor 'a' does not "
+                       Catch::Matchers::Message(step3 + " failed verification (" + ckpt::kResumableChecks +
+                                                "): model.safetensors: tensor 'a' does not "
                                                         "match its checksum; checkpoint.resume is strict, so the run "
                                                         "stops: set checkpoint.resume: auto to continue from the "
                                                         "newest intact checkpoint"));
