@@ -1,0 +1,35 @@
+# Sourced by the hostile cases (tests/integration/hostile.sh runs each as
+# `bash case_NAME.sh XTRAIN SRCDIR WORK`, in WORK, with TMPDIR=WORK).
+set -euo pipefail
+xtrain=$1
+srcdir=$2
+work=$3
+source "$srcdir/tests/integration/lib/distributed.sh"
+unset OMP_WAIT_POLICY
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# expect_exit CODE LOG command...: runs the command with stdout and stderr in LOG and checks its
+# exit code.
+expect_exit() {
+  local code=$1 log=$2 status=0
+  shift 2
+  "$@" > "$log" 2>&1 || status=$?
+  [[ $status -eq $code ]] || { cat "$log"; fail "$* exited $status, expected $code"; }
+}
+# expect_text LOG TEXT: LOG contains TEXT (a fixed string).
+expect_text() { grep -qF -- "$2" "$1" || { cat "$1"; fail "no '$2' in $1"; }; }
+
+# guard_neighbours DIR: records the hashes (and symlink targets) of everything under DIR;
+# check_neighbours DIR: fails naming what changed, appeared or vanished since.
+guard_neighbours() { tree_hashes "$1" > "$work/.neighbours.$(echo "$1" | md5sum | cut -c1-8)"; }
+check_neighbours() {
+  local saved="$work/.neighbours.$(echo "$1" | md5sum | cut -c1-8)"
+  diff "$saved" <(tree_hashes "$1") || fail "files under $1 changed (diff above: < before, > after)"
+}
+tree_hashes() {
+  (cd "$1" && find . -mindepth 1 | LC_ALL=C sort | while read -r path; do
+    if [[ -L $path ]]; then echo "link $path -> $(readlink "$path")"
+    elif [[ -f $path ]]; then echo "file $path $(sha256sum < "$path" | cut -c1-64)"
+    else echo "dir  $path"; fi
+  done)
+}
