@@ -82,9 +82,11 @@ class Launcher {
     }
   }
 
+  // The temporary folder goes when the launch ends, failed or not (failed launches would pile
+  // up in /tmp); the report carries each rank's message, and --log-dir keeps the files.
   ~Launcher() {
     clear_ranks();  // kills and reaps any rank still running
-    if (temporary_files_dir_ && !keep_files_) {
+    if (temporary_files_dir_) {
       std::error_code ignored;
       fs::remove_all(files_dir_, ignored);
     }
@@ -134,8 +136,7 @@ class Launcher {
                                describe(result.root_cause), attempt + 1, options_.max_restarts));
             continue;
           }
-          fmt::print(stderr, "{}", failure_report(command_title(options_), result.root_cause, result.other_failures));
-          keep_files_ = true;  // the report names the error files
+          print_failure_report(result);
           leave();
           return bad_input ? kExitBadInput : kExitRuntimeFailure;
         }
@@ -145,6 +146,18 @@ class Launcher {
 
  private:
   // Node 0 waits for the others to sign off; they may still be giving their ranks the grace period.
+  // Error files in the temporary folder are removed with it: the report says so rather than
+  // name a path that will not exist.
+  void print_failure_report(const AttemptResult& result) const {
+    auto root_cause = result.root_cause;
+    auto others = result.other_failures;
+    if (temporary_files_dir_) {
+      const std::string removed = "<removed with the launch's temporary folder; --log-dir DIR keeps it>";
+      root_cause.error_file = removed;
+      for (auto& failure : others) failure.error_file = removed;
+    }
+    fmt::print(stderr, "{}", failure_report(command_title(options_), root_cause, others));
+  }
   void leave() { store_->leave(kLeaveTimeoutS + std::max(options_.stop_grace_s, options_.failure_grace_s)); }
 
   AttemptResult run_attempt(int attempt) {
@@ -357,7 +370,6 @@ class Launcher {
   std::vector<std::string> parent_environment_;
   std::string files_dir_;  // per attempt: error files, and logs with --log-dir
   bool temporary_files_dir_ = false;
-  bool keep_files_ = false;
   std::unique_ptr<AgentStore> store_;
   std::unique_ptr<SignalPipe> signals_;
   std::vector<std::unique_ptr<RankProcess>> ranks_;

@@ -73,6 +73,7 @@ expect_text err "FAILED"
 expect_line err "  rank      : 1 (local_rank: 1)"
 expect_text err "  exitcode  : 3 (pid: "
 expect_line err "  error_file: <N/A>"
+! compgen -G "$work/xtrain-launch-*" > /dev/null || fail "a failed launch left its temporary folder: $(ls -d "$work"/xtrain-launch-*)"
 
 # --- a surviving rank that ignores SIGTERM is killed 3 s after the failure.
 start=$SECONDS
@@ -107,7 +108,7 @@ expect_text err "  exitcode  : 7 (pid: "
 # --- `xtrain train` with a missing recipe writes torchelastic's error file; its message is in
 # the launcher's report, and the job exits 2 as the ranks did, without restarting (bad input
 # fails the same way on every attempt).
-run 2 --nproc-per-node 2 --max-restarts 3 -- train "$work/no-such-recipe.yaml"
+run 2 --nproc-per-node 2 --max-restarts 3 --log-dir "$work/bad-input-logs" -- train "$work/no-such-recipe.yaml"
 if grep -q "restarting every rank" err; then fail "bad input was restarted"; fi
 expect_text err "xtrain train $work/no-such-recipe.yaml FAILED"
 expect_text err "  exitcode  : 2 (pid: "
