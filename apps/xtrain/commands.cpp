@@ -80,6 +80,9 @@ Command add_train(CLI::App& app, char** argv) {
   command->add_option("--allow-changed", args->options.allow_changed,
                       "Resume although this recipe key (data order or batch geometry) differs from the "
                       "checkpoint's run (repeatable)");
+  command->add_flag("--allow-data-change", args->options.allow_data_change,
+                    "Resume although run.seed or the data (source, tokenizer, order, batch geometry) differs from "
+                    "the checkpoint's run: the next steps read other samples than the run would have");
   command->add_flag("--setup-only", args->options.setup_only,
                     "Set up the run (data, mesh, model materialised and sharded, optimizer, checkpoint) and report "
                     "its memory, then exit 0 without training or writing anything");

@@ -13,9 +13,12 @@ namespace {
 
 bool starts_with(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
 
-bool geometry(const std::string& path) {
-  static const char* const kKeys[] = {"data.train",   "data.seq_len",           "data.pack",
-                                      "data.shuffle", "data.balance_window",    "train.global_batch_size"};
+// Keys whose change makes the next steps read other samples, or other tokens (the data source,
+// its tokenizer and template), or in another order (run.seed draws the shuffle).
+bool data_order(const std::string& path) {
+  static const char* const kKeys[] = {"run.seed",         "data.train",   "data.tokenizer",      "data.chat_template",
+                                      "data.seq_len",     "data.pack",    "data.shuffle",        "data.balance_window",
+                                      "train.global_batch_size"};
   return std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* key) { return path == key; });
 }
 
@@ -37,12 +40,12 @@ void check_model_unchanged(const config::Recipe& recipe, const std::string& save
 }
 
 std::vector<std::string> check_resume_changes(const config::Recipe& recipe, const std::string& saved_recipe_yaml,
-                                              const std::string& checkpoint_dir,
-                                              const std::vector<std::string>& allowed, bool model_only) {
+                                              const std::string& checkpoint_dir, const ResumeAllowance& allowed,
+                                              bool model_only) {
   config::LoadOptions options;
   options.check_files = false;
   const auto saved = config::load_recipe_text(saved_recipe_yaml, checkpoint_dir + "/recipe.yaml", options);
-  std::vector<std::string> notices;
+  std::vector<std::string> notices, refused;
   for (const auto& option : config::OptionRegistry::instance().options()) {
     const auto was = option.render(saved), now = option.render(recipe);
     if (was == now || free_to_change(option.path) || (model_only && !starts_with(option.path, "model."))) continue;
@@ -51,15 +54,19 @@ std::vector<std::string> check_resume_changes(const config::Recipe& recipe, cons
           "{}: this checkpoint was trained with {}={}, the recipe says {}; use the same model or "
           "set checkpoint.resume: never to start over",
           checkpoint_dir, option.path, was, now));
-    const bool allow = std::find(allowed.begin(), allowed.end(), option.path) != allowed.end();
-    if (geometry(option.path) && !allow)
-      throw InputError(fmt::format(
-          "{}: this run was trained with {}={}, the recipe says {}; that changes which samples the next steps "
-          "read, so the run would not continue as it would have. Use the checkpoint's value, or pass "
-          "--allow-changed {} to continue anyway",
-          checkpoint_dir, option.path, was, now, option.path));
-    notices.push_back(fmt::format("{}: {} -> {}", option.path, was, now));
+    const std::string change = fmt::format("{}: {} -> {}", option.path, was, now);
+    const bool allow = allowed.data_change ||
+                       std::find(allowed.keys.begin(), allowed.keys.end(), option.path) != allowed.keys.end();
+    if (data_order(option.path) && !allow) refused.push_back(change);
+    notices.push_back(change);
   }
+  // Every refused change at once, so that one rerun can fix them all.
+  if (!refused.empty())
+    throw InputError(fmt::format(
+        "{}: the recipe changes which samples the next steps read since this checkpoint ({}), so the run would "
+        "not continue as it would have. Use the checkpoint's value{}, or pass --allow-data-change (or "
+        "--allow-changed KEY for one key) to continue anyway",
+        checkpoint_dir, fmt::join(refused, "; "), refused.size() > 1 ? "s" : ""));
   return notices;
 }
 

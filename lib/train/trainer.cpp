@@ -563,7 +563,8 @@ void TrainingRun::resume() {
   load_checkpoint_state(checkpoint, dir);
   check_resumed_schedule(dir);
   // After the balance checks, whose messages say more about their case.
-  resume_notices_ = check_resume_changes(recipe_, checkpoint.recipe_yaml, dir, options_.allow_changed);
+  resume_notices_ = check_resume_changes(recipe_, checkpoint.recipe_yaml, dir,
+                                         {options_.allow_changed, options_.allow_data_change});
   if (chief_) {
     fmt::print("resumed from {} at step {} ({})\n", dir, step_, resume_from_->verification);
     for (const auto& notice : resume_notices_) fmt::print("notice: changed since the checkpoint: {}\n", notice);

@@ -16,6 +16,8 @@ struct TrainOptions {
   int64_t stop_at_step = 0;
   // Recipe keys whose change since the checkpoint breaks bit-exact resume but is wanted anyway.
   std::vector<std::string> allow_changed;
+  // Every such key at once (run.seed, the data source, its order and geometry).
+  bool allow_data_change = false;
   // Set up everything (data, mesh, the model materialised and sharded, the optimizer, a
   // checkpoint resumed), report the memory it took, and exit 0 without training or writing.
   bool setup_only = false;

@@ -152,15 +152,15 @@ printf 'name: alias\nmodel:\n  hidden_size: *width\n' > "$work/alias.yaml"
 expect_exit 2 "$work/alias.log" "$xtrain" validate "$work/alias.yaml"
 expect_line "$work/alias.log" "$work/alias.yaml:3:16: invalid YAML: the referenced anchor is not defined"
 expect_exit 0 "$work/changed.log" "$xtrain" train "${small[@]}" --set run.dir="$work/straight" --set train.steps=14 \
-  --set optim.lr=1e-3 --set run.seed=7
+  --set optim.lr=1e-3 --set run.seed=7 --allow-data-change
 expect_line "$work/changed.log" "notice: changed since the checkpoint: run.seed: 1234 -> 7"
 expect_line "$work/changed.log" "notice: changed since the checkpoint: optim.lr: 0.003 -> 0.001"
 expect_line "$work/changed.log" "notice: changed since the checkpoint: train.steps: 12 -> 14"
 expect_exit 2 "$work/geometry.log" "$xtrain" train "${small[@]}" --set run.dir="$work/straight" --set train.steps=16 \
-  --set train.global_batch_size=16
-expect_line "$work/geometry.log" "$work/straight/checkpoints/step-14: this run was trained with train.global_batch_size=8, the recipe says 16; that changes which samples the next steps read, so the run would not continue as it would have. Use the checkpoint's value, or pass --allow-changed train.global_batch_size to continue anyway"
+  --set train.global_batch_size=16 --set run.seed=7
+expect_line "$work/geometry.log" "$work/straight/checkpoints/step-14: the recipe changes which samples the next steps read since this checkpoint (train.global_batch_size: 8 -> 16), so the run would not continue as it would have. Use the checkpoint's value, or pass --allow-data-change (or --allow-changed KEY for one key) to continue anyway"
 expect_exit 0 "$work/allowed.log" "$xtrain" train "${small[@]}" --set run.dir="$work/straight" --set train.steps=16 \
-  --set train.global_batch_size=16 --allow-changed train.global_batch_size
+  --set train.global_batch_size=16 --set run.seed=7 --allow-changed train.global_batch_size
 expect_line "$work/allowed.log" "notice: changed since the checkpoint: train.global_batch_size: 8 -> 16"
 # A latest that points at itself: train and eval both fall back to the newest intact checkpoint.
 ln -sfn latest "$work/straight/checkpoints/latest"
@@ -168,7 +168,7 @@ expect_exit 0 "$work/loop-eval.log" "$xtrain" eval "${small[@]}" --set run.dir="
 grep -q "^warning: skipping damaged checkpoint $work/straight/checkpoints/latest: .*; evaluating $work/straight/checkpoints/step-16 instead$" "$work/loop-eval.log" ||
   { cat "$work/loop-eval.log"; fail "loop in eval"; }
 expect_exit 0 "$work/loop-train.log" "$xtrain" train "${small[@]}" --set run.dir="$work/straight" --set train.steps=17 \
-  --set train.global_batch_size=16
+  --set train.global_batch_size=16 --set run.seed=7
 grep -q "^warning: skipping damaged checkpoint $work/straight/checkpoints/latest: .*; resuming from $work/straight/checkpoints/step-16 instead$" "$work/loop-train.log" ||
   { cat "$work/loop-train.log"; fail "loop in train"; }
 # Out of memory (an address-space limit stands in for a small machine): the step, the peak and what
