@@ -8,14 +8,17 @@
 
 #include <fmt/format.h>
 
+#include "util/exit_codes.h"
 #include "util/input_error.h"
 
 namespace xtrain::train {
 
 namespace {
 volatile std::sig_atomic_t g_signal = 0;
+volatile std::sig_atomic_t g_stop_saved = 0;
 
 void on_signal(int signal_number) {
+  if (g_stop_saved != 0) _exit(kExitStopped);  // the checkpoint is complete: nothing is lost by leaving now
   if (g_signal != 0) {
     std::signal(signal_number, SIG_DFL);
     std::raise(signal_number);
@@ -47,6 +50,7 @@ void install_stop_signal_handlers(const std::vector<int>& signals) {
 }
 
 bool stop_requested() { return g_signal != 0; }
+void note_stop_checkpoint_saved() { g_stop_saved = 1; }
 int stop_signal_number() { return g_signal; }
 
 StopFile inspect_stop_file(const std::string& run_dir) {

@@ -2,8 +2,10 @@
 // scheduler's preemption, SLURM's --signal warning before a time limit, a lost terminal or ssh
 // session) or a file <run.dir>/STOP ask the run to stop. The trainer finishes the current step,
 // the ranks agree through the flag it all-reduces at every step boundary, every rank saves the
-// same step, and the process exits with kExitStopped (util/exit_codes.h). A second signal kills
-// at once.
+// same step, and the process exits with kExitStopped (util/exit_codes.h). A second signal before
+// that checkpoint is complete kills at once; after it, any stop signal exits kExitStopped at once
+// (a scheduler that signals a rank still leaving, as srun does when another rank has exited,
+// must still see a clean stop).
 //
 // STOP must be a regular file: it is removed when obeyed, so that the resumed run goes on.
 // Anything else in its place (a directory, a fifo, a symbolic link) could not be removed the
@@ -16,6 +18,8 @@ namespace xtrain::train {
 
 void install_stop_signal_handlers(const std::vector<int>& signals);
 bool stop_requested();
+// The stop's checkpoint is complete on every rank: from now a stop signal exits kExitStopped.
+void note_stop_checkpoint_saved();
 int stop_signal_number();
 
 enum class StopFile { none, regular, not_a_file };

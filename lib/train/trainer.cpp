@@ -54,8 +54,8 @@
 #include "train/metrics_log.h"
 #include "train/resume_check.h"
 #include "train/micro_batch_weight.h"
-#include "train/model_factory.h"
 #include "train/micro_batch_memory.h"
+#include "train/model_factory.h"
 #include "train/precision.h"
 #include "train/recipe_data.h"
 #include "train/non_finite_guard.h"
@@ -286,6 +286,7 @@ class TrainingRun {
  private:
   void check_layout();
   void load_data();
+  void check_micro_batch_memory() const;
   void build_model();
   void shard_model();
   void resume();
@@ -295,7 +296,6 @@ class TrainingRun {
   StepOutcome train_step();
   void zero_grad();
   MicroBatchLosses forward_backward(const data::MicroBatch& batch, int64_t index, int64_t count);
-  void check_micro_batch_memory() const;
   ChunkOutput run_chunk(int64_t chunk, const data::MicroBatch& batch, const torch::Tensor& input, double loss_weight,
                         double loss_factor);
   ChunkOutput forward_chunk(int64_t chunk, const data::MicroBatch& batch, int64_t index, int64_t count,
@@ -419,6 +419,7 @@ TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& optio
   store_ = std::make_unique<ckpt::CheckpointStore>(recipe_.run.dir, recipe_.checkpoint.keep);
   resume_from_ = checkpoint_to_resume(recipe_, *store_, chief_);
   build_model();
+  check_micro_batch_memory();
   mesh_ = parallel::build_mesh(world_, degrees_, recipe_.dist.timeout_s, backend, recipe_.dist.init_timeout_s);
   // Tensor-parallel rank 0 of the last pipeline stage, which computes the loss.
   data_share_ = mesh_->coordinate("tp") == 0 && mesh_->coordinate("pp") + 1 == mesh_->size("pp") ? 1.0 : 0.0;
@@ -428,7 +429,6 @@ TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& optio
   if (t_.dtype == "fp16") {
     optim::LossScalerOptions scaling;
     scaling.initial_scale = recipe_.precision.loss_scale_initial;
-  check_micro_batch_memory();
     scaling.growth_interval = recipe_.precision.loss_scale_growth_interval;
     loss_scaler_.emplace(scaling);
   }
@@ -463,15 +463,6 @@ void TrainingRun::check_layout() {
   last_step_ = options_.stop_at_step > 0 ? options_.stop_at_step : t_.steps;
 }
 
-void TrainingRun::load_data() {
-  tokenizer_ = data::make_tokenizer(recipe_.data.tokenizer);
-  train_data_ = load_recipe_dataset("data.train", recipe_.data.train, *tokenizer_, recipe_, recipe_.data.shuffle);
-  if (!recipe_.data.eval.empty())
-    eval_data_ = load_recipe_dataset("data.eval", recipe_.data.eval, *tokenizer_, recipe_, false);
-}
-
-// The model without parameter storage; shard_model() materialises what this rank keeps. A resumed
-// run starts from run.seed's init, which the checkpoint then overwrites.
 // Before any rank joins the others: a micro batch that cannot fit is bad input, not a crash.
 void TrainingRun::check_micro_batch_memory() const {
   const RankShape shape{degrees_.tp, degrees_.pp, data_ranks_, world_.local_size};
@@ -487,6 +478,15 @@ void TrainingRun::check_micro_batch_memory() const {
     throw InputError("train.micro_batch_size: " + *problem);
 }
 
+void TrainingRun::load_data() {
+  tokenizer_ = data::make_tokenizer(recipe_.data.tokenizer);
+  train_data_ = load_recipe_dataset("data.train", recipe_.data.train, *tokenizer_, recipe_, recipe_.data.shuffle);
+  if (!recipe_.data.eval.empty())
+    eval_data_ = load_recipe_dataset("data.eval", recipe_.data.eval, *tokenizer_, recipe_, false);
+}
+
+// The model without parameter storage; shard_model() materialises what this rank keeps. A resumed
+// run starts from run.seed's init, which the checkpoint then overwrites.
 void TrainingRun::build_model() {
   model_ = train::build_model(recipe_);
   model::place_unmaterialized(*model_, device_);
@@ -1036,6 +1036,7 @@ std::optional<int> TrainingRun::checkpoint_evaluate_or_stop() {
   if (!stopping) return std::nullopt;
   checkpoints_->finish();
   mesh_->group("world")->barrier();
+  note_stop_checkpoint_saved();
   if (stop_votes >= kRefusedStopFileVote)  // saved first: the steps so far are kept
     throw InputError(fmt::format("{} (stopped after saving step {})", not_a_stop_file_message(recipe_.run.dir), step_));
   if (chief_)
