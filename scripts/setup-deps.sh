@@ -16,6 +16,7 @@ packages=(
   libxxhash-dev  # checkpoint checksums (header-only use)
   clang libclang-rt-dev  # the fuzz targets: libFuzzer, ASan, UBSan (scripts/fuzz.sh)
   python3-venv
+  slurmctld slurmd slurm-client munge  # a one-node SLURM for the batch-script tests (scripts/slurm/local-cluster.sh)
 )
 missing=()
 for package in "${packages[@]}"; do
