@@ -15,19 +15,11 @@ set -euo pipefail
 xtrain=$1
 srcdir=$2
 source "$srcdir/tests/integration/lib/distributed.sh"
+source "$srcdir/tests/integration/lib/expect.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export TMPDIR=$work
 unset OMP_WAIT_POLICY
-fail() { echo "FAIL: $*" >&2; exit 1; }
-# expect_exit CODE LOG command...: runs the command with stdout and stderr in LOG.
-expect_exit() {
-  local code=$1 log=$2 status=0
-  shift 2
-  "$@" > "$log" 2>&1 || status=$?
-  [[ $status -eq $code ]] || { cat "$log"; fail "$* exited $status, expected $code"; }
-}
-expect_line() { grep -qxF -- "$2" "$1" || { cat "$1"; fail "no line '$2' in $1"; }; }
 write_recipe "$work/recipe.yaml" 12
 small=("$work/recipe.yaml" --set train.log_every=1)
 

@@ -12,13 +12,13 @@ set -euo pipefail
 xtrain=$1
 srcdir=$2
 source "$srcdir/tests/integration/lib/distributed.sh"
+source "$srcdir/tests/integration/lib/expect.sh"
 work=$(mktemp -d)
 chmod 755 "$work"  # the daemons run as the slurm and munge users
 cluster=$work/cluster
 trap 'bash "$srcdir/scripts/slurm/local-cluster.sh" stop "$cluster"; rm -rf "$work"' EXIT
 export TMPDIR=$work
 unset OMP_WAIT_POLICY
-fail() { echo "FAIL: $*" >&2; exit 1; }
 for tool in slurmctld slurmd munged sbatch; do
   command -v "$tool" > /dev/null || fail "$tool is missing: scripts/setup-deps.sh installs slurmctld, slurmd, slurm-client and munge"
 done

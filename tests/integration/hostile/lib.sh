@@ -5,19 +5,8 @@ xtrain=$1
 srcdir=$2
 work=$3
 source "$srcdir/tests/integration/lib/distributed.sh"
+source "$srcdir/tests/integration/lib/expect.sh"
 unset OMP_WAIT_POLICY
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# expect_exit CODE LOG command...: runs the command with stdout and stderr in LOG and checks its
-# exit code.
-expect_exit() {
-  local code=$1 log=$2 status=0
-  shift 2
-  "$@" > "$log" 2>&1 || status=$?
-  [[ $status -eq $code ]] || { cat "$log"; fail "$* exited $status, expected $code"; }
-}
-# expect_text LOG TEXT: LOG contains TEXT (a fixed string).
-expect_text() { grep -qF -- "$2" "$1" || { cat "$1"; fail "no '$2' in $1"; }; }
 
 # guard_neighbours DIR: records the hashes (and symlink targets) of everything under DIR;
 # check_neighbours DIR: fails naming what changed, appeared or vanished since.
