@@ -30,6 +30,7 @@
 #include "data/micro_batch.h"
 #include "data/tokenizer.h"
 #include "parallel/device_mesh.h"
+#include "parallel/placement.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/pipeline_stage.h"
 #include "parallel/tensor_parallel.h"
@@ -635,6 +636,11 @@ void TrainingRun::print_summary() const {
   }
   fmt::print("parallel: {}{}\n", mesh_->describe(),
              recipe_.parallel.sequence_parallel ? " with sequence parallelism" : "");
+  if (world_.size > world_.local_size) {  // more than one node: say where each group falls
+    fmt::print("{}\n", parallel::describe_placement(degrees_, world_.size, world_.local_size));
+    if (const auto warning = parallel::placement_warning(degrees_, world_.size, world_.local_size))
+      fmt::print(stderr, "warning: {}\n", *warning);
+  }
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   fmt::print("train: {} steps x {} sequences ({} per rank: {} micro batches of {}), {} tokens/step, dtype {}, {} "
              "threads (OpenMP wait {})\n",
