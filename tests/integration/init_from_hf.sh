@@ -67,7 +67,11 @@ for line in "family: qwen3" "head_dim: 8" "num_kv_heads: 2" "max_seq_len: 128" "
 done
 
 train fsdp2 2 --stop-at-step 2
-grep -q "model: initial weights from hf:$work/qwen3 ([0-9]* tensors), its shards on each rank" "$work/fsdp2.log"
+# A plain Hugging Face folder has no manifest: it loads unverified, and the log says so.
+grep -q "model: initial weights from hf:$work/qwen3 ([0-9]* tensors; no manifest: a plain Hugging Face folder (no trainer_state.json, optimizer or shard files), loaded unverified), its shards on each rank" "$work/fsdp2.log" || {
+  cat "$work/fsdp2.log"
+  exit 1
+}
 # Resumed: the checkpoint's weights, not the folder's again (its weight files are away meanwhile;
 # config.json and the tokenizer stay, as the recipe takes them from the folder).
 mkdir "$work/away" && mv "$work"/qwen3/*.safetensors "$work/away/"
