@@ -1,8 +1,17 @@
 #include "parallel/process_groups.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -168,12 +177,89 @@ class C10dComm : public Comm {
   std::chrono::milliseconds timeout_;
 };
 
-std::shared_ptr<::gloo::transport::Device> make_device(const World& world) {
-  if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME"))
-    return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
+// The local interface and address that the kernel's routing table picks to reach host:port. A
+// UDP socket's connect() only looks up the route and sends nothing; getsockname() then gives the
+// source address, and getifaddrs() the interface holding it. nullopt when nothing routes there.
+struct Route {
+  std::string interface, address;
+};
+
+bool same_address(const sockaddr* a, const sockaddr* b) {
+  if (a->sa_family != b->sa_family) return false;
+  if (a->sa_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in*>(b)->sin_addr.s_addr;
+  if (a->sa_family == AF_INET6)
+    return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6*>(b)->sin6_addr, sizeof(in6_addr)) == 0;
+  return false;
+}
+
+std::optional<Route> route_to(const std::string& host, int64_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return std::nullopt;
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses(found, freeaddrinfo);
+  ifaddrs* interfaces = nullptr;
+  if (getifaddrs(&interfaces) != 0) return std::nullopt;
+  std::unique_ptr<ifaddrs, decltype(&freeifaddrs)> interface_list(interfaces, freeifaddrs);
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t length = sizeof local;
+    const bool routed =
+        connect(fd, a->ai_addr, a->ai_addrlen) == 0 && getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0;
+    close(fd);
+    if (!routed) continue;
+    char address[NI_MAXHOST];
+    if (getnameinfo(reinterpret_cast<sockaddr*>(&local), length, address, sizeof address, nullptr, 0, NI_NUMERICHOST) != 0)
+      continue;
+    for (const ifaddrs* i = interfaces; i != nullptr; i = i->ifa_next)
+      if (i->ifa_addr != nullptr && same_address(i->ifa_addr, reinterpret_cast<sockaddr*>(&local)))
+        return Route{i->ifa_name, address};
+  }
+  return std::nullopt;
+}
+
+struct GlooDevice {
+  std::shared_ptr<::gloo::transport::Device> device;
+  std::string description;  // for the start-up log: which interface and why
+};
+
+// The interface Gloo's connections use: GLOO_SOCKET_IFNAME as torch reads it (the first of a
+// comma-separated list), else NCCL_SOCKET_IFNAME, so that one setting serves a job whichever
+// backend it takes (NCCL's "=eth0" exact-match form is accepted; its "^docker" exclusions name
+// no interface and are passed over). Otherwise the route to
+// MASTER_ADDR: the ranks must reach each other the way they reach the master, and the host name's
+// address (c10d's default) is often loopback or unresolvable on cluster nodes and in containers,
+// which makes the other nodes' connections fail.
+GlooDevice make_device(const World& world) {
+  for (const char* variable : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
+    const char* value = std::getenv(variable);
+    if (value == nullptr || *value == '\0' || *value == '^') continue;
+    std::string interface = value;
+    interface = interface.substr(interface.front() == '=' ? 1 : 0);
+    interface = interface.substr(0, interface.find(','));  // one device: the first of a list
+    try {
+      return {c10d::ProcessGroupGloo::createDeviceForInterface(interface),
+              fmt::format("interface {}, from {}", interface, variable)};
+    } catch (const std::exception& e) {
+      collective_failed(fmt::format("{}={}: Gloo cannot use interface {}: {}", variable, value, interface,
+                                    first_line(e.what())));
+    }
+  }
   // Every rank on one host: loopback needs no name resolution, which containers often lack.
-  if (world.size == world.local_size) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
-  return c10d::ProcessGroupGloo::createDefaultDevice();
+  if (world.size == world.local_size)
+    return {c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"), "interface lo (127.0.0.1), one host"};
+  if (const auto route = route_to(world.master_addr, world.master_port))
+    return {c10d::ProcessGroupGloo::createDeviceForHostname(route->address),
+            fmt::format("interface {} ({}), the route to MASTER_ADDR {}", route->interface, route->address,
+                        world.master_addr)};
+  return {c10d::ProcessGroupGloo::createDefaultDevice(),
+          fmt::format("the address of this host's name (no route to MASTER_ADDR {} found)", world.master_addr)};
 }
 
 }  // namespace
@@ -183,6 +269,7 @@ struct ProcessGroups::State {
   std::chrono::milliseconds timeout;
   c10::intrusive_ptr<c10d::Store> store;
   std::shared_ptr<::gloo::transport::Device> device;
+  std::string network;
   CommBackend backend = CommBackend::gloo;
 };
 
@@ -220,10 +307,16 @@ ProcessGroups::ProcessGroups(const World& world, std::chrono::milliseconds timeo
   // Ranks start at different moments (the launcher, loading the data): making a group may take
   // longer than one collective is allowed to.
   state_->store->setTimeout(std::max(timeout, join_timeout));
-  if (backend == CommBackend::gloo) state_->device = make_device(world);
+  if (backend == CommBackend::gloo) {
+    auto gloo = make_device(world);
+    state_->device = std::move(gloo.device);
+    state_->network = "Gloo on " + gloo.description;
+  }
 }
 
 c10::intrusive_ptr<c10d::Store> ProcessGroups::store() const { return state_->store; }
+
+const std::string& ProcessGroups::network() const { return state_->network; }
 
 void ProcessGroups::wait_for_every_rank(std::chrono::milliseconds join_timeout) {
   const World& world = state_->world;

@@ -37,6 +37,11 @@ class ProcessGroups {
   std::shared_ptr<Comm> make_group(const std::string& name, const std::vector<int64_t>& ranks);
   // The job's store, for the watchdog's heartbeats.
   c10::intrusive_ptr<c10d::Store> store() const;
+  // Which network Gloo's connections use and why, for the start-up log: "Gloo on interface
+  // veth0 (192.0.2.1), the route to MASTER_ADDR 192.0.2.1". GLOO_SOCKET_IFNAME (else
+  // NCCL_SOCKET_IFNAME) names the interface; without either, the route to MASTER_ADDR picks it.
+  // Empty with NCCL, which picks its own.
+  const std::string& network() const;
 
  private:
   void wait_for_every_rank(std::chrono::milliseconds join_timeout);

@@ -640,6 +640,10 @@ void TrainingRun::print_summary() const {
     fmt::print("{}\n", parallel::describe_placement(degrees_, world_.size, world_.local_size));
     if (const auto warning = parallel::placement_warning(degrees_, world_.size, world_.local_size))
       fmt::print(stderr, "warning: {}\n", *warning);
+    // Which interface carries the traffic between nodes: a wrong pick (a management network,
+    // loopback) shows here rather than as a hang or a slow step.
+    if (const auto* groups = mesh_->process_groups(); groups != nullptr && !groups->network().empty())
+      fmt::print("network: {}\n", groups->network());
   }
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   fmt::print("train: {} steps x {} sequences ({} per rank: {} micro batches of {}), {} tokens/step, dtype {}, {} "
