@@ -2,10 +2,12 @@
 # Other machines, simulated on this one. MKL and ATen pick their kernels by CPU, and the thread
 # count changes the order of reductions, so a user's machine rounds differently from ours. The
 # golden tests against transformers (two families, dense and mixture of experts) and the in-process
-# layout-parity tests run once per setting below, each on its own:
-#   - MKL_ENABLE_INSTRUCTIONS=SSE4_2, and AVX2 where the CPU has AVX-512;
-#   - ATEN_CPU_CAPABILITY=default, and avx2 where the CPU has AVX-512;
-#   - OMP_NUM_THREADS=1 (the baseline runs 2).
+# layout-parity tests run once per machine simulated below:
+#   - an AVX2 machine (the AMD EPYC kind): MKL_ENABLE_INSTRUCTIONS=AVX2 and ATEN_CPU_CAPABILITY=avx2,
+#     where the CPU has AVX-512 (elsewhere that is the baseline);
+#   - an old machine: MKL_ENABLE_INSTRUCTIONS=SSE4_2 and ATEN_CPU_CAPABILITY=default;
+#   - one thread (OMP_NUM_THREADS=1; the baseline runs 2).
+# XTRAIN_KERNEL_VARIANTS=each runs each of the five settings alone instead (the README's table).
 # The machine's own best paths are the baseline. Every variant must pass, and must move at least
 # one figure of the golden report from the baseline's: a setting that moves nothing did not reach
 # the kernels, and the run fails saying so. Prints one row per variant.
@@ -18,12 +20,16 @@ export TMPDIR=$work XTRAIN_GOLDEN_FAMILIES=qwen3,qwen3_moe
 golden_filter="[golden]~[bert]~[llava]"
 parity_filter="[parallel],[fsdp],[tp]"
 
-variants=("MKL_ENABLE_INSTRUCTIONS=SSE4_2" "ATEN_CPU_CAPABILITY=default" "OMP_NUM_THREADS=1")
+variants=("MKL_ENABLE_INSTRUCTIONS=SSE4_2 ATEN_CPU_CAPABILITY=default" "OMP_NUM_THREADS=1")
 if grep -qw avx512f /proc/cpuinfo; then
-  variants+=("MKL_ENABLE_INSTRUCTIONS=AVX2" "ATEN_CPU_CAPABILITY=avx2")
+  variants=("MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2" "${variants[@]}")
+fi
+if [[ ${XTRAIN_KERNEL_VARIANTS:-} == each ]]; then  # every setting on its own, for the README's table
+  variants=("MKL_ENABLE_INSTRUCTIONS=SSE4_2" "ATEN_CPU_CAPABILITY=default" "OMP_NUM_THREADS=1")
+  grep -qw avx512f /proc/cpuinfo && variants+=("MKL_ENABLE_INSTRUCTIONS=AVX2" "ATEN_CPU_CAPABILITY=avx2")
 fi
 
-# run NAME [VAR=VALUE]: the golden and parity tests under one setting; the golden report's lines
+# run NAME [VAR=VALUE...]: the golden and parity tests under one setting; the golden report's lines
 # (the figures, without the per-run scratch paths) go to $work/NAME.figures.
 run() {
   local name=$1
@@ -48,15 +54,16 @@ row() {
     awk '{gsub("%", ""); if ($3 > m) m = $3; if ($6 > r) r = $6} END {printf "%3d%% max, %3d%% rms", m, r}')
   gradients=$(grep -o 'gradients [0-9.e+-]*' "$figures" | awk '{if ($2 > g) g = $2} END {printf "%.2e", g}')
   parity=$(grep -o 'All tests passed ([0-9]* assertions in [0-9]* test cases)' "$work/$1.parity")
-  printf '%-32s | %-20s | %-9s | %-8s | %s\n' "$2" "$shares" "$gradients" "$(grep -c . "$figures")" "$parity"
+  printf '%-52s | %-20s | %-9s | %-8s | %s\n' "$2" "$shares" "$gradients" "$(grep -c . "$figures")" "$parity"
 }
 
-printf '%-32s | %-20s | %-9s | %-8s | %s\n' "setting" "weights: tolerance" "gradients" "figures" "layout parity"
+printf '%-52s | %-20s | %-9s | %-8s | %s\n' "setting" "weights: tolerance" "gradients" "figures" "layout parity"
 run baseline
 row baseline "baseline (machine's own, 2 threads)"
 for variant in "${variants[@]}"; do
-  name=${variant//[=_]/-}
-  run "$name" "$variant"
+  name=${variant//[= _]/-}
+  read -ra settings <<< "$variant"
+  run "$name" "${settings[@]}"
   row "$name" "$variant"
   if cmp -s "$work/baseline.figures" "$work/$name.figures"; then
     echo "kernel_variants: $variant moved no figure of the golden report; the setting did not reach the kernels" >&2

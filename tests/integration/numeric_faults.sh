@@ -68,9 +68,11 @@ fault_caught_by_parity skip_reduce_scatter "skip_reduce_scatter:model.layers.0" 
 fault_caught_by_parity grad_divisor "grad_divisor:1" "FSDP 2"
 fault_caught_by_parity drop_micro_batch "drop_micro_batch:1" "FSDP 2"
 
-# The golden test passes without the fault (ctest runs it too) and fails on a tolerance with it.
-"$unit_tests" "[golden]" > "$work/golden.log" 2>&1 || { cat "$work/golden.log"; exit 1; }
-if XTRAIN_NUMERIC_FAULT=rope_shift "$unit_tests" "[golden]" > "$work/golden_rope.log" 2>&1; then
+# The golden test passes without the fault and fails on a tolerance with it. rope_shift moves every
+# family's logits alike, so llama's case shows it (ctest runs every family without the fault).
+export XTRAIN_GOLDEN_FAMILIES=llama
+"$unit_tests" "[golden]~[bert]~[llava]" > "$work/golden.log" 2>&1 || { cat "$work/golden.log"; exit 1; }
+if XTRAIN_NUMERIC_FAULT=rope_shift "$unit_tests" "[golden]~[bert]~[llava]" > "$work/golden_rope.log" 2>&1; then
   cat "$work/golden_rope.log"
   echo "numeric_faults: rope_shift was not caught by the golden test" >&2
   exit 1
