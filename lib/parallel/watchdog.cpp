@@ -27,35 +27,24 @@ std::string beat_key(const World& world, int64_t rank) {
 // watchdog's calls expect that (the store's host died) and report it in one line, so c10's
 // warnings are raised to errors while one is in flight. The level is process-wide: a warning
 // from another thread in that window (a store round trip) would be lost too.
+std::mutex quiet_mutex;
+int quiet_depth = 0, saved_log_level = 0;
+
 class QuietC10Warnings {
  public:
   QuietC10Warnings() {
-    std::lock_guard<std::mutex> lock(mutex());
-    if (depth()++ == 0) {
-      saved() = FLAGS_caffe2_log_level;
-      FLAGS_caffe2_log_level = std::max(saved(), 2);  // 2: ERROR
+    std::lock_guard<std::mutex> lock(quiet_mutex);
+    if (quiet_depth++ == 0) {
+      saved_log_level = FLAGS_caffe2_log_level;
+      FLAGS_caffe2_log_level = std::max(saved_log_level, 2);  // 2: ERROR
     }
   }
   ~QuietC10Warnings() {
-    std::lock_guard<std::mutex> lock(mutex());
-    if (--depth() == 0) FLAGS_caffe2_log_level = saved();
+    std::lock_guard<std::mutex> lock(quiet_mutex);
+    if (--quiet_depth == 0) FLAGS_caffe2_log_level = saved_log_level;
   }
   QuietC10Warnings(const QuietC10Warnings&) = delete;
   QuietC10Warnings& operator=(const QuietC10Warnings&) = delete;
-
- private:
-  static std::mutex& mutex() {
-    static std::mutex m;
-    return m;
-  }
-  static int& depth() {
-    static int d = 0;
-    return d;
-  }
-  static int& saved() {
-    static int level = 0;
-    return level;
-  }
 };
 
 }  // namespace

@@ -1,9 +1,7 @@
 #include "train/metrics_log.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -13,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "util/input_error.h"
+#include "util/posix_file.h"
 
 namespace xtrain::train {
 
@@ -49,14 +47,10 @@ MetricsLog::MetricsLog(const std::string& path, int64_t resume_step) {
     }
   }
   // Never through a link: metrics.jsonl planted as a link to another file would truncate that file.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0 && errno == ELOOP)
-    throw InputError(fmt::format("cannot write {}: it is a symbolic link, and xtrain does not write through links; "
-                                 "remove the link",
-                                 path));
-  if (fd >= 0) file_ = ::fdopen(fd, "w");
+  const int fd = util::OutputFile::create(path).release();
+  file_ = ::fdopen(fd, "w");
   if (!file_) {
-    if (fd >= 0) ::close(fd);
+    ::close(fd);
     throw std::runtime_error(fmt::format("cannot write {}", path));
   }
   for (const auto& line : kept) std::fprintf(file_, "%s\n", line.c_str());

@@ -41,6 +41,12 @@ class OutputFile {
   void write(const void* data, size_t size);
   void sync();
   void close();
+  // Hands the descriptor over (to fdopen, say): the caller closes it.
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
 
  private:
   OutputFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
