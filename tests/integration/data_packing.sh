@@ -76,6 +76,6 @@ grep -q "this run balanced its data with train.global_batch_size 4, data.balance
   "$work/refused.log"
 
 # The balance report of the same recipe: balancing lowers the costliest rank's share for every
-# rank count (the 1.05 goal on a large corpus is the unit test's and scripts/bench-balance.sh's).
+# rank count (the 1.05 goal on a large corpus is the unit test's and scripts/bench/balance.sh's).
 "$xtrain" data balance "$work/recipe.yaml" --set data.balance_window=8 --ranks 2,4 --steps 32 | tee "$work/balance.txt"
 awk -F'|' '/^\| [0-9]/ { if ($5 + 0 >= $3 + 0) exit 1; n++ } END { exit n == 2 ? 0 : 1 }' "$work/balance.txt"

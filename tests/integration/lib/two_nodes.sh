@@ -3,7 +3,7 @@
 # which is never routed) exist only inside the namespaces, and neither namespace has a route
 # anywhere else, so no traffic leaves them. Everything crossing between the nodes shows in the
 # veth's counters. Needs root and iproute2's `ip`. Used by tests/integration/two_nodes.sh and
-# scripts/bench-two-nodes.sh; both source tests/integration/lib/distributed.sh first (free_port
+# scripts/bench/two-nodes.sh; both source tests/integration/lib/distributed.sh first (free_port
 # is not needed: each namespace has its own ports).
 
 node_addr=(192.0.2.1 192.0.2.2)

@@ -12,7 +12,7 @@
 #  - step time (median of steps 2..LONG) at full speed and with the link throttled by tc
 #    (netem rate + delay where the kernel has netem, else tbf: the rate alone).
 # Needs root and iproute2 (ip, tc).
-#   scripts/bench-two-nodes.sh [--rate 200mbit] [--delay 1ms] [--short 2] [--long 6]
+#   scripts/bench/two-nodes.sh [--rate 200mbit] [--delay 1ms] [--short 2] [--long 6]
 #
 # Expected bytes. P = parameter bytes (fp32); a block is one shard unit, the embeddings one and the
 # final norm + output projection one. Per step FSDP all-gathers every unit before its forward and
@@ -37,7 +37,7 @@
 # Not counted: TCP/IP headers and acknowledgements, Gloo's message headers, the per-step
 # all-reduces of the loss and gradient norm (a few floats), heartbeats to the store on node 0.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 srcdir=$PWD
 rate=200mbit delay=1ms short=2 long=6
 while (($#)); do

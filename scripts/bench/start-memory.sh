@@ -11,15 +11,15 @@
 # The bound checked: peak <= 1.1 x (whole state / 4) + the units in flight (gathered parameters
 # and full gradients, the trainer's own count) + the runtime that a process without a model
 # already takes (measured with the demo recipe).
-#   scripts/bench-start-memory.sh
+#   scripts/bench/start-memory.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/lib/bench.sh
 recipe=recipes/llama-3.2-1b-shape.yaml
 needed_kib=$((40 * 1024 * 1024))
 have_kib=$(awk '/^(MemTotal|SwapTotal):/ { sum += $2 } END { print sum }' /proc/meminfo)
 if ((have_kib < needed_kib)); then
-  echo "bench-start-memory: a training step of four 1.24B ranks needs 40 GiB of memory and swap; this machine" \
+  echo "scripts/bench/start-memory.sh: a training step of four 1.24B ranks needs 40 GiB of memory and swap; this machine" \
     "has $((have_kib / 1024 / 1024)) GiB. Add swap, e.g. as root: fallocate -l 24G /swapfile && chmod 600 /swapfile" \
     "&& mkswap /swapfile && swapon /swapfile" >&2
   exit 2

@@ -9,12 +9,12 @@
 # engines run in alternating rounds and medians are reported, because these machines are noisy.
 # torch.compile's cache lives in the run's scratch folder: round 1 compiles from scratch, later
 # rounds reuse what it compiled, and both times are shown.
-#   scripts/bench-cpu.sh [--threads N] [--dtype fp32|bf16|both] [--steps N] [--rounds N]
+#   scripts/bench/cpu.sh [--threads N] [--dtype fp32|bf16|both] [--steps N] [--rounds N]
 #                        [--attn sdpa|eager]
 # --attn is the transformers attention implementation (default sdpa, transformers' own default).
 # Python comes from $XTRAIN_PYTHON, else the project's .venv.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 threads=$(nproc)
 dtype=fp32
 steps=10

@@ -6,9 +6,9 @@
 # all-to-alls, in forward (moe.all_to_all_wait_s: the counts, and the rows both ways) and in
 # backward (moe.all_to_all_backward_wait_s: the rows' gradients both ways), as ratios against
 # N = 1 measured in the same invocation.
-#   scripts/bench-moe.sh
+#   scripts/bench/moe.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/lib/bench.sh
 
 for parts in 1 2; do

@@ -7,9 +7,9 @@
 # recipes/bench-packed.yaml (4 layers, hidden 128) on the same data as 2 ranks, 12 steps of 8 x 2048 tokens,
 # without balancing and with windows of 4 steps, in alternating rounds, and prints what the ranks
 # measured: the busiest rank's compute time over the mean (metrics.jsonl busy_s_max / busy_s_mean).
-#   scripts/bench-balance.sh [--window N] [--steps N] [--seq-len N] [--global-batch N] [--rounds N]
+#   scripts/bench/balance.sh [--window N] [--steps N] [--seq-len N] [--global-batch N] [--rounds N]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 window=16
 steps=64
 seq_len=2048

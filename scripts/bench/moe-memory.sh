@@ -7,9 +7,9 @@
 # over 4/ep ranks. Replicated (DDP 4), ep 1 keeps every expert on every rank; sharded (FSDP 4)
 # the state is a quarter either way, but ep 1 gathers each layer's experts whole.
 # Each run trains 2 steps; the figures are rank 0's, from its log and metrics.jsonl.
-#   scripts/bench-moe-memory.sh
+#   scripts/bench/moe-memory.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/lib/bench.sh
 
 for layout in ddp fsdp; do

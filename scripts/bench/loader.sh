@@ -5,9 +5,9 @@
 # largest share they ever are. Prints the loader thread's time to read a step (metrics.jsonl
 # data_read_s) and the training loop's time waiting on it (data_wait_s) against the step time,
 # for 1 process and for 2 ranks (FSDP 2).
-#   scripts/bench-loader.sh [--steps N]
+#   scripts/bench/loader.sh [--steps N]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 steps=12
 while (($#)); do
   case $1 in

@@ -5,9 +5,9 @@
 # figure is the max/mean expert load of the worst layer of each step (moe.worst_load_ratio in
 # metrics.jsonl; 1 is perfect balance, 4 = E/k means two experts take every token), averaged over
 # all steps and over the last 50, beside the final training and evaluation losses.
-#   scripts/bench-moe-balance.sh
+#   scripts/bench/moe-balance.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/lib/bench.sh
 
 run() {

@@ -11,9 +11,9 @@
 # --seqs picks the lengths (4096, 16384 and 65536; 65536 runs with one head) and --dtypes the
 # dtypes of the sdpa and blockwise variants (fp32, bf16; bf16 only where the CPU has native
 # bf16, or it takes hours).
-#   scripts/bench-attention.sh [--budget-gib N] [--threads N] [--seqs "4096 16384"] [--dtypes "fp32 bf16"]
+#   scripts/bench/attention.sh [--budget-gib N] [--threads N] [--seqs "4096 16384"] [--dtypes "fp32 bf16"]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 build=${BUILD_DIR:-build}
 budget_gib=8
 threads=$(nproc)

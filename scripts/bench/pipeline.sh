@@ -7,9 +7,9 @@
 #           (p-1)/(vm+p-1);
 #   memory: with m = 8 and 512-token sequences, the most micro batches each stage holds at once
 #           (pp.in_flight_by_stage) and its peak resident memory, under gpipe and 1f1b.
-#   scripts/bench-pipeline.sh
+#   scripts/bench/pipeline.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/lib/bench.sh
 
 cat > "$work/recipe.yaml" <<YAML

@@ -6,9 +6,9 @@
 #     on the same global batch, in alternating rounds, and the seconds per step each FSDP rank
 #     spent blocked on collectives (communication that did not overlap compute).
 # Step 1 is a warm-up and left out of the rates.
-#   scripts/bench-distributed.sh [--rounds N]
+#   scripts/bench/distributed.sh [--rounds N]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 rounds=2
 while (($#)); do
   case $1 in

@@ -6,9 +6,9 @@
 # tensor), the peak at 65,536 tokens is extrapolated from those two points. --full also runs
 # the recipe itself at 65,536 tokens (two steps; tens of minutes on 2 cores) so the
 # extrapolation can be checked against a measurement.
-#   scripts/bench-long-context.sh [--full]
+#   scripts/bench/long-context.sh [--full]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 full=0
 while (($#)); do
   case $1 in

@@ -5,9 +5,9 @@
 # against the same 12 steps without periodic saves, in alternating rounds. The cost of a save is
 # the time it added to steps 2-11 (the steps' own time plus the time the saves held them up,
 # less the run without saves) divided by the 3 saves; the final save at step 12 is left out.
-#   scripts/bench-checkpoint.sh [--rounds N]
+#   scripts/bench/checkpoint.sh [--rounds N]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 rounds=2
 while (($#)); do
   case $1 in

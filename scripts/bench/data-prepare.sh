@@ -5,9 +5,9 @@
 # SentencePiece model (trained here) and the same number of workers, in alternating rounds in
 # one invocation. Prints tokens/s of both and their ratio (medians), and checks that the two
 # datasets are byte-identical.
-#   scripts/bench-data-prepare.sh [--workers N] [--size MB] [--rounds N] [--model-type unigram|bpe] [--vocab N]
+#   scripts/bench/data-prepare.sh [--workers N] [--size MB] [--rounds N] [--model-type unigram|bpe] [--vocab N]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 workers=$(nproc)
 size_mb=32
 rounds=3

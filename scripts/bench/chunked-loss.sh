@@ -3,9 +3,9 @@
 # chunked logits (memory::chunked_cross_entropy), each in its own process so that each peak RSS
 # belongs to one variant, and prints both peaks, times and the peak ratio (full / chunked).
 # Defaults: 8192 tokens x vocab 131072 x hidden 1024, fp32; the full variant needs ~12 GiB.
-#   scripts/bench-chunked-loss.sh [--build DIR] [any bench_chunked_loss option, e.g. --vocab 32768]
+#   scripts/bench/chunked-loss.sh [--build DIR] [any bench_chunked_loss option, e.g. --vocab 32768]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 build=build
 args=()
 while (($#)); do
