@@ -7,7 +7,7 @@
 #     where the CPU has AVX-512 (elsewhere that is the baseline);
 #   - an old machine: MKL_ENABLE_INSTRUCTIONS=SSE4_2 and ATEN_CPU_CAPABILITY=default;
 #   - one thread (OMP_NUM_THREADS=1; the baseline runs 2).
-# XTRAIN_KERNEL_VARIANTS=each runs each of the five settings alone instead (the README's table).
+# XTRAIN_KERNEL_VARIANTS=each runs each of the five settings alone instead (the table in docs/results.md).
 # The machine's own best paths are the baseline. Every variant must pass, and must move at least
 # one figure of the golden report from the baseline's: a setting that moves nothing did not reach
 # the kernels, and the run fails saying so. Prints one row per variant.
@@ -24,7 +24,7 @@ variants=("MKL_ENABLE_INSTRUCTIONS=SSE4_2 ATEN_CPU_CAPABILITY=default" "OMP_NUM_
 if grep -qw avx512f /proc/cpuinfo; then
   variants=("MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2" "${variants[@]}")
 fi
-if [[ ${XTRAIN_KERNEL_VARIANTS:-} == each ]]; then  # every setting on its own, for the README's table
+if [[ ${XTRAIN_KERNEL_VARIANTS:-} == each ]]; then  # every setting on its own, for the table in docs/results.md
   variants=("MKL_ENABLE_INSTRUCTIONS=SSE4_2" "ATEN_CPU_CAPABILITY=default" "OMP_NUM_THREADS=1")
   grep -qw avx512f /proc/cpuinfo && variants+=("MKL_ENABLE_INSTRUCTIONS=AVX2" "ATEN_CPU_CAPABILITY=avx2")
 fi
