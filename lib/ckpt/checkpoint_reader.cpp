@@ -53,8 +53,8 @@ CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
     if (file.rfind("shard-", 0) == 0 && entry.path().extension() == ".safetensors") shard_files.push_back(file);
   }
   std::sort(shard_files.begin(), shard_files.end());
-  sharded_ = !shard_files.empty();
-  if (sharded_) {
+  in_shards_ = !shard_files.empty();
+  if (in_shards_) {
     for (const auto& file : shard_files) {
       const std::string path = dir_ + "/" + file;
       auto loaded = load_safetensors(path);

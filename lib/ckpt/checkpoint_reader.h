@@ -25,7 +25,7 @@ class CheckpointReader {
   explicit CheckpointReader(std::string dir);
 
   const std::string& dir() const { return dir_; }
-  bool sharded() const { return sharded_; }
+  bool sharded() const { return in_shards_; }
   // Parameter names in the model file(s), sorted.
   std::vector<std::string> names() const;
   std::vector<int64_t> shape(const std::string& name) const;
@@ -49,7 +49,7 @@ class CheckpointReader {
   void add_piece(const std::string& kind, const std::string& name, Piece piece, const std::string& file);
 
   std::string dir_;
-  bool sharded_ = false;
+  bool in_shards_ = false;
   int64_t optimizer_step_ = 0;
   std::map<std::string, std::vector<int64_t>> shapes_;
   std::map<std::string, std::vector<Piece>> pieces_;  // by "<kind>/<name>"

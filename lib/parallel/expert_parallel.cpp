@@ -14,7 +14,8 @@ ExchangeWait expert_exchange_wait() {
   return {ExpertDispatcher::forward_wait_seconds(), ExpertDispatcher::backward_wait_seconds()};
 }
 
-model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh& mesh, int64_t micro_batches) {
+model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh& mesh, model::ShardPlan plan,
+                                       int64_t micro_batches) {
   std::map<std::string, model::Placement> placements;
   for (const auto& item : model.named_modules()) {
     auto* block = item.value()->as<model::MoeBlockImpl>();
@@ -33,18 +34,24 @@ model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh&
     }
     shard_experts(*block, dispatcher);
   }
-  auto plan = model.shard_plan();
   for (auto& block : plan.blocks) {
     model::ShardPlan::Unit dense = block.front(), experts{block.front().name + ".experts", {}, "edp", "self", {}};
     dense.parameters.clear();
+    dense.placements.clear();
     for (auto& [name, tensor] : block.front().parameters) {
       const auto placed = placements.find(name);
+      const auto earlier = block.front().placements.find(name);
       if (placed == placements.end()) {
         dense.parameters.emplace_back(name, tensor);
-      } else {
-        experts.parameters.emplace_back(name, tensor);
-        experts.placements.insert(*placed);
+        if (earlier != block.front().placements.end()) dense.placements.insert(*earlier);
+        continue;
       }
+      // A placement places a part in the whole tensor, not a part of a part: experts that tensor
+      // parallelism has placed (sliced or copied over tp) cannot split over ep as well.
+      if (earlier != block.front().placements.end())
+        throw std::invalid_argument(name + ": experts under tensor parallelism cannot also split over parallel.ep");
+      experts.parameters.emplace_back(name, tensor);
+      experts.placements.insert(*placed);
     }
     if (experts.parameters.empty()) continue;
     block = {std::move(dense), std::move(experts)};

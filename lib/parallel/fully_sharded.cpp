@@ -38,7 +38,7 @@ class BlockUnits {
 
 FullyShardedModel::FullyShardedModel(std::shared_ptr<model::CausalLM> model, DeviceMesh mesh, bool reshard_after_forward,
                                      const model::ParameterSource& source, std::optional<model::ShardPlan> given_plan)
-    : model_(std::move(model)),
+    : ParallelModel(std::move(model)),
       mesh_(std::move(mesh)),
       reshard_after_forward_(reshard_after_forward) {
   auto plan = given_plan ? std::move(*given_plan) : model_->shard_plan();
@@ -130,7 +130,7 @@ std::vector<ParameterShard*> FullyShardedModel::parameters() {
   return all;
 }
 
-void FullyShardedModel::begin_micro_batch(bool last) {
+void FullyShardedModel::begin_units(bool last) {
   last_micro_batch_ = last;
   if (head_gathered_for_whole_pass()) {
     head_->wait_gather();
@@ -190,7 +190,7 @@ void FullyShardedModel::after_block_backward(int64_t layer) {
   blocks_[layer]->reshard();
 }
 
-void FullyShardedModel::end_micro_batch() {
+void FullyShardedModel::end_units() {
   if (head_gathered_for_whole_pass()) {
     head_->start_reduce(last_micro_batch_);
     // Backward is done with the table's values: they go while its gradient reduces, unless the

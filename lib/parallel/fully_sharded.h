@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "parallel/device_mesh.h"
+#include "parallel/parallel_model.h"
 #include "parallel/shard_unit.h"
 #include "model/causal_lm.h"
 
@@ -33,35 +34,32 @@ namespace xtrain::parallel {
 
 class BlockUnits;  // a block's units, gathered and reduced together
 
-class FullyShardedModel {
+class FullyShardedModel final : public ParallelModel {
  public:
   // With a source, the model's parameters may be unmaterialised: each unit fills its shard from
   // it, and no rank ever holds a whole parameter it does not keep. The plan is the model's own
   // unless given (expert parallelism splits each MoE block's units, parallel/expert_parallel.h).
   FullyShardedModel(std::shared_ptr<model::CausalLM> model, DeviceMesh mesh, bool reshard_after_forward,
                     const model::ParameterSource& source = {}, std::optional<model::ShardPlan> plan = std::nullopt);
-  ~FullyShardedModel();
+  ~FullyShardedModel() override;
 
-  std::vector<ParameterShard*> parameters();
+  std::vector<ParameterShard*> parameters() override;
+  std::string weights_per_rank() const override { return "its shards"; }
+  int64_t checkpoint_shards() const override { return mesh_.size("fsdp"); }
   const DeviceMesh& mesh() const { return mesh_; }
 
-  // Whether the head's gradient buffers hold zeros from before each micro batch's loss until
-  // its backward reaches them (memory::WeightGrad::into_fresh_grad): they do when sharded.
-  bool fresh_head_gradients() const { return head_->sharded(); }
+  // The head's gradient buffers are fresh when sharded.
+  bool fresh_head_gradients() const override { return head_->sharded(); }
 
-  void begin_micro_batch(bool last);
-  void end_micro_batch();
-  void zero_grad();
-  // The global gradient norm (over all shards) before clipping; clips to max_norm when > 0.
-  double clip_grad_norm(double max_norm);
+  void zero_grad() override;
+  double clip_grad_norm(double max_norm) override;
 
   // Forward passes outside training (evaluation): keeps the head gathered until end_inference().
-  void begin_inference();
-  void end_inference();
+  void begin_inference() override;
+  void end_inference() override;
 
-  // Bytes of parameters, gradients and gathered buffers held now, and the most held at once.
-  int64_t resident_bytes() const;
-  int64_t peak_resident_bytes() const { return peak_bytes_; }
+  int64_t resident_bytes() const override;
+  int64_t peak_resident_bytes() const override { return peak_bytes_; }
 
   // Hooks for the block runner.
   void before_block_forward(int64_t layer);
@@ -70,6 +68,8 @@ class FullyShardedModel {
   void after_block_backward(int64_t layer);
 
  private:
+  void begin_units(bool last) override;
+  void end_units() override;
   void note_peak();
   // XTRAIN_NUMERIC_FAULT skip_reduce_scatter names one of units().
   void check_numeric_fault_unit() const;
@@ -79,7 +79,6 @@ class FullyShardedModel {
   // the head's gather and release on.
   bool head_gathered_for_whole_pass() const;
 
-  std::shared_ptr<model::CausalLM> model_;
   DeviceMesh mesh_;
   bool reshard_after_forward_;
   bool tied_;  // the plan has no embedding unit

@@ -46,7 +46,7 @@ class ChunkUnits {
 
 PipelineStage::PipelineStage(std::shared_ptr<model::CausalLM> model, model::ShardPlan plan, const DeviceMesh& mesh,
                              int64_t virtual_stages, bool reshard_after_forward, const model::ParameterSource& source)
-    : model_(std::move(model)),
+    : ParallelModel(std::move(model)),
       world_(mesh.group("world")),
       stages_(mesh.size("pp")),
       rank_(mesh.coordinate("pp")),
@@ -186,7 +186,7 @@ void PipelineStage::zero_grad() {
   for (auto& unit : units_) unit->zero_shard_grad();
 }
 
-void PipelineStage::reduce_gradients() {
+void PipelineStage::finish_gradients() {
   // Sharded units reduced after each backward (finish_reduce then has nothing left to do).
   if (!fully_sharded_)
     for (auto& unit : units_) unit->start_reduce(/*last_micro_batch=*/true);

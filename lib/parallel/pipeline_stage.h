@@ -16,6 +16,7 @@
 #include "model/parameter_source.h"
 #include "model/shard_plan.h"
 #include "parallel/device_mesh.h"
+#include "parallel/parallel_model.h"
 #include "parallel/shard_unit.h"
 #include "parallel/sharded_unit_node.h"
 
@@ -32,11 +33,11 @@ std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks);
 
 class ChunkUnits;  // one chunk's units
 
-class PipelineStage {
+class PipelineStage final : public ParallelModel {
  public:
   PipelineStage(std::shared_ptr<model::CausalLM> model, model::ShardPlan plan, const DeviceMesh& mesh,
                 int64_t virtual_stages, bool reshard_after_forward, const model::ParameterSource& source);
-  ~PipelineStage();
+  ~PipelineStage() override;
 
   // This rank's chunks, by virtual index, and each one's global index (virtual * pp + rank).
   const std::vector<PipelineChunk>& chunks() const { return chunks_; }
@@ -47,18 +48,19 @@ class PipelineStage {
   // the activation `input` (undefined for the first chunk), its parameters present throughout.
   torch::Tensor run_chunk(int64_t virtual_index, const torch::Tensor& input, const UnitFn& chunk);
 
-  std::vector<ParameterShard*> parameters();
-  void zero_grad();
-  void reduce_gradients();  // after the step's last backward: completes every reduction
-  double clip_grad_norm(double max_norm);
-  int64_t resident_bytes() const;
+  std::vector<ParameterShard*> parameters() override;
+  std::string weights_per_rank() const override { return "its stage's"; }
+  PipelineStage* pipeline_stage() override { return this; }
+  void zero_grad() override;
+  void finish_gradients() override;  // completes every reduction
+  double clip_grad_norm(double max_norm) override;
+  int64_t resident_bytes() const override;
 
  private:
   std::optional<model::ShardPlan::Unit> split_tied_table(model::ShardPlan& plan, const DeviceMesh& mesh);
   UnitHooks chunk_hooks(ChunkUnits& units) const;
   UnitHooks block_hooks(int64_t layer) const;
 
-  std::shared_ptr<model::CausalLM> model_;
   std::shared_ptr<Comm> world_;
   int64_t stages_, rank_;
   bool fully_sharded_, reshard_after_forward_;

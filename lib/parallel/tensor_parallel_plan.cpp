@@ -72,7 +72,8 @@ std::shared_ptr<model::TensorParallelOps> make_tensor_parallel_ops(std::shared_p
   return std::make_shared<TensorParallelGroup>(std::move(group), sequence_parallel);
 }
 
-model::ShardPlan apply_tensor_parallel(model::CausalLM& model, const DeviceMesh& mesh, bool sequence_parallel) {
+model::ShardPlan apply_tensor_parallel(model::CausalLM& model, const DeviceMesh& mesh, model::ShardPlan plan,
+                                       bool sequence_parallel) {
   const auto& group = mesh.group("tp");
   const auto slices = model.tensor_parallel_plan(group->rank(), group->size());
   std::map<std::string, model::Placement> placements;
@@ -84,13 +85,12 @@ model::ShardPlan apply_tensor_parallel(model::CausalLM& model, const DeviceMesh&
       if (const auto slice = slices.find(item.key()); slice != slices.end()) {
         placement.offsets[static_cast<size_t>(slice->second.dim)] = slice->second.share.first;
         placement.copies = 1;
-        take_slice(parameter, slice->second);
+        take_slice(parameter, slice->second);  // in place: the plan's tensors are the slices now
       }
       placements[item.key()] = std::move(placement);
     }
   }
   model.use_tensor_parallel(make_tensor_parallel_ops(group, sequence_parallel));
-  auto plan = model.shard_plan();
   auto place = [&placements](model::ShardPlan::Unit& unit) {
     for (const auto& [name, tensor] : unit.parameters) unit.placements[name] = placements.at(name);
   };

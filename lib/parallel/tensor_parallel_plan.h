@@ -24,7 +24,9 @@ std::shared_ptr<model::TensorParallelOps> make_tensor_parallel_ops(std::shared_p
                                                                    bool sequence_parallel);
 
 // Applies tensor parallelism to `model` (before it is sharded or materialised) over the mesh's
-// "tp" group and returns the shard plan that FSDP then takes.
-model::ShardPlan apply_tensor_parallel(model::CausalLM& model, const DeviceMesh& mesh, bool sequence_parallel);
+// "tp" group: each sliced parameter keeps only this rank's slice, and `plan` (the model's, or an
+// earlier step's) comes back with every parameter's placement, for FSDP or the pipeline to take.
+model::ShardPlan apply_tensor_parallel(model::CausalLM& model, const DeviceMesh& mesh, model::ShardPlan plan,
+                                       bool sequence_parallel);
 
 }  // namespace xtrain::parallel

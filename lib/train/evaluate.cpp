@@ -52,24 +52,31 @@ std::vector<data::MicroBatch> eval_micro_batches(const data::SampleDataset& data
   return batches;
 }
 
+MicroBatchScore score_micro_batch(model::CausalLM& model, const data::MicroBatch& batch, const std::string& dtype,
+                                  int64_t loss_chunk_tokens) {
+  const auto device = model.output_weight().device();
+  PrecisionScope precision(dtype, device.type());
+  const auto inputs = model_batch(batch, device);
+  const auto hidden = model.forward(inputs).hidden;
+  const auto loss = next_token_loss_of_hidden(model, hidden, inputs.labels, loss_chunk_tokens);
+  MicroBatchScore score{loss.detach().to(torch::kFloat64) * static_cast<double>(batch.target_count), {}};
+  if (!model.tensor_parallel()) score.correct = correct_predictions(model, hidden, inputs.labels);
+  return score;
+}
+
 EvalResult evaluate(model::CausalLM& model, const data::SampleDataset& dataset,
                     int64_t micro_batch_size, int64_t max_batches, const std::string& dtype,
                     int64_t loss_chunk_tokens, bool pack) {
   torch::NoGradGuard no_grad;
   model.eval();
-  const auto device = model.output_weight().device();
-  const auto options = torch::TensorOptions().dtype(torch::kFloat64).device(device);
+  const auto options = torch::TensorOptions().dtype(torch::kFloat64).device(model.output_weight().device());
   auto loss_sum = torch::zeros({}, options), correct = torch::zeros({}, options);  // read once
-  // The top-1 prediction needs the whole vocabulary's logits, which a tensor-parallel rank lacks.
   const bool accuracy = !model.tensor_parallel();
   int64_t tokens = 0;
   for_each_eval_batch(dataset, micro_batch_size, max_batches, pack, [&](const data::MicroBatch& batch) {
-    PrecisionScope precision(dtype, device.type());
-    const auto inputs = model_batch(batch, device);
-    const auto hidden = model.forward(inputs).hidden;
-    const auto loss = next_token_loss_of_hidden(model, hidden, inputs.labels, loss_chunk_tokens);
-    loss_sum.add_(loss.detach().to(torch::kFloat64) * static_cast<double>(batch.target_count));
-    if (accuracy) correct.add_(correct_predictions(model, hidden, inputs.labels));
+    const auto score = score_micro_batch(model, batch, dtype, loss_chunk_tokens);
+    loss_sum.add_(score.loss_sum);
+    if (accuracy) correct.add_(score.correct);
     tokens += batch.target_count;
   });
   model.train();

@@ -28,6 +28,15 @@ EvalResult evaluate(model::CausalLM& model, const data::SampleDataset& dataset,
                     int64_t micro_batch_size, int64_t max_batches, const std::string& dtype,
                     int64_t loss_chunk_tokens = 0, bool pack = false);
 
+// One micro batch scored: its loss summed over its targets and, unless the model is tensor
+// parallel (a rank lacks the whole vocabulary's logits), how many targets are the top-1
+// prediction (else undefined); float64 on the model's device.
+struct MicroBatchScore {
+  torch::Tensor loss_sum, correct;
+};
+MicroBatchScore score_micro_batch(model::CausalLM& model, const data::MicroBatch& batch, const std::string& dtype,
+                                  int64_t loss_chunk_tokens);
+
 // " | accuracy 0.123" when measured, else empty: the eval lines' accuracy field.
 std::string accuracy_text(const EvalResult& result);
 

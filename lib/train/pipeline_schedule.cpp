@@ -49,9 +49,26 @@ std::vector<PipelineAction> pipeline_actions(const std::string& schedule, int64_
   return actions;
 }
 
-PipelineSchedule::PipelineSchedule(std::string schedule, std::shared_ptr<parallel::Comm> pp_group,
-                                   int64_t virtual_stages, torch::Device device)
-    : schedule_(std::move(schedule)), group_(std::move(pp_group)), virtual_stages_(virtual_stages), device_(device) {}
+PipelineSchedule::PipelineSchedule(std::string schedule, parallel::PipelineStage& stage,
+                                   std::shared_ptr<parallel::Comm> pp_group, int64_t virtual_stages,
+                                   torch::Device device)
+    : schedule_(std::move(schedule)),
+      stage_(stage),
+      group_(std::move(pp_group)),
+      virtual_stages_(virtual_stages),
+      device_(device) {}
+
+template <typename Forward>
+ChunkOutput PipelineSchedule::run_chunk(int64_t chunk, const torch::Tensor& input, Forward&& forward) {
+  const auto& part = stage_.chunks()[static_cast<size_t>(chunk)];
+  MicroBatchLosses losses;
+  auto output = stage_.run_chunk(chunk, input, [&](const torch::Tensor& x) {
+    auto out = forward(part, x);
+    losses = std::move(out.losses);
+    return out.output;
+  });
+  return {output, losses};
+}
 
 void PipelineSchedule::send(const torch::Tensor& tensor, int64_t peer, int64_t tag) {
   const auto values = tensor.detach().contiguous();
@@ -80,8 +97,8 @@ torch::Tensor PipelineSchedule::receive(int64_t peer, int64_t tag, const torch::
   return values;
 }
 
-MicroBatchLosses PipelineSchedule::forward_only(const std::vector<data::MicroBatch>& micro_batches,
-                                                const ChunkForward& forward) {
+MicroBatchLosses PipelineSchedule::evaluate(const std::vector<data::MicroBatch>& micro_batches,
+                                            MicroBatchWork& work) {
   const int64_t stages = group_->size(), rank = group_->rank();
   const int64_t previous = (rank + stages - 1) % stages, next = (rank + 1) % stages;
   const int64_t last_chunk = stages * virtual_stages_ - 1;
@@ -92,7 +109,10 @@ MicroBatchLosses PipelineSchedule::forward_only(const std::vector<data::MicroBat
       const int64_t chunk = v * stages + rank;
       torch::Tensor input;
       if (chunk > 0) input = receive(previous, kActivationTag, torch::TensorOptions().device(device_));
-      auto out = forward(v, micro_batches[static_cast<size_t>(m)], m, count, input);
+      const auto& batch = micro_batches[static_cast<size_t>(m)];
+      auto out = run_chunk(v, input, [&](const parallel::PipelineChunk& part, const torch::Tensor& x) {
+        return work.forward_chunk_only(part, batch, x);
+      });
       if (chunk == last_chunk)
         total.add(out.losses);
       else
@@ -104,7 +124,7 @@ MicroBatchLosses PipelineSchedule::forward_only(const std::vector<data::MicroBat
   return total;
 }
 
-MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micro_batches, const ChunkForward& forward) {
+MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micro_batches, MicroBatchWork& work) {
   const int64_t stages = group_->size(), rank = group_->rank();
   const int64_t previous = (rank + stages - 1) % stages, next = (rank + 1) % stages;
   const int64_t last_chunk = stages * virtual_stages_ - 1;
@@ -123,7 +143,9 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
     if (action.forward) {
       torch::Tensor input;
       if (chunk > 0) input = receive(previous, kActivationTag, device_options).requires_grad_(true);
-      auto out = forward(action.chunk, batch, m, count, input);
+      auto out = run_chunk(action.chunk, input, [&](const parallel::PipelineChunk& part, const torch::Tensor& x) {
+        return work.forward_chunk(part, batch, m, count, x);
+      });
       if (chunk == last_chunk)
         total.add(out.losses);
       else

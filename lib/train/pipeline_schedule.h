@@ -23,6 +23,7 @@
 
 #include "data/micro_batch.h"
 #include "parallel/comm.h"
+#include "parallel/pipeline_stage.h"
 #include "train/schedule.h"
 
 namespace xtrain::train {
@@ -36,38 +37,30 @@ struct PipelineAction {
 std::vector<PipelineAction> pipeline_actions(const std::string& schedule, int64_t stages, int64_t virtual_stages,
                                              int64_t rank, int64_t micro_batches);
 
-// What a chunk's forward gives: the activation for the next chunk, or on the model's last chunk
-// the loss to differentiate (weighted for the step) and the micro batch's losses to report.
-struct ChunkOutput {
-  torch::Tensor output;
-  MicroBatchLosses losses;
-};
-// The forward of chunk `chunk` (virtual index) on micro batch `index` of `count`; `input` is the
-// previous chunk's activation (undefined for the model's first chunk).
-using ChunkForward = std::function<ChunkOutput(int64_t chunk, const data::MicroBatch& batch, int64_t index,
-                                               int64_t count, const torch::Tensor& input)>;
-
-class PipelineSchedule {
+class PipelineSchedule final : public Schedule {
  public:
-  // pp_group: the ranks of this rank's pipeline, by stage.
-  PipelineSchedule(std::string schedule, std::shared_ptr<parallel::Comm> pp_group, int64_t virtual_stages,
-                   torch::Device device);
+  // pp_group: the ranks of this rank's pipeline, by stage; `stage` runs this rank's chunks.
+  PipelineSchedule(std::string schedule, parallel::PipelineStage& stage, std::shared_ptr<parallel::Comm> pp_group,
+                   int64_t virtual_stages, torch::Device device);
 
-  MicroBatchLosses run(const std::vector<data::MicroBatch>& micro_batches, const ChunkForward& forward);
-  // Forwards only (evaluation, under no_grad): micro batch by micro batch, each through this
-  // rank's chunks in order; the losses come back on the last stage.
-  MicroBatchLosses forward_only(const std::vector<data::MicroBatch>& micro_batches, const ChunkForward& forward);
-  // Seconds of the last run spent waiting for a neighbour's activation or gradient: the bubble.
-  double last_idle_seconds() const { return idle_seconds_; }
-  // The most micro batches whose activations the last run held at once (forward done, backward
-  // not yet): pp for 1f1b on stage 0, every micro batch for gpipe.
-  int64_t last_peak_in_flight() const { return peak_in_flight_; }
+  std::string name() const override { return schedule_; }
+  MicroBatchLosses run(const std::vector<data::MicroBatch>& micro_batches, MicroBatchWork& work) override;
+  // Micro batch by micro batch, each through this rank's chunks in order; the losses come back
+  // on the last stage.
+  MicroBatchLosses evaluate(const std::vector<data::MicroBatch>& micro_batches, MicroBatchWork& work) override;
+  double last_idle_seconds() const override { return idle_seconds_; }
+  // Forward done, backward not yet: pp for 1f1b on stage 0, every micro batch for gpipe.
+  int64_t last_peak_in_flight() const override { return peak_in_flight_; }
 
  private:
+  // Chunk `chunk`'s (virtual index) forward through the stage, which holds its parameters.
+  template <typename Forward>
+  ChunkOutput run_chunk(int64_t chunk, const torch::Tensor& input, Forward&& forward);
   torch::Tensor receive(int64_t peer, int64_t tag, const torch::TensorOptions& options);
   void send(const torch::Tensor& tensor, int64_t peer, int64_t tag);
 
   std::string schedule_;
+  parallel::PipelineStage& stage_;
   std::shared_ptr<parallel::Comm> group_;
   int64_t virtual_stages_;
   torch::Device device_;

@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include "train/pipeline_schedule.h"
+
 namespace xtrain::train {
 
 namespace {
@@ -18,19 +20,29 @@ void MicroBatchLosses::add(const MicroBatchLosses& other) {
   for (const auto& [name, value] : other.aux_losses) aux_losses[name] = sum(aux_losses[name], value);
   expert_load = sum(expert_load, other.expert_load);
   dropped = sum(dropped, other.dropped);
+  correct = sum(correct, other.correct);
 }
 
-MicroBatchLosses GradientAccumulation::run(const std::vector<data::MicroBatch>& micro_batches,
-                                           const ForwardBackward& forward_backward) {
+MicroBatchLosses GradientAccumulation::run(const std::vector<data::MicroBatch>& micro_batches, MicroBatchWork& work) {
   MicroBatchLosses total;
   const auto count = static_cast<int64_t>(micro_batches.size());
   for (int64_t index = 0; index < count; ++index)
-    total.add(forward_backward(micro_batches[static_cast<size_t>(index)], index, count));
+    total.add(work.forward_backward(micro_batches[static_cast<size_t>(index)], index, count));
   return total;
 }
 
-std::unique_ptr<Schedule> make_schedule(int64_t pipeline_stages) {
-  if (pipeline_stages != 1) throw std::invalid_argument("pipeline schedules are not built yet (parallel.pp 1)");
+MicroBatchLosses GradientAccumulation::evaluate(const std::vector<data::MicroBatch>& micro_batches,
+                                                MicroBatchWork& work) {
+  MicroBatchLosses total;
+  for (const auto& batch : micro_batches) total.add(work.forward(batch));
+  return total;
+}
+
+std::unique_ptr<Schedule> make_schedule(parallel::ParallelModel& model, const parallel::DeviceMesh& mesh,
+                                        const std::string& pp_schedule, int64_t virtual_stages,
+                                        torch::Device device) {
+  if (auto* stage = model.pipeline_stage())
+    return std::make_unique<PipelineSchedule>(pp_schedule, *stage, mesh.group("pp"), virtual_stages, device);
   return std::make_unique<GradientAccumulation>();
 }
 

@@ -37,6 +37,34 @@ std::map<std::string, torch::Tensor> gradients(model::CausalLM& model) {
   return grads;
 }
 
+// Each micro batch's forward and backward, weighed as the trainer weighs it
+// (train/micro_batch_weight.h), recording the order the schedule asks for.
+struct AccumulatedWork final : train::MicroBatchWork {
+  AccumulatedWork(model::CausalLM& model, double targets) : model(model), targets(targets) {}
+  train::MicroBatchLosses forward_backward(const data::MicroBatch& batch, int64_t index, int64_t count) override {
+    REQUIRE(count == 4);
+    order.push_back(index);
+    const auto loss =
+        train::training_loss(model, train::model_batch(batch.inputs, batch.targets, {}, torch::kCPU), 0).loss;
+    (loss * train::micro_batch_loss_weight(batch.target_count, targets)).backward();
+    const auto weighted = loss.detach().to(torch::kFloat64) * static_cast<double>(batch.target_count);
+    return train::MicroBatchLosses{weighted, {{"router", weighted / 10}}, {}, {}, {}};
+  }
+  train::ChunkOutput forward_chunk(const parallel::PipelineChunk&, const data::MicroBatch&, int64_t, int64_t,
+                                   const torch::Tensor&) override {
+    FAIL("gradient accumulation runs no chunks");
+    return {};
+  }
+  train::MicroBatchLosses forward(const data::MicroBatch&) override { return {}; }
+  train::ChunkOutput forward_chunk_only(const parallel::PipelineChunk&, const data::MicroBatch&,
+                                        const torch::Tensor&) override {
+    return {};
+  }
+  model::CausalLM& model;
+  double targets;
+  std::vector<int64_t> order;
+};
+
 }  // namespace
 
 TEST_CASE("GradientAccumulation: micro batches weighed as the trainer weighs them give the whole batch's gradients",
@@ -55,18 +83,10 @@ TEST_CASE("GradientAccumulation: micro batches weighed as the trainer weighs the
   const auto expected = gradients(*model);
   model->zero_grad();
 
-  std::vector<int64_t> order;
+  AccumulatedWork work(*model, targets);
   train::GradientAccumulation schedule;
-  const auto losses = schedule.run(batches, [&](const data::MicroBatch& batch, int64_t index, int64_t count) {
-    REQUIRE(count == 4);
-    order.push_back(index);
-    const auto loss =
-        train::training_loss(*model, train::model_batch(batch.inputs, batch.targets, {}, torch::kCPU), 0).loss;
-    // Weighed as the trainer weighs it (train/micro_batch_weight.h).
-    (loss * train::micro_batch_loss_weight(batch.target_count, targets)).backward();
-    const auto weighted = loss.detach().to(torch::kFloat64) * static_cast<double>(batch.target_count);
-    return train::MicroBatchLosses{weighted, {{"router", weighted / 10}}, {}, {}};
-  });
+  const auto losses = schedule.run(batches, work);
+  const auto& order = work.order;
   CHECK(order == std::vector<int64_t>{0, 1, 2, 3});
   CHECK(losses.loss_sum.item<double>() / targets == Approx(whole.item<double>()).epsilon(1e-6));
   CHECK(losses.aux_losses.at("router").item<double>() == Approx(losses.loss_sum.item<double>() / 10).epsilon(1e-12));

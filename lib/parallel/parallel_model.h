@@ -1,0 +1,107 @@
+// ParallelModel: a model as a rank trains it once parallelize() (parallel/parallelize.h) has laid
+// it out over the mesh: whole on one process (WholeModel), fully sharded over the data ranks
+// (FullyShardedModel: FSDP, HSDP or DDP, with tensor and expert parallelism inside its units),
+// or one stage of a pipeline (PipelineStage). It is the one interface the trainer uses for what
+// differs between layouts:
+//   parameters()                 this rank's pieces: what the optimizer updates and checkpoints hold;
+//   begin/end_micro_batch()      around each micro batch's forward and backward (pipelines run
+//                                their chunks through their schedule instead);
+//   finish_gradients()           after the step's last backward: every reduction complete;
+//   zero_grad(), clip_grad_norm() over every rank's pieces;
+//   begin/end_inference()        around forwards outside training (evaluation);
+//   resident_bytes()             the parameters, gradients and gathered buffers held.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/causal_lm.h"
+#include "parallel/shard_unit.h"
+
+namespace xtrain::memory {
+class ActivationOffloader;
+}
+
+namespace xtrain::parallel {
+
+class PipelineStage;
+
+// Seconds this process has spent so far blocked on collectives: in all (what compute did not
+// hide), in tensor-parallel ones, and in expert exchanges forward and backward. A step's figures
+// are the difference of two readings.
+struct CommSeconds {
+  double blocked = 0, tensor_parallel = 0, expert_forward = 0, expert_backward = 0;
+  CommSeconds operator-(const CommSeconds& earlier) const;
+};
+
+class ParallelModel {
+ public:
+  explicit ParallelModel(std::shared_ptr<model::CausalLM> model) : model_(std::move(model)) {}
+  virtual ~ParallelModel();
+  ParallelModel(const ParallelModel&) = delete;
+  ParallelModel& operator=(const ParallelModel&) = delete;
+
+  model::CausalLM& model() { return *model_; }
+  const model::CausalLM& model() const { return *model_; }
+
+  virtual std::vector<ParameterShard*> parameters() = 0;
+  // What each rank holds of the weights, for the start-up line: "whole", "its shards", ...
+  virtual std::string weights_per_rank() const = 0;
+  // True when this rank holds the whole model, which a checkpoint then stores as one file.
+  virtual bool whole() const { return false; }
+  // The number of shards a checkpoint of this layout has (0: not sharded).
+  virtual int64_t checkpoint_shards() const { return 0; }
+  // The pipeline stage, when the layout is one (its schedule runs the stage's chunks).
+  virtual PipelineStage* pipeline_stage() { return nullptr; }
+
+  void begin_micro_batch(bool last);
+  void end_micro_batch() { end_units(); }
+  virtual void finish_gradients() {}
+  // Whether the head's gradient buffers hold zeros from before each micro batch's loss until
+  // its backward reaches them (memory::WeightGrad::into_fresh_grad).
+  virtual bool fresh_head_gradients() const { return false; }
+  virtual void zero_grad() = 0;
+  // The global gradient norm (over every rank's pieces) before clipping; clips to max_norm > 0.
+  virtual double clip_grad_norm(double max_norm) = 0;
+
+  virtual void begin_inference() {}
+  virtual void end_inference() {}
+
+  // Bytes of parameters, gradients and gathered buffers held now, and the most held at once.
+  virtual int64_t resident_bytes() const = 0;
+  virtual int64_t peak_resident_bytes() const { return resident_bytes(); }
+
+  CommSeconds comm_seconds() const;
+
+  // memory.offload_activations: the offloader whose slots each micro batch's forward starts afresh.
+  void set_offloader(std::shared_ptr<memory::ActivationOffloader> offloader) { offloader_ = std::move(offloader); }
+
+ protected:
+  virtual void begin_units(bool /*last*/) {}
+  virtual void end_units() {}
+
+  std::shared_ptr<model::CausalLM> model_;
+
+ private:
+  std::shared_ptr<memory::ActivationOffloader> offloader_;
+};
+
+// One process holding the whole model, materialised: its parameters are the pieces.
+class WholeModel final : public ParallelModel {
+ public:
+  explicit WholeModel(std::shared_ptr<model::CausalLM> model);
+
+  std::vector<ParameterShard*> parameters() override;
+  std::string weights_per_rank() const override { return "whole"; }
+  bool whole() const override { return true; }
+  void zero_grad() override;
+  double clip_grad_norm(double max_norm) override;
+  // The trainable parameters and their gradients (fp32).
+  int64_t resident_bytes() const override;
+
+ private:
+  std::vector<ParameterShard> pieces_;
+};
+
+}  // namespace xtrain::parallel

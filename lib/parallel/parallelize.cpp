@@ -1,0 +1,42 @@
+#include "parallel/parallelize.h"
+
+#include <optional>
+#include <utility>
+
+#include "parallel/expert_parallel.h"
+#include "parallel/fully_sharded.h"
+#include "parallel/pipeline_stage.h"
+#include "parallel/tensor_parallel_plan.h"
+
+namespace xtrain::parallel {
+
+std::unique_ptr<ParallelModel> parallelize(std::shared_ptr<model::CausalLM> model, const DeviceMesh& mesh,
+                                           const ParallelizeOptions& options, const model::ParameterSource& source) {
+  auto offloader = memory::apply_memory_policy(*model, options.memory);
+  std::unique_ptr<ParallelModel> laid_out;
+  if (mesh.world().size == 1) {
+    model::materialize(*model, source);
+    laid_out = std::make_unique<WholeModel>(std::move(model));
+    laid_out->set_offloader(std::move(offloader));
+    return laid_out;
+  }
+  if (options.router_aux_loss_global_average)
+    model->sum_over_data_ranks = [group = mesh.flatten({"dp", "fsdp"})](torch::Tensor& tensor) {
+      group->all_reduce_sum(tensor).wait();
+    };
+
+  model::ShardPlan plan = model->shard_plan();
+  if (mesh.size("tp") > 1) plan = apply_tensor_parallel(*model, mesh, std::move(plan), options.sequence_parallel);
+  if (mesh.size("ep") > 1) plan = apply_expert_parallel(*model, mesh, std::move(plan), options.expert_micro_batches);
+
+  if (mesh.size("pp") > 1)
+    laid_out = std::make_unique<PipelineStage>(std::move(model), std::move(plan), mesh, options.virtual_stages,
+                                               options.reshard_after_forward, source);
+  else
+    laid_out = std::make_unique<FullyShardedModel>(std::move(model), mesh, options.reshard_after_forward, source,
+                                                   std::move(plan));
+  laid_out->set_offloader(std::move(offloader));
+  return laid_out;
+}
+
+}  // namespace xtrain::parallel

@@ -1,0 +1,141 @@
+#include "train/run_setup.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "ckpt/manifest.h"
+#include "model/model_spec.h"
+#include "model/sdpa_attention.h"
+#include "util/input_error.h"
+
+namespace fs = std::filesystem;
+
+namespace xtrain::train {
+
+std::optional<ResumeFrom> checkpoint_to_resume(const config::Recipe& recipe, const ckpt::CheckpointStore& store,
+                                               bool chief) {
+  const auto& resume = recipe.checkpoint.resume;
+  if (resume == "never") return std::nullopt;
+  if (resume != "auto" && resume != "strict") return ResumeFrom{resume, ckpt::verify_resumable(resume).summary()};
+  auto choice = store.newest_intact(resume == "strict");
+  if (!choice) return std::nullopt;
+  if (chief)
+    for (const auto& skipped : choice->skipped)
+      fmt::print(stderr, "warning: skipping damaged checkpoint {}; resuming from {} instead\n", skipped, choice->dir);
+  return ResumeFrom{choice->dir, choice->check.summary()};
+}
+
+// Out of memory, reported as what to change rather than as a trace.
+[[noreturn]] void out_of_memory(int64_t step, const std::string& what, double peak_rss, double peak_device,
+                                const config::Recipe& recipe) {
+  const auto first_line = what.substr(0, what.find('\n'));
+  throw std::runtime_error(fmt::format(
+      "out of memory at step {} (peak host memory {:.0f} MiB{}): {}. Options that need less memory: "
+      "train.micro_batch_size (now {}; gradient accumulation keeps the global batch), memory.recompute: full "
+      "(now {}), memory.offload_activations: true, memory.chunked_loss (now {}), memory.attention: sdpa or "
+      "blockwise (now {}), more ranks with parallel.fsdp, train.dtype: bf16 (now {})",
+      step, peak_rss, peak_device > 0 ? fmt::format(", device {:.0f} MiB", peak_device) : "", first_line,
+      recipe.train.micro_batch_size, recipe.memory.recompute, recipe.memory.chunked_loss, recipe.memory.attention,
+      recipe.train.dtype));
+}
+
+// A run folder that cannot be written fails now, before any step is spent. A symbolic link as
+// run.dir is refused: the run would write wherever it points (a link to / would put checkpoints/
+// and metrics.jsonl there), and the real path costs the user nothing to give.
+void prepare_run_folder(const std::string& dir) {
+  std::string entry = dir;  // "runs/x/" follows the link "runs/x"; the entry itself is what counts
+  while (entry.size() > 1 && entry.back() == '/') entry.pop_back();
+  if (std::error_code ignored; fs::is_symlink(fs::symlink_status(entry, ignored)))
+    throw InputError(fmt::format("run.dir {} is a symbolic link (to {}); a run writes only into a real folder: set "
+                                 "run.dir to the folder itself",
+                                 dir, fs::read_symlink(entry, ignored).string()));
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (!error && ::access(dir.c_str(), W_OK) != 0) error = std::error_code(errno, std::generic_category());
+  if (error)
+    throw std::runtime_error(fmt::format("cannot write the run folder {}: {}; set run.dir to a writable folder", dir,
+                                         error.message()));
+}
+
+bool is_out_of_memory(const c10::Error& error) {
+  const std::string what = error.what_without_backtrace();
+  return what.find("can't allocate memory") != std::string::npos || what.find("out of memory") != std::string::npos;
+}
+
+
+// The name prefixes of the parts model.freeze names (the recipe check knows them all).
+std::vector<std::string> frozen_prefixes(const config::Recipe& recipe) {
+  std::vector<std::string> prefixes;
+  for (const auto& [part, prefix] : model::model_spec(recipe.model.family).parts)
+    if (std::find(recipe.model.freeze.begin(), recipe.model.freeze.end(), part) != recipe.model.freeze.end())
+      prefixes.push_back(prefix);
+  return prefixes;
+}
+
+bool has_prefix(const std::string& name, const std::vector<std::string>& prefixes) {
+  return std::any_of(prefixes.begin(), prefixes.end(),
+                     [&name](const std::string& prefix) { return name.rfind(prefix, 0) == 0; });
+}
+
+// dist.backend auto: NCCL for CUDA tensors, Gloo for CPU ones.
+parallel::CommBackend comm_backend(const std::string& setting, const torch::Device& device) {
+  if (setting == "gloo" && device.is_cuda())
+    throw InputError("dist.backend: gloo, but train.device is cuda; xtrain's collectives run where the tensors "
+                     "are: use dist.backend: nccl (or auto)");
+  if (setting == "nccl" && !device.is_cuda())
+    throw InputError("dist.backend: nccl needs train.device: cuda (this run trains on the CPU); use gloo or auto");
+  return device.is_cuda() ? parallel::CommBackend::nccl : parallel::CommBackend::gloo;
+}
+
+// memory.attention auto: the fused kernels wherever they take the batch (every unpacked batch; packed
+// ones where varlen flash runs), else the segmented naive kernel up to 2048 tokens and the
+// blockwise one above.
+namespace {
+std::string auto_attention(const config::Recipe& recipe, const torch::Device& device) {
+  const auto compute = recipe.train.dtype == "bf16" ? torch::kBFloat16
+                       : recipe.train.dtype == "fp16" ? torch::kHalf
+                                                      : torch::kFloat32;
+  if (!recipe.data.pack || model::varlen_attention_available(device, compute)) return "sdpa";
+  return recipe.data.seq_len > 2048 ? "blockwise" : "naive";
+}
+}  // namespace
+
+memory::MemoryOptions memory_options(const config::Recipe& recipe, const torch::Device& device) {
+  const auto& m = recipe.memory;
+  const std::string attention = m.attention == "auto" ? auto_attention(recipe, device) : m.attention;
+  return {m.recompute, m.recompute_ratio, m.offload_activations, attention, m.attention_block_size,
+          m.vision_recompute_ratio};
+}
+
+// train.threads 0: the cores shared among this machine's ranks, unless OMP_NUM_THREADS (set by
+// torchrun and by users) already decides.
+void apply_threads(const config::Recipe& recipe, int64_t local_ranks) {
+  if (recipe.train.threads > 0) {
+    torch::set_num_threads(static_cast<int>(recipe.train.threads));
+  } else if (!std::getenv("OMP_NUM_THREADS")) {
+    const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    torch::set_num_threads(static_cast<int>(std::max<int64_t>(1, cores / local_ranks)));
+  }
+}
+
+
+parallel::ParallelizeOptions parallelize_options(const config::Recipe& recipe, const torch::Device& device) {
+  parallel::ParallelizeOptions options;
+  options.memory = memory_options(recipe, device);
+  options.sequence_parallel = recipe.parallel.sequence_parallel;
+  options.expert_micro_batches = recipe.parallel.intra_layer_micro_batch;
+  options.virtual_stages = recipe.parallel.pp_virtual_stages;
+  options.reshard_after_forward = recipe.parallel.reshard_after_forward;
+  options.router_aux_loss_global_average = recipe.model.router_aux_loss_global_average;
+  return options;
+}
+
+}  // namespace xtrain::train

@@ -1,0 +1,294 @@
+#include "train/training_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/torch.h>
+
+#include "ckpt/checkpoint_reader.h"
+#include "ckpt/hf_config.h"
+#include "config/batch_geometry.h"
+#include "config/option_registry.h"
+#include "config/recipe_loader.h"
+#include "model/model_spec.h"
+#include "model/parameter_source.h"
+#include "parallel/parallelize.h"
+#include "parallel/placement.h"
+#include "train/micro_batch_memory.h"
+#include "train/recipe_data.h"
+#include "train/resume_changes.h"
+#include "train/stop_signal.h"
+#include "train/training_loss.h"
+#include "util/device.h"
+#include "util/input_error.h"
+#include "util/numeric_fault.h"
+#include "util/process_memory.h"
+#include "util/signal_names.h"
+
+namespace xtrain::train {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+}  // namespace
+
+TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& options, RunProgress& progress)
+    : recipe_(recipe), t_(recipe.train), options_(options), progress_(progress), world_(parallel::discover_world()),
+      chief_(world_.rank == 0),
+      lr_schedule_{recipe.optim.lr, recipe.optim.min_lr, recipe.optim.warmup_steps, recipe.train.steps,
+                   recipe.optim.schedule} {
+  apply_threads(recipe_, world_.local_size);
+  check_layout();
+  fault_ = planned_fault(world_.rank, world_.restart_count);
+  util::numeric_fault();  // a malformed XTRAIN_NUMERIC_FAULT fails here, before any work
+  injected_spike_ = fault_;
+  // Everything that can fail on bad input happens before the run folder is created.
+  load_data();
+  device_ = util::choose_device(t_.device, world_.local_rank);
+  progress_.device = device_;
+  const auto backend = comm_backend(recipe_.dist.backend, device_);
+  store_ = std::make_unique<ckpt::CheckpointStore>(recipe_.run.dir, recipe_.checkpoint.keep);
+  resume_from_ = checkpoint_to_resume(recipe_, *store_, chief_);
+  build_model();
+  check_micro_batch_memory();
+  mesh_ = parallel::build_mesh(world_, degrees_, recipe_.dist.timeout_s, backend, recipe_.dist.init_timeout_s);
+  watchdog_ = std::make_unique<parallel::Watchdog>(mesh_->process_groups(), world_, recipe_.dist.watchdog_s);
+  sums_ = std::make_unique<RankSums>(mesh_->group("world"), device_);
+  parallelize_model();
+  report_ = std::make_unique<StepReport>(recipe_, degrees_, last_step_, device_, world_.distributed(), chief_);
+  if (resume_from_) resume();
+  if (!options_.setup_only) open_outputs();
+  print_summary();
+}
+
+void TrainingRun::check_layout() {
+  degrees_ = parallel::resolve_degrees(
+      {recipe_.parallel.dp, recipe_.parallel.fsdp, recipe_.parallel.tp, recipe_.parallel.pp, recipe_.parallel.ep},
+      world_.size);
+  data_ranks_ = degrees_.dp * degrees_.fsdp;
+  if (auto problem = config::batch_geometry_problem(t_.global_batch_size, t_.micro_batch_size, data_ranks_))
+    throw InputError("train.global_batch_size: " + *problem);
+  accumulation_ = t_.global_batch_size / data_ranks_ / t_.micro_batch_size;
+  if (options_.stop_at_step < 0 || options_.stop_at_step > t_.steps)
+    throw InputError(
+        fmt::format("--stop-at-step {} is outside 1..train.steps ({})", options_.stop_at_step, t_.steps));
+  if (recipe_.parallel.pp_schedule == "interleaved_1f1b" && degrees_.pp > 1 && accumulation_ % degrees_.pp != 0)
+    throw InputError(fmt::format("parallel.pp_schedule interleaved_1f1b runs micro batches in groups of pp {}: "
+                                 "train.global_batch_size / (micro_batch_size x data ranks) = {} must be a multiple",
+                                 degrees_.pp, accumulation_));
+  tokens_per_step_ = t_.global_batch_size * recipe_.data.seq_len;
+  last_step_ = options_.stop_at_step > 0 ? options_.stop_at_step : t_.steps;
+}
+
+// Before any rank joins the others: a micro batch that cannot fit is bad input, not a crash.
+void TrainingRun::check_micro_batch_memory() const {
+  const RankShape shape{degrees_.tp, degrees_.pp, data_ranks_, world_.local_size};
+  int64_t available = util::available_memory_bytes(device_);
+  std::string memory_name = "the device's free memory";
+  if (!device_.is_cuda() && available >= 0) {
+    memory_name = world_.local_size > 1
+                      ? fmt::format("its share of the machine's available memory, which {} ranks share", world_.local_size)
+                      : "the machine's available memory";
+    available /= world_.local_size;
+  }
+  if (auto problem = micro_batch_memory_problem(recipe_, shape, available, memory_name))
+    throw InputError("train.micro_batch_size: " + *problem);
+}
+
+void TrainingRun::load_data() {
+  tokenizer_ = data::make_tokenizer(recipe_.data.tokenizer);
+  train_data_ = load_recipe_dataset("data.train", recipe_.data.train, *tokenizer_, recipe_, recipe_.data.shuffle);
+  if (!recipe_.data.eval.empty())
+    eval_data_ = load_recipe_dataset("data.eval", recipe_.data.eval, *tokenizer_, recipe_, false);
+}
+
+// The model without parameter storage; parallelize_model() materialises what this rank keeps. A
+// resumed run starts from run.seed's init, which the checkpoint then overwrites.
+void TrainingRun::build_model() {
+  model_ = train::build_model(recipe_);
+  model::place_unmaterialized(*model_, device_);
+  model::accumulate_lookup_grads_in_place(*model_);
+  initial_weights_ = initial_weights(recipe_, *model_, /*fresh=*/!resume_from_);
+  if (!resume_from_ && !recipe_.model.init_from.empty())
+    imported_hf_config_ = ckpt::read_hf_config(recipe_.model.init_from.substr(3));
+  std::vector<optim::NamedParameter> whole;
+  for (const auto& item : model_->named_parameters()) whole.push_back({item.key(), item.value(), false});
+  check_numeric_fault_parameter(whole);
+  total_parameters_ = model_->num_parameters();
+  experts_ = std::make_unique<ExpertBalance>(*model_, recipe_.model.router_bias_update_rate);
+  loss_chunk_ = loss_chunk_tokens(recipe_);
+}
+
+// The layout (parallel/parallelize.h), this rank's pieces, the optimizer over them, and the step
+// and run state built on those.
+void TrainingRun::parallelize_model() {
+  const auto started = Clock::now();
+  const auto& spec = model::model_spec(recipe_.model.family);
+  parallel_ = parallel::parallelize(model_, *mesh_, parallelize_options(recipe_, device_), initial_weights_.source);
+  trained_ = TrainedParameters::of(*parallel_, [&spec](const std::string& name, size_t dims) {
+    return spec.decays(name, static_cast<int64_t>(dims));
+  });
+  freeze_parts();
+  optimizer_ = std::make_unique<optim::AdamW>(
+      trained_.optimized, optim::AdamWOptions{recipe_.optim.betas[0], recipe_.optim.betas[1], recipe_.optim.eps,
+                                              recipe_.optim.weight_decay});
+  if (t_.dtype == "fp16") {
+    optim::LossScalerOptions scaling;
+    scaling.initial_scale = recipe_.precision.loss_scale_initial;
+    scaling.growth_interval = recipe_.precision.loss_scale_growth_interval;
+    loss_scaler_.emplace(scaling);
+  }
+  auto* scaler = loss_scaler_ ? &*loss_scaler_ : nullptr;
+  schedule_ = make_schedule(*parallel_, *mesh_, recipe_.parallel.pp_schedule, recipe_.parallel.pp_virtual_stages,
+                            device_);
+  StepSettings settings{t_.dtype,          device_,          loss_chunk_,        recipe_.optim.grad_clip,
+                        t_.spike != "off", t_.max_skipped_steps, t_.spike_window, t_.spike_zscore, chief_};
+  training_step_ = std::make_unique<TrainingStep>(*parallel_, *schedule_, *optimizer_, scaler, trained_.optimized,
+                                                  *experts_, *mesh_, *sums_, settings);
+  RunIdentity identity{recipe_.data.seq_len, degrees_, recipe_.parallel.sequence_parallel,
+                       {{"global_batch_size", t_.global_batch_size},
+                        {"balance_window", recipe_.data.balance_window},
+                        {"pack", recipe_.data.pack}}};
+  state_ = std::make_unique<RunState>(*parallel_, trained_, *optimizer_, scaler, *experts_, *mesh_, *sums_, device_,
+                                      std::move(identity));
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  const auto rss = sums_->sum_and_spread(0.0, util::peak_rss_mib()).second;
+  if (chief_ && !resume_from_)  // a resumed run says where it resumed from instead
+    fmt::print("model: initial weights from {}, {} on each rank ({:.2f} s)\n", initial_weights_.description,
+               parallel_->weights_per_rank(), seconds);
+  // The state as the whole model would hold it (parameters, gradients, AdamW's two moments, fp32).
+  const double whole_state_mib = static_cast<double>(total_parameters_) * 16 / (1 << 20);
+  if (chief_)
+    fmt::print("memory at start: peak resident {:.0f} MiB (rank {}; mean {:.0f}), this rank's state {:.0f} MiB, the "
+               "whole model's state {:.0f} MiB\n",
+               rss.max, rss.argmax, rss.mean, static_cast<double>(state_bytes()) / (1 << 20), whole_state_mib);
+  initial_weights_ = {};  // closes the folder's files
+}
+
+// model.freeze: the frozen parts' parameters take no gradient (autograd skips them) and the
+// optimizer neither updates them nor keeps state for them.
+void TrainingRun::freeze_parts() {
+  const auto prefixes = frozen_prefixes(recipe_);
+  // Also frozen: what the model itself marks as taking no gradient (llava's unused tower layers).
+  std::set<std::string> fixed;
+  for (auto& item : model_->named_parameters()) {
+    if (has_prefix(item.key(), prefixes)) item.value().requires_grad_(false);
+    if (!item.value().requires_grad()) fixed.insert(item.key());
+  }
+  int64_t frozen = 0;
+  std::set<std::string> counted;  // a parameter's shards and pieces count once, by its whole shape
+  for (size_t i = 0; i < trained_.optimized.size(); ++i) {
+    auto& p = trained_.optimized[i];
+    p.frozen = fixed.count(p.name) > 0;
+    if (!has_prefix(p.name, prefixes) || !counted.insert(p.name).second) continue;
+    int64_t numel = 1;
+    for (int64_t size : trained_.layouts[i].shape) numel *= size;
+    frozen += numel;
+  }
+  if (chief_ && !prefixes.empty())
+    fmt::print("model: frozen {} ({} parameters); {} train\n", fmt::join(recipe_.model.freeze, ", "), frozen,
+               total_parameters_ - frozen);
+}
+
+void TrainingRun::resume() {
+  const std::string& dir = resume_from_->dir;
+  ckpt::CheckpointReader checkpoint(dir);
+  check_model_unchanged(recipe_, checkpoint.recipe_yaml, dir);
+  imported_hf_config_ = checkpoint.model_config;
+  state_->load(checkpoint, dir);
+  check_resumed_schedule(dir);
+  // After the balance checks, whose messages say more about their case.
+  resume_notices_ = check_resume_changes(recipe_, checkpoint.recipe_yaml, dir,
+                                         {options_.allow_changed, options_.allow_data_change});
+  if (chief_) {
+    fmt::print("resumed from {} at step {} ({})\n", dir, state_->step, resume_from_->verification);
+    for (const auto& notice : resume_notices_) fmt::print("notice: changed since the checkpoint: {}\n", notice);
+  }
+}
+
+// A balanced order sorts windows of balance_window x global_batch_size samples by a cost that
+// depends on data.pack: continuing it needs the same three (any number of ranks will do).
+void TrainingRun::check_resumed_schedule(const std::string& dir) const {
+  if (recipe_.data.balance_window == 0) return;
+  if (!state_->saved_schedule().is_null() && state_->saved_schedule() != state_->data_schedule())
+    throw InputError(fmt::format(
+        "{}: this run balanced its data with train.global_batch_size {}, data.balance_window {} and data.pack {}, "
+        "the recipe says {}, {} and {}; the balanced sample order depends on all three, so resume with the "
+        "checkpoint's values",
+        dir, state_->saved_schedule().value("global_batch_size", 0), state_->saved_schedule().value("balance_window", 0),
+        state_->saved_schedule().value("pack", false), t_.global_batch_size, recipe_.data.balance_window, recipe_.data.pack));
+  if (state_->samples_consumed % t_.global_batch_size != 0)
+    throw InputError(fmt::format("{}: {} samples consumed is not a whole number of global batches of {}; resume "
+                                 "with the checkpoint's train.global_batch_size or without data.balance_window",
+                                 dir, state_->samples_consumed, t_.global_batch_size));
+}
+
+void TrainingRun::open_outputs() {
+  clear_stop_file_at_start(recipe_.run.dir, chief_);
+  if (chief_) {
+    prepare_run_folder(recipe_.run.dir);
+    store_->remove_stale_temp_folders();
+  }
+  mesh_->group("world")->barrier();
+  report_->open_metrics(state_->step);
+  recipe_yaml_ = config::dump_recipe(recipe_);
+  install_stop_signal_handlers(util::parse_signal_list(t_.stop_signals));
+  const int64_t shards = parallel_->checkpoint_shards();
+  checkpoints_ = std::make_unique<CheckpointWriter>(
+      *store_, *mesh_->group("world"), device_, recipe_.checkpoint.async,
+      [this, shards](int64_t at_step, const std::string& folder, double blocking_s, double write_s) {
+        fmt::print("checkpoint: {}{} (written in {:.2f} s; the steps waited {:.2f} s)\n", folder,
+                   shards > 0 ? fmt::format(" ({} shards)", shards) : "", write_s, blocking_s);
+        nlohmann::ordered_json record = {{"step", at_step}, {"checkpoint", folder}, {"checkpoint_write_s", write_s},
+                                         {"checkpoint_blocking_s", blocking_s}};
+        report_->metrics()->write(record);
+      });
+}
+
+void TrainingRun::print_summary() const {
+  if (!chief_) return;
+  const auto& m = recipe_.model;
+  fmt::print("model: {} parameters ({} layers, hidden {}, heads {}/{} kv, vocab {})\n", total_parameters_,
+             m.num_layers, m.hidden_size, m.num_heads, m.num_kv_heads, m.vocab_size);
+  // The recipe loader let it through only with model.dropout: 0.
+  if (const auto dropout = ckpt::hf_dropout(imported_hf_config_); !dropout.empty())
+    fmt::print("model: trains without the dropout of its Hugging Face config ({}; model.dropout: 0); the export "
+               "keeps those values\n",
+               ckpt::describe(dropout));
+  fmt::print("data: {} tokens, {} samples of {} tokens; unigram entropy {:.4f} nats/token\n",
+             train_data_->num_tokens(), train_data_->num_samples(), recipe_.data.seq_len,
+             train_data_->unigram_entropy());
+  if (const auto notes = train_data_->notes(); !notes.empty()) fmt::print("data: {}\n", notes);
+  if (recipe_.data.pack) {
+    const int64_t looked_at = std::min<int64_t>(train_data_->num_samples(), 1000);
+    int64_t pieces = 0;
+    for (int64_t g = 0; g < looked_at; ++g) pieces += data::document_piece_lengths(*train_data_, g).size();
+    fmt::print("packing: {:.2f} documents per sample (first {} samples){}\n",
+               static_cast<double>(pieces) / static_cast<double>(looked_at), looked_at,
+               recipe_.data.balance_window > 0
+                   ? fmt::format("; balancing attention cost over windows of {} steps", recipe_.data.balance_window)
+                   : "");
+  }
+  fmt::print("parallel: {}{}\n", mesh_->describe(),
+             recipe_.parallel.sequence_parallel ? " with sequence parallelism" : "");
+  if (world_.size > world_.local_size) {  // more than one node: say where each group falls
+    fmt::print("{}\n", parallel::describe_placement(degrees_, world_.size, world_.local_size));
+    if (const auto warning = parallel::placement_warning(degrees_, world_.size, world_.local_size))
+      fmt::print(stderr, "warning: {}\n", *warning);
+    // Which interface carries the traffic between nodes: a wrong pick (a management network,
+    // loopback) shows here rather than as a hang or a slow step.
+    if (const auto* groups = mesh_->process_groups(); groups != nullptr && !groups->network().empty())
+      fmt::print("network: {}\n", groups->network());
+  }
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  fmt::print("train: {} steps x {} sequences ({} per rank: {} micro batches of {}), {} tokens/step, dtype {}, {} "
+             "threads (OpenMP wait {})\n",
+             t_.steps, t_.global_batch_size, t_.global_batch_size / data_ranks_, accumulation_, t_.micro_batch_size,
+             tokens_per_step_, t_.dtype, torch::get_num_threads(), wait_policy ? wait_policy : "default");
+  if (const auto warning = lr_schedule_.warmup_warning(); !warning.empty()) fmt::print("warning: {}\n", warning);
+}
+
+}  // namespace xtrain::train

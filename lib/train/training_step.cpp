@@ -1,0 +1,228 @@
+#include "train/training_step.h"
+
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "memory/chunked_loss.h"
+#include "train/micro_batch_weight.h"
+#include "train/precision.h"
+#include "train/training_loss.h"
+#include "util/process_memory.h"
+
+namespace xtrain::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point started) {
+  return std::chrono::duration<double>(Clock::now() - started).count();
+}
+
+}  // namespace
+
+TrainingStep::TrainingStep(parallel::ParallelModel& model, Schedule& schedule, optim::AdamW& optimizer,
+                           optim::DynamicLossScaler* loss_scaler, const std::vector<optim::NamedParameter>& optimized,
+                           ExpertBalance& experts, const parallel::DeviceMesh& mesh, RankSums& sums,
+                           StepSettings settings)
+    : model_(model),
+      schedule_(schedule),
+      optimizer_(optimizer),
+      loss_scaler_(loss_scaler),
+      optimized_(optimized),
+      experts_(experts),
+      mesh_(mesh),
+      sums_(sums),
+      settings_(std::move(settings)),
+      data_share_(mesh.coordinate("tp") == 0 && mesh.coordinate("pp") + 1 == mesh.size("pp") ? 1.0 : 0.0),
+      non_finite_(settings_.max_skipped_steps),
+      spikes_(settings_.spike_window, settings_.spike_zscore) {
+  for (const auto& p : optimized_)
+    if (!p.frozen) trainable_.push_back(p.tensor);
+}
+
+// This rank's share of the global batch (the global batches do not depend on the layout),
+// through the schedule, then the update.
+StepOutcome TrainingStep::run(const StepInput& input) {
+  input_ = input;
+  StepOutcome outcome;
+  outcome.lr = input.lr;
+  const auto& micro_batches = *input.micro_batches;
+  step_targets_ = sums_.sum(local_target_count(micro_batches, data_share_));
+  step_divisor_ = injected_divisor(step_targets_);
+  const auto busy_started = Clock::now();
+  const double blocked_before = model_.comm_seconds().blocked;
+  MicroBatchLosses losses = schedule_.run(micro_batches, *this);
+  model_.finish_gradients();
+  outcome.pipeline_idle = schedule_.last_idle_seconds();
+  outcome.pipeline_in_flight = static_cast<double>(schedule_.last_peak_in_flight());
+  if (model_.whole()) inject_gradient_fault(optimized_);
+  // This rank's forward and backward time, less what it spent blocked on its peers: a rank
+  // whose share is heavier (or whose machine is slower) stands out. Reading the loss waits for
+  // the device's queued work; a pipeline's other stages have none.
+  const double local_loss_sum = losses.loss_sum.defined() ? losses.loss_sum.item<double>() : 0.0;
+  const double busy = seconds_since(busy_started) - (model_.comm_seconds().blocked - blocked_before);
+  const auto [global_loss_sum, busy_spread] = sums_.sum_and_spread(local_loss_sum * data_share_, busy);
+  outcome.loss = step_targets_ > 0 ? global_loss_sum / step_targets_ : 0.0;
+  outcome.busy = busy_spread;
+  sum_losses(losses, outcome);
+  update(outcome);
+  if (mesh_.size("pp") > 1) report_stages(outcome);
+  return outcome;
+}
+
+// The auxiliary losses per target over the global batch, and the experts' loads.
+void TrainingStep::sum_losses(const MicroBatchLosses& losses, StepOutcome& outcome) {
+  for (const auto& [name, value] : losses.aux_losses)
+    outcome.aux_losses[name] =
+        step_targets_ > 0 ? sums_.sum(value.item<double>() * data_share_) / step_targets_ : 0.0;
+  if (experts_.active() && losses.expert_load.defined())
+    outcome.experts = experts_.finish_step(losses.expert_load, losses.dropped, *mesh_.flatten({"dp", "fsdp"}));
+}
+
+// The weighting of train/micro_batch_weight.h; the divisor is the step's global target count
+// unless a numeric fault changes it, and a fault may drop the step's last micro batch.
+double TrainingStep::micro_batch_loss_weight(const data::MicroBatch& batch, int64_t index, int64_t count) const {
+  const double loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
+  return train::micro_batch_loss_weight(batch.target_count, step_divisor_, loss_scale) *
+         injected_micro_batch_weight(index, count);
+}
+
+MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, int64_t index, int64_t count) {
+  const auto targets = static_cast<double>(batch.target_count);
+  if (index == 1) inject_fault_mid_step(*input_.fault, input_.step);
+  const double loss_weight = micro_batch_loss_weight(batch, index, count);
+  model_.begin_micro_batch(index + 1 == count);
+  BatchLoss output;
+  {
+    PrecisionScope precision(settings_.dtype, settings_.device.type());
+    auto model_input = model_batch(batch, settings_.device);
+    // Auxiliary losses weigh as the loss does, so that their gradient does not depend on the
+    // layout; the model applies it inside its blocks' backward (model/aux_loss.h).
+    model_input.loss_weight = loss_weight;
+    output = training_loss(model_.model(), model_input, settings_.loss_chunk,
+                           model_.fresh_head_gradients() ? memory::WeightGrad::into_fresh_grad
+                                                         : memory::WeightGrad::into_existing_grad);
+  }
+  auto loss = output.loss;
+  if (input_.loss_factor != 1.0) loss = loss * input_.loss_factor;
+  MicroBatchLosses losses{loss.detach().to(torch::kFloat64) * targets, {}, output.expert_load, output.dropped, {}};
+  for (const auto& [name, aux] : output.aux_losses)
+    losses.aux_losses[name] = aux.detach().to(torch::kFloat64) * targets;
+  (loss * loss_weight).backward();
+  model_.end_micro_batch();
+  return losses;
+}
+
+ChunkOutput TrainingStep::forward_chunk(const parallel::PipelineChunk& part, const data::MicroBatch& batch,
+                                        int64_t index, int64_t count, const torch::Tensor& input) {
+  if (index == 1) inject_fault_mid_step(*input_.fault, input_.step);
+  return run_chunk_layers(part, batch, input, micro_batch_loss_weight(batch, index, count), input_.loss_factor);
+}
+
+MicroBatchLosses TrainingStep::forward(const data::MicroBatch& batch) {
+  const auto score = score_micro_batch(model_.model(), batch, settings_.dtype, settings_.loss_chunk);
+  MicroBatchLosses losses;
+  losses.loss_sum = score.loss_sum;
+  losses.correct = score.correct;
+  return losses;
+}
+
+ChunkOutput TrainingStep::forward_chunk_only(const parallel::PipelineChunk& part, const data::MicroBatch& batch,
+                                             const torch::Tensor& input) {
+  return run_chunk_layers(part, batch, input, 1.0, 1.0);
+}
+
+// The chunk's layers on `input` and, on the model's last chunk, the micro batch's mean loss
+// (times loss_factor, an injected spike) times loss_weight, and its loss sum to report.
+ChunkOutput TrainingStep::run_chunk_layers(const parallel::PipelineChunk& part, const data::MicroBatch& batch,
+                                           const torch::Tensor& input, double loss_weight, double loss_factor) {
+  PrecisionScope precision(settings_.dtype, settings_.device.type());
+  auto model_input = model_batch(batch, settings_.device);
+  model_input.loss_weight = loss_weight;
+  auto& model = model_.model();
+  auto hidden = model.forward_chunk(model_input, input, part.first_layer, part.last_layer, part.embedding, part.head);
+  if (!part.head) return {hidden, {}};
+  auto loss = next_token_loss_of_hidden(model, hidden, model_input.labels, settings_.loss_chunk);
+  if (loss_factor != 1.0) loss = loss * loss_factor;
+  MicroBatchLosses losses;
+  losses.loss_sum = loss.detach().to(torch::kFloat64) * static_cast<double>(batch.target_count);
+  return {loss * loss_weight, losses};
+}
+
+// fp16: a step whose gradients overflowed is skipped (no update) and the loss scale shrinks;
+// a non-finite loss or gradient norm, or a loss spike, skips the step too.
+void TrainingStep::update(StepOutcome& outcome) {
+  const int64_t step = input_.step;
+  outcome.loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
+  bool finite_gradients = true;
+  if (loss_scaler_) finite_gradients = sums_.sum(loss_scaler_->unscale(trainable_) ? 0.0 : 1.0) == 0.0;
+  outcome.skipped = !finite_gradients;
+  if (finite_gradients) {
+    outcome.grad_norm = model_.clip_grad_norm(settings_.grad_clip);
+    outcome.skipped = !non_finite_.admit(step, outcome.loss, outcome.grad_norm);
+    if (!outcome.skipped && settings_.detect_spikes) outcome.spike = spikes_.check(outcome.loss, outcome.grad_norm);
+    if (outcome.spike) {
+      outcome.skipped = true;
+      ++spikes_in_a_row_;
+    } else if (!outcome.skipped) {
+      spikes_in_a_row_ = 0;
+      spikes_.add(outcome.loss, outcome.grad_norm);
+      optimizer_.step(outcome.lr);
+    }
+    if (outcome.skipped && !outcome.spike && settings_.chief)
+      fmt::print("step {}: loss {:.4f}, gradient norm {:.4g}: not finite; step skipped, no update ({} in a row, {} "
+                 "in all)\n",
+                 step, outcome.loss, outcome.grad_norm, non_finite_.in_a_row(), non_finite_.total());
+  }
+  if (loss_scaler_) {
+    loss_scaler_->update(finite_gradients);
+    if (!finite_gradients && settings_.chief)
+      fmt::print("step {}: fp16 gradients overflowed at loss scale {:g}; step skipped, loss scale now {:g}\n", step,
+                 outcome.loss_scale, loss_scaler_->scale());
+  }
+}
+
+// Each pipeline stage's idle time, most micro batches in flight and peak resident memory (of its
+// first tp and data rank), for the step's metrics: one all-reduce.
+void TrainingStep::report_stages(StepOutcome& outcome) {
+  const auto stages = static_cast<size_t>(mesh_.size("pp"));
+  std::vector<double> values(3 * stages, 0.0);
+  if (mesh_.coordinate("tp") == 0 && mesh_.data_rank() == 0) {
+    const auto stage = static_cast<size_t>(mesh_.coordinate("pp"));
+    values[stage] = outcome.pipeline_idle;
+    values[stages + stage] = outcome.pipeline_in_flight;
+    values[2 * stages + stage] = util::peak_rss_mib();
+  }
+  values = sums_.sum(std::move(values));
+  outcome.stage_idle.assign(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(stages));
+  outcome.stage_in_flight.assign(values.begin() + static_cast<std::ptrdiff_t>(stages),
+                                 values.begin() + static_cast<std::ptrdiff_t>(2 * stages));
+  outcome.stage_rss.assign(values.begin() + static_cast<std::ptrdiff_t>(2 * stages), values.end());
+}
+
+// Every rank evaluates the same batches (a sharded model's gathers need all of them); the figures
+// are those of the rank that computes the loss for the first data rank.
+EvalResult TrainingStep::evaluate(const std::vector<data::MicroBatch>& batches) {
+  torch::NoGradGuard no_grad;
+  model_.begin_inference();
+  model_.model().eval();
+  const auto losses = schedule_.evaluate(batches, *this);
+  model_.model().train();
+  model_.end_inference();
+  const bool holder = data_share_ > 0 && mesh_.data_rank() == 0;
+  const bool measured = holder && losses.correct.defined();
+  const auto totals = sums_.sum({holder && losses.loss_sum.defined() ? losses.loss_sum.item<double>() : 0.0,
+                                 measured ? losses.correct.item<double>() : 0.0, measured ? 1.0 : 0.0});
+  EvalResult result;
+  for (const auto& batch : batches) result.tokens += batch.target_count;
+  result.loss = result.tokens ? totals[0] / static_cast<double>(result.tokens) : 0.0;
+  if (totals[2] > 0 && result.tokens) result.accuracy = totals[1] / static_cast<double>(result.tokens);
+  result.perplexity = std::exp(result.loss);
+  return result;
+}
+
+}  // namespace xtrain::train

@@ -1,0 +1,130 @@
+// TrainingStep: one optimizer step on this rank. The schedule runs the step's micro batches
+// forward and backward through the ParallelModel, each micro batch's loss weighed by its share
+// of the global batch's targets (train/micro_batch_weight.h), so that the gradients do not depend
+// on the layout. Then the update: fp16 gradients unscaled (a step that overflowed is skipped and
+// the loss scale shrinks), the global norm clipped, a step with a non-finite loss or norm or a
+// loss spike skipped, else AdamW. Evaluation runs forwards through the same schedule.
+// Figures that decide (the loss, the norm, overflow) are summed over all ranks first, so every
+// rank takes the same decision.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <c10/core/Device.h>
+
+#include "data/micro_batch.h"
+#include "optim/adamw.h"
+#include "optim/loss_scaler.h"
+#include "parallel/device_mesh.h"
+#include "parallel/expert_parallel.h"
+#include "parallel/parallel_model.h"
+#include "train/evaluate.h"
+#include "train/expert_balance.h"
+#include "train/fault_injection.h"
+#include "train/non_finite_guard.h"
+#include "train/rank_sums.h"
+#include "train/schedule.h"
+#include "train/spike_detector.h"
+
+namespace xtrain::train {
+
+struct StepSettings {
+  std::string dtype = "fp32";    // train.dtype
+  torch::Device device = torch::kCPU;
+  int64_t loss_chunk = 0;        // tokens per chunk of the loss (memory.chunked_loss), 0: whole
+  double grad_clip = 0;          // optim.grad_clip
+  bool detect_spikes = false;    // train.spike skip | rollback
+  int64_t max_skipped_steps = 5; // train.max_skipped_steps
+  int64_t spike_window = 50;     // train.spike_window
+  double spike_zscore = 6;       // train.spike_zscore
+  bool chief = true;             // prints the step's skip messages
+};
+
+// What one step is asked to do.
+struct StepInput {
+  int64_t step = 0;
+  double lr = 0;
+  const std::vector<data::MicroBatch>* micro_batches = nullptr;
+  double loss_factor = 1.0;                   // an injected spike (train/fault_injection.h)
+  const std::optional<Fault>* fault = nullptr;  // the planned fault, for its mid-step actions
+};
+
+// What one optimizer step did: for the log line, metrics.jsonl and the decisions after it.
+struct StepOutcome {
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();
+  double loss_scale = 1.0;
+  double seconds = 0;
+  double data_wait = 0;
+  double data_read = 0;
+  bool skipped = false;
+  std::optional<Spike> spike;
+  RankSpread busy;
+  std::map<std::string, double> aux_losses;   // per target, over the global batch
+  std::optional<ExpertBalanceStats> experts;  // mixtures of experts
+  parallel::CommSeconds comm;                 // blocked on collectives during the step
+  double pipeline_idle = 0;                   // seconds waiting on pipeline neighbours (pp > 1)
+  double pipeline_in_flight = 0;              // most micro batches held at once (pp > 1)
+  std::vector<double> stage_idle, stage_in_flight, stage_rss;  // by pipeline stage (pp > 1)
+};
+
+class TrainingStep final : private MicroBatchWork {
+ public:
+  // `optimized`: this rank's pieces as the optimizer holds them (frozen ones marked).
+  TrainingStep(parallel::ParallelModel& model, Schedule& schedule, optim::AdamW& optimizer,
+               optim::DynamicLossScaler* loss_scaler, const std::vector<optim::NamedParameter>& optimized,
+               ExpertBalance& experts, const parallel::DeviceMesh& mesh, RankSums& sums, StepSettings settings);
+
+  StepOutcome run(const StepInput& input);
+  // Loss, perplexity and (where measured) accuracy over `batches`, the same on every rank.
+  EvalResult evaluate(const std::vector<data::MicroBatch>& batches);
+
+  const NonFiniteGuard& non_finite() const { return non_finite_; }
+  int64_t spikes_in_a_row() const { return spikes_in_a_row_; }
+  void forget_spikes() { spikes_in_a_row_ = 0; }  // after a rollback
+
+ private:
+  MicroBatchLosses forward_backward(const data::MicroBatch& batch, int64_t index, int64_t count) override;
+  ChunkOutput forward_chunk(const parallel::PipelineChunk& part, const data::MicroBatch& batch, int64_t index,
+                            int64_t count, const torch::Tensor& input) override;
+  MicroBatchLosses forward(const data::MicroBatch& batch) override;
+  ChunkOutput forward_chunk_only(const parallel::PipelineChunk& part, const data::MicroBatch& batch,
+                                 const torch::Tensor& input) override;
+
+  ChunkOutput run_chunk_layers(const parallel::PipelineChunk& part, const data::MicroBatch& batch,
+                               const torch::Tensor& input, double loss_weight, double loss_factor);
+  double micro_batch_loss_weight(const data::MicroBatch& batch, int64_t index, int64_t count) const;
+  void sum_losses(const MicroBatchLosses& losses, StepOutcome& outcome);
+  void update(StepOutcome& outcome);
+  void report_stages(StepOutcome& outcome);
+
+  parallel::ParallelModel& model_;
+  Schedule& schedule_;
+  optim::AdamW& optimizer_;
+  optim::DynamicLossScaler* loss_scaler_;
+  const std::vector<optim::NamedParameter>& optimized_;
+  std::vector<torch::Tensor> trainable_;  // optimized_'s tensors that are not frozen
+  ExpertBalance& experts_;
+  const parallel::DeviceMesh& mesh_;
+  RankSums& sums_;
+  StepSettings settings_;
+  // 1 on the ranks whose losses and target counts stand for their data rank's (tensor-parallel
+  // rank 0 of the last pipeline stage, which computes the loss: its peers computed the same), else 0.
+  double data_share_ = 1.0;
+
+  NonFiniteGuard non_finite_;
+  SpikeDetector spikes_;
+  int64_t spikes_in_a_row_ = 0;
+
+  // The step being computed: its input, the divisor of its loss (its targets over all ranks).
+  StepInput input_;
+  double step_targets_ = 0;
+  double step_divisor_ = 0;
+};
+
+}  // namespace xtrain::train
