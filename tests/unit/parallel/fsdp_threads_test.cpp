@@ -15,6 +15,7 @@
 #include "model/parameter_init.h"
 #include "model/small_llama.h"
 #include "rank_threads.h"
+#include "thread_mesh.h"
 #include "tensor_compare.h"
 
 using namespace xtrain;
@@ -22,15 +23,10 @@ using namespace xtrain;
 namespace {
 
 parallel::DeviceMesh thread_mesh(parallel::ThreadWorld& threads, int64_t rank, int64_t dp, int64_t fsdp) {
-  parallel::World world;
-  world.rank = rank;
-  world.size = dp * fsdp;
   parallel::ParallelDegrees degrees;
   degrees.dp = dp;
   degrees.fsdp = fsdp;
-  return parallel::DeviceMesh(world, degrees, [&threads, rank](const std::string& name, const std::vector<int64_t>& ranks) {
-    return threads.make_group(rank, name, ranks);
-  });
+  return testing::thread_mesh(threads, rank, degrees);
 }
 
 }  // namespace
