@@ -15,6 +15,7 @@
 #include "config/recipe_loader.h"
 #include "data/data_prepare.h"
 #include "data/tokenizer.h"
+#include "model/model_spec.h"
 #include "omp_wait_policy.h"
 #include "train/balance_report.h"
 #include "train/batch_dump.h"
@@ -135,10 +136,10 @@ int run_generate(const std::string& dir, const train::PromptRequest& request, tr
   const auto check = ckpt::verify_checkpoint(dir);
   if (check.status == ckpt::ManifestCheck::Status::no_manifest) fmt::print(stderr, "notice: {}: {}\n", dir, check.summary());
   auto model = ckpt::load_hf_folder(dir);
-  if (model->config().family == "bert")
-    throw InputError(fmt::format("{}: a bert checkpoint is an encoder, which predicts masked tokens and does not "
+  if (!model::model_spec(model->config().family).capabilities.causal)
+    throw InputError(fmt::format("{}: a {} checkpoint is an encoder, which predicts masked tokens and does not "
                                  "generate text; xtrain eval scores it",
-                                 dir));
+                                 dir, model->config().family));
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
   train::require_finite_weights(named, dir);

@@ -203,7 +203,8 @@ class RecipeBuilder {
     m.head_dim_override = hf.head_dim_override;
     m.vision = hf.vision;  // a vision-language model's tower: from the folder only
     m.type_vocab_size = hf.type_vocab_size;
-    if (hf.family == "bert") take_from_hf(dir, "model.pad_token_id", m.pad_token_id, hf.pad_token_id);
+    if (model::model_spec(hf.family).capabilities.pad_token)
+      take_from_hf(dir, "model.pad_token_id", m.pad_token_id, hf.pad_token_id);
     // A training choice rather than a shape: the recipe may set another.
     if (!set_at_.count("model.router_aux_loss_coef")) m.router_aux_loss_coef = hf.router_aux_loss_coef;
     if (!set_at_.count("data.tokenizer") && std::filesystem::is_regular_file(dir + "/tokenizer.json"))
@@ -266,12 +267,12 @@ class RecipeBuilder {
              fmt::format("{} does not divide model.num_experts {}: each expert-parallel rank holds the same number "
                          "of experts",
                          ep, m.num_experts));
-    if (spec->experts && m.num_experts == 0)
+    if (spec->capabilities.experts && m.num_experts == 0)
       report(where("model.family"), "model.family",
              fmt::format("{} is a mixture of experts: set model.num_experts (and num_experts_per_tok, "
                          "moe_intermediate_size)",
                          m.family));
-    if (!spec->experts && m.num_experts > 0)
+    if (!spec->capabilities.experts && m.num_experts > 0)
       report(where("model.num_experts"), "model.num_experts",
              fmt::format("{}, but model.family {} has no experts (a MoE family such as qwen3_moe has)", m.num_experts,
                          m.family));
@@ -304,10 +305,13 @@ class RecipeBuilder {
       report(where("parallel.pp_virtual_stages"), "parallel.pp_virtual_stages",
              fmt::format("{} chunks per rank need parallel.pp_schedule interleaved_1f1b (it is {})", v, p.pp_schedule));
     if (p.pp <= 1) return;
-    const auto not_yet = [&](const std::string& key, const std::string& what) {
-      report(where(key), key, fmt::format("{} with parallel.pp {} is not supported yet", what, p.pp));
-    };
-    if (m.num_experts > 0) not_yet("parallel.pp", "a mixture of experts");
+    if (m.num_experts > 0)
+      report(where("parallel.pp"), "parallel.pp",
+             fmt::format("a mixture of experts with parallel.pp {} is not supported yet", p.pp));
+    else if (const auto* spec = model::find_model_spec(m.family); spec && !spec->capabilities.pipeline)
+      report(where("parallel.pp"), "parallel.pp",
+             fmt::format("{}: model.family {} is not split into pipeline stages: leave it at 1 (use FSDP)", p.pp,
+                         m.family));
     if (p.pp_schedule == "interleaved_1f1b" && v < 2)
       report(where("parallel.pp_virtual_stages"), "parallel.pp_virtual_stages",
              "interleaved_1f1b needs at least 2 chunks per rank");
@@ -332,6 +336,10 @@ class RecipeBuilder {
              fmt::format("{}: tensor parallelism does not split mixture-of-experts layers yet; split the experts with "
                          "parallel.ep instead",
                          tp));
+    else if (const auto* spec = model::find_model_spec(m.family); spec && !spec->capabilities.tensor_parallel)
+      report(where("parallel.tp"), "parallel.tp",
+             fmt::format("{}: model.family {} is not split by tensor parallelism: leave it at 1 (use FSDP)", tp,
+                         m.family));
     if (m.num_heads % tp != 0)
       report(where("parallel.tp"), "parallel.tp",
              fmt::format("{} does not divide model.num_heads {}: each tensor-parallel rank computes whole heads", tp,
@@ -353,8 +361,7 @@ class RecipeBuilder {
                          tp, recipe_.data.seq_len));
   }
 
-  // Encoders learn masked tokens, decoders the next one; the encoder and the vision-language
-  // model are not split by tp or pp.
+  // model.freeze names parts of the family, and leaves one to train.
   void check_freeze() {
     const auto* spec = model::find_model_spec(recipe_.model.family);
     if (!spec) return;
@@ -375,28 +382,23 @@ class RecipeBuilder {
       report(where("model.freeze"), "model.freeze", "every part is frozen, so nothing would train: leave one out");
   }
 
+  // Encoders learn masked tokens, decoders the next one.
   void check_objective() {
-    const bool encoder = recipe_.model.family == "bert";
-    if (recipe_.model.family == "llava")
-      for (const auto& [key, degree] : {std::pair<std::string, int64_t>{"parallel.tp", recipe_.parallel.tp},
-                                        {"parallel.pp", recipe_.parallel.pp}})
-        if (degree > 1)
-          report(where(key), key, fmt::format("{}: llava is not split by tensor or pipeline parallelism yet: leave it "
-                                              "at 1 (use FSDP)",
-                                              degree));
-    check_freeze();
+    const auto* spec = model::find_model_spec(recipe_.model.family);
+    const bool encoder = spec && !spec->capabilities.causal;
     const auto& objective = recipe_.data.objective;
-    if (objective == "mlm" && !encoder)
+    if (objective == "mlm" && !encoder) {
+      std::vector<std::string> encoders;
+      for (const auto& other : model::model_specs())
+        if (!other.capabilities.causal) encoders.push_back(other.family);
       report(where("data.objective"), "data.objective",
-             fmt::format("mlm trains an encoder, and model.family {} is a decoder: set model.family bert, or "
+             fmt::format("mlm trains an encoder, and model.family {} is a decoder: set model.family {}, or "
                          "data.objective clm",
-                         recipe_.model.family));
+                         recipe_.model.family, fmt::join(encoders, " or ")));
+    }
     if (encoder && objective != "mlm")
-      report(where("model.family"), "model.family", "bert is an encoder trained on masked tokens: set data.objective mlm");
-    if (encoder && recipe_.parallel.tp > 1)
-      report(where("parallel.tp"), "parallel.tp", "bert is not split by tensor parallelism: leave it at 1 (use FSDP)");
-    if (encoder && recipe_.parallel.pp > 1)
-      report(where("parallel.pp"), "parallel.pp", "bert is not split into pipeline stages: leave it at 1 (use FSDP)");
+      report(where("model.family"), "model.family",
+             fmt::format("{} is an encoder trained on masked tokens: set data.objective mlm", recipe_.model.family));
   }
 
   void check_consistency() {
@@ -417,6 +419,7 @@ class RecipeBuilder {
     check_experts();
     check_tensor_parallel();
     check_pipeline_parallel();
+    check_freeze();
     check_objective();
     if (tokenizer_vocab_ > 0 && m.vocab_size < tokenizer_vocab_)
       report(where("model.vocab_size"), "model.vocab_size",

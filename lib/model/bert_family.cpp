@@ -85,6 +85,10 @@ ModelSpec bert_spec() {
   spec.hf_architecture = "BertForMaskedLM";
   spec.hf_model_type = "bert";
   spec.description = "encoder: post-LN layers, bidirectional attention, GELU; trained on masked tokens (data.objective mlm)";
+  // Not split by tensor or pipeline parallelism (FSDP shards it); model.pad_token_id is its word
+  // embeddings' padding row.
+  spec.capabilities.causal = false;
+  spec.capabilities.pad_token = true;
   spec.build = [](const ModelConfig& config) { return build_bert(config); };
   spec.to_hf_config = bert_config;
   spec.from_hf_config = config_from_bert;

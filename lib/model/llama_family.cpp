@@ -155,9 +155,16 @@ void read_experts(const nlohmann::json& json, const std::string& source, ModelCo
   read_router_aux_loss_coef(json, source, c);
 }
 
+// How a family of the Llama decoder writes its experts in config.json and its checkpoints.
+enum class Experts {
+  none,       // dense
+  qwen3_moe,  // num_experts, moe_intermediate_size, mlp_only_layers; experts under mlp.experts.N
+  mixtral,    // num_local_experts, every layer; experts under block_sparse_moe.experts.N (w1, w3, w2)
+};
+
 // config.json of the families: Llama's fields, and what each family adds.
-nlohmann::json hf_config(const ModelSpec& spec, const AttentionFeatures& features, const ModelConfig& c,
-                         int64_t eos_token_id) {
+nlohmann::json hf_config(const ModelSpec& spec, const AttentionFeatures& features, Experts experts,
+                         const ModelConfig& c, int64_t eos_token_id) {
   nlohmann::json json = {
       {"architectures", {spec.hf_architecture}},
       {"model_type", spec.hf_model_type},
@@ -189,9 +196,9 @@ nlohmann::json hf_config(const ModelSpec& spec, const AttentionFeatures& feature
     json.erase("mlp_bias");
     json["use_sliding_window"] = false;
   }
-  if (spec.family == "mixtral")
+  if (experts == Experts::mixtral)
     add_mixtral_experts(c, json);
-  else if (spec.experts)
+  else if (experts == Experts::qwen3_moe)
     add_experts(c, json);
   return json;
 }
@@ -199,8 +206,8 @@ nlohmann::json hf_config(const ModelSpec& spec, const AttentionFeatures& feature
 // Reads HF fields; a feature the layers do not compute (a rope type other than default and
 // llama3, biases the family lacks, another activation, sliding-window layers) is refused: a
 // model that loaded but computed something else would be worse.
-ModelConfig config_from_hf(const ModelSpec& spec, const AttentionFeatures& features, const nlohmann::json& json,
-                           const std::string& source) {
+ModelConfig config_from_hf(const ModelSpec& spec, const AttentionFeatures& features, Experts experts,
+                           const nlohmann::json& json, const std::string& source) {
   auto field = [&](const char* name) -> const nlohmann::json& {
     if (!json.contains(name)) throw InputError(fmt::format("{}: missing field \"{}\"", source, name));
     return json.at(name);
@@ -250,9 +257,9 @@ ModelConfig config_from_hf(const ModelSpec& spec, const AttentionFeatures& featu
   if (json.value("use_sliding_window", false))
     throw InputError(fmt::format("{}: use_sliding_window is true; xtrain's {} attends to the whole sequence", source,
                                  c.family));
-  if (spec.family == "mixtral")
+  if (experts == Experts::mixtral)
     read_mixtral_experts(json, source, c);
-  else if (spec.experts)
+  else if (experts == Experts::qwen3_moe)
     read_experts(json, source, c);
   return c;
 }
@@ -286,11 +293,13 @@ std::vector<std::string> expert_parts(const std::string& name, int64_t experts, 
   return parts;
 }
 
-// One family of the Llama decoder: its names, and what its attention adds.
+// One family of the Llama decoder: its names, what its attention adds, and its experts. Dense
+// families split over tensor and pipeline parallelism; mixtures of experts over parallel.ep only.
 ModelSpec decoder_spec(const char* family, const char* architecture, const char* description,
-                       AttentionFeatures features, bool experts = false) {
+                       AttentionFeatures features, Experts experts = Experts::none) {
   ModelSpec spec;
-  spec.experts = experts;
+  spec.capabilities.experts = experts != Experts::none;
+  spec.capabilities.tensor_parallel = spec.capabilities.pipeline = experts == Experts::none;
   spec.family = family;
   spec.hf_architecture = architecture;
   spec.hf_model_type = family;
@@ -298,15 +307,15 @@ ModelSpec decoder_spec(const char* family, const char* architecture, const char*
   spec.build = [features](const ModelConfig& config) { return build_llama_decoder(config, features); };
   // The spec is captured by value: the lambdas outlive this function's copy.
   const ModelSpec names = spec;
-  spec.to_hf_config = [names, features](const ModelConfig& config, int64_t eos) {
-    return hf_config(names, features, config, eos);
+  spec.to_hf_config = [names, features, experts](const ModelConfig& config, int64_t eos) {
+    return hf_config(names, features, experts, config, eos);
   };
-  spec.from_hf_config = [names, features](const nlohmann::json& json, const std::string& source) {
-    return config_from_hf(names, features, json, source);
+  spec.from_hf_config = [names, features, experts](const nlohmann::json& json, const std::string& source) {
+    return config_from_hf(names, features, experts, json, source);
   };
   spec.to_hf_name = spec.from_hf_name = [](const std::string& name) { return name; };
-  if (experts)
-    spec.hf_parts = [mixtral = std::string(family) == "mixtral"](const std::string& name, int64_t first) {
+  if (experts != Experts::none)
+    spec.hf_parts = [mixtral = experts == Experts::mixtral](const std::string& name, int64_t first) {
       return expert_parts(name, first, mixtral);
     };
   // Matrices (embeddings, projections) decay; norm gains and biases do not.
@@ -329,13 +338,13 @@ ModelSpec qwen2_spec() {
 ModelSpec qwen3_moe_spec() {
   return decoder_spec("qwen3_moe", "Qwen3MoeForCausalLM",
                       "qwen3 whose feed-forward layers are mixtures of experts (model.num_experts)",
-                      AttentionFeatures{/*qkv_bias=*/false, /*qk_norm=*/true}, /*experts=*/true);
+                      AttentionFeatures{/*qkv_bias=*/false, /*qk_norm=*/true}, Experts::qwen3_moe);
 }
 
 ModelSpec mixtral_spec() {
   auto spec = decoder_spec("mixtral", "MixtralForCausalLM",
                            "llama whose every feed-forward layer is a mixture of experts (model.num_experts)", {},
-                           /*experts=*/true);
+                           Experts::mixtral);
   // The router lives under block_sparse_moe in Mixtral's checkpoints.
   spec.to_hf_name = [](const std::string& name) {
     static const std::string router = ".mlp.gate.weight";

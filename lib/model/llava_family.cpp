@@ -173,6 +173,8 @@ ModelSpec llava_spec() {
   spec.hf_architecture = "LlavaForConditionalGeneration";
   spec.hf_model_type = "llava";
   spec.description = "vision-language: a CLIP ViT whose projected features replace the image tokens of a llama";
+  // Not split by tensor or pipeline parallelism yet (FSDP shards it).
+  spec.capabilities.images = true;
   spec.build = [](const ModelConfig& config) { return build_llava(config); };
   spec.to_hf_config = llava_config;
   spec.from_hf_config = config_from_llava;

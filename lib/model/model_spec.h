@@ -21,12 +21,31 @@ namespace xtrain::model {
 
 class CausalLM;
 
+// What a family's models support. A recipe that asks for more is refused by the recipe loader
+// (naming the family, the key and the fix) before any model is built.
+struct Capabilities {
+  // Splits over parallel.tp (CausalLM::tensor_parallel_plan, use_tensor_parallel).
+  bool tensor_parallel = false;
+  // Splits into parallel.pp stages (CausalLM::forward_chunk).
+  bool pipeline = false;
+  // Its feed-forward layers are mixtures of experts (model.num_experts required, and
+  // parallel.ep may split them: CausalLM::moe_blocks).
+  bool experts = false;
+  // A decoder, trained on the next token (data.objective clm), that generates text; else an
+  // encoder trained on masked tokens (data.objective mlm), which does not generate.
+  bool causal = true;
+  // model.pad_token_id is part of its shape (an embedding row), taken from config.json.
+  bool pad_token = false;
+  // Reads images beside its tokens (a vision tower; image-chat data, generate --image).
+  bool images = false;
+};
+
 struct ModelSpec {
   std::string family;           // model.family
   std::string hf_architecture;  // config.json "architectures"[0], e.g. Qwen3ForCausalLM
   std::string hf_model_type;    // config.json "model_type"
   std::string description;      // one line, for the recipe reference
-  bool experts = false;         // its layers are mixtures of experts (model.num_experts required)
+  Capabilities capabilities;
 
   // The model, its parameters declared without storage (model/parameter_source.h).
   std::function<std::shared_ptr<CausalLM>(const ModelConfig&)> build;

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -190,4 +191,21 @@ TEST_CASE("model.init_from takes the router's coefficient from config.json unles
   // transformers' loss is top k times xtrain's: xtrain's coefficient is 2 x 0.001.
   CHECK(load_recipe_text(recipe, "r.yaml").model.router_aux_loss_coef == 0.002);
   CHECK(load_recipe_text(recipe + "  router_aux_loss_coef: 0.05\n", "r.yaml").model.router_aux_loss_coef == 0.05);
+}
+
+TEST_CASE("a layout or objective the family does not support names the family, the key and the fix", "[config]") {
+  const auto has = [](const std::vector<std::string>& lines, const std::string& line) {
+    INFO(Catch::Detail::stringify(lines));
+    CHECK(std::find(lines.begin(), lines.end(), line) != lines.end());
+  };
+  const std::string bert = "name: x\nmodel:\n  family: bert\n  tie_embeddings: true\ndata:\n  objective: mlm\n";
+  has(problems(bert + "parallel:\n  tp: 2\n"),
+      "r.yaml:8:3: parallel.tp: 2: model.family bert is not split by tensor parallelism: leave it at 1 (use FSDP)");
+  has(problems(bert + "parallel:\n  pp: 2\n"),
+      "r.yaml:8:3: parallel.pp: 2: model.family bert is not split into pipeline stages: leave it at 1 (use FSDP)");
+  has(problems("name: x\nmodel:\n  family: bert\n  tie_embeddings: true\n"),
+      "r.yaml:3:3: model.family: bert is an encoder trained on masked tokens: set data.objective mlm");
+  has(problems("name: x\ndata:\n  objective: mlm\n"),
+      "r.yaml:3:3: data.objective: mlm trains an encoder, and model.family llama is a decoder: set model.family "
+      "bert, or data.objective clm");
 }

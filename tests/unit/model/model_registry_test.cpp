@@ -26,7 +26,7 @@ namespace {
 model::ModelConfig small_config(const model::ModelSpec& spec) {
   testing::SmallLlama shape;
   shape.family = spec.family == "bert" || spec.family == "llava" ? "llama" : spec.family;
-  if (spec.experts) shape.with_experts(24);
+  if (spec.capabilities.experts) shape.with_experts(24);
   if (spec.family == "mixtral") shape.first_k_dense = 0;
   auto c = shape.config();
   c.family = spec.family;
@@ -64,7 +64,7 @@ TEST_CASE("every registered family round-trips through its Hugging Face config",
     testing::SmallLlama shape;
     shape.family = spec.family;
     shape.head_dim = spec.family == "qwen3" ? 4 : 0;
-    if (spec.experts) shape.with_experts(24);
+    if (spec.capabilities.experts) shape.with_experts(24);
     if (spec.family == "mixtral") shape.first_k_dense = 0;
     const auto config = shape.config();
     const auto json = ckpt::hf_config(config, 3);
@@ -209,4 +209,25 @@ TEST_CASE("each family's Hugging Face tensor names, both ways, by example", "[mo
       CHECK(spec.to_hf_name(xtrain_name) == xtrain_name);
     }
   }
+}
+
+TEST_CASE("each family declares what its models support", "[model][registry]") {
+  for (const char* dense : {"llama", "qwen2", "qwen3"}) {
+    const auto& can = model::model_spec(dense).capabilities;
+    INFO(dense);
+    CHECK((can.tensor_parallel && can.pipeline && can.causal));
+    CHECK_FALSE((can.experts || can.images || can.pad_token));
+  }
+  for (const char* moe : {"qwen3_moe", "mixtral"}) {
+    const auto& can = model::model_spec(moe).capabilities;
+    INFO(moe);
+    CHECK((can.experts && can.causal));
+    CHECK_FALSE((can.tensor_parallel || can.pipeline));
+  }
+  const auto& bert = model::model_spec("bert").capabilities;
+  CHECK_FALSE((bert.causal || bert.tensor_parallel || bert.pipeline || bert.experts));
+  CHECK(bert.pad_token);
+  const auto& llava = model::model_spec("llava").capabilities;
+  CHECK((llava.images && llava.causal));
+  CHECK_FALSE((llava.tensor_parallel || llava.pipeline || llava.experts));
 }

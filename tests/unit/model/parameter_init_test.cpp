@@ -42,7 +42,7 @@ TEST_CASE("each family's init plan covers exactly its parameters, by its module 
       testing::SmallLlama shape;
       shape.family = family;
       shape.tied = tied;
-      const bool experts = model::model_spec(family).experts;
+      const bool experts = model::model_spec(family).capabilities.experts;
       if (experts) shape.with_experts(24);
       const auto model = model::model_spec(family).build(shape.config());
       const auto plan = model->init_plan();
