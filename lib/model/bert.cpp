@@ -1,7 +1,5 @@
 #include "model/bert.h"
 
-#include <stdexcept>
-
 #include <torch/torch.h>
 
 #include "model/bert_family.h"
@@ -133,18 +131,6 @@ ShardPlan BertForMaskedLM::shard_plan() {
   for (const auto& item : named_parameters())
     if (item.key().rfind("bert.encoder.", 0) != 0) plan.head.parameters.emplace_back(item.key(), item.value());
   return plan;
-}
-
-TensorParallelPlan BertForMaskedLM::tensor_parallel_plan(int64_t, int64_t) const {
-  throw std::invalid_argument("bert is not split by tensor parallelism: leave parallel.tp at 1");
-}
-
-void BertForMaskedLM::use_tensor_parallel(std::shared_ptr<TensorParallelOps>) {
-  throw std::invalid_argument("bert is not split by tensor parallelism");
-}
-
-torch::Tensor BertForMaskedLM::forward_chunk(const Batch&, const torch::Tensor&, int64_t, int64_t, bool, bool) {
-  throw std::invalid_argument("bert is not split into pipeline stages: leave parallel.pp at 1");
 }
 
 std::shared_ptr<CausalLM> build_bert(const ModelConfig& config) { return std::make_shared<BertForMaskedLM>(config); }

@@ -54,10 +54,6 @@ class BertForMaskedLM final : public CausalLM {
   // The embeddings and the head as one unit (they share the word embeddings), each layer its own.
   ShardPlan shard_plan() override;
   std::vector<AttentionKernel*> attention_kernels() override { return {}; }
-  TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const override;
-  void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) override;
-  torch::Tensor forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer,
-                              int64_t last_layer, bool embed, bool head) override;
 
   Embedding word_embeddings{nullptr}, position_embeddings{nullptr}, token_type_embeddings{nullptr};
   LayerNorm embeddings_norm{nullptr};

@@ -1,5 +1,8 @@
 #include "model/causal_lm.h"
 
+#include <stdexcept>
+
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "model/model_spec.h"
@@ -20,6 +23,29 @@ torch::Tensor CausalLM::logits(const Batch& batch) {
   for (int64_t r = 0; r < tensor_parallel_->size(); ++r)
     sizes.push_back(split_share(config_.vocab_size, r, tensor_parallel_->size()).count);
   return tensor_parallel_->gather_last_dim(logits, sizes);
+}
+
+namespace {
+
+// A family's capability that the recipe check should have refused to use (model/model_spec.h).
+[[noreturn]] void missing_capability(const ModelConfig& config, const char* capability, const char* method) {
+  throw std::invalid_argument(fmt::format("CausalLM::{} called on a {} model, whose ModelSpec lacks "
+                                          "capabilities.{}: the recipe check should have refused this layout",
+                                          method, config.family, capability));
+}
+
+}  // namespace
+
+TensorParallelPlan CausalLM::tensor_parallel_plan(int64_t, int64_t) const {
+  missing_capability(config_, "tensor_parallel", "tensor_parallel_plan");
+}
+
+void CausalLM::use_tensor_parallel(std::shared_ptr<TensorParallelOps>) {
+  missing_capability(config_, "tensor_parallel", "use_tensor_parallel");
+}
+
+torch::Tensor CausalLM::forward_chunk(const Batch&, const torch::Tensor&, int64_t, int64_t, bool, bool) {
+  missing_capability(config_, "pipeline", "forward_chunk");
 }
 
 int64_t CausalLM::num_parameters() const {

@@ -50,20 +50,23 @@ class CausalLM : public torch::nn::Module {
   // layers); the decoder's layers follow them.
   virtual int64_t vision_blocks() const { return 0; }
 
-  // Tensor parallelism: the slice of each split parameter on rank `rank` of `ranks` (an
-  // InputError-worthy std::invalid_argument when the shape does not split), and installing the
-  // group's ops in the layers once the parameters are sliced (parallel/tensor_parallel_plan.h).
-  // Under it, forward's hidden states are whole on every rank and output_weight() holds this
-  // rank's rows of the vocabulary, from vocab_first().
-  virtual TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const = 0;
-  virtual void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) = 0;
+  // Tensor parallelism, for the families whose spec has Capabilities::tensor_parallel: the slice
+  // of each split parameter on rank `rank` of `ranks` (an InputError-worthy
+  // std::invalid_argument when the shape does not split), and installing the group's ops in the
+  // layers once the parameters are sliced (parallel/tensor_parallel_plan.h). Under it, forward's
+  // hidden states are whole on every rank and output_weight() holds this rank's rows of the
+  // vocabulary, from vocab_first(). The recipe check refuses parallel.tp for the other families,
+  // so reaching this base is a logic error.
+  virtual TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const;
+  virtual void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops);
   const std::shared_ptr<TensorParallelOps>& tensor_parallel() const { return tensor_parallel_; }
 
-  // A pipeline chunk's forward (dense models): the token embedding of batch.input_ids when
-  // `embed` (else `hidden` is the input), layers [first_layer, last_layer), then when `head` the
-  // final norm, giving what forward's ModelOutput::hidden would be.
+  // A pipeline chunk's forward, for the families whose spec has Capabilities::pipeline: the token
+  // embedding of batch.input_ids when `embed` (else `hidden` is the input), layers
+  // [first_layer, last_layer), then when `head` the final norm, giving what forward's
+  // ModelOutput::hidden would be. As above, the base is reached only by a logic error.
   virtual torch::Tensor forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer,
-                                      int64_t last_layer, bool embed, bool head) = 0;
+                                      int64_t last_layer, bool embed, bool head);
   int64_t vocab_first() const;
 
   // logits [B, T, vocab] of the batch (evaluation and generation; training runs the chunked loss).

@@ -1,6 +1,5 @@
 #include "model/llava.h"
 
-#include <stdexcept>
 #include <string>
 
 #include <torch/torch.h>
@@ -115,19 +114,6 @@ ShardPlan LlavaForConditionalGeneration::shard_plan() {
     if (!blocked) plan.head.parameters.emplace_back(item.key(), item.value());
   }
   return plan;
-}
-
-TensorParallelPlan LlavaForConditionalGeneration::tensor_parallel_plan(int64_t, int64_t) const {
-  throw std::invalid_argument("llava is not split by tensor/pipeline parallelism: leave parallel.tp at 1");
-}
-
-void LlavaForConditionalGeneration::use_tensor_parallel(std::shared_ptr<TensorParallelOps>) {
-  throw std::invalid_argument("llava is not split by tensor/pipeline parallelism");
-}
-
-torch::Tensor LlavaForConditionalGeneration::forward_chunk(const Batch&, const torch::Tensor&, int64_t, int64_t, bool,
-                                                           bool) {
-  throw std::invalid_argument("llava is not split by tensor/pipeline parallelism: leave parallel.pp at 1");
 }
 
 std::shared_ptr<CausalLM> build_llava(const ModelConfig& config) {

@@ -43,10 +43,6 @@ class LlavaForConditionalGeneration final : public CausalLM {
   // The decoder's attention kernels (the tower's attention is bidirectional and not swapped).
   std::vector<AttentionKernel*> attention_kernels() override { return language_model->attention_kernels(); }
   int64_t vision_blocks() const override { return config().vision.feature_depth(); }
-  TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const override;
-  void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) override;
-  torch::Tensor forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer,
-                              int64_t last_layer, bool embed, bool head) override;
 
   // The projected features of pixel_values, image after image: [images * features_per_image, hidden].
   torch::Tensor image_features(const torch::Tensor& pixel_values);

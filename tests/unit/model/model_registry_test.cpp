@@ -231,3 +231,16 @@ TEST_CASE("each family declares what its models support", "[model][registry]") {
   CHECK((llava.images && llava.causal));
   CHECK_FALSE((llava.tensor_parallel || llava.pipeline || llava.experts));
 }
+
+TEST_CASE("a model of a family without tensor or pipeline parallelism refuses them as a logic error",
+          "[model][registry]") {
+  const auto model = model::model_spec("bert").build(small_config(model::model_spec("bert")));
+  try {
+    model->tensor_parallel_plan(0, 2);
+    FAIL("no error");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("bert model, whose ModelSpec lacks capabilities.tensor_parallel") !=
+          std::string::npos);
+  }
+  CHECK_THROWS_AS(model->forward_chunk({}, {}, 0, 1, true, true), std::invalid_argument);
+}
