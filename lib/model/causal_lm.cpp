@@ -48,6 +48,13 @@ torch::Tensor CausalLM::forward_chunk(const Batch&, const torch::Tensor&, int64_
   missing_capability(config_, "pipeline", "forward_chunk");
 }
 
+std::vector<std::pair<std::string, MoeBlockImpl*>> CausalLM::moe_blocks() {
+  std::vector<std::pair<std::string, MoeBlockImpl*>> blocks;
+  for (const auto& item : named_modules())
+    if (auto* block = item.value()->as<MoeBlockImpl>()) blocks.emplace_back(item.key(), block);
+  return blocks;
+}
+
 int64_t CausalLM::num_parameters() const {
   int64_t total = 0;
   for (const auto& p : parameters()) total += p.numel();

@@ -13,6 +13,8 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/nn/module.h>
@@ -26,6 +28,8 @@
 #include "model/tensor_parallel_ops.h"
 
 namespace xtrain::model {
+
+class MoeBlockImpl;
 
 using BlockFn = std::function<torch::Tensor(const torch::Tensor&)>;
 // Runs block `layer` on x; `block` is the plain forward.
@@ -68,6 +72,11 @@ class CausalLM : public torch::nn::Module {
   virtual torch::Tensor forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer,
                                       int64_t last_layer, bool embed, bool head);
   int64_t vocab_first() const;
+
+  // The model's mixture-of-experts blocks, by module name, in layer order (none in a dense
+  // model): expert parallelism shards their experts and installs their dispatchers, the
+  // trainer balances their loads.
+  std::vector<std::pair<std::string, MoeBlockImpl*>> moe_blocks();
 
   // logits [B, T, vocab] of the batch (evaluation and generation; training runs the chunked loss).
   torch::Tensor logits(const Batch& batch);

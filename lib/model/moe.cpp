@@ -84,16 +84,16 @@ torch::Tensor MoeBlockImpl::run_experts(const torch::Tensor& tokens, Routing& ro
   }
   torch::Tensor outputs;
   // The same on every rank, whatever its tokens: each part is an exchange all of them join.
-  const int64_t parts = dispatcher ? dispatcher->micro_batches() : 1;
+  const int64_t parts = dispatcher_ ? dispatcher_->micro_batches() : 1;
   if (parts > 1) {
     outputs = exchange_in_parts(tokens, order, flat, parts, between);
   } else {
     const auto sorted = tokens.index_select(0, order.div(k, "floor"));
-    if (dispatcher) {
-      auto dispatched = dispatcher->dispatch(sorted, counts);
-      dispatcher->start_combine(compute_experts(dispatched.rows, dispatched.local_counts), dispatched);
+    if (dispatcher_) {
+      auto dispatched = dispatcher_->dispatch(sorted, counts);
+      dispatcher_->start_combine(compute_experts(dispatched.rows, dispatched.local_counts), dispatched);
       between();
-      outputs = dispatcher->finish_combine(dispatched);
+      outputs = dispatcher_->finish_combine(dispatched);
     } else {
       outputs = compute_experts(sorted, counts);
       between();
@@ -119,18 +119,18 @@ torch::Tensor MoeBlockImpl::exchange_in_parts(const torch::Tensor& tokens, torch
     const auto counted = torch::bincount(flat.index_select(0, part), {}, options_.num_experts).to(torch::kCPU);
     const std::vector<int64_t> counts(counted.data_ptr<int64_t>(), counted.data_ptr<int64_t>() + counted.numel());
     part_orders.push_back(part);
-    dispatched.push_back(dispatcher->start_dispatch(tokens.index_select(0, part.div(k, "floor")), counts));
+    dispatched.push_back(dispatcher_->start_dispatch(tokens.index_select(0, part.div(k, "floor")), counts));
   };
   start(0);
   for (int64_t p = 0; p < parts; ++p) {
     if (p + 1 < parts) start(p + 1);  // in flight while this part's experts compute
     auto& mine = dispatched[static_cast<size_t>(p)];
-    dispatcher->finish_dispatch(mine);
-    dispatcher->start_combine(compute_experts(mine.rows, mine.local_counts), mine);
+    dispatcher_->finish_dispatch(mine);
+    dispatcher_->start_combine(compute_experts(mine.rows, mine.local_counts), mine);
   }
   between();
   std::vector<torch::Tensor> outputs;
-  for (auto& part : dispatched) outputs.push_back(dispatcher->finish_combine(part));
+  for (auto& part : dispatched) outputs.push_back(dispatcher_->finish_combine(part));
   order = torch::cat(part_orders);
   return torch::cat(outputs);
 }

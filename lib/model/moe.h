@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/nn/module.h>
@@ -131,8 +132,9 @@ class MoeBlockImpl : public torch::nn::Module {
   void update_expert_bias(const torch::Tensor& load, double rate);
 
   // Hands the experts' rows to `dispatcher`; the experts' weights must then be this rank's,
-  // [E / ranks, ...] (expert parallelism sets both).
-  std::shared_ptr<TokenDispatcher> dispatcher;
+  // [E / ranks, ...] (expert parallelism sets both: parallel::shard_experts).
+  void set_dispatcher(std::shared_ptr<TokenDispatcher> dispatcher) { dispatcher_ = std::move(dispatcher); }
+  const std::shared_ptr<TokenDispatcher>& dispatcher() const { return dispatcher_; }
 
   torch::Tensor gate_weight;              // [E, H], registered as gate.weight
   torch::Tensor expert_bias;              // [E] buffer gate.e_score_correction_bias (sigmoid_bias)
@@ -154,6 +156,7 @@ class MoeBlockImpl : public torch::nn::Module {
   // sigmoid_bias: the experts each token may choose from, as -inf where it may not.
   torch::Tensor group_limited(const torch::Tensor& choice) const;
   MoeOptions options_;
+  std::shared_ptr<TokenDispatcher> dispatcher_;  // none: every expert computed here
 };
 TORCH_MODULE(MoeBlock);
 

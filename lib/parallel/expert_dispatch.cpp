@@ -95,7 +95,7 @@ void shard_experts(model::MoeBlockImpl& block, const std::shared_ptr<ExpertDispa
     else  // a stand-in stays one: whoever materialises the model fills this rank's experts only
       weight->set_data(torch::zeros({1}, weight->options()).expand(mine.sizes()));
   }
-  block.dispatcher = dispatcher;
+  block.set_dispatcher(dispatcher);
 }
 
 }  // namespace xtrain::parallel

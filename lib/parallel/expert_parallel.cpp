@@ -17,20 +17,18 @@ ExchangeWait expert_exchange_wait() {
 model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh& mesh, model::ShardPlan plan,
                                        int64_t micro_batches) {
   std::map<std::string, model::Placement> placements;
-  for (const auto& item : model.named_modules()) {
-    auto* block = item.value()->as<model::MoeBlockImpl>();
-    if (!block) continue;
+  for (const auto& [name, block] : model.moe_blocks()) {
     const int64_t experts = block->gate_up_proj.size(0);
     if (experts % mesh.size("ep") != 0)
-      throw std::invalid_argument(fmt::format("{}: {} experts do not split over parallel.ep = {}", item.key(), experts,
+      throw std::invalid_argument(fmt::format("{}: {} experts do not split over parallel.ep = {}", name, experts,
                                               mesh.size("ep")));
     auto dispatcher = std::make_shared<ExpertDispatcher>(mesh.group("ep"), experts, micro_batches);
-    for (const auto& [name, weight] :
+    for (const auto& [weight_name, weight] :
          {std::pair{"experts.gate_up_proj", block->gate_up_proj}, std::pair{"experts.down_proj", block->down_proj}})
     {
       std::vector<int64_t> offsets(static_cast<size_t>(weight.dim()), 0);
       offsets[0] = dispatcher->first_expert();
-      placements[item.key() + "." + name] = {weight.sizes().vec(), offsets};
+      placements[name + "." + weight_name] = {weight.sizes().vec(), offsets};
     }
     shard_experts(*block, dispatcher);
   }

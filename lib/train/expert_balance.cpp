@@ -12,9 +12,8 @@ ExpertBalance::ExpertBalance(model::CausalLM& model, double rate)
   std::vector<int64_t> moe_layers;  // the model's MoE blocks come in layer order
   for (int64_t layer = 0; layer < model.config().num_layers; ++layer)
     if (model.config().is_moe_layer(layer)) moe_layers.push_back(layer);
-  for (const auto& item : model.named_modules())
-    if (auto* block = item.value()->as<model::MoeBlockImpl>())
-      blocks_.push_back({item.key() + ".gate.e_score_correction_bias", moe_layers.at(blocks_.size()), block});
+  for (const auto& [name, block] : model.moe_blocks())
+    blocks_.push_back({name + ".gate.e_score_correction_bias", moe_layers.at(blocks_.size()), block});
 }
 
 ExpertBalanceStats ExpertBalance::finish_step(const torch::Tensor& loads, const torch::Tensor& dropped,

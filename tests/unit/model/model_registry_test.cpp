@@ -243,4 +243,5 @@ TEST_CASE("a model of a family without tensor or pipeline parallelism refuses th
           std::string::npos);
   }
   CHECK_THROWS_AS(model->forward_chunk({}, {}, 0, 1, true, true), std::invalid_argument);
+  CHECK(model->moe_blocks().empty());
 }
