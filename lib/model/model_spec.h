@@ -1,7 +1,8 @@
 // ModelSpec: what xtrain knows of one model family, in one place, selected by model.family (as
 // torchtitan's TrainSpec): how to build it, its Hugging Face adapter (config.json and tensor
-// names, both ways) and its weight-decay rule. The model it builds (a CausalLM) brings its own
-// init and shard plan from its module tree.
+// name, both ways), its weight-decay rule, and what its models can do (Capabilities), which
+// the recipe checks and the commands ask instead of a family's name. The model it builds (a
+// CausalLM) brings its own init and shard plan from its module tree.
 //
 // Adding a family: its layers and a CausalLM in model/, a ModelSpec beside them, one line in
 // model_registry.cpp, and a golden test against transformers. Nothing else changes.
