@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "ckpt/folder_weights.h"
+#include "model/model_builder.h"
 #include "model/model_spec.h"
 #include "model/parameter_source.h"
 #include "util/durable_file.h"
@@ -44,7 +45,7 @@ void save_hf_folder(const std::string& dir, model::CausalLM& model, int64_t eos_
 
 std::shared_ptr<model::CausalLM> load_hf_folder(const std::string& dir) {
   const auto config = model_config_from_hf(read_hf_config(dir), dir + "/config.json");
-  auto model = model::model_spec(config.family).build(config);
+  auto model = model::declare_model(config);
   load_hf_weights(*model, dir);  // whole, on the CPU
   return model;
 }

@@ -133,6 +133,4 @@ ShardPlan BertForMaskedLM::shard_plan() {
   return plan;
 }
 
-std::shared_ptr<CausalLM> build_bert(const ModelConfig& config) { return std::make_shared<BertForMaskedLM>(config); }
-
 }  // namespace xtrain::model

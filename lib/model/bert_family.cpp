@@ -89,7 +89,7 @@ ModelSpec bert_spec() {
   // embeddings' padding row.
   spec.capabilities.causal = false;
   spec.capabilities.pad_token = true;
-  spec.build = [](const ModelConfig& config) { return build_bert(config); };
+  spec.architecture = Architecture::bert;
   spec.to_hf_config = bert_config;
   spec.from_hf_config = config_from_bert;
   spec.to_hf_name = spec.from_hf_name = [](const std::string& name) { return name; };

@@ -5,9 +5,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "model/model_spec.h"
 #include "model/moe.h"
-#include "model/parameter_source.h"
 
 namespace xtrain::model {
 
@@ -79,12 +77,6 @@ torch::Tensor next_token_loss(CausalLM& model, const torch::Tensor& tokens) {
   auto logits = model.logits(batch);
   auto wide = logits.to(at::promote_types(logits.scalar_type(), torch::kFloat32));
   return torch::nn::functional::cross_entropy(wide.reshape({-1, wide.size(-1)}), targets.reshape({-1}));
-}
-
-std::shared_ptr<CausalLM> build_model(const ModelConfig& config, uint64_t seed) {
-  auto model = model_spec(config.family).build(config);
-  materialize(*model, init_source(model->init_plan(), seed));
-  return model;
 }
 
 }  // namespace xtrain::model

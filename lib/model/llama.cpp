@@ -276,10 +276,6 @@ ShardPlan::Unit unit_of(const std::string& name, const torch::nn::Module& module
 }
 }  // namespace
 
-std::shared_ptr<CausalLM> build_llama_decoder(const ModelConfig& config, const AttentionFeatures& features) {
-  return std::make_shared<LlamaForCausalLM>(config, features);
-}
-
 ShardPlan LlamaForCausalLM::shard_plan() {
   ShardPlan plan;
   const bool tied = config().tie_embeddings;

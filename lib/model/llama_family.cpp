@@ -304,7 +304,8 @@ ModelSpec decoder_spec(const char* family, const char* architecture, const char*
   spec.hf_architecture = architecture;
   spec.hf_model_type = family;
   spec.description = description;
-  spec.build = [features](const ModelConfig& config) { return build_llama_decoder(config, features); };
+  spec.architecture = Architecture::llama_decoder;
+  spec.attention = features;
   // The spec is captured by value: the lambdas outlive this function's copy.
   const ModelSpec names = spec;
   spec.to_hf_config = [names, features, experts](const ModelConfig& config, int64_t eos) {

@@ -5,7 +5,6 @@
 // layout is HF's rotate_half layout, so tensors map 1:1 with no permutation.
 #pragma once
 #include <cstdint>
-#include <memory>
 
 #include "model/attention_features.h"
 #include "model/model_spec.h"
@@ -24,9 +23,5 @@ ModelSpec mixtral_spec();
 inline double router_aux_loss_coef_from_hf(double hf_coef, int64_t top_k) {
   return hf_coef * static_cast<double>(top_k);
 }
-
-// The decoder of these families (model/llama.h), built without parameter storage. Defined with
-// the model, so that the specs themselves need no LibTorch (the recipe checks read them).
-std::shared_ptr<CausalLM> build_llama_decoder(const ModelConfig& config, const AttentionFeatures& features);
 
 }  // namespace xtrain::model

@@ -116,8 +116,4 @@ ShardPlan LlavaForConditionalGeneration::shard_plan() {
   return plan;
 }
 
-std::shared_ptr<CausalLM> build_llava(const ModelConfig& config) {
-  return std::make_shared<LlavaForConditionalGeneration>(config);
-}
-
 }  // namespace xtrain::model

@@ -175,7 +175,7 @@ ModelSpec llava_spec() {
   spec.description = "vision-language: a CLIP ViT whose projected features replace the image tokens of a llama";
   // Not split by tensor or pipeline parallelism yet (FSDP shards it).
   spec.capabilities.images = true;
-  spec.build = [](const ModelConfig& config) { return build_llava(config); };
+  spec.architecture = Architecture::llava;
   spec.to_hf_config = llava_config;
   spec.from_hf_config = config_from_llava;
   spec.to_hf_name = [](const std::string& name) { return name; };

@@ -4,16 +4,11 @@
 // writes; the names of transformers' modules in memory and of older checkpoints
 // (vision_tower.vision_model.*) map onto them through from_hf_name.
 #pragma once
-#include <memory>
 
 #include "model/model_spec.h"
 
 namespace xtrain::model {
 
 ModelSpec llava_spec();
-
-// The model (model/llava.h), built without parameter storage. Defined with the model, so that
-// the spec itself needs no LibTorch.
-std::shared_ptr<CausalLM> build_llava(const ModelConfig& config);
 
 }  // namespace xtrain::model

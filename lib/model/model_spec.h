@@ -1,26 +1,36 @@
 // ModelSpec: what xtrain knows of one model family, in one place, selected by model.family (as
-// torchtitan's TrainSpec): how to build it, its Hugging Face adapter (config.json and tensor
-// name, both ways), its weight-decay rule, and what its models can do (Capabilities), which
-// the recipe checks and the commands ask instead of a family's name. The model it builds (a
-// CausalLM) brings its own init and shard plan from its module tree.
+// torchtitan's TrainSpec): the layers its models are made of, its Hugging Face adapter
+// (config.json and tensor name, both ways), its weight-decay rule, and what its models can do
+// (Capabilities), which the recipe checks and the commands ask instead of a family's name.
 //
-// Adding a family: its layers and a CausalLM in model/, a ModelSpec beside them, one line in
-// model_registry.cpp, and a golden test against transformers. Nothing else changes.
+// The specs need no LibTorch (they form xtrain_model_specs, with ckpt/hf_config): the recipe
+// loader and the fuzz targets read them. Building a model is model/'s (model/model_builder.h),
+// by the spec's architecture; the model (a CausalLM) brings its own init and shard plan from
+// its module tree.
+//
+// Adding a family: its layers and a CausalLM in model/ (and, for a new architecture, its case
+// in model_builder.cpp), a ModelSpec beside them, one line in model_registry.cpp, and a golden
+// test against transformers. Nothing else changes.
 #pragma once
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "model/attention_features.h"
 #include "model/model_config.h"
 
 namespace xtrain::model {
 
-class CausalLM;
+// The layers a family's models are made of (model/model_builder.cpp builds each).
+enum class Architecture {
+  llama_decoder,  // model/llama.h, with the spec's attention features
+  bert,           // model/bert.h
+  llava,          // model/llava.h: a CLIP tower in front of a llama decoder
+};
 
 // What a family's models support. A recipe that asks for more is refused by the recipe loader
 // (naming the family, the key and the fix) before any model is built.
@@ -48,8 +58,8 @@ struct ModelSpec {
   std::string description;      // one line, for the recipe reference
   Capabilities capabilities;
 
-  // The model, its parameters declared without storage (model/parameter_source.h).
-  std::function<std::shared_ptr<CausalLM>(const ModelConfig&)> build;
+  Architecture architecture = Architecture::llama_decoder;
+  AttentionFeatures attention;  // what a llama decoder's attention adds (qwen2's biases, qwen3's norms)
   // config.json of a model of this family whose documents end with eos_token_id.
   std::function<nlohmann::json(const ModelConfig&, int64_t eos_token_id)> to_hf_config;
   // The shape in a config.json; a field missing or mistyped, or a feature the family's layers do
@@ -88,8 +98,5 @@ const ModelSpec* find_model_spec(const std::string& family);  // null for an unk
 // The spec of a Hugging Face config.json, by model_type, else architectures[0]; an InputError
 // naming `source` and the families xtrain trains when none matches.
 const ModelSpec& model_spec_for_hf(const nlohmann::json& config, const std::string& source);
-
-// The model of config.family on the CPU, every parameter drawn from `seed` by its init plan.
-std::shared_ptr<CausalLM> build_model(const ModelConfig& config, uint64_t seed);
 
 }  // namespace xtrain::model

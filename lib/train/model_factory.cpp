@@ -4,14 +4,14 @@
 
 #include "ckpt/folder_weights.h"
 #include "ckpt/manifest.h"
-#include "model/model_spec.h"
+#include "model/model_builder.h"
 #include "model/parameter_init.h"
 #include "util/input_error.h"
 
 namespace xtrain::train {
 
 std::shared_ptr<model::CausalLM> build_model(const config::Recipe& recipe) {
-  return model::model_spec(recipe.model.family).build(recipe.model);
+  return model::declare_model(recipe.model);
 }
 
 InitialWeights initial_weights(const config::Recipe& recipe, const model::CausalLM& model, bool fresh) {

@@ -10,6 +10,7 @@
 #include "ckpt/folder_weights.h"
 #include "ckpt/hf_folder.h"
 #include "ckpt/safetensors.h"
+#include "model/model_builder.h"
 #include "model/small_llama.h"
 #include "scratch_dir.h"
 #include "tensor_compare.h"
@@ -65,7 +66,7 @@ TEST_CASE("a damaged weight index is an input error naming the file and the tens
   ckpt::save_safetensors(dir + "/a.safetensors", {{"model.norm.weight", torch::ones({4})}});
   util::write_file_durable(dir + "/model.safetensors.index.json",
                            R"({"weight_map": {"lm_head.weight": "a.safetensors"}})");
-  const auto model = model::model_spec("llama").build(testing::SmallLlama{}.config());
+  const auto model = model::declare_model(testing::SmallLlama{}.config());
   CHECK_THROWS_WITH(ckpt::folder_weights(dir, *model),
                     dir + "/a.safetensors: tensor 'lm_head.weight' is not in a.safetensors, where " + dir +
                         "/model.safetensors.index.json puts it");

@@ -11,6 +11,7 @@
 #include "ckpt/hf_folder.h"
 #include "ckpt/safetensors.h"
 #include "model/bert.h"
+#include "model/model_builder.h"
 #include "model/model_spec.h"
 #include "model/sequence_layout.h"
 #include "scratch_dir.h"

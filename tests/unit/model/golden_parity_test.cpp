@@ -13,6 +13,7 @@
 #include "ckpt/hf_folder.h"
 #include "ckpt/safetensors.h"
 #include "model/causal_lm.h"
+#include "model/model_builder.h"
 #include "model/model_spec.h"
 #include "model/small_llama.h"
 #include "optim/adamw.h"

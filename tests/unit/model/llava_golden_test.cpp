@@ -13,6 +13,7 @@
 #include "ckpt/hf_config.h"
 #include "ckpt/hf_folder.h"
 #include "ckpt/safetensors.h"
+#include "model/model_builder.h"
 #include "model/model_spec.h"
 #include "scratch_dir.h"
 #include "tensor_compare.h"
@@ -197,7 +198,7 @@ TEST_CASE("llava's config.json round-trips and refuses what xtrain does not comp
 
 TEST_CASE("llava's init plan and shard plan cover each parameter once", "[model][llava]") {
   const auto config = small_llava();
-  auto model = model::model_spec("llava").build(config);
+  auto model = model::declare_model(config);
   const auto init = model->init_plan();
   const auto plan = model->shard_plan();
   std::map<std::string, int> units_of;

@@ -12,6 +12,7 @@
 
 #include "ckpt/hf_config.h"
 #include "model/causal_lm.h"
+#include "model/model_builder.h"
 #include "model/model_spec.h"
 #include "model/small_llama.h"
 #include "util/input_error.h"
@@ -47,7 +48,7 @@ model::ModelConfig small_config(const model::ModelSpec& spec) {
 
 std::set<std::string> parameter_names(const model::ModelSpec& spec) {
   std::set<std::string> names;
-  for (const auto& item : spec.build(small_config(spec))->named_parameters()) names.insert(item.key());
+  for (const auto& item : model::declare_model(small_config(spec))->named_parameters()) names.insert(item.key());
   return names;
 }
 
@@ -78,7 +79,7 @@ TEST_CASE("every registered family round-trips through its Hugging Face config",
     CHECK(back.num_experts_per_tok == config.num_experts_per_tok);
     CHECK(back.moe_intermediate_size == config.moe_intermediate_size);
     CHECK(back.first_k_dense == config.first_k_dense);
-    const auto model = spec.build(config);
+    const auto model = model::declare_model(config);
     CHECK(model->config().family == spec.family);
     CHECK(spec.decays("model.layers.0.mlp.up_proj.weight", 2));
     CHECK_FALSE(spec.decays("model.norm.weight", 1));
@@ -101,7 +102,7 @@ TEST_CASE("every parameter of every family is stored under Hugging Face names th
           "[model][registry]") {
   for (const auto& spec : model::model_specs()) {
     INFO(spec.family);
-    const auto model = spec.build(small_config(spec));
+    const auto model = model::declare_model(small_config(spec));
     std::set<std::string> stored_names;
     size_t stored_count = 0;
     for (const auto& item : model->named_parameters()) {
@@ -234,7 +235,7 @@ TEST_CASE("each family declares what its models support", "[model][registry]") {
 
 TEST_CASE("a model of a family without tensor or pipeline parallelism refuses them as a logic error",
           "[model][registry]") {
-  const auto model = model::model_spec("bert").build(small_config(model::model_spec("bert")));
+  const auto model = model::declare_model(small_config(model::model_spec("bert")));
   try {
     model->tensor_parallel_plan(0, 2);
     FAIL("no error");

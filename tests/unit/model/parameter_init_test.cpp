@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "model/causal_lm.h"
+#include "model/model_builder.h"
 #include "model/model_spec.h"
 #include "model/parameter_init.h"
 #include "model/parameter_source.h"
@@ -44,7 +45,7 @@ TEST_CASE("each family's init plan covers exactly its parameters, by its module 
       shape.tied = tied;
       const bool experts = model::model_spec(family).capabilities.experts;
       if (experts) shape.with_experts(24);
-      const auto model = model::model_spec(family).build(shape.config());
+      const auto model = model::declare_model(shape.config());
       const auto plan = model->init_plan();
       std::vector<std::string> names, planned;
       for (const auto& item : model->named_parameters()) {
@@ -73,7 +74,7 @@ TEST_CASE("an unmaterialised model holds no parameter memory until a source fill
   testing::SmallLlama shape;
   shape.vocab = 4096;
   shape.hidden = 256;
-  const auto model = model::model_spec("llama").build(shape.config());
+  const auto model = model::declare_model(shape.config());
   int64_t bytes = 0;
   for (const auto& p : model->parameters()) bytes += p.is_non_overlapping_and_dense() ? p.nbytes() : 0;
   CHECK(bytes <= 64);  // scalars at most: 1-element stand-ins count as dense

@@ -5,6 +5,7 @@
 
 #include "model/causal_lm.h"
 #include "model/model_config.h"
+#include "model/model_builder.h"
 #include "model/model_spec.h"
 
 namespace xtrain::testing {

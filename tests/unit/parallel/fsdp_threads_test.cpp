@@ -11,6 +11,7 @@
 #include "parallel/fully_sharded.h"
 #include "parallel/thread_comm.h"
 #include "model/causal_lm.h"
+#include "model/model_builder.h"
 #include "model/model_spec.h"
 #include "model/parameter_init.h"
 #include "model/small_llama.h"
@@ -57,7 +58,7 @@ TEST_CASE("FSDP 2 and 4, HSDP 2x2 and DDP 2 over thread ranks hold the gradients
 
   std::vector<std::shared_ptr<model::CausalLM>> models;
   for (int64_t r = 0; r < ranks; ++r)
-    models.push_back(from_source ? model::model_spec("llama").build(shape.config()) : shape.build(3));
+    models.push_back(from_source ? model::declare_model(shape.config()) : shape.build(3));
   parallel::ThreadWorld threads;
   std::vector<std::unique_ptr<parallel::FullyShardedModel>> sharded(static_cast<size_t>(ranks));
   std::vector<double> norms(static_cast<size_t>(ranks));

@@ -13,7 +13,7 @@
 #include <torch/torch.h>
 
 #include "ckpt/checkpoint.h"
-#include "model/model_spec.h"
+#include "model/model_builder.h"
 #include "model/parameter_init.h"
 #include "model/parameter_source.h"
 #include "model/small_llama.h"
@@ -62,7 +62,7 @@ data::MicroBatch join(const std::vector<data::MicroBatch>& parts) {
 // One rank's trainer parts, built as the trainer builds them.
 struct Rank {
   Rank(parallel::DeviceMesh layout, train::StepSettings settings) : mesh(std::move(layout)) {
-    auto model = model::model_spec("llama").build(kShape.config());
+    auto model = model::declare_model(kShape.config());
     model::accumulate_lookup_grads_in_place(*model);
     experts = std::make_unique<train::ExpertBalance>(*model, 0.0);
     parallel = parallel::parallelize(model, mesh, {}, model::init_source(model->init_plan(), kSeed));
@@ -117,7 +117,7 @@ parallel::ParallelDegrees fsdp(int64_t ranks) {
 
 // The loss and every parameter's gradient of one pass over the whole global batch.
 std::pair<double, std::map<std::string, torch::Tensor>> one_pass(const data::MicroBatch& batch) {
-  auto model = model::model_spec("llama").build(kShape.config());
+  auto model = model::declare_model(kShape.config());
   model::materialize(*model, model::init_source(model->init_plan(), kSeed));
   const auto loss = train::training_loss(*model, train::model_batch(batch, torch::kCPU), 0).loss;
   loss.backward();
