@@ -16,6 +16,7 @@
 #include "data/data_prepare.h"
 #include "data/tokenizer.h"
 #include "omp_wait_policy.h"
+#include "parallel/tcp_agent_store.h"
 #include "train/balance_report.h"
 #include "train/batch_dump.h"
 #include "train/generate.h"
@@ -348,7 +349,7 @@ Command add_launch(CLI::App& app, launch::LaunchOptions& options) {
   command->add_option("--run-id,--run_id", options.run_id, "Job id for TORCHELASTIC_RUN_ID");
   command->add_option("--join-timeout", options.join_timeout_s, "Seconds to wait for every node to join")
       ->capture_default_str();
-  return {command, [&options] { return launch::run_launch(options); }};
+  return {command, [&options] { return launch::run_launch(options, parallel::connect_tcp_agent_store); }};
 }
 
 int run_env() {
