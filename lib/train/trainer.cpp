@@ -20,24 +20,14 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_reader.h"
-#include "ckpt/sharded_checkpoint.h"
 #include "ckpt/hf_folder.h"
+#include "ckpt/sharded_checkpoint.h"
 #include "config/batch_geometry.h"
 #include "config/option_registry.h"
 #include "config/recipe_loader.h"
 #include "data/batch_loader.h"
 #include "data/batch_schedule.h"
 #include "data/micro_batch.h"
-#include "data/tokenizer.h"
-#include "parallel/device_mesh.h"
-#include "parallel/expert_parallel.h"
-#include "parallel/pipeline_stage.h"
-#include "parallel/placement.h"
-#include "parallel/tensor_parallel.h"
-#include "parallel/tensor_parallel_plan.h"
-#include "parallel/fully_sharded.h"
-#include "parallel/watchdog.h"
-#include "parallel/world.h"
 #include "memory/memory_policy.h"
 #include "model/linear.h"
 #include "model/model_spec.h"
@@ -47,8 +37,17 @@
 #include "optim/grad_clip.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
+#include "parallel/device_mesh.h"
+#include "parallel/expert_parallel.h"
+#include "parallel/fully_sharded.h"
+#include "parallel/pipeline_stage.h"
+#include "parallel/placement.h"
+#include "parallel/tensor_parallel.h"
+#include "parallel/tensor_parallel_plan.h"
+#include "parallel/watchdog.h"
+#include "parallel/world.h"
+#include "text/tokenizer.h"
 #include "train/checkpoint_writer.h"
-#include "train/pipeline_schedule.h"
 #include "train/evaluate.h"
 #include "train/expert_balance.h"
 #include "train/fault_injection.h"
@@ -56,13 +55,14 @@
 #include "train/micro_batch_memory.h"
 #include "train/micro_batch_weight.h"
 #include "train/model_factory.h"
+#include "train/non_finite_guard.h"
+#include "train/pipeline_schedule.h"
 #include "train/precision.h"
 #include "train/recipe_data.h"
-#include "train/resume_check.h"
-#include "train/non_finite_guard.h"
-#include "train/spike_detector.h"
 #include "train/resume_changes.h"
+#include "train/resume_check.h"
 #include "train/schedule.h"
+#include "train/spike_detector.h"
 #include "train/stop_signal.h"
 #include "train/training_loss.h"
 #include "util/blas_probe.h"
@@ -336,7 +336,7 @@ class TrainingRun {
   std::optional<Fault> fault_;
   std::optional<Fault> injected_spike_;  // its own copy: consumed when it fires, while a save reads fault_
 
-  std::unique_ptr<data::Tokenizer> tokenizer_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<data::SampleDataset> train_data_;
   std::unique_ptr<data::SampleDataset> eval_data_;
   torch::Device device_ = torch::kCPU;
@@ -480,7 +480,7 @@ void TrainingRun::check_micro_batch_memory() const {
 }
 
 void TrainingRun::load_data() {
-  tokenizer_ = data::make_tokenizer(recipe_.data.tokenizer);
+  tokenizer_ = text::make_tokenizer(recipe_.data.tokenizer);
   train_data_ = load_recipe_dataset("data.train", recipe_.data.train, *tokenizer_, recipe_, recipe_.data.shuffle);
   if (!recipe_.data.eval.empty())
     eval_data_ = load_recipe_dataset("data.eval", recipe_.data.eval, *tokenizer_, recipe_, false);
@@ -1316,7 +1316,7 @@ int evaluate_checkpoint(const config::Recipe& recipe, const std::string& checkpo
   apply_threads(recipe);
   if (recipe.data.eval.empty())
     throw InputError("data.eval is empty: set it in the recipe or with --set data.eval=PATH");
-  auto tokenizer = data::make_tokenizer(recipe.data.tokenizer);
+  auto tokenizer = text::make_tokenizer(recipe.data.tokenizer);
   auto eval_data = load_recipe_dataset("data.eval", recipe.data.eval, *tokenizer, recipe, false);
   std::string dir = checkpoint_dir;
   std::string verification;

@@ -8,7 +8,7 @@
 #include "data/masked_lm_dataset.h"
 #include "data/micro_batch.h"
 #include "data/token_dataset.h"
-#include "data/tokenizer.h"
+#include "text/tokenizer.h"
 
 using namespace xtrain::data;
 
