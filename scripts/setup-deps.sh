@@ -12,7 +12,7 @@ packages=(
   libyaml-cpp-dev libcli11-dev nlohmann-json3-dev catch2
   libgloo-dev  # headers only: the torch wheel compiles Gloo in but ships no gloo/*.h for ProcessGroupGloo.hpp
   libsentencepiece-dev libpcre2-dev libicu-dev  # tokenizers
-  libpng-dev libjpeg62-turbo-dev  # image decoding (lib/data/image_decode.h)
+  libpng-dev libjpeg62-turbo-dev  # image decoding (lib/image/image_decode.h)
   libxxhash-dev  # checkpoint checksums (header-only use)
   clang libclang-rt-dev  # the fuzz targets: libFuzzer, ASan, UBSan (scripts/fuzz.sh)
   python3-venv

@@ -14,9 +14,10 @@
 #include "ckpt/hf_folder.h"
 #include "config/recipe_loader.h"
 #include "data/data_prepare.h"
-#include "data/tokenizer.h"
 #include "model/model_spec.h"
 #include "omp_wait_policy.h"
+#include "parallel/tcp_agent_store.h"
+#include "text/tokenizer.h"
 #include "train/balance_report.h"
 #include "train/batch_dump.h"
 #include "train/generate.h"
@@ -144,7 +145,7 @@ int run_generate(const std::string& dir, const train::PromptRequest& request, tr
   for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
   train::require_finite_weights(named, dir);
   const auto spec = train::checkpoint_data_spec(dir);
-  auto tokenizer = data::make_tokenizer(spec.tokenizer);
+  auto tokenizer = text::make_tokenizer(spec.tokenizer);
   const auto prompt = train::make_generate_prompt(model->config(), *tokenizer, spec, request, options);
   if (!request.chat) fmt::print("{}", request.text);
   std::fflush(stdout);
@@ -188,7 +189,7 @@ int run_export(const std::string& checkpoint, const std::string& out, const std:
   const auto check = ckpt::verify_checkpoint(checkpoint);
   std::vector<ckpt::ExtraFile> extra_files;
   const auto spec = train::checkpoint_data_spec(checkpoint);
-  for (const auto& file : data::hf_tokenizer_files(spec.tokenizer)) extra_files.push_back({file.source, file.name});
+  for (const auto& file : text::hf_tokenizer_files(spec.tokenizer)) extra_files.push_back({file.source, file.name});
   if (!spec.image_processor.empty()) extra_files.push_back({spec.image_processor, "preprocessor_config.json"});
   if (!spec.generation_config.empty()) extra_files.push_back({spec.generation_config, "generation_config.json"});
   const auto shard_bytes = ckpt::parse_shard_size(max_shard_size);
@@ -224,7 +225,7 @@ Command add_export(CLI::App& app) {
 
 // The whole input is one document, as a data.train text file is; ids go on one line.
 int run_tokenize(const std::string& spec, const std::string& input, bool count_only) {
-  auto tokenizer = data::make_tokenizer(spec);
+  auto tokenizer = text::make_tokenizer(spec);
   const std::string text = util::read_file(input.empty() || input == "-" ? "/dev/stdin" : input);
   const auto start = std::chrono::steady_clock::now();
   const std::vector<int64_t> ids = tokenizer->encode(text);
@@ -349,7 +350,7 @@ Command add_launch(CLI::App& app, launch::LaunchOptions& options) {
   command->add_option("--run-id,--run_id", options.run_id, "Job id for TORCHELASTIC_RUN_ID");
   command->add_option("--join-timeout", options.join_timeout_s, "Seconds to wait for every node to join")
       ->capture_default_str();
-  return {command, [&options] { return launch::run_launch(options); }};
+  return {command, [&options] { return launch::run_launch(options, parallel::connect_tcp_agent_store); }};
 }
 
 int run_env() {

@@ -12,9 +12,9 @@
 #include "config/batch_geometry.h"
 #include "config/foreign_keys.h"
 #include "config/option_registry.h"
-#include "model/model_spec.h"
 #include "data/text_source.h"
-#include "data/tokenizer.h"
+#include "model/model_spec.h"
+#include "text/tokenizer.h"
 #include "util/durable_file.h"
 
 namespace xtrain::config {
@@ -241,10 +241,10 @@ class RecipeBuilder {
     if (m.num_kv_heads == 0) m.num_kv_heads = m.num_heads;
     if (m.max_seq_len == 0) m.max_seq_len = recipe_.data.seq_len;
     if (m.intermediate_size == 0) m.intermediate_size = (8 * m.hidden_size / 3 + 63) / 64 * 64;
-    if (auto problem = data::check_tokenizer_spec(recipe_.data.tokenizer)) {
+    if (auto problem = text::check_tokenizer_spec(recipe_.data.tokenizer)) {
       report(where("data.tokenizer"), "data.tokenizer", *problem);
     } else {
-      tokenizer_vocab_ = data::make_tokenizer(recipe_.data.tokenizer)->vocab_size();
+      tokenizer_vocab_ = text::make_tokenizer(recipe_.data.tokenizer)->vocab_size();
       if (m.vocab_size == 0) m.vocab_size = tokenizer_vocab_;
     }
   }

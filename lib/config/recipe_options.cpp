@@ -8,9 +8,9 @@
 
 #include "config/checks.h"
 #include "config/option_registry.h"
-#include "util/signal_names.h"
-#include "data/chat_template.h"
 #include "model/model_spec.h"
+#include "text/chat_template.h"
+#include "util/signal_names.h"
 
 namespace xtrain::config {
 
@@ -79,7 +79,7 @@ Check<std::string> init_source() {
 }
 
 Check<std::string> chat_template() {
-  return [](const std::string& value) { return data::check_chat_template(value); };
+  return [](const std::string& value) { return text::check_chat_template(value); };
 }
 
 void add_run_options(OptionRegistry& r) {

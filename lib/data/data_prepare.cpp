@@ -7,11 +7,11 @@
 
 #include <fmt/format.h>
 
-#include "data/chat_template.h"
 #include "data/encoding_pipeline.h"
 #include "data/indexed_dataset_writer.h"
 #include "data/indexed_token_stream.h"
-#include "data/tokenizer.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
 #include "util/input_error.h"
 #include "util/progress_line.h"
 
@@ -61,8 +61,8 @@ std::vector<DocumentInput> prepare_inputs(const PrepareOptions& options) {
 
 PrepareResult prepare_indexed_dataset(const PrepareOptions& options, util::ProgressLine* progress) {
   const auto started = Clock::now();
-  const auto tokenizer = make_tokenizer(options.tokenizer);
-  const DocumentEncoder encoder(*tokenizer, ChatTemplate::parse(options.chat_template));
+  const auto tokenizer = text::make_tokenizer(options.tokenizer);
+  const DocumentEncoder encoder(*tokenizer, text::ChatTemplate::parse(options.chat_template));
   DocumentReader reader(prepare_inputs(options));
   if (options.output_prefix.empty()) throw InputError("no output prefix (--output PREFIX)");
   const fs::path parent = fs::path(options.output_prefix).parent_path();

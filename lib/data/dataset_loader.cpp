@@ -10,13 +10,13 @@
 
 namespace xtrain::data {
 
-std::shared_ptr<const TokenStream> load_token_stream(const std::string& source, const Tokenizer& tokenizer,
+std::shared_ptr<const TokenStream> load_token_stream(const std::string& source, const text::Tokenizer& tokenizer,
                                                      const DatasetOptions& options) {
   if (auto problem = check_source(source)) throw InputError(*problem);
   if (is_megatron_source(source))
     return std::make_shared<IndexedTokenStream>(megatron_prefix(source), tokenizer.vocab_size());
   DocumentReader reader(document_inputs(source));
-  const DocumentEncoder encoder(tokenizer, ChatTemplate::parse(options.chat_template));
+  const DocumentEncoder encoder(tokenizer, text::ChatTemplate::parse(options.chat_template));
   auto stream = std::make_shared<InMemoryTokenStream>();
   encode_documents(reader, RecordForm::Any, encoder, options.workers, [&](EncodedChunk&& chunk) {
     for (const auto& document : chunk.documents) stream->append(document);
@@ -24,7 +24,7 @@ std::shared_ptr<const TokenStream> load_token_stream(const std::string& source, 
   return stream;
 }
 
-std::unique_ptr<SampleDataset> load_dataset(const std::string& spec, const Tokenizer& tokenizer,
+std::unique_ptr<SampleDataset> load_dataset(const std::string& spec, const text::Tokenizer& tokenizer,
                                             const DatasetOptions& options) {
   const std::vector<WeightedSource> sources = parse_source_list(spec);
   std::vector<std::unique_ptr<TokenDataset>> datasets;

@@ -9,7 +9,7 @@
 
 #include "data/sample_dataset.h"
 #include "data/token_stream.h"
-#include "data/tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace xtrain::data {
 
@@ -21,11 +21,11 @@ struct DatasetOptions {
   int workers = 0;                       // tokenizing threads; 0: one per core
 };
 
-std::unique_ptr<SampleDataset> load_dataset(const std::string& spec, const Tokenizer& tokenizer,
+std::unique_ptr<SampleDataset> load_dataset(const std::string& spec, const text::Tokenizer& tokenizer,
                                             const DatasetOptions& options);
 
 // The token stream of one source (not a list).
-std::shared_ptr<const TokenStream> load_token_stream(const std::string& source, const Tokenizer& tokenizer,
+std::shared_ptr<const TokenStream> load_token_stream(const std::string& source, const text::Tokenizer& tokenizer,
                                                      const DatasetOptions& options);
 
 }  // namespace xtrain::data

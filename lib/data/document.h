@@ -5,13 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "data/chat_template.h"
+#include "text/chat_template.h"
 
 namespace xtrain::data {
 
 struct Document {
   std::string text;                   // a plain text document
-  std::vector<ChatMessage> messages;  // a conversation, when is_conversation
+  std::vector<text::ChatMessage> messages;  // a conversation, when is_conversation
   bool is_conversation = false;
   std::vector<std::string> images;   // a conversation's image paths, as the record wrote them
 };

@@ -8,11 +8,11 @@
 
 namespace xtrain::data {
 
-DocumentEncoder::DocumentEncoder(const Tokenizer& tokenizer, ChatTemplate chat_template,
+DocumentEncoder::DocumentEncoder(const text::Tokenizer& tokenizer, text::ChatTemplate chat_template,
                                  std::optional<ImagePlaceholder> image)
     : tokenizer_(tokenizer), chat_template_(std::move(chat_template)), image_(std::move(image)) {}
 
-std::vector<int64_t> encode_with_images(const Tokenizer& tokenizer, std::string_view text,
+std::vector<int64_t> encode_with_images(const text::Tokenizer& tokenizer, std::string_view text,
                                         const ImagePlaceholder& placeholder, int64_t* placeholders,
                                         std::vector<uint8_t>* is_image) {
   std::vector<int64_t> ids;

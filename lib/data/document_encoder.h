@@ -15,9 +15,9 @@
 #include <string_view>
 #include <vector>
 
-#include "data/chat_template.h"
 #include "data/document.h"
-#include "data/tokenizer.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
 
 namespace xtrain::data {
 
@@ -36,21 +36,21 @@ struct ImagePlaceholder {
 // The ids of `text` with each occurrence of the placeholder's text expanded to its image tokens;
 // the text around a placeholder is encoded apart, so no token spans an image. *placeholders, when
 // given, receives their number; is_image, when given, gets one flag per id.
-std::vector<int64_t> encode_with_images(const Tokenizer& tokenizer, std::string_view text,
+std::vector<int64_t> encode_with_images(const text::Tokenizer& tokenizer, std::string_view text,
                                         const ImagePlaceholder& placeholder, int64_t* placeholders = nullptr,
                                         std::vector<uint8_t>* is_image = nullptr);
 
 class DocumentEncoder {
  public:
-  DocumentEncoder(const Tokenizer& tokenizer, ChatTemplate chat_template,
+  DocumentEncoder(const text::Tokenizer& tokenizer, text::ChatTemplate chat_template,
                   std::optional<ImagePlaceholder> image = std::nullopt);
 
   // An unknown role is an InputError (without a place: the caller knows the file and line).
   EncodedDocument encode(const Document& document) const;
 
  private:
-  const Tokenizer& tokenizer_;
-  ChatTemplate chat_template_;
+  const text::Tokenizer& tokenizer_;
+  text::ChatTemplate chat_template_;
   std::optional<ImagePlaceholder> image_;
 };
 

@@ -10,9 +10,10 @@
 #include <torch/torch.h>
 
 #include "data/document_reader.h"
-#include "data/image_decode.h"
 #include "data/permutation.h"
+#include "data/pixel_tensor.h"
 #include "data/token_dataset.h"
+#include "image/image_decode.h"
 #include "util/input_error.h"
 
 namespace xtrain::data {
@@ -32,7 +33,7 @@ std::vector<std::string> image_problems(const std::vector<std::vector<std::strin
     for (size_t r = next++; r < images.size(); r = next++) {
       for (size_t i = 0; i < images[r].size() && problems[r].empty(); ++i) {
         try {
-          decode_image_file(images[r][i]);
+          image::decode_image_file(images[r][i]);
         } catch (const InputError& e) {
           problems[r] = fmt::format("image {} of {}: {}", i + 1, images[r].size(), e.what());
         }
@@ -48,7 +49,7 @@ std::vector<std::string> image_problems(const std::vector<std::vector<std::strin
 
 }  // namespace
 
-ImageChatDataset::ImageChatDataset(const std::string& jsonl_path, const Tokenizer& tokenizer,
+ImageChatDataset::ImageChatDataset(const std::string& jsonl_path, const text::Tokenizer& tokenizer,
                                    ImageChatOptions options)
     : options_(std::move(options)), eos_id_(tokenizer.eos_id()) {
   read_records(jsonl_path, tokenizer);
@@ -73,9 +74,9 @@ ImageChatDataset::ImageChatDataset(const std::string& jsonl_path, const Tokenize
 }
 
 // Reads and encodes every record, then checks its images; a record's place is file:line.
-void ImageChatDataset::read_records(const std::string& jsonl_path, const Tokenizer& tokenizer) {
+void ImageChatDataset::read_records(const std::string& jsonl_path, const text::Tokenizer& tokenizer) {
   const std::filesystem::path folder = std::filesystem::path(jsonl_path).parent_path();
-  const DocumentEncoder encoder(tokenizer, ChatTemplate::parse(options_.chat_template), options_.placeholder);
+  const DocumentEncoder encoder(tokenizer, text::ChatTemplate::parse(options_.chat_template), options_.placeholder);
   const int64_t window = options_.seq_len + 1;
   DocumentReader reader({{DocumentInput::Kind::JsonlFile, jsonl_path, {}}});
   std::vector<std::string> places;
@@ -177,7 +178,8 @@ torch::Tensor ImageChatDataset::pixel_values(int64_t global_index) const {
   const Record& r = record(global_index);
   if (r.images.empty()) return {};
   std::vector<torch::Tensor> pixels;
-  for (const auto& image : r.images) pixels.push_back(preprocess(decode_image_file(image), options_.processor));
+  for (const auto& file : r.images)
+    pixels.push_back(pixel_tensor(image::preprocess(image::decode_image_file(file), options_.processor)));
   return torch::stack(pixels);
 }
 

@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "data/clip_image_processor.h"
 #include "data/document_encoder.h"
 #include "data/sample_dataset.h"
-#include "data/tokenizer.h"
+#include "image/clip_image_processor.h"
+#include "text/tokenizer.h"
 
 namespace xtrain::data {
 
@@ -32,14 +32,14 @@ struct ImageChatOptions {
   bool shuffle = true;
   std::string chat_template = "chatml";
   ImagePlaceholder placeholder;
-  ClipImageProcessorConfig processor;
+  image::ClipImageProcessorConfig processor;
   bool skip_bad_images = false;
   int workers = 1;
 };
 
 class ImageChatDataset final : public SampleDataset {
  public:
-  ImageChatDataset(const std::string& jsonl_path, const Tokenizer& tokenizer, ImageChatOptions options);
+  ImageChatDataset(const std::string& jsonl_path, const text::Tokenizer& tokenizer, ImageChatOptions options);
 
   int64_t num_samples() const override { return static_cast<int64_t>(records_.size()); }
   int64_t num_tokens() const override { return num_tokens_; }
@@ -65,7 +65,7 @@ class ImageChatDataset final : public SampleDataset {
     std::vector<std::string> images;  // resolved paths
   };
 
-  void read_records(const std::string& jsonl_path, const Tokenizer& tokenizer);
+  void read_records(const std::string& jsonl_path, const text::Tokenizer& tokenizer);
   void check_images(const std::vector<std::string>& places);
   const Record& record(int64_t global_index) const;
   // Writes sample g's seq_len + 1 tokens and, when targets is not null, its seq_len targets.

@@ -22,10 +22,10 @@ std::string string_field(const nlohmann::json& object, const char* name, const s
   return field->get<std::string>();
 }
 
-std::vector<ChatMessage> parse_messages(const nlohmann::json& messages, const std::string& where) {
+std::vector<text::ChatMessage> parse_messages(const nlohmann::json& messages, const std::string& where) {
   if (!messages.is_array() || messages.empty())
     throw InputError(where + "\"messages\" must be a non-empty list of {\"role\": ..., \"content\": ...}");
-  std::vector<ChatMessage> parsed;
+  std::vector<text::ChatMessage> parsed;
   parsed.reserve(messages.size());
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string at = where + "message " + std::to_string(i + 1) + ": ";

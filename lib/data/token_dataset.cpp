@@ -9,7 +9,7 @@ namespace xtrain::data {
 namespace {
 
 std::shared_ptr<const TokenStream> encode_texts(const std::vector<std::string>& documents,
-                                                const Tokenizer& tokenizer) {
+                                                const text::Tokenizer& tokenizer) {
   auto stream = std::make_shared<InMemoryTokenStream>();
   // A byte tokenizer yields about one token per byte; reserving avoids regrowing a
   // multi-megabyte vector while appending.
@@ -43,7 +43,7 @@ TokenDataset::TokenDataset(std::shared_ptr<const TokenStream> stream, int64_t se
   num_samples_ = num_tokens / window;
 }
 
-TokenDataset::TokenDataset(const std::vector<std::string>& documents, const Tokenizer& tokenizer, int64_t seq_len,
+TokenDataset::TokenDataset(const std::vector<std::string>& documents, const text::Tokenizer& tokenizer, int64_t seq_len,
                            uint64_t seed, bool shuffle)
     : TokenDataset(encode_texts(documents, tokenizer), seq_len, seed, shuffle) {}
 

@@ -11,7 +11,7 @@
 
 #include "data/sample_dataset.h"
 #include "data/token_stream.h"
-#include "data/tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace xtrain::data {
 
@@ -19,7 +19,7 @@ class TokenDataset final : public SampleDataset {
  public:
   TokenDataset(std::shared_ptr<const TokenStream> stream, int64_t seq_len, uint64_t seed, bool shuffle);
   // Plain text documents, joined with the tokenizer's EOS id.
-  TokenDataset(const std::vector<std::string>& documents, const Tokenizer& tokenizer, int64_t seq_len,
+  TokenDataset(const std::vector<std::string>& documents, const text::Tokenizer& tokenizer, int64_t seq_len,
                uint64_t seed, bool shuffle);
 
   int64_t num_samples() const override { return num_samples_; }

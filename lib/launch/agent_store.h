@@ -1,7 +1,8 @@
 // How the launchers of one job, one per node, agree on when to start, stop and restart
 // their ranks. With one node every answer is local. With several, node 0's launcher hosts a
-// small TCP store (c10d::TCPStore) on MASTER_PORT + 1, leaving MASTER_PORT to the ranks' own
-// store, and for each attempt k:
+// small TCP store on MASTER_PORT + 1, leaving MASTER_PORT to the ranks' own store (the store
+// is c10d's, so it comes from outside this torch-free library: parallel/tcp_agent_store.h),
+// and for each attempt k:
 //   - every launcher joins attempt k and starts its ranks once all nodes have joined;
 //   - the first launcher to see a rank fail publishes that failure (compare-and-set, so the
 //     first one wins); every launcher polls for it, stops its ranks, and then all of them
@@ -11,6 +12,7 @@
 //   - a launcher stopped by a signal publishes an abort, and the others stop their ranks too.
 // At the end every launcher signs off; node 0 keeps the store up until all have.
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,11 +45,14 @@ class AgentStore {
   virtual void leave(double timeout_s) = 0;
 };
 
-// A local store for one node; for several, connects to (or, on node 0, hosts) the TCP store,
-// waiting up to options.join_timeout_s for node 0. Every node must be given the same
-// --nnodes, --nproc-per-node, --max-restarts and --run-id: a node that differs from node 0
-// publishes an abort and throws InputError. Failures of the store itself are
-// std::runtime_error naming its address.
-std::unique_ptr<AgentStore> connect_agent_store(const LaunchOptions& options);
+// Connects to (or, on node 0, hosts) the launchers' TCP store, waiting up to
+// options.join_timeout_s for node 0. Every node must be given the same --nnodes,
+// --nproc-per-node, --max-restarts and --run-id: a node that differs from node 0 publishes an
+// abort and throws InputError. Failures of the store itself are std::runtime_error naming its
+// address.
+using AgentStoreConnector = std::function<std::unique_ptr<AgentStore>(const LaunchOptions&)>;
+
+// A local store for one node; for several, the store connect_tcp connects to.
+std::unique_ptr<AgentStore> connect_agent_store(const LaunchOptions& options, const AgentStoreConnector& connect_tcp);
 
 }  // namespace xtrain::launch

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -68,8 +69,10 @@ std::string make_temporary_dir() {
 
 class Launcher {
  public:
-  explicit Launcher(const LaunchOptions& options)
-      : options_(resolve_launch_options(options)), parent_environment_(current_environment()) {
+  Launcher(const LaunchOptions& options, AgentStoreConnector connect_tcp)
+      : options_(resolve_launch_options(options)),
+        connect_tcp_(std::move(connect_tcp)),
+        parent_environment_(current_environment()) {
     if (options_.log_dir.empty()) {
       files_dir_ = make_temporary_dir();
       temporary_files_dir_ = true;
@@ -98,7 +101,7 @@ class Launcher {
                          options_.nnodes, options_.master_addr, options_.master_port + 1, options_.master_addr,
                          options_.master_port));
     // Connected before signals are caught, so that Ctrl-C while waiting for node 0 just ends.
-    store_ = connect_agent_store(options_);
+    store_ = connect_agent_store(options_, connect_tcp_);
     signals_ = std::make_unique<SignalPipe>();
     if (defaults_omp_num_threads(parent_environment_, options_))
       notice(
@@ -367,6 +370,7 @@ class Launcher {
   }
 
   LaunchOptions options_;
+  AgentStoreConnector connect_tcp_;
   std::vector<std::string> parent_environment_;
   std::string files_dir_;  // per attempt: error files, and logs with --log-dir
   bool temporary_files_dir_ = false;
@@ -381,8 +385,8 @@ class Launcher {
 
 }  // namespace
 
-int run_launch(const LaunchOptions& options) {
-  Launcher launcher(options);
+int run_launch(const LaunchOptions& options, const AgentStoreConnector& connect_tcp) {
+  Launcher launcher(options, connect_tcp);
   return launcher.run();
 }
 

@@ -22,7 +22,7 @@ int report_balance(const config::Recipe& recipe, const BalanceReportOptions& opt
   int64_t steps = options.steps > 0 ? options.steps : std::min<int64_t>(recipe.train.steps, 256);
   steps = std::max<int64_t>(window, steps / window * window);  // whole windows
 
-  auto tokenizer = data::make_tokenizer(recipe.data.tokenizer);
+  auto tokenizer = text::make_tokenizer(recipe.data.tokenizer);
   const auto dataset = load_recipe_dataset("data.train", recipe.data.train, *tokenizer, recipe, recipe.data.shuffle);
   const uint64_t seed = static_cast<uint64_t>(recipe.run.seed);
   const data::BatchSchedule plain(*dataset, global_batch, {0, recipe.data.pack, seed});

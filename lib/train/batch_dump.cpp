@@ -18,7 +18,7 @@ int dump_batch(const config::Recipe& recipe, const BatchDumpOptions& options) {
   const std::string key = eval ? "data.eval" : "data.train";
   const std::string& source = eval ? recipe.data.eval : recipe.data.train;
   if (source.empty()) throw InputError(fmt::format("{} is empty: there are no samples to write", key));
-  const auto tokenizer = data::make_tokenizer(recipe.data.tokenizer);
+  const auto tokenizer = text::make_tokenizer(recipe.data.tokenizer);
   const auto dataset = load_recipe_dataset(key, source, *tokenizer, recipe, /*shuffle=*/false);
   if (options.first + options.count > dataset->num_samples())
     throw InputError(fmt::format("{} has {} samples of {} tokens: samples {}..{} do not exist", key,

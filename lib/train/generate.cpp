@@ -29,12 +29,12 @@ size_t shown_length(const std::string& text, const std::string& stop) {
 
 }  // namespace
 
-std::string generate(model::CausalLM& model, const data::Tokenizer& tokenizer, const std::string& prompt,
+std::string generate(model::CausalLM& model, const text::Tokenizer& tokenizer, const std::string& prompt,
                      const GenerateOptions& options, const std::function<void(const std::string&)>& on_text) {
   return generate(model, tokenizer, GeneratePrompt{tokenizer.encode(prompt), {}}, options, on_text);
 }
 
-std::string generate(model::CausalLM& model, const data::Tokenizer& tokenizer, const GeneratePrompt& prompt,
+std::string generate(model::CausalLM& model, const text::Tokenizer& tokenizer, const GeneratePrompt& prompt,
                      const GenerateOptions& options, const std::function<void(const std::string&)>& on_text) {
   torch::NoGradGuard no_grad;
   model.eval();

@@ -9,8 +9,8 @@
 
 #include <torch/types.h>
 
-#include "data/tokenizer.h"
 #include "model/causal_lm.h"
+#include "text/tokenizer.h"
 
 namespace xtrain::train {
 
@@ -30,10 +30,10 @@ struct GeneratePrompt {
 
 // Returns the generated continuation (without the prompt). on_text, if set, receives each
 // piece of text as soon as it decodes, for streaming output.
-std::string generate(model::CausalLM& model, const data::Tokenizer& tokenizer,
+std::string generate(model::CausalLM& model, const text::Tokenizer& tokenizer,
                      const std::string& prompt, const GenerateOptions& options,
                      const std::function<void(const std::string&)>& on_text = {});
-std::string generate(model::CausalLM& model, const data::Tokenizer& tokenizer, const GeneratePrompt& prompt,
+std::string generate(model::CausalLM& model, const text::Tokenizer& tokenizer, const GeneratePrompt& prompt,
                      const GenerateOptions& options, const std::function<void(const std::string&)>& on_text = {});
 
 }  // namespace xtrain::train

@@ -8,10 +8,11 @@
 #include <torch/torch.h>
 
 #include "config/recipe_loader.h"
-#include "data/chat_template.h"
-#include "data/clip_image_processor.h"
 #include "data/document_encoder.h"
-#include "data/image_decode.h"
+#include "data/pixel_tensor.h"
+#include "image/clip_image_processor.h"
+#include "image/image_decode.h"
+#include "text/chat_template.h"
 #include "util/durable_file.h"
 #include "util/input_error.h"
 
@@ -30,11 +31,12 @@ int64_t count_placeholders(const std::string& text) {
 
 torch::Tensor pixel_values(const std::vector<std::string>& images, const model::VisionConfig& vision,
                            const std::string& processor_file) {
-  data::ClipImageProcessorConfig processor;
+  image::ClipImageProcessorConfig processor;
   processor.shortest_edge = processor.crop_height = processor.crop_width = vision.image_size;
-  if (!processor_file.empty()) processor = data::load_clip_image_processor_config(processor_file);
+  if (!processor_file.empty()) processor = image::load_clip_image_processor_config(processor_file);
   std::vector<torch::Tensor> pixels;
-  for (const auto& image : images) pixels.push_back(data::preprocess(data::decode_image_file(image), processor));
+  for (const auto& file : images)
+    pixels.push_back(data::pixel_tensor(image::preprocess(image::decode_image_file(file), processor)));
   return torch::stack(pixels);
 }
 
@@ -67,7 +69,7 @@ CheckpointDataSpec checkpoint_data_spec(const std::string& dir) {
   return spec;
 }
 
-GeneratePrompt make_generate_prompt(const model::ModelConfig& config, const data::Tokenizer& tokenizer,
+GeneratePrompt make_generate_prompt(const model::ModelConfig& config, const text::Tokenizer& tokenizer,
                                     const CheckpointDataSpec& spec, const PromptRequest& request,
                                     GenerateOptions& options) {
   const auto& vision = config.vision;
@@ -79,7 +81,7 @@ GeneratePrompt make_generate_prompt(const model::ModelConfig& config, const data
   if (vision.enabled() && count_placeholders(text) == 0)
     for (int64_t i = 0; i < images; ++i) text = std::string(kPlaceholder) + "\n" + text;
   if (request.chat) {
-    const auto chat_template = data::ChatTemplate::parse(spec.chat_template);
+    const auto chat_template = text::ChatTemplate::parse(spec.chat_template);
     text = chat_template.generation_prompt({{"user", text}});
     if (options.stop.empty()) options.stop = chat_template.end_of_turn();
   }

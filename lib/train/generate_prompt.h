@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "data/tokenizer.h"
 #include "model/model_config.h"
+#include "text/tokenizer.h"
 #include "train/generate.h"
 
 namespace xtrain::train {
@@ -32,7 +32,7 @@ struct PromptRequest {
 // The ids and pixel values of a request; with chat, options.stop becomes the template's end of
 // turn. Images for a model without a vision tower, a count that differs from the placeholders,
 // or a file that does not decode, are InputErrors naming the problem.
-GeneratePrompt make_generate_prompt(const model::ModelConfig& config, const data::Tokenizer& tokenizer,
+GeneratePrompt make_generate_prompt(const model::ModelConfig& config, const text::Tokenizer& tokenizer,
                                     const CheckpointDataSpec& spec, const PromptRequest& request,
                                     GenerateOptions& options);
 

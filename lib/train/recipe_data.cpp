@@ -7,8 +7,8 @@
 
 #include "data/dataset_loader.h"
 #include "data/image_chat_dataset.h"
-#include "data/source_list.h"
 #include "data/masked_lm_dataset.h"
+#include "data/source_list.h"
 #include "util/input_error.h"
 
 namespace xtrain::train {
@@ -17,15 +17,15 @@ namespace {
 
 // The image processor of model.init_from's folder (preprocessor_config.json), or CLIP's with the
 // vision tower's image size; its crop must be the size the tower takes.
-data::ClipImageProcessorConfig image_processor(const config::Recipe& recipe) {
+image::ClipImageProcessorConfig image_processor(const config::Recipe& recipe) {
   const auto& vision = recipe.model.vision;
-  data::ClipImageProcessorConfig processor;
+  image::ClipImageProcessorConfig processor;
   processor.shortest_edge = processor.crop_height = processor.crop_width = vision.image_size;
   const auto& init_from = recipe.model.init_from;
   std::string file;
   if (init_from.rfind("hf:", 0) == 0) {
     file = (std::filesystem::path(init_from.substr(3)) / "preprocessor_config.json").string();
-    if (std::filesystem::exists(file)) processor = data::load_clip_image_processor_config(file);
+    if (std::filesystem::exists(file)) processor = image::load_clip_image_processor_config(file);
   }
   if (processor.crop_height != vision.image_size || processor.crop_width != vision.image_size)
     throw InputError(fmt::format("{}: crop_size {}x{}, but the vision tower takes {}x{} images: set crop_size to {}",
@@ -34,7 +34,7 @@ data::ClipImageProcessorConfig image_processor(const config::Recipe& recipe) {
   return processor;
 }
 
-std::unique_ptr<data::SampleDataset> load_image_chat(const std::string& source, const data::Tokenizer& tokenizer,
+std::unique_ptr<data::SampleDataset> load_image_chat(const std::string& source, const text::Tokenizer& tokenizer,
                                                      const config::Recipe& recipe, bool shuffle) {
   if (data::is_source_list(source) || std::filesystem::path(source).extension() != ".jsonl")
     throw InputError("model.family llava reads image chat: one .jsonl file of records with \"messages\" and "
@@ -55,7 +55,7 @@ std::unique_ptr<data::SampleDataset> load_image_chat(const std::string& source, 
 }  // namespace
 
 std::unique_ptr<data::SampleDataset> load_recipe_dataset(const std::string& key, const std::string& source,
-                                                         const data::Tokenizer& tokenizer,
+                                                         const text::Tokenizer& tokenizer,
                                                          const config::Recipe& recipe, bool shuffle) {
   data::DatasetOptions options;
   options.seq_len = recipe.data.seq_len;
@@ -74,7 +74,7 @@ std::unique_ptr<data::SampleDataset> load_recipe_dataset(const std::string& key,
   return std::make_unique<data::MaskedLmDataset>(std::move(dataset), masked_lm_options(tokenizer, recipe));
 }
 
-data::MaskedLmOptions masked_lm_options(const data::Tokenizer& tokenizer, const config::Recipe& recipe) {
+data::MaskedLmOptions masked_lm_options(const text::Tokenizer& tokenizer, const config::Recipe& recipe) {
   auto required = [&](const char* token) {
     const auto id = tokenizer.token_id(token);
     if (!id)

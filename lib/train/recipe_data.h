@@ -8,18 +8,18 @@
 #include "config/recipe.h"
 #include "data/masked_lm_dataset.h"
 #include "data/sample_dataset.h"
-#include "data/tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace xtrain::train {
 
 // key: "data.train" or "data.eval"; source: its value. With data.objective mlm the samples are
 // masked (data/masked_lm_dataset.h).
 std::unique_ptr<data::SampleDataset> load_recipe_dataset(const std::string& key, const std::string& source,
-                                                         const data::Tokenizer& tokenizer,
+                                                         const text::Tokenizer& tokenizer,
                                                          const config::Recipe& recipe, bool shuffle);
 
 // The masking of data.objective mlm: the tokenizer's [CLS], [MASK] and other special ids (an
 // InputError when it lacks [CLS] or [MASK], or when its [PAD] is not model.pad_token_id).
-data::MaskedLmOptions masked_lm_options(const data::Tokenizer& tokenizer, const config::Recipe& recipe);
+data::MaskedLmOptions masked_lm_options(const text::Tokenizer& tokenizer, const config::Recipe& recipe);
 
 }  // namespace xtrain::train

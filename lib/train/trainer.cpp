@@ -38,7 +38,7 @@ int evaluate_checkpoint(const config::Recipe& recipe, const std::string& checkpo
   apply_threads(recipe);
   if (recipe.data.eval.empty())
     throw InputError("data.eval is empty: set it in the recipe or with --set data.eval=PATH");
-  auto tokenizer = data::make_tokenizer(recipe.data.tokenizer);
+  auto tokenizer = text::make_tokenizer(recipe.data.tokenizer);
   auto eval_data = load_recipe_dataset("data.eval", recipe.data.eval, *tokenizer, recipe, false);
   std::string dir = checkpoint_dir;
   std::string verification;

@@ -99,7 +99,7 @@ void TrainingRun::check_micro_batch_memory() const {
 }
 
 void TrainingRun::load_data() {
-  tokenizer_ = data::make_tokenizer(recipe_.data.tokenizer);
+  tokenizer_ = text::make_tokenizer(recipe_.data.tokenizer);
   train_data_ = load_recipe_dataset("data.train", recipe_.data.train, *tokenizer_, recipe_, recipe_.data.shuffle);
   if (!recipe_.data.eval.empty())
     eval_data_ = load_recipe_dataset("data.eval", recipe_.data.eval, *tokenizer_, recipe_, false);

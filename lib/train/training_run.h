@@ -17,7 +17,7 @@
 #include "data/batch_loader.h"
 #include "data/batch_schedule.h"
 #include "data/sample_dataset.h"
-#include "data/tokenizer.h"
+#include "text/tokenizer.h"
 #include "optim/adamw.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
@@ -89,7 +89,7 @@ class TrainingRun {
   std::optional<Fault> fault_;
   std::optional<Fault> injected_spike_;  // its own copy: consumed when it fires, while a save reads fault_
 
-  std::unique_ptr<data::Tokenizer> tokenizer_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<data::SampleDataset> train_data_;
   std::unique_ptr<data::SampleDataset> eval_data_;
   torch::Device device_ = torch::kCPU;

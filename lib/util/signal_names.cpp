@@ -25,7 +25,7 @@ std::optional<int> number_of(std::string name) {
   return std::nullopt;
 }
 
-std::vector<std::string> split(const std::string& names) {
+std::vector<std::string> split_names(const std::string& names) {
   std::vector<std::string> parts;
   std::stringstream stream(names);
   for (std::string part; std::getline(stream, part, ',');) {
@@ -38,7 +38,7 @@ std::vector<std::string> split(const std::string& names) {
 }  // namespace
 
 std::optional<std::string> check_signal_list(const std::string& names) {
-  for (const auto& name : split(names))
+  for (const auto& name : split_names(names))
     if (!number_of(name))
       return fmt::format("unknown signal '{}'; expected a comma-separated list of TERM, INT, USR1, USR2, HUP", name);
   return std::nullopt;
@@ -46,7 +46,7 @@ std::optional<std::string> check_signal_list(const std::string& names) {
 
 std::vector<int> parse_signal_list(const std::string& names) {
   std::vector<int> numbers;
-  for (const auto& name : split(names))
+  for (const auto& name : split_names(names))
     if (auto number = number_of(name)) numbers.push_back(*number);
   return numbers;
 }

@@ -5,7 +5,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace xtrain;
-  static const data::ChatTemplate chatml = data::ChatTemplate::parse("chatml");
+  static const text::ChatTemplate chatml = text::ChatTemplate::parse("chatml");
   const std::string_view text = fuzz::as_text(data, size);
   size_t line_number = 0;
   for (size_t begin = 0; begin <= text.size();) {

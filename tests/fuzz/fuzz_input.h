@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "data/tokenizer.h"
+#include "text/tokenizer.h"
 #include "util/input_error.h"
 
 namespace xtrain::fuzz {
@@ -69,7 +69,7 @@ inline constexpr std::string_view kSampleText =
 
 // Encodes kSampleText and the fuzzed bytes themselves; every id must lie in the vocabulary and
 // decode without throwing.
-inline void exercise_tokenizer(const data::Tokenizer& tokenizer, std::string_view input) {
+inline void exercise_tokenizer(const text::Tokenizer& tokenizer, std::string_view input) {
   const int64_t vocab = tokenizer.vocab_size();
   require(vocab > 0, "vocab_size() > 0");
   require(tokenizer.eos_id() >= 0 && tokenizer.eos_id() < vocab, "eos_id() inside the vocabulary");

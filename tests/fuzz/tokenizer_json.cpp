@@ -1,10 +1,10 @@
 // The Hugging Face tokenizer.json loader (BPE and WordPiece) on arbitrary files; a tokenizer
 // that loads encodes and decodes any text (fuzz_input.h: exercise_tokenizer).
-#include "data/hf_tokenizer_file.h"
 #include "fuzz_input.h"
+#include "text/hf_tokenizer_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   xtrain::fuzz::fuzz_tokenizer_file("tokenizer.json", data, size,
-                                    [](const std::string& path) { return xtrain::data::make_hf_tokenizer(path); });
+                                    [](const std::string& path) { return xtrain::text::make_hf_tokenizer(path); });
   return 0;
 }

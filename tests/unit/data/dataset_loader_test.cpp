@@ -57,7 +57,7 @@ const char* const kChatTemplate = "user=U{content};assistant=A{content}.\\n";
 TEST_CASE("sources: a JSONL file mixing text and conversations has a loss mask on the conversations", "[data]") {
   ScratchDir dir;
   const std::string path = dir.write("mixed.jsonl", std::string("{\"text\": \"xy\"}\n") + kChat);
-  const auto tokenizer = make_tokenizer("byte");
+  const auto tokenizer = xtrain::text::make_tokenizer("byte");
   DatasetOptions o = options(4);
   o.chat_template = kChatTemplate;
   const auto stream = load_token_stream(path, *tokenizer, o);
@@ -75,7 +75,7 @@ TEST_CASE("sources: a JSONL file mixing text and conversations has a loss mask o
 
 TEST_CASE("sources: errors in chat records name the file and line", "[data]") {
   ScratchDir dir;
-  const auto tokenizer = make_tokenizer("byte");
+  const auto tokenizer = xtrain::text::make_tokenizer("byte");
   auto problem = [&](const std::string& contents, const std::string& chat_template = "chatml") -> std::string {
     const std::string path = dir.write("chat.jsonl", contents);
     DatasetOptions o = options(2);
@@ -100,7 +100,7 @@ TEST_CASE("sources: megatron:PREFIX reads what data prepare wrote, the same stre
   ScratchDir dir;
   const std::string text = dir.write("a.jsonl", "{\"text\": \"hello\"}\n{\"text\": \"world!\"}\n");
   const std::string chat = dir.write("chat.jsonl", std::string(kChat) + kChat);
-  const auto tokenizer = make_tokenizer("byte");
+  const auto tokenizer = xtrain::text::make_tokenizer("byte");
   DatasetOptions o = options(3);
   o.chat_template = kChatTemplate;
   for (const auto& input : {text, chat}) {
@@ -154,7 +154,7 @@ TEST_CASE("source lists: parse, encode and reject malformed lists", "[data]") {
 TEST_CASE("blend: samples follow the weights in Megatron's greedy order, as a pure function of the index",
           "[data]") {
   ScratchDir dir;
-  const auto tokenizer = make_tokenizer("byte");
+  const auto tokenizer = xtrain::text::make_tokenizer("byte");
   const std::string a = dir.write("a.txt", std::string(40, 'a'));  // 41 tokens: 10 samples of 4
   const std::string b = dir.write("b.txt", std::string(20, 'b'));  // 21 tokens: 5 samples
   const std::string spec = encode_source_list({{a, 3.0}, {b, 1.0}});

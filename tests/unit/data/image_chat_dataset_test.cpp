@@ -8,12 +8,13 @@
 
 #include <torch/torch.h>
 
-#include "data/byte_tokenizer.h"
 #include "data/image_chat_dataset.h"
-#include "data/image_decode.h"
 #include "data/micro_batch.h"
-#include "data/image_reference.h"
+#include "data/pixel_tensor.h"
+#include "image/image_decode.h"
+#include "image/image_reference.h"
 #include "scratch_dir.h"
+#include "text/byte_tokenizer.h"
 #include "util/input_error.h"
 
 using namespace xtrain;
@@ -60,7 +61,7 @@ TEST_CASE("image chat: placeholders expand to image tokens without loss, pixels 
   const auto images = copy_images(dir);
   const auto file = dir.write("chat.jsonl", record("<image> and <image>: same?", "no", {images[1], images[0]}) +
                                                 "\n" + record("<image>\\nWhat?", "a cat", {images[0]}));
-  const data::ByteTokenizer bytes;
+  const text::ByteTokenizer bytes;
   const data::ImageChatDataset dataset(file, bytes, image_chat_options(96));
   REQUIRE(dataset.num_samples() == 2);
   CHECK(dataset.num_images() == 3);
@@ -84,7 +85,8 @@ TEST_CASE("image chat: placeholders expand to image tokens without loss, pixels 
   const auto pixels = dataset.pixel_values(0);
   REQUIRE(pixels.sizes() == torch::IntArrayRef({2, 3, 16, 16}));
   const auto& processor = image_chat_options(96).processor;
-  const auto first = data::preprocess(data::decode_image_file((dir.path() / images[1]).string()), processor);
+  const auto first =
+      data::pixel_tensor(image::preprocess(image::decode_image_file((dir.path() / images[1]).string()), processor));
   CHECK(torch::equal(pixels[0], first));
 
   // A micro batch carries its rows' images in row order; vision tokens add to the cost.
@@ -97,7 +99,7 @@ TEST_CASE("image chat: placeholders expand to image tokens without loss, pixels 
 TEST_CASE("image chat: bad records are named by file and line, or skipped and counted", "[image]") {
   testing::ScratchDir dir;
   const auto images = copy_images(dir);
-  const data::ByteTokenizer bytes;
+  const text::ByteTokenizer bytes;
   SECTION("a placeholder without its image") {
     const auto file = dir.write("chat.jsonl", record("<image> <image>", "x", {images[0]}));
     CHECK_THROWS_WITH(data::ImageChatDataset(file, bytes, image_chat_options(96)),

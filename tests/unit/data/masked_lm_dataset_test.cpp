@@ -8,7 +8,7 @@
 #include "data/masked_lm_dataset.h"
 #include "data/micro_batch.h"
 #include "data/token_dataset.h"
-#include "data/tokenizer.h"
+#include "text/tokenizer.h"
 
 using namespace xtrain::data;
 
@@ -17,7 +17,7 @@ namespace {
 constexpr int64_t kCls = 257, kMask = 258, kSep = 256;  // the byte tokenizer's eos is 256
 
 std::unique_ptr<MaskedLmDataset> masked_dataset(int64_t seq_len, uint64_t seed, bool long_documents = true) {
-  static const auto tokenizer = make_tokenizer("byte");
+  static const auto tokenizer = xtrain::text::make_tokenizer("byte");
   std::vector<std::string> documents;
   for (int i = 0; i < 400; ++i)
     documents.push_back(long_documents ? "the quick brown fox jumps over the lazy dog " + std::to_string(i) : "ab");

@@ -7,7 +7,7 @@
 #include "data/token_dataset.h"
 #include "util/input_error.h"
 
-using xtrain::data::make_tokenizer;
+using xtrain::text::make_tokenizer;
 using xtrain::data::TokenDataset;
 
 namespace {

@@ -1,0 +1,151 @@
+#include "parallel/tcp_agent_store.h"
+
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "util/input_error.h"
+
+namespace xtrain::parallel {
+namespace {
+
+using launch::AgentStore;
+using launch::LaunchOptions;
+using launch::RankFailure;
+using launch::failure_from_json_text;
+
+std::vector<uint8_t> bytes(const std::string& text) { return {text.begin(), text.end()}; }
+std::string text(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
+
+std::string first_error_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// Runs one store operation; its failure becomes a message naming the store.
+template <typename Operation>
+auto guarded_store_call(const char* action, const std::string& address, Operation operation) {
+  try {
+    return operation();
+  } catch (const std::exception& error) {
+    throw std::runtime_error(
+        fmt::format("launch: cannot {} the launchers' store at {} (node 0's launcher hosts it): {}", action, address,
+                    first_error_line(error.what())));
+  }
+}
+
+class TcpAgentStore : public AgentStore {
+  // Defined before its first use, which deduces its return type.
+  template <typename Operation>
+  auto guarded(const char* action, Operation operation) {
+    return guarded_store_call(action, address_, operation);
+  }
+
+ public:
+  explicit TcpAgentStore(const LaunchOptions& options)
+      : nnodes_(options.nnodes),
+        node_rank_(options.node_rank),
+        address_(fmt::format("{}:{}", options.master_addr, options.master_port + 1)) {
+    c10d::TCPStoreOptions store_options;
+    store_options.port = static_cast<uint16_t>(options.master_port + 1);
+    store_options.isServer = options.node_rank == 0;
+    store_options.waitWorkers = false;
+    store_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.join_timeout_s * 1000));
+    guarded("connect to", [&] {
+      store_ = std::make_unique<c10d::TCPStore>(options.master_addr, store_options);
+      return 0;
+    });
+    check_same_job(options);
+  }
+
+  void join(int attempt) override {
+    guarded("join", [&] { return store_->add(key(attempt, "joined"), 1); });
+  }
+  int nodes_joined(int attempt) override {
+    return static_cast<int>(guarded("poll", [&] { return store_->add(key(attempt, "joined"), 0); }));
+  }
+
+  RankFailure publish_failure(int attempt, const RankFailure& failure) override {
+    const auto first = guarded("publish a failure to", [&] {
+      return store_->compareSet(key(attempt, "failure"), {}, bytes(to_json_text(failure)));
+    });
+    return failure_from_json_text(text(first));
+  }
+  std::optional<RankFailure> published_failure(int attempt) override {
+    const std::string name = key(attempt, "failure");
+    if (!guarded("poll", [&] { return store_->check({name}); })) return std::nullopt;
+    return failure_from_json_text(text(guarded("read", [&] { return store_->get(name); })));
+  }
+
+  void publish_success(int attempt) override {
+    guarded("publish to", [&] { return store_->add(key(attempt, "succeeded"), 1); });
+  }
+  bool all_succeeded(int attempt) override {
+    return guarded("poll", [&] { return store_->add(key(attempt, "succeeded"), 0); }) >= nnodes_;
+  }
+
+  void publish_abort(const std::string& reason) override {
+    guarded("publish to", [&] { return store_->compareSet("abort", {}, bytes(reason)); });
+  }
+  std::optional<std::string> published_abort() override {
+    if (!guarded("poll", [&] { return store_->check({"abort"}); })) return std::nullopt;
+    return text(guarded("read", [&] { return store_->get("abort"); }));
+  }
+
+  void leave(double timeout_s) override {
+    try {
+      store_->add("left", 1);
+      if (node_rank_ != 0) return;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+      while (store_->add("left", 0) < nnodes_ && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    } catch (const std::exception&) {
+      // Node 0 has already closed the store: nothing is left to sign off from.
+    }
+  }
+
+ private:
+  static std::string key(int attempt, const char* name) { return fmt::format("attempt/{}/{}", attempt, name); }
+
+  // Node 0 writes its settings; the others compare theirs, so that a mistyped command on one
+  // node stops the job at once instead of hanging it at a restart.
+  void check_same_job(const LaunchOptions& o) {
+    const std::string settings = nlohmann::json{
+        {"nnodes", o.nnodes},
+        {"nproc_per_node", o.nproc_per_node},
+        {"max_restarts", o.max_restarts},
+        {"run_id", o.run_id}}.dump();
+    if (node_rank_ == 0) {
+      // set(), not compareSet(): only set() wakes a get() that is already waiting for the key.
+      guarded("publish to", [&] {
+        store_->set("settings", bytes(settings));
+        return 0;
+      });
+      return;
+    }
+    const std::string node0 = text(guarded("read", [&] { return store_->get("settings"); }));
+    if (node0 == settings) return;
+    const std::string message = fmt::format(
+        "launch: node {} has settings {} but node 0 has {}; every node needs the same --nnodes, "
+        "--nproc-per-node, --max-restarts and --run-id",
+        node_rank_, settings, node0);
+    publish_abort(message);
+    leave(0);  // so that node 0 need not wait for this node to sign off
+    throw InputError(message);
+  }
+
+  int nnodes_;
+  int node_rank_;
+  std::string address_;
+  std::unique_ptr<c10d::TCPStore> store_;
+};
+
+}  // namespace
+
+std::unique_ptr<launch::AgentStore> connect_tcp_agent_store(const launch::LaunchOptions& options) {
+  return std::make_unique<TcpAgentStore>(options);
+}
+
+}  // namespace xtrain::parallel
