@@ -1,6 +1,7 @@
 #include "launch/rank_process.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -101,10 +102,17 @@ RankProcess::RankProcess(const RankCommand& command)
   opened.insert(opened.end(), {err_pipe[0], err_pipe[1]});
 
   const pid_t launcher = ::getpid();
+  // Until the child has reset the launcher's handlers it would run them, and a stop signal sent
+  // to the new rank would reach the launcher's signal pipe as if the launcher had been signalled.
+  // Blocked across fork, such a signal waits for the rank's own default handling.
+  sigset_t all, previous;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
   pid_ = ::fork();
   if (pid_ == 0)
     become_rank(launcher, null_fd, out_pipe[1], err_pipe[1], command.program.c_str(), argv.data(), envp.data(),
                 exec_failure.c_str());
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (pid_ < 0) fail("start a process");
   ::close(null_fd);
   ::close(out_pipe[1]);
