@@ -153,12 +153,7 @@ template <> std::string render_value(const std::vector<double>& value) {
 template <class T>
 void OptionRegistry::add(std::string path, std::function<T&(Recipe&)> field, T default_value,
                          std::string doc, Check<T> check) {
-  auto dot = path.find('.');
-  if (dot != std::string::npos) {
-    std::string section = path.substr(0, dot);
-    if (std::find(sections_.begin(), sections_.end(), section) == sections_.end())
-      sections_.push_back(section);
-  }
+  add_section_of(path);
   Option option;
   option.path = path;
   option.type = value_type_of<T>();
@@ -229,6 +224,32 @@ void OptionRegistry::add_sources(std::string path, std::function<std::string&(Re
     const std::string& value = field(const_cast<Recipe&>(recipe));
     return data::is_source_list(value) ? value : render_value<std::string>(value);
   };
+}
+
+void OptionRegistry::add_section_of(const std::string& path) {
+  auto dot = path.find('.');
+  if (dot == std::string::npos) return;
+  std::string section = path.substr(0, dot);
+  if (std::find(sections_.begin(), sections_.end(), section) == sections_.end()) sections_.push_back(section);
+}
+
+void OptionRegistry::add_text(std::string path, std::string default_text, std::string doc,
+                              std::function<std::optional<std::string>(const std::string&, Recipe&)> store,
+                              std::function<std::string(const Recipe&)> text) {
+  add_section_of(path);
+  Option option;
+  option.path = std::move(path);
+  option.type = ValueType::String;
+  option.doc = std::move(doc);
+  option.default_text = render_value(default_text);
+  // Read as any string key (nothing is the empty string), so that its problems read alike.
+  option.assign = [store, default_text](const YAML::Node& node, Recipe& recipe) -> std::optional<std::string> {
+    std::string value = default_text;
+    if (auto problem = parse_value(node, value)) return problem;
+    return store(value, recipe);
+  };
+  option.render = [text](const Recipe& recipe) { return render_value(text(recipe)); };
+  options_.push_back(std::move(option));
 }
 
 void OptionRegistry::mark_required(const std::string& path) {

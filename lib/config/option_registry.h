@@ -51,12 +51,19 @@ class OptionRegistry {
   // text (data/source_list.h).
   void add_sources(std::string path, std::function<std::string&(Recipe&)> field, std::string default_value,
                    std::string doc, Check<std::string> check = {});
+  // Declares a string key kept in the recipe in another form (an enum, util/choice.h): `store`
+  // checks the text and sets the field (or returns the problem), `text` spells the field again.
+  void add_text(std::string path, std::string default_text, std::string doc,
+                std::function<std::optional<std::string>(const std::string&, Recipe&)> store,
+                std::function<std::string(const Recipe&)> text);
   void mark_required(const std::string& path);
 
   // A recipe with every default applied.
   Recipe defaults() const;
 
  private:
+  void add_section_of(const std::string& path);
+
   std::vector<Option> options_;
   std::vector<std::string> sections_;
 };

@@ -6,7 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "config/recipe_choices.h"
+#include "memory/memory_choices.h"
 #include "model/model_config.h"
+#include "optim/lr_schedule.h"
+#include "util/device_setting.h"
 
 namespace xtrain::config {
 
@@ -29,7 +33,7 @@ struct DataSection {
   std::string eval;
   std::string tokenizer;
   std::string chat_template;
-  std::string objective;  // clm | mlm
+  Objective objective = Objective::clm;
   double mlm_probability = 0;
   int64_t seq_len = 0;
   bool shuffle = true;
@@ -43,27 +47,27 @@ struct TrainSection {
   int64_t steps = 0;
   int64_t global_batch_size = 0;
   int64_t micro_batch_size = 0;
-  std::string dtype;
-  std::string device;
-  std::string omp_wait_policy;
+  Dtype dtype = Dtype::fp32;
+  util::DeviceSetting device = util::DeviceSetting::automatic;
+  OmpWaitPolicy omp_wait_policy = OmpWaitPolicy::automatic;
   int64_t log_every = 0;
   int64_t eval_every = 0;
   int64_t eval_batches = 0;
   bool eval_at_start = false;
   int64_t threads = 0;
   int64_t max_skipped_steps = 0;
-  std::string spike;  // off | skip | rollback
+  Spike spike = Spike::off;
   int64_t spike_window = 0;
   double spike_zscore = 0;
   std::string stop_signals;
 };
 
 struct OptimSection {
-  std::string name;
+  Optimizer name = Optimizer::adamw;
   double lr = 0;
   double min_lr = 0;
   int64_t warmup_steps = 0;
-  std::string schedule;
+  optim::Decay schedule = optim::Decay::cosine;
   std::vector<double> betas;
   double eps = 0;
   double weight_decay = 0;
@@ -72,9 +76,9 @@ struct OptimSection {
 
 struct MemorySection {
   std::string chunked_loss;  // auto | off | tokens per chunk
-  std::string attention;     // auto | naive | blockwise
+  memory::Attention attention = memory::Attention::automatic;
   int64_t attention_block_size = 0;
-  std::string recompute;
+  memory::Recompute recompute = memory::Recompute::none;
   double recompute_ratio = 1.0;
   double vision_recompute_ratio = 1.0;
   bool offload_activations = false;
@@ -88,7 +92,7 @@ struct ParallelSection {
   int64_t ep = 1;
   int64_t intra_layer_micro_batch = 1;  // Domino-EP
   bool sequence_parallel = false;
-  std::string pp_schedule = "1f1b";
+  PpSchedule pp_schedule = PpSchedule::one_f_one_b;
   int64_t pp_virtual_stages = 1;
   bool reshard_after_forward = true;
 };
@@ -97,7 +101,7 @@ struct DistSection {
   double timeout_s = 0;
   double init_timeout_s = 0;
   double watchdog_s = 0;
-  std::string backend;
+  Backend backend = Backend::automatic;
 };
 
 struct PrecisionSection {
@@ -108,7 +112,7 @@ struct PrecisionSection {
 struct CheckpointSection {
   int64_t every = 0;
   int64_t keep = 0;
-  std::string resume;
+  Resume resume;
   bool async = false;
   bool at_start = false;
 };

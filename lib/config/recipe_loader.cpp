@@ -285,7 +285,8 @@ class RecipeBuilder {
     if (m.moe_intermediate_size < 1)
       report(where("model.moe_intermediate_size"), "model.moe_intermediate_size",
              "must be set (the width of each expert) when model.num_experts is");
-    if (m.n_group > 1 && (m.num_experts % m.n_group != 0 || m.num_experts / m.n_group < 2 || m.router != "sigmoid_bias"))
+    if (m.n_group > 1 &&
+        (m.num_experts % m.n_group != 0 || m.num_experts / m.n_group < 2 || m.router != model::Router::sigmoid_bias))
       report(where("model.n_group"), "model.n_group",
              fmt::format("{} groups need model.router sigmoid_bias and must split model.num_experts {} into groups of "
                          "2 or more",
@@ -301,9 +302,10 @@ class RecipeBuilder {
     const auto& m = recipe_.model;
     const auto& p = recipe_.parallel;
     const int64_t v = p.pp_virtual_stages;
-    if (v > 1 && p.pp_schedule != "interleaved_1f1b")
+    if (v > 1 && p.pp_schedule != PpSchedule::interleaved_1f1b)
       report(where("parallel.pp_virtual_stages"), "parallel.pp_virtual_stages",
-             fmt::format("{} chunks per rank need parallel.pp_schedule interleaved_1f1b (it is {})", v, p.pp_schedule));
+             fmt::format("{} chunks per rank need parallel.pp_schedule interleaved_1f1b (it is {})", v,
+                         to_string(p.pp_schedule)));
     if (p.pp <= 1) return;
     if (m.num_experts > 0)
       report(where("parallel.pp"), "parallel.pp",
@@ -312,7 +314,7 @@ class RecipeBuilder {
       report(where("parallel.pp"), "parallel.pp",
              fmt::format("{}: model.family {} is not split into pipeline stages: leave it at 1 (use FSDP)", p.pp,
                          m.family));
-    if (p.pp_schedule == "interleaved_1f1b" && v < 2)
+    if (p.pp_schedule == PpSchedule::interleaved_1f1b && v < 2)
       report(where("parallel.pp_virtual_stages"), "parallel.pp_virtual_stages",
              "interleaved_1f1b needs at least 2 chunks per rank");
     const int64_t chunks = p.pp * v;
@@ -387,7 +389,7 @@ class RecipeBuilder {
     const auto* spec = model::find_model_spec(recipe_.model.family);
     const bool encoder = spec && !spec->capabilities.causal;
     const auto& objective = recipe_.data.objective;
-    if (objective == "mlm" && !encoder) {
+    if (objective == Objective::mlm && !encoder) {
       std::vector<std::string> encoders;
       for (const auto& other : model::model_specs())
         if (!other.capabilities.causal) encoders.push_back(other.family);
@@ -396,7 +398,7 @@ class RecipeBuilder {
                          "data.objective clm",
                          recipe_.model.family, fmt::join(encoders, " or ")));
     }
-    if (encoder && objective != "mlm")
+    if (encoder && objective != Objective::mlm)
       report(where("model.family"), "model.family",
              fmt::format("{} is an encoder trained on masked tokens: set data.objective mlm", recipe_.model.family));
   }
@@ -439,10 +441,10 @@ class RecipeBuilder {
                          t.global_batch_size, t.micro_batch_size));
     else
       check_batch_geometry();
-    if (recipe_.memory.offload_activations && recipe_.memory.recompute != "full")
+    if (recipe_.memory.offload_activations && recipe_.memory.recompute != memory::Recompute::full)
       report(where("memory.offload_activations"), "memory.offload_activations",
              fmt::format("needs memory.recompute: full (it offloads the block inputs that recompute keeps), got '{}'",
-                         recipe_.memory.recompute));
+                         to_string(recipe_.memory.recompute)));
     const auto& o = recipe_.optim;
     if (o.min_lr > o.lr)
       report(where("optim.min_lr"), "optim.min_lr",
@@ -469,9 +471,10 @@ class RecipeBuilder {
       if (auto problem = data::check_source(recipe_.data.eval))
         report(where("data.eval"), "data.eval", *problem);
     const auto& resume = recipe_.checkpoint.resume;
-    if (resume != "auto" && resume != "strict" && resume != "never" && !std::filesystem::is_directory(resume))
+    if (resume.kind == ResumeKind::folder && !std::filesystem::is_directory(resume.folder))
       report(where("checkpoint.resume"), "checkpoint.resume",
-             fmt::format("checkpoint folder not found: {} (use auto, strict, never, or a checkpoint folder)", resume));
+             fmt::format("checkpoint folder not found: {} (use auto, strict, never, or a checkpoint folder)",
+                         resume.folder));
   }
 
   std::string file_;

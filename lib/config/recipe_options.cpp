@@ -10,6 +10,7 @@
 #include "config/option_registry.h"
 #include "model/model_spec.h"
 #include "text/chat_template.h"
+#include "util/choice.h"
 #include "util/signal_names.h"
 
 namespace xtrain::config {
@@ -27,6 +28,34 @@ using namespace checks;
 using Floats = std::vector<double>;
 
 #define FIELD(member) [](Recipe& r) -> auto& { return r.member; }
+
+// A key whose value is one of the names of the enum E: read once into E, listed in "must be one
+// of" from E's table, written back by its name.
+template <class E>
+void add_choice(OptionRegistry& r, std::string path, std::function<E&(Recipe&)> field, E default_value,
+                std::string doc) {
+  r.add_text(
+      std::move(path), to_string(default_value), std::move(doc),
+      [field, check = one_of(util::choice_names<E>())](const std::string& text,
+                                                      Recipe& recipe) -> std::optional<std::string> {
+        if (auto problem = check(text)) return problem;
+        field(recipe) = *util::parse_choice<E>(text);
+        return std::nullopt;
+      },
+      [field](const Recipe& recipe) -> std::string { return to_string(field(const_cast<Recipe&>(recipe))); });
+}
+
+// checkpoint.resume: a word of ResumeKind, or a checkpoint folder.
+void add_resume(OptionRegistry& r, std::string doc) {
+  r.add_text(
+      "checkpoint.resume", "auto", std::move(doc),
+      [check = not_empty()](const std::string& text, Recipe& recipe) -> std::optional<std::string> {
+        if (auto problem = check(text)) return problem;
+        recipe.checkpoint.resume = parse_resume(text);
+        return std::nullopt;
+      },
+      [](const Recipe& recipe) { return resume_text(recipe.checkpoint.resume); });
+}
 
 Check<Floats> adam_betas() {
   return [](const Floats& betas) -> std::optional<std::string> {
@@ -116,10 +145,10 @@ void add_model_options(OptionRegistry& r) {
   r.add<int64_t>("model.first_k_dense", FIELD(model.first_k_dense), 0, "Leading layers that keep the dense MLP (transformers' mlp_only_layers 0..k-1).", at_least<int64_t>(0));
   r.add<int64_t>("model.moe_layer_step", FIELD(model.moe_layer_step), 1, "After first_k_dense, every n-th layer is a MoE layer (transformers' decoder_sparse_step).", at_least<int64_t>(1));
   r.add<double>("model.router_aux_loss_coef", FIELD(model.router_aux_loss_coef), 0.0, "Coefficient of the load-balancing loss, E/(k T^2) sum_e count_e P_e averaged over the MoE layers (1 when balanced); 0 means none.", at_least<double>(0.0));
-  r.add<std::string>("model.router_aux_loss_scope", FIELD(model.router_aux_loss_scope), "layer", "layer: the load-balancing loss of each MoE layer, averaged over the layers (Megatron, XTuner); model: one loss over the counts and probabilities of every layer's router at once, as transformers' load_balancing_loss_func.", one_of({"layer", "model"}));
+  add_choice<model::AuxLossScope>(r, "model.router_aux_loss_scope", FIELD(model.router_aux_loss_scope), model::AuxLossScope::layer, "layer: the load-balancing loss of each MoE layer, averaged over the layers (Megatron, XTuner); model: one loss over the counts and probabilities of every layer's router at once, as transformers' load_balancing_loss_func.");
   r.add<bool>("model.router_aux_loss_global_average", FIELD(model.router_aux_loss_global_average), false, "Count each expert's tokens over the micro batch of every data rank (one all-reduce per forward), so that the balancing loss is the global batch's rather than each rank's; its value then depends on the number of data ranks.");
   r.add<double>("model.router_z_loss_coef", FIELD(model.router_z_loss_coef), 0.0, "Coefficient of the router z-loss, mean(logsumexp(logits)^2) averaged over the MoE layers; 0 means none.", at_least<double>(0.0));
-  r.add<std::string>("model.router", FIELD(model.router), "softmax", "How tokens choose experts: softmax (top k of the softmax) or sigmoid_bias (top k of sigmoid scores plus an expert bias that the trainer moves toward balance each step, DeepSeek-V3).", one_of({"softmax", "sigmoid_bias"}));
+  add_choice<model::Router>(r, "model.router", FIELD(model.router), model::Router::softmax, "How tokens choose experts: softmax (top k of the softmax) or sigmoid_bias (top k of sigmoid scores plus an expert bias that the trainer moves toward balance each step, DeepSeek-V3).");
   r.add<double>("model.router_bias_update_rate", FIELD(model.router_bias_update_rate), 1e-3, "sigmoid_bias: each step, bias += rate * sign(mean load - load), the loads summed over the data ranks.", at_least<double>(0.0));
   r.add<int64_t>("model.n_group", FIELD(model.n_group), 1, "sigmoid_bias: experts fall in n_group equal groups, of which each token may use topk_group.", at_least<int64_t>(1));
   r.add<int64_t>("model.topk_group", FIELD(model.topk_group), 1, "sigmoid_bias: groups each token may choose experts from (the groups with the highest sums of their two best scores).", at_least<int64_t>(1));
@@ -127,7 +156,7 @@ void add_model_options(OptionRegistry& r) {
   r.add<int64_t>("model.num_shared_experts", FIELD(model.num_shared_experts), 0, "Experts every token passes through, as one SwiGLU of moe_intermediate_size x this.", in_range<int64_t>(0, 1024));
   r.add<bool>("model.shared_expert_gate", FIELD(model.shared_expert_gate), false, "Scale the shared experts' output by sigmoid(a learned [1, H] gate), as Qwen2-MoE.");
   r.add<double>("model.capacity_factor", FIELD(model.capacity_factor), 0.0, "0: dropless. Otherwise each expert takes at most ceil(factor x tokens x k / experts) of a micro batch's tokens on a rank; the others pass through the residual and are counted as dropped.", at_least<double>(0.0));
-  r.add<std::string>("model.drop_policy", FIELD(model.drop_policy), "probs", "With a capacity: which of an expert's tokens are dropped, those of lowest router weight (probs) or the latest (position).", one_of({"probs", "position"}));
+  add_choice<model::DropPolicy>(r, "model.drop_policy", FIELD(model.drop_policy), model::DropPolicy::probs, "With a capacity: which of an expert's tokens are dropped, those of lowest router weight (probs) or the latest (position).");
   r.add<std::string>("model.init_from", FIELD(model.init_from), "", "Initial weights: empty for a random init from run.seed, or hf:DIR, a Hugging Face folder (config.json with model.safetensors, or its shards and model.safetensors.index.json). The model's shape comes from config.json, and the tokenizer from DIR/tokenizer.json unless data.tokenizer is set; a resumed run reads its checkpoint instead. See Starting from a Hugging Face model.", init_source());
   r.add<double>("model.dropout", FIELD(model.dropout), 0.0, "Dropout probability. xtrain computes no dropout (modern LLM training uses none), so only 0 is accepted; set it explicitly to fine-tune a Hugging Face folder whose config.json has non-zero dropout, which model.init_from refuses otherwise. The export keeps the config's dropout values.", no_dropout());
   r.add<std::vector<std::string>>("model.freeze", FIELD(model.freeze), {}, "Parts of the model that do not train: they get no gradients and no optimizer state, and stay bit-identical (llava: any of vision_tower, projector, language_model). Freezing all but the projector is llava's alignment stage.");
@@ -138,7 +167,7 @@ void add_data_options(OptionRegistry& r) {
   r.add_sources("data.eval", FIELD(data.eval), "", "Evaluation data, same forms as data.train; empty means none.");
   r.add<std::string>("data.tokenizer", FIELD(data.tokenizer), "byte", "Tokenizer: byte (UTF-8 bytes plus an end-of-text token), sentencepiece:MODEL, tiktoken:RANKS[:ENCODING] or hf:TOKENIZER_JSON; see Tokenizers.", not_empty());
   r.add<std::string>("data.chat_template", FIELD(data.chat_template), "chatml", "How chat records are written: chatml, llama3, or ROLE=PREFIX{content}SUFFIX entries separated by ;. The loss is on the assistant's turns only; see Data.", chat_template());
-  r.add<std::string>("data.objective", FIELD(data.objective), "clm", "What the model learns: clm (each token predicts the next; decoders) or mlm (masked tokens are recovered from both sides; model.family bert). See Masked-language models.", one_of({"clm", "mlm"}));
+  add_choice<Objective>(r, "data.objective", FIELD(data.objective), Objective::clm, "What the model learns: clm (each token predicts the next; decoders) or mlm (masked tokens are recovered from both sides; model.family bert). See Masked-language models.");
   r.add<double>("data.mlm_probability", FIELD(data.mlm_probability), 0.15, "mlm: the share of ordinary tokens chosen per sample; of them 80% become [MASK], 10% a random token and 10% stay, and only they carry a loss.", in_range(0.0, 1.0));
   r.add<int64_t>("data.seq_len", FIELD(data.seq_len), 256, "Tokens per training sequence.", at_least<int64_t>(2));
   r.add<bool>("data.shuffle", FIELD(data.shuffle), true, "Shuffle samples each epoch (seeded by run.seed).");
@@ -152,27 +181,27 @@ void add_train_options(OptionRegistry& r) {
   r.add<int64_t>("train.steps", FIELD(train.steps), 1000, "Optimizer steps.", at_least<int64_t>(1));
   r.add<int64_t>("train.global_batch_size", FIELD(train.global_batch_size), 8, "Sequences per optimizer step, over all ranks.", at_least<int64_t>(1));
   r.add<int64_t>("train.micro_batch_size", FIELD(train.micro_batch_size), 8, "Sequences per forward/backward pass; the rest is gradient accumulation.", at_least<int64_t>(1));
-  r.add<std::string>("train.dtype", FIELD(train.dtype), "fp32", "Compute dtype: fp32; bf16 (autocast, fp32 master weights and optimizer state); or fp16 (fp32 master weights, dynamic loss scaling; on CPU emulated by fp16 rounding around fp32 matmuls).", one_of({"fp32", "bf16", "fp16"}));
+  add_choice<Dtype>(r, "train.dtype", FIELD(train.dtype), Dtype::fp32, "Compute dtype: fp32; bf16 (autocast, fp32 master weights and optimizer state); or fp16 (fp32 master weights, dynamic loss scaling; on CPU emulated by fp16 rounding around fp32 matmuls).");
   r.add<int64_t>("train.log_every", FIELD(train.log_every), 10, "Print a progress line every N steps.", at_least<int64_t>(1));
   r.add<int64_t>("train.eval_every", FIELD(train.eval_every), 0, "Evaluate on data.eval every N steps; 0 means only at the end (if data.eval is set).", at_least<int64_t>(0));
   r.add<int64_t>("train.eval_batches", FIELD(train.eval_batches), 16, "Micro batches per evaluation; 0 means the whole eval set.", at_least<int64_t>(0));
   r.add<bool>("train.eval_at_start", FIELD(train.eval_at_start), false, "Also evaluate on data.eval before the first step of a fresh run: the loss of the initial (or imported) weights.");
-  r.add<std::string>("train.device", FIELD(train.device), "auto", "Where to train: cpu, cuda (the GPU LOCAL_RANK names; an error without one), or auto (cuda when a device is there and CUDA was compiled in, else cpu).", one_of({"auto", "cpu", "cuda"}));
-  r.add<std::string>("train.omp_wait_policy", FIELD(train.omp_wait_policy), "auto", "How idle OpenMP threads wait: passive (sleep at once), active (spin), or auto/default (libgomp's default, as in PyTorch: spin briefly, then sleep). OMP_WAIT_POLICY in the environment overrides it.", one_of({"auto", "default", "passive", "active"}));
+  add_choice<util::DeviceSetting>(r, "train.device", FIELD(train.device), util::DeviceSetting::automatic, "Where to train: cpu, cuda (the GPU LOCAL_RANK names; an error without one), or auto (cuda when a device is there and CUDA was compiled in, else cpu).");
+  add_choice<OmpWaitPolicy>(r, "train.omp_wait_policy", FIELD(train.omp_wait_policy), OmpWaitPolicy::automatic, "How idle OpenMP threads wait: passive (sleep at once), active (spin), or auto/default (libgomp's default, as in PyTorch: spin briefly, then sleep). OMP_WAIT_POLICY in the environment overrides it.");
   r.add<int64_t>("train.threads", FIELD(train.threads), 0, "Intra-op CPU threads; 0 means the cores divided among the ranks on this machine (or OMP_NUM_THREADS when set). At most 4 x the machine's cores.", thread_count());
   r.add<int64_t>("train.max_skipped_steps", FIELD(train.max_skipped_steps), 5, "A step whose loss or gradient norm is not finite is skipped (no update); after this many in a row the run stops with exit 1.", at_least<int64_t>(1));
-  r.add<std::string>("train.spike", FIELD(train.spike), "off", "What a loss spike does (a loss or gradient norm more than train.spike_zscore standard deviations above the mean of the last train.spike_window steps): off (nothing), skip (no update for that step), or rollback (reload the last checkpoint and skip the data of the steps since it). After train.max_skipped_steps skips in a row, or as many rollbacks to the same checkpoint, the run stops with exit 1.", one_of({"off", "skip", "rollback"}));
+  add_choice<Spike>(r, "train.spike", FIELD(train.spike), Spike::off, "What a loss spike does (a loss or gradient norm more than train.spike_zscore standard deviations above the mean of the last train.spike_window steps): off (nothing), skip (no update for that step), or rollback (reload the last checkpoint and skip the data of the steps since it). After train.max_skipped_steps skips in a row, or as many rollbacks to the same checkpoint, the run stops with exit 1.");
   r.add<int64_t>("train.spike_window", FIELD(train.spike_window), 50, "Applied steps whose loss and gradient norm make the mean and standard deviation a spike is measured against; detection starts once the window is full.", at_least<int64_t>(2));
   r.add<double>("train.spike_zscore", FIELD(train.spike_zscore), 6.0, "How many standard deviations above the window's mean a spike is (the deviation taken as at least 1% of the mean).", positive());
   r.add<std::string>("train.stop_signals", FIELD(train.stop_signals), "TERM,INT,USR1,HUP", "Signals that stop the run cleanly: every rank saves a checkpoint at the same step and exits with code 75 (resumable); HUP is a lost terminal or ssh session. Comma-separated, from TERM, INT, USR1, USR2, HUP; empty for none.", signal_list());
 }
 
 void add_optim_options(OptionRegistry& r) {
-  r.add<std::string>("optim.name", FIELD(optim.name), "adamw", "Optimizer.", one_of({"adamw"}));
+  add_choice<Optimizer>(r, "optim.name", FIELD(optim.name), Optimizer::adamw, "Optimizer.");
   r.add<double>("optim.lr", FIELD(optim.lr), 3e-4, "Peak learning rate.", positive());
   r.add<double>("optim.min_lr", FIELD(optim.min_lr), 0.0, "Learning rate at the end of the decay.", at_least(0.0));
   r.add<int64_t>("optim.warmup_steps", FIELD(optim.warmup_steps), 0, "Linear warmup steps from 0 to optim.lr. Longer than train.steps (a smoke run of a real recipe) trains with a warning: the schedule, cut short, never decays.", at_least<int64_t>(0));
-  r.add<std::string>("optim.schedule", FIELD(optim.schedule), "cosine", "Decay after warmup: cosine, linear or constant.", one_of({"cosine", "linear", "constant"}));
+  add_choice<optim::Decay>(r, "optim.schedule", FIELD(optim.schedule), optim::Decay::cosine, "Decay after warmup: cosine, linear or constant.");
   r.add<Floats>("optim.betas", FIELD(optim.betas), Floats{0.9, 0.95}, "AdamW betas [beta1, beta2].", adam_betas());
   r.add<double>("optim.eps", FIELD(optim.eps), 1e-8, "AdamW epsilon.", positive());
   r.add<double>("optim.weight_decay", FIELD(optim.weight_decay), 0.1, "Decoupled weight decay on matrices (not on norms, biases).", at_least(0.0));
@@ -181,9 +210,9 @@ void add_optim_options(OptionRegistry& r) {
 
 void add_memory_options(OptionRegistry& r) {
   r.add<std::string>("memory.chunked_loss", FIELD(memory.chunked_loss), "auto", "Output projection + cross-entropy in chunks of tokens so the [tokens x vocab] logits never exist: auto (chunk from a 256 MiB budget), off, or tokens per chunk.", chunk_spec());
-  r.add<std::string>("memory.attention", FIELD(memory.attention), "auto", "Attention kernel: naive ([T x T] scores), blockwise (online softmax, memory linear in T), sdpa (LibTorch's fused scaled_dot_product_attention; packed rows take the varlen flash kernel on CUDA in bf16/fp16 and the blockwise one elsewhere), or auto (sdpa, except packed rows where varlen is not available: naive up to 2048 tokens, blockwise above).", one_of({"auto", "naive", "blockwise", "sdpa"}));
+  add_choice<memory::Attention>(r, "memory.attention", FIELD(memory.attention), memory::Attention::automatic, "Attention kernel: naive ([T x T] scores), blockwise (online softmax, memory linear in T), sdpa (LibTorch's fused scaled_dot_product_attention; packed rows take the varlen flash kernel on CUDA in bf16/fp16 and the blockwise one elsewhere), or auto (sdpa, except packed rows where varlen is not available: naive up to 2048 tokens, blockwise above).");
   r.add<int64_t>("memory.attention_block_size", FIELD(memory.attention_block_size), 256, "Query/key tile size of blockwise attention.", at_least<int64_t>(1));
-  r.add<std::string>("memory.recompute", FIELD(memory.recompute), "none", "Activation recompute: none, full (whole blocks) or selective (the attention kernel only).", one_of({"none", "full", "selective"}));
+  add_choice<memory::Recompute>(r, "memory.recompute", FIELD(memory.recompute), memory::Recompute::none, "Activation recompute: none, full (whole blocks) or selective (the attention kernel only).");
   r.add<double>("memory.recompute_ratio", FIELD(memory.recompute_ratio), 1.0, "Fraction of the blocks (the first ones) that recompute.", in_range(0.0, 1.0));
   r.add<double>("memory.vision_recompute_ratio", FIELD(memory.vision_recompute_ratio), 1.0, "llava: fraction of the vision tower's blocks (the first ones) that recompute under memory.recompute; recompute_ratio then counts the language model's blocks.", in_range(0.0, 1.0));
   r.add<bool>("memory.offload_activations", FIELD(memory.offload_activations), false, "Keep the block inputs that full recompute needs in host memory until backward.");
@@ -200,7 +229,7 @@ void add_parallel_and_dist_options(OptionRegistry& r) {
   r.add<int64_t>("parallel.tp", FIELD(parallel.tp), 1, "Tensor-parallel degree (Megatron's split: attention by heads, the MLP by its width, the embedding and the output projection by vocabulary rows, the loss vocabulary-parallel). Innermost in the mesh: tp ranks are consecutive.", degree());
   r.add<bool>("parallel.sequence_parallel", FIELD(parallel.sequence_parallel), false, "With parallel.tp > 1: activations between the tensor-parallel layers (norms, residuals) are split along the sequence, all-gathered before and reduce-scattered after them; data.seq_len must divide by tp.");
   r.add<int64_t>("parallel.pp", FIELD(parallel.pp), 1, "Pipeline-parallel stages: contiguous layers, the embedding and the output head counting as one layer each for balance. Outermost in the mesh.", degree());
-  r.add<std::string>("parallel.pp_schedule", FIELD(parallel.pp_schedule), "1f1b", "Pipeline schedule: gpipe (every forward, then every backward), 1f1b (pp - stage - 1 warm-up forwards, then one forward and one backward in turn), interleaved_1f1b (parallel.pp_virtual_stages chunks per rank, Megatron's warm-up).", one_of({"gpipe", "1f1b", "interleaved_1f1b"}));
+  add_choice<PpSchedule>(r, "parallel.pp_schedule", FIELD(parallel.pp_schedule), PpSchedule::one_f_one_b, "Pipeline schedule: gpipe (every forward, then every backward), 1f1b (pp - stage - 1 warm-up forwards, then one forward and one backward in turn), interleaved_1f1b (parallel.pp_virtual_stages chunks per rank, Megatron's warm-up).");
   r.add<int64_t>("parallel.pp_virtual_stages", FIELD(parallel.pp_virtual_stages), 1, "Model chunks per pipeline rank for interleaved_1f1b (Megatron's virtual pipeline size); 1 otherwise.", in_range<int64_t>(1, 64));
   r.add<int64_t>("parallel.ep", FIELD(parallel.ep), 1, "Expert-parallel degree, folded into the data ranks: it must divide dp x fsdp. Each MoE layer's experts are split over ep ranks and sharded over the other dp x fsdp / ep.", degree());
   r.add<int64_t>("parallel.intra_layer_micro_batch", FIELD(parallel.intra_layer_micro_batch), 1, "Domino-EP: each MoE layer cuts a micro batch's tokens into this many parts whose expert all-to-alls overlap each other's expert compute (needs parallel.ep > 1; results equal 1).", in_range<int64_t>(1, 64));
@@ -208,13 +237,13 @@ void add_parallel_and_dist_options(OptionRegistry& r) {
   r.add<double>("dist.timeout_s", FIELD(dist.timeout_s), 600.0, "Seconds a collective may take before the job ends with an error naming it (a dead or stalled rank).", positive());
   r.add<double>("dist.init_timeout_s", FIELD(dist.init_timeout_s), 300.0, "Seconds to wait at start for every rank to join; the error names the ranks that never arrived.", positive());
   r.add<double>("dist.watchdog_s", FIELD(dist.watchdog_s), 1800.0, "End the job when a rank completes no step for this many seconds (a hang outside any collective), after printing every rank's last step and collective; 0 turns the watchdog off.", at_least(0.0));
-  r.add<std::string>("dist.backend", FIELD(dist.backend), "auto", "Collective backend: gloo, nccl (CUDA only), or auto (nccl on cuda, gloo on cpu).", one_of({"auto", "gloo", "nccl"}));
+  add_choice<Backend>(r, "dist.backend", FIELD(dist.backend), Backend::automatic, "Collective backend: gloo, nccl (CUDA only), or auto (nccl on cuda, gloo on cpu).");
 }
 
 void add_checkpoint_options(OptionRegistry& r) {
   r.add<int64_t>("checkpoint.every", FIELD(checkpoint.every), 0, "Save every N steps; 0 means only at the end (and on --stop-at-step, a stop signal or a STOP file).", at_least<int64_t>(0));
   r.add<int64_t>("checkpoint.keep", FIELD(checkpoint.keep), 3, "Keep the last N checkpoints; the newest, verified as it is written, is never removed.", at_least<int64_t>(1));
-  r.add<std::string>("checkpoint.resume", FIELD(checkpoint.resume), "auto", "auto (continue from checkpoints/latest, or from the newest checkpoint that verifies when latest is damaged), strict (the same, but a damaged latest stops the run with exit 2), never, or a checkpoint folder.", not_empty());
+  add_resume(r, "auto (continue from checkpoints/latest, or from the newest checkpoint that verifies when latest is damaged), strict (the same, but a damaged latest stops the run with exit 2), never, or a checkpoint folder.");
   r.add<bool>("checkpoint.async", FIELD(checkpoint.async), false, "Write checkpoints in the background: the state is copied to host memory at the step boundary, then written, fsynced and committed while training goes on (one save at a time; a crash during the write leaves latest on the previous checkpoint).");
   r.add<bool>("checkpoint.at_start", FIELD(checkpoint.at_start), false, "Also save the initial weights as checkpoints/step-0 before the first step of a fresh run: the seed every layout starts from (they are bit-identical across layouts), or the imported weights as xtrain holds them.");
 }

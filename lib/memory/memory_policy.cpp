@@ -19,16 +19,16 @@ int64_t share_of(double ratio, int64_t blocks) {
 }  // namespace
 
 int64_t recomputed_blocks(const MemoryOptions& options, int64_t num_layers) {
-  if (options.recompute == "none") return 0;
+  if (options.recompute == Recompute::none) return 0;
   return share_of(options.recompute_ratio, num_layers);
 }
 
 std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model, const MemoryOptions& options) {
   const int64_t count = recomputed_blocks(options, model.config().num_layers);
   // Both kernels take the same arguments: pick one, install it on every layer.
-  const auto tiled = options.attention == "blockwise" ? model::blockwise_causal_attention
-                     : options.attention == "sdpa"    ? model::sdpa_causal_attention
-                                                      : nullptr;
+  const auto tiled = options.attention == Attention::blockwise ? model::blockwise_causal_attention
+                     : options.attention == Attention::sdpa    ? model::sdpa_causal_attention
+                                                               : nullptr;
   if (tiled) {
     const int64_t block_size = options.attention_block_size;
     for (auto* kernel : model.attention_kernels())
@@ -36,7 +36,7 @@ std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model,
                                     const torch::Tensor& cu_seqlens) { return tiled(q, k, v, cu_seqlens, block_size); };
   }
   std::shared_ptr<ActivationOffloader> offloader;
-  if (options.recompute == "full") {
+  if (options.recompute == Recompute::full) {
     if (options.offload_activations) offloader = std::make_shared<ActivationOffloader>();
     ActivationOffloader* raw = offloader.get();
     const int64_t vision = model.vision_blocks();
@@ -47,7 +47,7 @@ std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model,
       if (!recomputes) return block(x);
       return recompute([block](const std::vector<torch::Tensor>& in) { return block(in[0]); }, {x}, raw);
     };
-  } else if (options.recompute == "selective") {
+  } else if (options.recompute == Recompute::selective) {
     const auto kernels = model.attention_kernels();
     for (int64_t i = 0; i < count; ++i) {
       model::AttentionKernel inner = *kernels[i];

@@ -14,15 +14,16 @@
 #include <string>
 
 #include "memory/activation_offload.h"
+#include "memory/memory_choices.h"
 #include "model/causal_lm.h"
 
 namespace xtrain::memory {
 
 struct MemoryOptions {
-  std::string recompute = "none";
+  Recompute recompute = Recompute::none;
   double recompute_ratio = 1.0;
   bool offload_activations = false;
-  std::string attention = "naive";  // naive | blockwise | sdpa
+  Attention attention = Attention::naive;  // resolved: never automatic
   int64_t attention_block_size = 256;
   double vision_recompute_ratio = 1.0;
 };

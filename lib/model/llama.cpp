@@ -128,7 +128,7 @@ torch::Tensor LlamaForCausalLM::output_weight() const {
 ModelOutput LlamaForCausalLM::forward(const Batch& batch) {
   const auto& c = config();
   const bool deferred = c.num_experts > 0 && c.router_aux_loss_coef > 0 &&
-                        (c.router_aux_loss_scope == "model" || c.router_aux_loss_global_average);
+                        (c.router_aux_loss_scope == AuxLossScope::model || c.router_aux_loss_global_average);
   const auto coefficients =
       deferred ? torch::zeros({c.num_layers, c.num_experts}, torch::TensorOptions().device(batch.input_ids.device()))
                : torch::Tensor();
@@ -182,7 +182,7 @@ torch::Tensor LlamaForCausalLM::fill_balance_coefficients(const torch::Tensor& c
   const double global_tokens = totals[-1].item<double>();
   const double base = static_cast<double>(c.num_experts) /
                       (static_cast<double>(c.num_experts_per_tok) * global_tokens * tokens) * c.router_aux_loss_coef;
-  const auto rows = c.router_aux_loss_scope == "model"
+  const auto rows = c.router_aux_loss_scope == AuxLossScope::model
                         ? global_counts.sum(0, /*keepdim=*/true).expand_as(global_counts) * (base / double(layers * layers))
                         : global_counts * (base / static_cast<double>(layers));
   const auto mine = rows.to(coefficients.scalar_type());

@@ -55,7 +55,8 @@ void read_rope(const nlohmann::json& json, const std::string& source, ModelConfi
 // What transformers' MoE blocks do not compute: kept in config.json, so that export can say so.
 void note_unexported(const ModelConfig& c, nlohmann::json& json) {
   std::vector<std::string> unexported;
-  if (c.router != "softmax") unexported.push_back("model.router " + c.router + " (and its expert bias)");
+  if (c.router != Router::softmax)
+    unexported.push_back(std::string("model.router ") + to_string(c.router) + " (and its expert bias)");
   if (c.num_shared_experts > 0) unexported.push_back("model.num_shared_experts");
   if (c.routed_scaling_factor != 1.0) unexported.push_back("model.routed_scaling_factor");
   if (c.capacity_factor > 0) unexported.push_back("model.capacity_factor (transformers is dropless)");

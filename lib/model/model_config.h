@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "model/moe_choices.h"
+
 namespace xtrain::model {
 
 // Llama 3's rotary scaling (transformers' rope_type "llama3"): wavelengths longer than
@@ -81,18 +83,18 @@ struct ModelConfig {
   double router_z_loss_coef = 0.0;
   // layer: each MoE layer's balancing loss, averaged over the layers (Megatron, XTuner); model:
   // one over every layer's routing at once, transformers' load_balancing_loss_func.
-  std::string router_aux_loss_scope = "layer";
+  AuxLossScope router_aux_loss_scope = AuxLossScope::layer;
   // The balancing loss's counts are the global batch's (summed over the data ranks), not the
   // rank's micro batch's (CausalLM::sum_over_data_ranks).
   bool router_aux_loss_global_average = false;
-  std::string router = "softmax";        // softmax | sigmoid_bias (model/moe.h)
+  Router router = Router::softmax;
   double router_bias_update_rate = 1e-3;  // sigmoid_bias: the step of the expert bias per update
   int64_t n_group = 1, topk_group = 1;    // group-limited routing (sigmoid_bias)
   double routed_scaling_factor = 1.0;
   int64_t num_shared_experts = 0;        // as one SwiGLU of moe_intermediate_size x this
   bool shared_expert_gate = false;       // sigmoid gate on the shared experts (Qwen2-MoE)
   double capacity_factor = 0.0;          // 0: dropless; else tokens over capacity are dropped
-  std::string drop_policy = "probs";     // probs | position: which of an expert's tokens are dropped
+  DropPolicy drop_policy = DropPolicy::probs;  // which of an expert's tokens are dropped
 
   bool is_moe_layer(int64_t layer) const {
     return num_experts > 0 && layer >= first_k_dense && (layer + 1) % moe_layer_step == 0;

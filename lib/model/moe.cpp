@@ -17,9 +17,6 @@ struct ParameterHolder : torch::nn::Module {};
 
 MoeBlockImpl::MoeBlockImpl(const MoeOptions& options) : options_(options) {
   const int64_t e = options.num_experts, h = options.hidden_size, i = options.intermediate_size;
-  TORCH_CHECK(options.router == "softmax" || options.router == "sigmoid_bias", "unknown router ", options.router);
-  TORCH_CHECK(options.drop_policy == "probs" || options.drop_policy == "position", "unknown drop policy ",
-              options.drop_policy);
   TORCH_CHECK(options.n_group >= 1 && e % options.n_group == 0 && options.topk_group <= options.n_group &&
                   (options.n_group == 1 || e / options.n_group >= 2) &&
                   options.top_k <= options.topk_group * (e / options.n_group),
@@ -27,7 +24,8 @@ MoeBlockImpl::MoeBlockImpl(const MoeOptions& options) : options_(options) {
               " chosen, cannot offer top_k ", options.top_k);
   auto gate = register_module("gate", std::make_shared<ParameterHolder>());
   gate_weight = gate->register_parameter("weight", unmaterialized({e, h}));
-  if (options.router == "sigmoid_bias") expert_bias = gate->register_buffer("e_score_correction_bias", torch::zeros({e}));
+  if (options.router == Router::sigmoid_bias)
+    expert_bias = gate->register_buffer("e_score_correction_bias", torch::zeros({e}));
   auto experts = register_module("experts", std::make_shared<ParameterHolder>());
   gate_up_proj = experts->register_parameter("gate_up_proj", unmaterialized({e, 2 * i, h}));
   down_proj = experts->register_parameter("down_proj", unmaterialized({e, h, i}));
@@ -49,7 +47,7 @@ torch::Tensor MoeBlockImpl::group_limited(const torch::Tensor& choice) const {
 Routing MoeBlockImpl::route(const torch::Tensor& tokens) const {
   Routing r;
   r.logits = torch::nn::functional::linear(tokens.to(torch::kFloat32), gate_weight.to(torch::kFloat32));
-  if (options_.router == "softmax") {
+  if (options_.router == Router::softmax) {
     r.probs = torch::softmax(r.logits, -1);
     auto [top, experts] = r.probs.topk(options_.top_k, -1);
     r.weights = options_.norm_topk_prob ? top / top.sum(-1, /*keepdim=*/true) : top;
@@ -145,7 +143,7 @@ torch::Tensor MoeBlockImpl::within_capacity(const torch::Tensor& order, const to
   for (auto& count : counts) {
     auto positions = torch::arange(start, start + count, order.options());
     if (count > capacity) {
-      if (options_.drop_policy == "probs")  // the highest weights, then back in token order
+      if (options_.drop_policy == DropPolicy::probs)  // the highest weights, then back in token order
         positions = std::get<0>(std::get<1>(sorted_weights.narrow(0, start, count).topk(capacity)).sort()) + start;
       else
         positions = positions.narrow(0, 0, capacity);

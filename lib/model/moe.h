@@ -34,6 +34,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "model/linear.h"
+#include "model/moe_choices.h"
 #include "model/parameter_init.h"
 #include "model/swiglu.h"
 
@@ -45,7 +46,7 @@ struct MoeOptions {
   int64_t top_k = 0;
   int64_t intermediate_size = 0;  // of each expert
   bool norm_topk_prob = true;     // renormalise the top-k weights to sum to 1
-  std::string router = "softmax";  // softmax | sigmoid_bias
+  Router router = Router::softmax;
   int64_t n_group = 1, topk_group = 1;  // group-limited routing (sigmoid_bias)
   double routed_scaling_factor = 1.0;
   int64_t num_shared_experts = 0;
@@ -55,7 +56,7 @@ struct MoeOptions {
   // first tokens (position); a dropped choice adds nothing, so a token whose every choice is
   // dropped passes through the residual alone.
   double capacity_factor = 0.0;
-  std::string drop_policy = "probs";
+  DropPolicy drop_policy = DropPolicy::probs;
 };
 
 struct Routing {

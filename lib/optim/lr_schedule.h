@@ -6,14 +6,30 @@
 #include <cstdint>
 #include <string>
 
+#include "util/choice.h"
+
 namespace xtrain::optim {
+
+// The decay after warmup; the names are the recipe's optim.schedule.
+enum class Decay { cosine, linear, constant };
+
+XTRAIN_CHOICES_BEGIN
+constexpr const char* to_string(Decay value) {
+  switch (value) {
+    case Decay::cosine: return "cosine";
+    case Decay::linear: return "linear";
+    case Decay::constant: return "constant";
+  }
+  return nullptr;
+}
+XTRAIN_CHOICES_END
 
 struct LrSchedule {
   double peak_lr = 0;
   double min_lr = 0;
   int64_t warmup_steps = 0;
   int64_t total_steps = 0;
-  std::string decay = "cosine";  // cosine | linear | constant
+  Decay decay = Decay::cosine;
 
   // Learning rate of optimizer step `step` (1-based: the first update is step 1).
   double at(int64_t step) const;

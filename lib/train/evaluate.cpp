@@ -52,7 +52,7 @@ std::vector<data::MicroBatch> eval_micro_batches(const data::SampleDataset& data
   return batches;
 }
 
-MicroBatchScore score_micro_batch(model::CausalLM& model, const data::MicroBatch& batch, const std::string& dtype,
+MicroBatchScore score_micro_batch(model::CausalLM& model, const data::MicroBatch& batch, config::Dtype dtype,
                                   int64_t loss_chunk_tokens) {
   const auto device = model.output_weight().device();
   PrecisionScope precision(dtype, device.type());
@@ -65,7 +65,7 @@ MicroBatchScore score_micro_batch(model::CausalLM& model, const data::MicroBatch
 }
 
 EvalResult evaluate(model::CausalLM& model, const data::SampleDataset& dataset,
-                    int64_t micro_batch_size, int64_t max_batches, const std::string& dtype,
+                    int64_t micro_batch_size, int64_t max_batches, config::Dtype dtype,
                     int64_t loss_chunk_tokens, bool pack) {
   torch::NoGradGuard no_grad;
   model.eval();

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "config/recipe_choices.h"
 #include "data/micro_batch.h"
 
 #include "data/sample_dataset.h"
@@ -25,7 +26,7 @@ struct EvalResult {
 // mean loss over the dataset's targets (with a loss mask, only the tokens that carry loss).
 // pack: score each document apart, as training with data.pack does (data/micro_batch.h).
 EvalResult evaluate(model::CausalLM& model, const data::SampleDataset& dataset,
-                    int64_t micro_batch_size, int64_t max_batches, const std::string& dtype,
+                    int64_t micro_batch_size, int64_t max_batches, config::Dtype dtype,
                     int64_t loss_chunk_tokens = 0, bool pack = false);
 
 // One micro batch scored: its loss summed over its targets and, unless the model is tensor
@@ -34,7 +35,7 @@ EvalResult evaluate(model::CausalLM& model, const data::SampleDataset& dataset,
 struct MicroBatchScore {
   torch::Tensor loss_sum, correct;
 };
-MicroBatchScore score_micro_batch(model::CausalLM& model, const data::MicroBatch& batch, const std::string& dtype,
+MicroBatchScore score_micro_batch(model::CausalLM& model, const data::MicroBatch& batch, config::Dtype dtype,
                                   int64_t loss_chunk_tokens);
 
 // " | accuracy 0.123" when measured, else empty: the eval lines' accuracy field.

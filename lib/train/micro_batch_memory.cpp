@@ -14,7 +14,7 @@ std::string size_text(double bytes) {
 }
 
 // Mixed precision keeps activations in 2 bytes, fp32 in 4.
-int64_t activation_bytes(const config::Recipe& recipe) { return recipe.train.dtype == "fp32" ? 4 : 2; }
+int64_t activation_bytes(const config::Recipe& recipe) { return recipe.train.dtype == config::Dtype::fp32 ? 4 : 2; }
 
 // The largest micro batch <= limit that divides the sequences each data rank takes per step.
 int64_t largest_fitting_divisor(int64_t per_rank, int64_t limit) {

@@ -24,16 +24,18 @@ PipelineAction interleaved(int64_t k, bool forward, int64_t stages, int64_t virt
 
 }  // namespace
 
-std::vector<PipelineAction> pipeline_actions(const std::string& schedule, int64_t stages, int64_t virtual_stages,
+std::vector<PipelineAction> pipeline_actions(config::PpSchedule schedule, int64_t stages, int64_t virtual_stages,
                                              int64_t rank, int64_t micro_batches) {
   std::vector<PipelineAction> actions;
-  if (schedule == "gpipe") {
-    for (int64_t m = 0; m < micro_batches; ++m) actions.push_back({true, 0, m});
-    for (int64_t m = 0; m < micro_batches; ++m) actions.push_back({false, 0, m});
-    return actions;
+  bool interleave = false;
+  switch (schedule) {
+    case config::PpSchedule::gpipe:
+      for (int64_t m = 0; m < micro_batches; ++m) actions.push_back({true, 0, m});
+      for (int64_t m = 0; m < micro_batches; ++m) actions.push_back({false, 0, m});
+      return actions;
+    case config::PpSchedule::one_f_one_b: break;
+    case config::PpSchedule::interleaved_1f1b: interleave = true; break;
   }
-  const bool interleave = schedule == "interleaved_1f1b";
-  if (!interleave && schedule != "1f1b") throw std::invalid_argument("unknown pipeline schedule " + schedule);
   const int64_t v = interleave ? virtual_stages : 1;
   const int64_t total = micro_batches * v;
   const int64_t warmup =
@@ -49,10 +51,10 @@ std::vector<PipelineAction> pipeline_actions(const std::string& schedule, int64_
   return actions;
 }
 
-PipelineSchedule::PipelineSchedule(std::string schedule, parallel::PipelineStage& stage,
+PipelineSchedule::PipelineSchedule(config::PpSchedule schedule, parallel::PipelineStage& stage,
                                    std::shared_ptr<parallel::Comm> pp_group, int64_t virtual_stages,
                                    torch::Device device)
-    : schedule_(std::move(schedule)),
+    : schedule_(schedule),
       stage_(stage),
       group_(std::move(pp_group)),
       virtual_stages_(virtual_stages),

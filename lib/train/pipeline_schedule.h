@@ -24,6 +24,7 @@
 #include "data/micro_batch.h"
 #include "parallel/comm.h"
 #include "parallel/pipeline_stage.h"
+#include "config/recipe_choices.h"
 #include "train/schedule.h"
 
 namespace xtrain::train {
@@ -34,16 +35,16 @@ struct PipelineAction {
   int64_t micro_batch = 0;
 };
 
-std::vector<PipelineAction> pipeline_actions(const std::string& schedule, int64_t stages, int64_t virtual_stages,
+std::vector<PipelineAction> pipeline_actions(config::PpSchedule schedule, int64_t stages, int64_t virtual_stages,
                                              int64_t rank, int64_t micro_batches);
 
 class PipelineSchedule final : public Schedule {
  public:
   // pp_group: the ranks of this rank's pipeline, by stage; `stage` runs this rank's chunks.
-  PipelineSchedule(std::string schedule, parallel::PipelineStage& stage, std::shared_ptr<parallel::Comm> pp_group,
+  PipelineSchedule(config::PpSchedule schedule, parallel::PipelineStage& stage, std::shared_ptr<parallel::Comm> pp_group,
                    int64_t virtual_stages, torch::Device device);
 
-  std::string name() const override { return schedule_; }
+  std::string name() const override { return to_string(schedule_); }
   MicroBatchLosses run(const std::vector<data::MicroBatch>& micro_batches, MicroBatchWork& work) override;
   // Micro batch by micro batch, each through this rank's chunks in order; the losses come back
   // on the last stage.
@@ -59,7 +60,7 @@ class PipelineSchedule final : public Schedule {
   torch::Tensor receive(int64_t peer, int64_t tag, const torch::TensorOptions& options);
   void send(const torch::Tensor& tensor, int64_t peer, int64_t tag);
 
-  std::string schedule_;
+  config::PpSchedule schedule_;
   parallel::PipelineStage& stage_;
   std::shared_ptr<parallel::Comm> group_;
   int64_t virtual_stages_;

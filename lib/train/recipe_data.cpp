@@ -70,7 +70,7 @@ std::unique_ptr<data::SampleDataset> load_recipe_dataset(const std::string& key,
   } catch (const InputError& e) {
     throw InputError(fmt::format("{} ({}): {}", key, source, e.what()));
   }
-  if (recipe.data.objective != "mlm") return dataset;
+  if (recipe.data.objective != config::Objective::mlm) return dataset;
   return std::make_unique<data::MaskedLmDataset>(std::move(dataset), masked_lm_options(tokenizer, recipe));
 }
 

@@ -14,6 +14,7 @@
 #include "ckpt/manifest.h"
 #include "model/model_spec.h"
 #include "model/sdpa_attention.h"
+#include "train/precision.h"
 #include "util/input_error.h"
 
 namespace fs = std::filesystem;
@@ -23,9 +24,13 @@ namespace xtrain::train {
 std::optional<ResumeFrom> checkpoint_to_resume(const config::Recipe& recipe, const ckpt::CheckpointStore& store,
                                                bool chief) {
   const auto& resume = recipe.checkpoint.resume;
-  if (resume == "never") return std::nullopt;
-  if (resume != "auto" && resume != "strict") return ResumeFrom{resume, ckpt::verify_resumable(resume).summary()};
-  auto choice = store.newest_intact(resume == "strict");
+  switch (resume.kind) {
+    case config::ResumeKind::never: return std::nullopt;
+    case config::ResumeKind::folder: return ResumeFrom{resume.folder, ckpt::verify_resumable(resume.folder).summary()};
+    case config::ResumeKind::automatic:
+    case config::ResumeKind::strict: break;
+  }
+  auto choice = store.newest_intact(resume.kind == config::ResumeKind::strict);
   if (!choice) return std::nullopt;
   if (chief)
     for (const auto& skipped : choice->skipped)
@@ -43,8 +48,8 @@ std::optional<ResumeFrom> checkpoint_to_resume(const config::Recipe& recipe, con
       "(now {}), memory.offload_activations: true, memory.chunked_loss (now {}), memory.attention: sdpa or "
       "blockwise (now {}), more ranks with parallel.fsdp, train.dtype: bf16 (now {})",
       step, peak_rss, peak_device > 0 ? fmt::format(", device {:.0f} MiB", peak_device) : "", first_line,
-      recipe.train.micro_batch_size, recipe.memory.recompute, recipe.memory.chunked_loss, recipe.memory.attention,
-      recipe.train.dtype));
+      recipe.train.micro_batch_size, to_string(recipe.memory.recompute), recipe.memory.chunked_loss,
+      to_string(recipe.memory.attention), to_string(recipe.train.dtype)));
 }
 
 // A run folder that cannot be written fails now, before any step is spent. A symbolic link as
@@ -86,11 +91,11 @@ bool has_prefix(const std::string& name, const std::vector<std::string>& prefixe
 }
 
 // dist.backend auto: NCCL for CUDA tensors, Gloo for CPU ones.
-parallel::CommBackend comm_backend(const std::string& setting, const torch::Device& device) {
-  if (setting == "gloo" && device.is_cuda())
+parallel::CommBackend comm_backend(config::Backend setting, const torch::Device& device) {
+  if (setting == config::Backend::gloo && device.is_cuda())
     throw InputError("dist.backend: gloo, but train.device is cuda; xtrain's collectives run where the tensors "
                      "are: use dist.backend: nccl (or auto)");
-  if (setting == "nccl" && !device.is_cuda())
+  if (setting == config::Backend::nccl && !device.is_cuda())
     throw InputError("dist.backend: nccl needs train.device: cuda (this run trains on the CPU); use gloo or auto");
   return device.is_cuda() ? parallel::CommBackend::nccl : parallel::CommBackend::gloo;
 }
@@ -99,18 +104,16 @@ parallel::CommBackend comm_backend(const std::string& setting, const torch::Devi
 // ones where varlen flash runs), else the segmented naive kernel up to 2048 tokens and the
 // blockwise one above.
 namespace {
-std::string auto_attention(const config::Recipe& recipe, const torch::Device& device) {
-  const auto compute = recipe.train.dtype == "bf16" ? torch::kBFloat16
-                       : recipe.train.dtype == "fp16" ? torch::kHalf
-                                                      : torch::kFloat32;
-  if (!recipe.data.pack || model::varlen_attention_available(device, compute)) return "sdpa";
-  return recipe.data.seq_len > 2048 ? "blockwise" : "naive";
+memory::Attention auto_attention(const config::Recipe& recipe, const torch::Device& device) {
+  if (!recipe.data.pack || model::varlen_attention_available(device, compute_type(recipe.train.dtype)))
+    return memory::Attention::sdpa;
+  return recipe.data.seq_len > 2048 ? memory::Attention::blockwise : memory::Attention::naive;
 }
 }  // namespace
 
 memory::MemoryOptions memory_options(const config::Recipe& recipe, const torch::Device& device) {
   const auto& m = recipe.memory;
-  const std::string attention = m.attention == "auto" ? auto_attention(recipe, device) : m.attention;
+  const auto attention = m.attention == memory::Attention::automatic ? auto_attention(recipe, device) : m.attention;
   return {m.recompute, m.recompute_ratio, m.offload_activations, attention, m.attention_block_size,
           m.vision_recompute_ratio};
 }

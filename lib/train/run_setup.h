@@ -37,7 +37,7 @@ bool is_out_of_memory(const c10::Error& error);
 void prepare_run_folder(const std::string& dir);
 
 // dist.backend auto: NCCL for CUDA tensors, Gloo for CPU ones; a mismatch is an InputError.
-parallel::CommBackend comm_backend(const std::string& setting, const torch::Device& device);
+parallel::CommBackend comm_backend(config::Backend setting, const torch::Device& device);
 
 // The recipe's memory policy and parallel layout options (memory.attention auto resolved).
 memory::MemoryOptions memory_options(const config::Recipe& recipe, const torch::Device& device);

@@ -39,10 +39,11 @@ MicroBatchLosses GradientAccumulation::evaluate(const std::vector<data::MicroBat
 }
 
 std::unique_ptr<Schedule> make_schedule(parallel::ParallelModel& model, const parallel::DeviceMesh& mesh,
-                                        const std::string& pp_schedule, int64_t virtual_stages,
+                                        config::PpSchedule pp_schedule, int64_t virtual_stages,
                                         torch::Device device) {
   if (auto* stage = model.pipeline_stage())
-    return std::make_unique<PipelineSchedule>(pp_schedule, *stage, mesh.group("pp"), virtual_stages, device);
+    return std::make_unique<PipelineSchedule>(pp_schedule, *stage, mesh.group("pp"), virtual_stages,
+                                              device);
   return std::make_unique<GradientAccumulation>();
 }
 

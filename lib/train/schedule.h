@@ -15,6 +15,7 @@
 #include <torch/types.h>
 #include <c10/core/Device.h>
 
+#include "config/recipe_choices.h"
 #include "data/micro_batch.h"
 #include "parallel/device_mesh.h"
 #include "parallel/parallel_model.h"
@@ -79,7 +80,7 @@ class GradientAccumulation final : public Schedule {
 // The schedule of a layout: parallel.pp_schedule over a pipeline stage's chunks, else
 // GradientAccumulation.
 std::unique_ptr<Schedule> make_schedule(parallel::ParallelModel& model, const parallel::DeviceMesh& mesh,
-                                        const std::string& pp_schedule, int64_t virtual_stages,
+                                        config::PpSchedule pp_schedule, int64_t virtual_stages,
                                         torch::Device device);
 
 }  // namespace xtrain::train

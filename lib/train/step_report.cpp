@@ -92,7 +92,7 @@ void StepReport::write_metrics(int64_t step, int64_t samples_consumed, const Ste
       record["moe.all_to_all_wait_s"] = outcome.comm.expert_forward;
       record["moe.all_to_all_backward_wait_s"] = outcome.comm.expert_backward;
     }
-    if (recipe_.model.router == "sigmoid_bias") {
+    if (recipe_.model.router == model::Router::sigmoid_bias) {
       record["moe.bias_min"] = experts->bias_min;
       record["moe.bias_max"] = experts->bias_max;
     }
@@ -102,10 +102,10 @@ void StepReport::write_metrics(int64_t step, int64_t samples_consumed, const Ste
     record["busy_s_max"] = outcome.busy.max;
     record["slowest_rank"] = outcome.busy.argmax;
   }
-  if (recipe_.train.dtype == "fp16") record["loss_scale"] = outcome.loss_scale;
+  if (recipe_.train.dtype == config::Dtype::fp16) record["loss_scale"] = outcome.loss_scale;
   record["skipped"] = outcome.skipped;
   record["skipped_total"] = non_finite.total();
-  if (outcome.spike) record["spike"] = recipe_.train.spike;
+  if (outcome.spike) record["spike"] = to_string(recipe_.train.spike);
   metrics_->write(record);
 }
 

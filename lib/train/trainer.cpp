@@ -43,8 +43,8 @@ int evaluate_checkpoint(const config::Recipe& recipe, const std::string& checkpo
   std::string dir = checkpoint_dir;
   std::string verification;
   if (dir.empty()) {
-    auto choice =
-        ckpt::CheckpointStore(recipe.run.dir, recipe.checkpoint.keep).newest_intact(recipe.checkpoint.resume == "strict");
+    const bool strict = recipe.checkpoint.resume.kind == config::ResumeKind::strict;
+    auto choice = ckpt::CheckpointStore(recipe.run.dir, recipe.checkpoint.keep).newest_intact(strict);
     if (!choice)
       throw InputError(fmt::format("no checkpoint in {}/checkpoints: train first or pass --checkpoint DIR",
                                    recipe.run.dir));

@@ -87,10 +87,10 @@ void TrainingRun::stop_if_diverging(const StepOutcome& outcome) const {
         "these steps. {}",
         training_step_->non_finite().first_of_run(), state_->step, training_step_->non_finite().in_a_row(), recipe_.optim.lr,
         recipe_.optim.grad_clip > 0 ? "" : ", no gradient clipping (optim.grad_clip 0)",
-        t_.dtype == "fp16" ? ", fp16 overflow (bf16 has fp32's range)" : "",
+        t_.dtype == config::Dtype::fp16 ? ", fp16 overflow (bf16 has fp32's range)" : "",
         newest_finite_checkpoint_note(*store_)));
   }
-  if (outcome.spike && t_.spike == "rollback" && rollbacks_to_latest_ >= t_.max_skipped_steps)
+  if (outcome.spike && t_.spike == config::Spike::rollback && rollbacks_to_latest_ >= t_.max_skipped_steps)
     throw std::runtime_error(fmt::format(
         "step {}: {}, and the run has rolled back to the same checkpoint {} time{} already (train.spike "
         "rollback, train.max_skipped_steps {}): {}",
@@ -100,7 +100,7 @@ void TrainingRun::stop_if_diverging(const StepOutcome& outcome) const {
 
 // True when the run rolled back to its last checkpoint; otherwise the step stays skipped.
 bool TrainingRun::handle_spike(const Spike& spike) {
-  if (t_.spike == "rollback" && roll_back(spike)) {
+  if (t_.spike == config::Spike::rollback && roll_back(spike)) {
     ++rollbacks_to_latest_;
     watchdog_->step_done(state_->step);
     return true;
@@ -108,11 +108,11 @@ bool TrainingRun::handle_spike(const Spike& spike) {
   if (training_step_->spikes_in_a_row() >= t_.max_skipped_steps)
     throw std::runtime_error(fmt::format(
         "steps {}-{}: {} loss spikes in a row, the last: {} (train.spike {}, train.max_skipped_steps {}): {}",
-        state_->step - training_step_->spikes_in_a_row() + 1, state_->step, training_step_->spikes_in_a_row(), spike.describe(), t_.spike, t_.max_skipped_steps,
-        kPersistentSpikes));
+        state_->step - training_step_->spikes_in_a_row() + 1, state_->step, training_step_->spikes_in_a_row(),
+        spike.describe(), to_string(t_.spike), t_.max_skipped_steps, kPersistentSpikes));
   if (chief_)
     fmt::print("step {}: loss spike: {}; step skipped, no update{}\n", state_->step, spike.describe(),
-               t_.spike == "rollback" ? " (no checkpoint to roll back to yet)" : "");
+               t_.spike == config::Spike::rollback ? " (no checkpoint to roll back to yet)" : "");
   return false;
 }
 

@@ -75,7 +75,8 @@ void TrainingRun::check_layout() {
   if (options_.stop_at_step < 0 || options_.stop_at_step > t_.steps)
     throw InputError(
         fmt::format("--stop-at-step {} is outside 1..train.steps ({})", options_.stop_at_step, t_.steps));
-  if (recipe_.parallel.pp_schedule == "interleaved_1f1b" && degrees_.pp > 1 && accumulation_ % degrees_.pp != 0)
+  if (recipe_.parallel.pp_schedule == config::PpSchedule::interleaved_1f1b && degrees_.pp > 1 &&
+      accumulation_ % degrees_.pp != 0)
     throw InputError(fmt::format("parallel.pp_schedule interleaved_1f1b runs micro batches in groups of pp {}: "
                                  "train.global_batch_size / (micro_batch_size x data ranks) = {} must be a multiple",
                                  degrees_.pp, accumulation_));
@@ -135,7 +136,7 @@ void TrainingRun::parallelize_model() {
   optimizer_ = std::make_unique<optim::AdamW>(
       trained_.optimized, optim::AdamWOptions{recipe_.optim.betas[0], recipe_.optim.betas[1], recipe_.optim.eps,
                                               recipe_.optim.weight_decay});
-  if (t_.dtype == "fp16") {
+  if (t_.dtype == config::Dtype::fp16) {
     optim::LossScalerOptions scaling;
     scaling.initial_scale = recipe_.precision.loss_scale_initial;
     scaling.growth_interval = recipe_.precision.loss_scale_growth_interval;
@@ -145,7 +146,7 @@ void TrainingRun::parallelize_model() {
   schedule_ = make_schedule(*parallel_, *mesh_, recipe_.parallel.pp_schedule, recipe_.parallel.pp_virtual_stages,
                             device_);
   StepSettings settings{t_.dtype,          device_,          loss_chunk_,        recipe_.optim.grad_clip,
-                        t_.spike != "off", t_.max_skipped_steps, t_.spike_window, t_.spike_zscore, chief_};
+                        t_.spike != config::Spike::off, t_.max_skipped_steps, t_.spike_window, t_.spike_zscore, chief_};
   training_step_ = std::make_unique<TrainingStep>(*parallel_, *schedule_, *optimizer_, scaler, trained_.optimized,
                                                   *experts_, *mesh_, *sums_, settings);
   RunIdentity identity{recipe_.data.seq_len, degrees_, recipe_.parallel.sequence_parallel,
@@ -287,7 +288,7 @@ void TrainingRun::print_summary() const {
   fmt::print("train: {} steps x {} sequences ({} per rank: {} micro batches of {}), {} tokens/step, dtype {}, {} "
              "threads (OpenMP wait {})\n",
              t_.steps, t_.global_batch_size, t_.global_batch_size / data_ranks_, accumulation_, t_.micro_batch_size,
-             tokens_per_step_, t_.dtype, torch::get_num_threads(), wait_policy ? wait_policy : "default");
+             tokens_per_step_, to_string(t_.dtype), torch::get_num_threads(), wait_policy ? wait_policy : "default");
   if (const auto warning = lr_schedule_.warmup_warning(); !warning.empty()) fmt::print("warning: {}\n", warning);
 }
 

@@ -33,7 +33,7 @@
 namespace xtrain::train {
 
 struct StepSettings {
-  std::string dtype = "fp32";    // train.dtype
+  config::Dtype dtype = config::Dtype::fp32;
   torch::Device device = torch::kCPU;
   int64_t loss_chunk = 0;        // tokens per chunk of the loss (memory.chunked_loss), 0: whole
   double grad_clip = 0;          // optim.grad_clip

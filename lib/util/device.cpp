@@ -41,10 +41,10 @@ int64_t cuda_device_count() {
 #endif
 }
 
-c10::Device choose_device(const std::string& setting, int64_t local_rank) {
-  if (setting == "cpu") return c10::Device(c10::kCPU);
+c10::Device choose_device(DeviceSetting setting, int64_t local_rank) {
+  if (setting == DeviceSetting::cpu) return c10::Device(c10::kCPU);
   const int64_t devices = cuda_device_count();
-  if (setting == "auto" && devices == 0) return c10::Device(c10::kCPU);
+  if (setting == DeviceSetting::automatic && devices == 0) return c10::Device(c10::kCPU);
   if (!cuda_compiled())
     throw InputError("train.device: cuda, but this xtrain was built without the CUDA paths (LibTorch without "
                      "CUDA, or -DXTRAIN_CUDA=OFF); set train.device: cpu or rebuild with a CUDA LibTorch");

@@ -9,6 +9,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include "util/device_setting.h"
+
 namespace xtrain::util {
 
 // Whether this binary carries the CUDA paths, and the toolkit version they were built with.
@@ -20,7 +22,7 @@ int64_t cuda_device_count();
 // The device for setting auto | cpu | cuda. cuda takes device LOCAL_RANK modulo the visible
 // devices; it throws InputError naming train.device when CUDA is not compiled in or no device is
 // visible. The chosen CUDA device becomes the current one.
-c10::Device choose_device(const std::string& setting, int64_t local_rank);
+c10::Device choose_device(DeviceSetting setting, int64_t local_rank);
 
 // "LibTorch 2.11.0, CUDA 13.0 compiled, 1 device (NVIDIA H200)" and the like.
 std::string describe_runtime();

@@ -80,8 +80,8 @@ TEST_CASE("a packed batch's loss is the loss of its documents computed one by on
   auto begins_document = [&](int64_t offset) { return std::binary_search(starts.begin(), starts.end(), offset); };
 
   const std::vector<int64_t> samples{0, 1, 2, 3};
-  for (const std::string attention : {"naive", "blockwise"}) {
-    DYNAMIC_SECTION("attention " << attention) {
+  for (const auto attention : {memory::Attention::naive, memory::Attention::blockwise}) {
+    DYNAMIC_SECTION("attention " << to_string(attention)) {
       auto model = small_model(seq);
       memory::MemoryOptions options;
       options.attention = attention;
@@ -137,8 +137,8 @@ TEST_CASE("no attention crosses a document boundary in a packed row", "[data][pa
   const auto layout = model::packed_layout(cu_seqlens);
   torch::manual_seed(11);
   const auto tokens = torch::randint(0, kVocab, {1, seq}, torch::kInt64);
-  for (const std::string attention : {"naive", "blockwise"}) {
-    DYNAMIC_SECTION("attention " << attention) {
+  for (const auto attention : {memory::Attention::naive, memory::Attention::blockwise}) {
+    DYNAMIC_SECTION("attention " << to_string(attention)) {
       auto model = small_model(300);
       memory::MemoryOptions options;
       options.attention = attention;

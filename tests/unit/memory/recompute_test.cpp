@@ -96,18 +96,18 @@ PolicyTrace trace(const memory::MemoryOptions& options) {
 }  // namespace
 
 TEST_CASE("recompute replays the blocks it covers and keeps less for backward", "[memory]") {
-  const PolicyTrace plain = trace({"none", 1.0, false});
+  const PolicyTrace plain = trace({memory::Recompute::none, 1.0, false});
   CHECK(plain.block_runs == std::vector<int>{1, 1, 1, 1});
   CHECK(plain.attention_runs == std::vector<int>{1, 1, 1, 1});
-  const PolicyTrace full = trace({"full", 1.0, false});
+  const PolicyTrace full = trace({memory::Recompute::full, 1.0, false});
   CHECK(full.block_runs == std::vector<int>{2, 2, 2, 2});
   CHECK(full.attention_runs == std::vector<int>{2, 2, 2, 2});
-  const PolicyTrace half = trace({"full", 0.5, false});
+  const PolicyTrace half = trace({memory::Recompute::full, 0.5, false});
   CHECK(half.block_runs == std::vector<int>{2, 2, 1, 1});
-  const PolicyTrace selective = trace({"selective", 1.0, false});
+  const PolicyTrace selective = trace({memory::Recompute::selective, 1.0, false});
   CHECK(selective.block_runs == std::vector<int>{1, 1, 1, 1});
   CHECK(selective.attention_runs == std::vector<int>{2, 2, 2, 2});
-  const PolicyTrace offloaded = trace({"full", 1.0, true});
+  const PolicyTrace offloaded = trace({memory::Recompute::full, 1.0, true});
   CHECK(offloaded.block_runs == std::vector<int>{2, 2, 2, 2});
 
   // Each block of the plain run keeps its norms, projections, MLP activations and [4, 4, 128,
@@ -123,16 +123,16 @@ TEST_CASE("recompute replays the blocks it covers and keeps less for backward", 
 }
 
 TEST_CASE("recompute and offload give bit-identical gradients in fp32", "[memory]") {
-  const auto plain = gradients({"none", 1.0, false});
-  SECTION("full") { require_identical(plain, gradients({"full", 1.0, false})); }
-  SECTION("full, half of the blocks") { require_identical(plain, gradients({"full", 0.5, false})); }
-  SECTION("selective") { require_identical(plain, gradients({"selective", 1.0, false})); }
-  SECTION("full with offload") { require_identical(plain, gradients({"full", 1.0, true})); }
+  const auto plain = gradients({memory::Recompute::none, 1.0, false});
+  SECTION("full") { require_identical(plain, gradients({memory::Recompute::full, 1.0, false})); }
+  SECTION("full, half of the blocks") { require_identical(plain, gradients({memory::Recompute::full, 0.5, false})); }
+  SECTION("selective") { require_identical(plain, gradients({memory::Recompute::selective, 1.0, false})); }
+  SECTION("full with offload") { require_identical(plain, gradients({memory::Recompute::full, 1.0, true})); }
 }
 
 TEST_CASE("offloaded block inputs leave in forward order and come back one block ahead", "[memory]") {
   std::vector<std::string> events;
-  gradients({"full", 1.0, true}, &events);
+  gradients({memory::Recompute::full, 1.0, true}, &events);
   CHECK(events == std::vector<std::string>{
                       "offload 0", "offload 1", "offload 2", "offload 3",                //
                       "prefetch 3", "fetch 3", "release 3", "prefetch 2",               //

@@ -220,7 +220,7 @@ TEST_CASE("with transformers' load-balancing loss, the loss and every gradient m
   shape.with_experts(48).first_k_dense = family == "mixtral" ? 0 : 1;
   auto config = shape.config();
   config.router_aux_loss_coef = 0.5;  // large, so that a wrong gradient cannot hide; transformers' 0.25
-  config.router_aux_loss_scope = "model";
+  config.router_aux_loss_scope = model::AuxLossScope::model;
   auto model = model::build_model(config, 21);
   ckpt::save_hf_folder(dir, *model, 96);
   torch::manual_seed(21);

@@ -121,7 +121,7 @@ TEST_CASE("the sigmoid router with expert bias, groups, scaling and shared exper
   options.num_experts = 8;
   options.top_k = 3;
   options.intermediate_size = 12;
-  options.router = "sigmoid_bias";
+  options.router = model::Router::sigmoid_bias;
   options.n_group = 4;
   options.topk_group = 2;
   options.routed_scaling_factor = 2.5;
@@ -148,12 +148,12 @@ TEST_CASE("the expert bias moves toward balance by the sign of each expert's loa
   options.num_experts = 4;
   options.top_k = 1;
   options.intermediate_size = 4;
-  options.router = "sigmoid_bias";
+  options.router = model::Router::sigmoid_bias;
   model::MoeBlock block(options);
   block->update_expert_bias(torch::tensor({10.0f, 2.0f, 4.0f, 0.0f}), 0.01);  // mean 4
   CHECK(torch::allclose(block->expert_bias, torch::tensor({-0.01f, 0.01f, 0.0f, 0.01f})));
   model::MoeOptions softmax = options;
-  softmax.router = "softmax";
+  softmax.router = model::Router::softmax;
   CHECK_THROWS(model::MoeBlock(softmax)->update_expert_bias(torch::ones({4}), 0.01));
 }
 
@@ -174,8 +174,8 @@ TEST_CASE("MoE losses: balance is 1 for a uniform router, z-loss is the mean squ
 }
 
 TEST_CASE("a capacity drops each expert's choices over it, by router weight or by position", "[model][moe]") {
-  const auto policy = GENERATE(std::string("probs"), std::string("position"));
-  INFO("drop policy " << policy);
+  const auto policy = GENERATE(model::DropPolicy::probs, model::DropPolicy::position);
+  INFO("drop policy " << to_string(policy));
   model::MoeOptions options;
   options.hidden_size = 6;
   options.num_experts = 3;
@@ -208,7 +208,7 @@ TEST_CASE("a capacity drops each expert's choices over it, by router weight or b
       continue;
     }
     dropped += mine.numel() - 4;
-    const auto keep = policy == "position" ? mine.narrow(0, 0, 4)
+    const auto keep = policy == model::DropPolicy::position ? mine.narrow(0, 0, 4)
                                            : mine.index_select(0, std::get<1>(routing.weights.reshape(-1)
                                                                                    .index_select(0, mine)
                                                                                    .topk(4)));

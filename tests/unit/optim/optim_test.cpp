@@ -11,17 +11,17 @@
 using namespace xtrain::optim;
 
 TEST_CASE("warmup then cosine, linear and constant decay", "[optim]") {
-  LrSchedule schedule{1.0, 0.1, 10, 110, "cosine"};
+  LrSchedule schedule{1.0, 0.1, 10, 110, Decay::cosine};
   CHECK(schedule.at(1) == Approx(0.1));
   CHECK(schedule.at(10) == Approx(1.0));
   CHECK(schedule.at(60) == Approx(0.1 + 0.9 * 0.5));
   CHECK(schedule.at(110) == Approx(0.1));
-  schedule.decay = "linear";
+  schedule.decay = Decay::linear;
   CHECK(schedule.at(60) == Approx(0.55));
   CHECK(schedule.at(110) == Approx(0.1));
-  schedule.decay = "constant";
+  schedule.decay = Decay::constant;
   CHECK(schedule.at(100) == Approx(1.0));
-  LrSchedule no_warmup{2.0, 0.0, 0, 100, "cosine"};
+  LrSchedule no_warmup{2.0, 0.0, 0, 100, Decay::cosine};
   CHECK(no_warmup.at(1) == Approx(2.0 * 0.5 * (1 + std::cos(M_PI * 0.01))));
 }
 

@@ -46,7 +46,7 @@ TEST_CASE("expert parallelism over 2 and 4 ranks computes one block's outputs an
   options.num_experts = 8;
   options.top_k = 2;
   options.intermediate_size = 10;
-  options.router = starved ? "sigmoid_bias" : "softmax";
+  options.router = starved ? model::Router::sigmoid_bias : model::Router::softmax;
   const int64_t local = options.num_experts / ranks;
 
   torch::manual_seed(4);

@@ -16,7 +16,7 @@ config::Recipe recipe(int64_t micro_batch, const std::string& chunked_loss = "au
   r.model.num_layers = 4;
   r.model.vocab_size = 1000;
   r.data.seq_len = 256;
-  r.train.dtype = "fp32";
+  r.train.dtype = config::Dtype::fp32;
   r.train.micro_batch_size = micro_batch;
   r.train.global_batch_size = 48;
   r.memory.chunked_loss = chunked_loss;
@@ -31,7 +31,7 @@ TEST_CASE("a sequence's lower bound counts each block's input, split by pp and s
   CHECK(train::sequence_bytes_lower_bound(recipe(1, "off"), {}) == block_inputs + 256 * 1000 * 4);
   CHECK(train::sequence_bytes_lower_bound(recipe(1), {1, 2}) == block_inputs / 2);
   auto bf16 = recipe(1);
-  bf16.train.dtype = "bf16";
+  bf16.train.dtype = config::Dtype::bf16;
   CHECK(train::sequence_bytes_lower_bound(bf16, {}) == block_inputs / 2);
   auto sequence_parallel = recipe(1);
   sequence_parallel.parallel.sequence_parallel = true;

@@ -100,7 +100,7 @@ TEST_CASE("a batch without counted targets has loss 0 and zero gradients, chunke
 
 TEST_CASE("blockwise attention in the model matches the naive kernel", "[train][memory]") {
   memory::MemoryOptions blockwise;
-  blockwise.attention = "blockwise";
+  blockwise.attention = memory::Attention::blockwise;
   blockwise.attention_block_size = 8;
   require_close(training_run(0, blockwise), training_run(0), 1e-5);
 }

@@ -68,7 +68,7 @@ struct Rank {
     parallel = parallel::parallelize(model, mesh, {}, model::init_source(model->init_plan(), kSeed));
     trained = train::TrainedParameters::of(*parallel, [](const std::string&, size_t dims) { return dims > 1; });
     optimizer = std::make_unique<optim::AdamW>(trained.optimized, optim::AdamWOptions{0.9, 0.95, 1e-8, 0.1});
-    schedule = train::make_schedule(*parallel, mesh, "1f1b", 1, torch::kCPU);
+    schedule = train::make_schedule(*parallel, mesh, config::PpSchedule::one_f_one_b, 1, torch::kCPU);
     sums = std::make_unique<train::RankSums>(mesh.group("world"), torch::kCPU);
     step = std::make_unique<train::TrainingStep>(*parallel, *schedule, *optimizer, nullptr, trained.optimized,
                                                  *experts, mesh, *sums, settings);

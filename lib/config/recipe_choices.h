@@ -1,0 +1,111 @@
+// The closed choices of recipe keys that belong to no lower layer (those of the model, the
+// memory policy, the optimizer's schedule and the device live with them). Each value parses
+// once, when the recipe loads, and the code compares enums; the names are what recipes, dumped
+// recipes, metrics and logs spell (util/choice.h).
+#pragma once
+#include <string>
+
+#include "util/choice.h"
+
+namespace xtrain::config {
+
+enum class Dtype { fp32, bf16, fp16 };                         // train.dtype
+enum class OmpWaitPolicy { automatic, library_default, passive, active };  // train.omp_wait_policy
+enum class Spike { off, skip, rollback };                      // train.spike
+enum class Objective { clm, mlm };                             // data.objective
+enum class Optimizer { adamw };                                // optim.name
+enum class PpSchedule { gpipe, one_f_one_b, interleaved_1f1b };  // parallel.pp_schedule
+enum class Backend { automatic, gloo, nccl };                  // dist.backend
+
+// checkpoint.resume: one of its words, or a checkpoint folder (then `folder` holds the path).
+enum class ResumeKind { automatic, strict, never, folder };
+struct Resume {
+  ResumeKind kind = ResumeKind::automatic;
+  std::string folder;
+};
+
+XTRAIN_CHOICES_BEGIN
+constexpr const char* to_string(Dtype value) {
+  switch (value) {
+    case Dtype::fp32: return "fp32";
+    case Dtype::bf16: return "bf16";
+    case Dtype::fp16: return "fp16";
+  }
+  return nullptr;
+}
+
+constexpr const char* to_string(OmpWaitPolicy value) {
+  switch (value) {
+    case OmpWaitPolicy::automatic: return "auto";
+    case OmpWaitPolicy::library_default: return "default";
+    case OmpWaitPolicy::passive: return "passive";
+    case OmpWaitPolicy::active: return "active";
+  }
+  return nullptr;
+}
+
+constexpr const char* to_string(Spike value) {
+  switch (value) {
+    case Spike::off: return "off";
+    case Spike::skip: return "skip";
+    case Spike::rollback: return "rollback";
+  }
+  return nullptr;
+}
+
+constexpr const char* to_string(Objective value) {
+  switch (value) {
+    case Objective::clm: return "clm";
+    case Objective::mlm: return "mlm";
+  }
+  return nullptr;
+}
+
+constexpr const char* to_string(Optimizer value) {
+  switch (value) {
+    case Optimizer::adamw: return "adamw";
+  }
+  return nullptr;
+}
+
+constexpr const char* to_string(PpSchedule value) {
+  switch (value) {
+    case PpSchedule::gpipe: return "gpipe";
+    case PpSchedule::one_f_one_b: return "1f1b";
+    case PpSchedule::interleaved_1f1b: return "interleaved_1f1b";
+  }
+  return nullptr;
+}
+
+constexpr const char* to_string(Backend value) {
+  switch (value) {
+    case Backend::automatic: return "auto";
+    case Backend::gloo: return "gloo";
+    case Backend::nccl: return "nccl";
+  }
+  return nullptr;
+}
+
+// The words only: a folder is spelled by its path (resume_text).
+constexpr const char* to_string(ResumeKind value) {
+  switch (value) {
+    case ResumeKind::automatic: return "auto";
+    case ResumeKind::strict: return "strict";
+    case ResumeKind::never: return "never";
+    case ResumeKind::folder: return "folder";
+  }
+  return nullptr;
+}
+XTRAIN_CHOICES_END
+
+// checkpoint.resume's text: a word parses as its kind, anything else is a folder.
+inline Resume parse_resume(const std::string& text) {
+  for (auto kind : {ResumeKind::automatic, ResumeKind::strict, ResumeKind::never})
+    if (text == to_string(kind)) return {kind, ""};
+  return {ResumeKind::folder, text};
+}
+inline std::string resume_text(const Resume& resume) {
+  return resume.kind == ResumeKind::folder ? resume.folder : to_string(resume.kind);
+}
+
+}  // namespace xtrain::config
