@@ -122,12 +122,12 @@ ShardPlan BertForMaskedLM::shard_plan() {
   ShardPlan plan;
   for (size_t i = 0; i < layers->size(); ++i) {
     const std::string name = "bert.encoder.layer." + std::to_string(i);
-    ShardPlan::Unit unit{name, {}, "fsdp", "dp", {}};
+    ShardPlan::Unit unit{name, {}, parallel::Dim::fsdp, parallel::Dim::dp, {}};
     for (const auto& item : (*layers)[i]->named_parameters()) unit.parameters.emplace_back(name + "." + item.key(), item.value());
     plan.blocks.push_back({std::move(unit)});
   }
   // FSDP's tied layout: no embedding unit, the root unit holding the table stays gathered.
-  plan.head = {"root", {}, "fsdp", "dp", {}};
+  plan.head = {"root", {}, parallel::Dim::fsdp, parallel::Dim::dp, {}};
   for (const auto& item : named_parameters())
     if (item.key().rfind("bert.encoder.", 0) != 0) plan.head.parameters.emplace_back(item.key(), item.value());
   return plan;

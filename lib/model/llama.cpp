@@ -270,7 +270,7 @@ InitPlan LlamaForCausalLM::init_plan() const {
 
 namespace {
 ShardPlan::Unit unit_of(const std::string& name, const torch::nn::Module& module) {
-  ShardPlan::Unit unit{name, {}, "fsdp", "dp", {}};
+  ShardPlan::Unit unit{name, {}, parallel::Dim::fsdp, parallel::Dim::dp, {}};
   for (const auto& item : module.named_parameters()) unit.parameters.emplace_back(name + "." + item.key(), item.value());
   return unit;
 }

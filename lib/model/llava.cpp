@@ -89,7 +89,7 @@ InitPlan LlavaForConditionalGeneration::init_plan() const {
 
 ShardPlan LlavaForConditionalGeneration::shard_plan() {
   auto unit = [](const std::string& name, const torch::nn::Module& module) {
-    ShardPlan::Unit u{name, {}, "fsdp", "dp", {}};
+    ShardPlan::Unit u{name, {}, parallel::Dim::fsdp, parallel::Dim::dp, {}};
     for (const auto& item : module.named_parameters()) u.parameters.emplace_back(name + "." + item.key(), item.value());
     return u;
   };
@@ -107,7 +107,7 @@ ShardPlan LlavaForConditionalGeneration::shard_plan() {
     plan.blocks.push_back({unit(name, *decoder[i])});
     in_blocks.push_back(name + ".");
   }
-  plan.head = {"root", {}, "fsdp", "dp", {}};
+  plan.head = {"root", {}, parallel::Dim::fsdp, parallel::Dim::dp, {}};
   for (const auto& item : named_parameters()) {
     bool blocked = false;
     for (const auto& prefix : in_blocks) blocked = blocked || item.key().rfind(prefix, 0) == 0;

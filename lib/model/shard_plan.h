@@ -1,7 +1,7 @@
 // ShardPlan: a model's parameters grouped into the units that FSDP gathers and reduces
 // together, taken from its module tree (never from parameter names): the token embedding, each
-// block, and the head (final norm and output projection). Each unit names the mesh group it is
-// sharded over and the one it is replicated over (parallel/device_mesh.h): dense units shard
+// block, and the head (final norm and output projection). Each unit names the mesh dimension it is
+// sharded over and the one it is replicated over (parallel/mesh_dim.h): dense units shard
 // over "fsdp" and replicate over "dp"; a unit of experts split over "ep" shards over "edp" and
 // has no replicas.
 //
@@ -23,6 +23,8 @@
 
 #include <torch/types.h>
 
+#include "parallel/mesh_dim.h"
+
 namespace xtrain::model {
 
 struct Placement {
@@ -35,8 +37,8 @@ struct ShardPlan {
   struct Unit {
     std::string name;
     std::vector<std::pair<std::string, torch::Tensor>> parameters;  // full names, model order
-    std::string shard_over = "fsdp";
-    std::string replicate_over = "dp";
+    parallel::Dim shard_over = parallel::Dim::fsdp;
+    parallel::Dim replicate_over = parallel::Dim::dp;
     std::map<std::string, Placement> placements;  // by name, for parts of larger tensors only
   };
   std::optional<Unit> embedding;  // none when tied: the one table then lives in the head's unit

@@ -55,19 +55,16 @@ ParallelDegrees resolve_degrees(ParallelDegrees d, int64_t world_size) {
 
 namespace {
 
-int64_t degree_of(const ParallelDegrees& d, const std::string& dimension) {
-  if (dimension == "pp") return d.pp;
-  if (dimension == "dp") return d.dp;
-  if (dimension == "fsdp") return d.fsdp;
-  if (dimension == "tp") return d.tp;
-  throw std::invalid_argument(fmt::format("no mesh dimension '{}' (dimensions: {})", dimension,
-                                          fmt::join(DeviceMesh::dimensions(), ", ")));
+std::string joined(const std::vector<Dim>& dims, const char* separator) {
+  std::vector<std::string> names;
+  for (Dim d : dims) names.emplace_back(to_string(d));
+  return fmt::format("{}", fmt::join(names, separator));
 }
 
 }  // namespace
 
-const std::vector<std::string>& DeviceMesh::dimensions() {
-  static const std::vector<std::string> order{"pp", "dp", "fsdp", "tp"};
+const std::vector<Dim>& DeviceMesh::dimensions() {
+  static const std::vector<Dim> order{Dim::pp, Dim::dp, Dim::fsdp, Dim::tp};
   return order;
 }
 
@@ -81,24 +78,25 @@ DeviceMesh::DeviceMesh(World world, ParallelDegrees degrees, const GroupFactory&
     throw std::invalid_argument(fmt::format("a mesh of {} ranks for a world of {}", ranks, world_.size));
   std::vector<int64_t> everyone(static_cast<size_t>(world_.size));
   for (int64_t r = 0; r < world_.size; ++r) everyone[static_cast<size_t>(r)] = r;
-  groups_["world"] = world_.size == 1 ? make_single_process_comm("world") : make_group("world", everyone);
-  groups_["self"] = make_single_process_comm("self");
+  const std::string world_name = to_string(Dim::world), self_name = to_string(Dim::self);
+  groups_[world_name] = world_.size == 1 ? make_single_process_comm(world_name) : make_group(world_name, everyone);
+  groups_[self_name] = make_single_process_comm(self_name);
   // Every set of dimensions, in the same order on every rank. Sets that differ only by
   // dimensions of size 1 share one group, named by the others.
   std::map<std::string, std::shared_ptr<Comm>> by_ranks_name;
   for (unsigned mask = 1; mask < (1u << dims.size()); ++mask) {
-    std::vector<std::string> along, wide;
+    std::vector<Dim> along, wide;
     for (size_t i = 0; i < dims.size(); ++i)
       if (mask & (1u << i)) {
         along.push_back(dims[i]);
         if (size(dims[i]) > 1) wide.push_back(dims[i]);
       }
-    const std::string name = fmt::format("{}", fmt::join(along, "_"));
+    const std::string name = joined(along, "_");
     if (wide.empty()) {
       groups_[name] = make_single_process_comm(name);
       continue;
     }
-    const std::string shared_name = fmt::format("{}", fmt::join(wide, "_"));
+    const std::string shared_name = joined(wide, "_");
     auto& comm = by_ranks_name[shared_name];
     if (!comm) comm = make_group(shared_name, ranks_along(wide));
     groups_[name] = comm;
@@ -111,16 +109,17 @@ DeviceMesh::DeviceMesh(World world, ParallelDegrees degrees, const GroupFactory&
 void DeviceMesh::build_expert_groups(const GroupFactory& make_group,
                                      std::map<std::string, std::shared_ptr<Comm>>& by_ranks_name) {
   const int64_t data = data_size(), ep = degrees_.ep;
-  const int64_t base = world_.rank - data_rank() * size("tp");  // data rank 0 at this (pp, tp)
-  auto world_rank = [&](int64_t data_rank) { return base + data_rank * size("tp"); };
+  const int64_t base = world_.rank - data_rank() * size(Dim::tp);  // data rank 0 at this (pp, tp)
+  auto world_rank = [&](int64_t data_rank) { return base + data_rank * size(Dim::tp); };
   std::vector<int64_t> ep_ranks, edp_ranks;
   for (int64_t i = 0; i < ep; ++i) ep_ranks.push_back(world_rank(data_rank() / ep * ep + i));
   for (int64_t i = 0; i < data / ep; ++i) edp_ranks.push_back(world_rank(data_rank() % ep + i * ep));
-  for (const auto& [name, ranks] : {std::pair{std::string("ep"), ep_ranks}, std::pair{std::string("edp"), edp_ranks}}) {
+  for (const auto& [dim, ranks] : {std::pair{Dim::ep, ep_ranks}, std::pair{Dim::edp, edp_ranks}}) {
+    const std::string name = to_string(dim);
     if (ranks.size() == 1) {
       groups_[name] = make_single_process_comm(name);
-    } else if (name == "edp" && ep == 1) {
-      groups_[name] = groups_.at("dp_fsdp");
+    } else if (dim == Dim::edp && ep == 1) {
+      groups_[name] = flatten({Dim::dp, Dim::fsdp});
     } else {
       auto& comm = by_ranks_name[name];
       if (!comm) comm = make_group(name, ranks);
@@ -129,10 +128,10 @@ void DeviceMesh::build_expert_groups(const GroupFactory& make_group,
   }
 }
 
-std::vector<int64_t> DeviceMesh::ranks_along(const std::vector<std::string>& along) const {
+std::vector<int64_t> DeviceMesh::ranks_along(const std::vector<Dim>& along) const {
   // This rank with the coordinates along `along` replaced by every combination, outermost first.
   std::vector<int64_t> ranks{world_.rank};
-  for (const auto& d : along) {
+  for (Dim d : along) {
     const int64_t s = stride(d), here = coordinate(d) * s;
     std::vector<int64_t> next;
     for (int64_t base : ranks)
@@ -142,39 +141,55 @@ std::vector<int64_t> DeviceMesh::ranks_along(const std::vector<std::string>& alo
   return ranks;
 }
 
-int64_t DeviceMesh::size(const std::string& dimension) const {
-  if (dimension == "ep") return degrees_.ep;
-  if (dimension == "edp") return data_size() / degrees_.ep;
-  return degree_of(degrees_, dimension);
+int64_t DeviceMesh::size(Dim dimension) const {
+  switch (dimension) {
+    case Dim::pp: return degrees_.pp;
+    case Dim::dp: return degrees_.dp;
+    case Dim::fsdp: return degrees_.fsdp;
+    case Dim::tp: return degrees_.tp;
+    case Dim::ep: return degrees_.ep;
+    case Dim::edp: return data_size() / degrees_.ep;
+    case Dim::world: return world_.size;
+    case Dim::self: return 1;
+  }
+  return 1;  // not reached: the switch covers every dimension
 }
 
-int64_t DeviceMesh::stride(const std::string& dimension) const {
+// Of a grid dimension: the product of the sizes of those inside it.
+int64_t DeviceMesh::stride(Dim dimension) const {
   int64_t stride = 1;
   const auto& dims = dimensions();
   for (auto d = dims.rbegin(); d != dims.rend() && *d != dimension; ++d) stride *= size(*d);
   return stride;
 }
 
-int64_t DeviceMesh::coordinate(const std::string& dimension) const {
-  if (dimension == "ep") return data_rank() % degrees_.ep;
-  if (dimension == "edp") return data_rank() / degrees_.ep;
-  return world_.rank / stride(dimension) % size(dimension);
+int64_t DeviceMesh::coordinate(Dim dimension) const {
+  switch (dimension) {
+    case Dim::pp:
+    case Dim::dp:
+    case Dim::fsdp:
+    case Dim::tp: return world_.rank / stride(dimension) % size(dimension);
+    case Dim::ep: return data_rank() % degrees_.ep;
+    case Dim::edp: return data_rank() / degrees_.ep;
+    case Dim::world: return world_.rank;
+    case Dim::self: return 0;
+  }
+  return 0;  // not reached: the switch covers every dimension
 }
 
-const std::shared_ptr<Comm>& DeviceMesh::group(const std::string& name) const {
-  if (name != "world" && name != "self" && name != "ep" && name != "edp") degree_of(degrees_, name);  // names them when unknown
-  return groups_.at(name);
-}
+const std::shared_ptr<Comm>& DeviceMesh::group(Dim dimension) const { return groups_.at(to_string(dimension)); }
 
-const std::shared_ptr<Comm>& DeviceMesh::flatten(const std::vector<std::string>& along) const {
-  std::vector<std::string> ordered;
-  for (const auto& d : dimensions())
+const std::shared_ptr<Comm>& DeviceMesh::flatten(const std::vector<Dim>& along) const {
+  for (Dim d : along)
+    if (!is_grid_dim(d))
+      throw std::invalid_argument(fmt::format("no mesh dimension '{}' (dimensions: {})", to_string(d),
+                                              joined(dimensions(), ", ")));
+  std::vector<Dim> ordered;
+  for (Dim d : dimensions())
     if (std::find(along.begin(), along.end(), d) != along.end()) ordered.push_back(d);
-  for (const auto& d : along) degree_of(degrees_, d);
   if (ordered.size() != along.size() || ordered.empty())
-    throw std::invalid_argument(fmt::format("flatten({{{}}}): each dimension once, at least one",
-                                            fmt::join(along, ", ")));
-  return groups_.at(fmt::format("{}", fmt::join(ordered, "_")));
+    throw std::invalid_argument(fmt::format("flatten({{{}}}): each dimension once, at least one", joined(along, ", ")));
+  return groups_.at(joined(ordered, "_"));
 }
 
 std::string DeviceMesh::describe() const {
@@ -183,7 +198,8 @@ std::string DeviceMesh::describe() const {
   std::string layout = degrees.dp > 1 && degrees.fsdp > 1 ? fmt::format("HSDP dp {} x fsdp {}", degrees.dp, degrees.fsdp)
                        : degrees.fsdp > 1                  ? fmt::format("FSDP {}", degrees.fsdp)
                                                            : fmt::format("DDP {}", degrees.dp);
-  if (degrees.ep > 1) layout += fmt::format(", experts split over ep {} and sharded over {}", degrees.ep, size("edp"));
+  if (degrees.ep > 1)
+    layout += fmt::format(", experts split over ep {} and sharded over {}", degrees.ep, size(Dim::edp));
   if (degrees.tp > 1) layout += fmt::format(", tensor-parallel over tp {}", degrees.tp);
   if (degrees.pp > 1) layout += fmt::format(", {} pipeline stages", degrees.pp);
   return fmt::format("{} ranks ({}), {}", world_.size, world_.source, layout);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "parallel/comm.h"
+#include "parallel/mesh_dim.h"
 #include "parallel/process_groups.h"
 #include "parallel/world.h"
 
@@ -32,7 +33,7 @@ ParallelDegrees resolve_degrees(ParallelDegrees requested, int64_t world_size);
 using GroupFactory =
     std::function<std::shared_ptr<Comm>(const std::string& name, const std::vector<int64_t>& ranks)>;
 
-// Named dimensions, outermost first: pp, dp, fsdp, tp. A rank's coordinates follow from
+// Dimensions (parallel/mesh_dim.h), outermost first: pp, dp, fsdp, tp. A rank's coordinates follow from
 // rank = ((pp_i * dp + dp_i) * fsdp + fsdp_i) * tp + tp_i: tp's ranks are consecutive and a
 // sharding group's nearly so (on one node when the degrees divide the node's ranks), pipeline
 // stages furthest apart.
@@ -45,7 +46,8 @@ using GroupFactory =
 // ep must divide dp x fsdp.
 class DeviceMesh {
  public:
-  static const std::vector<std::string>& dimensions();
+  // The grid's dimensions, outermost first.
+  static const std::vector<Dim>& dimensions();
 
   // Builds every group this rank belongs to, once: "world", one per dimension and one per set
   // of dimensions flattened together. A group of one rank is a single-process comm; the others
@@ -56,33 +58,34 @@ class DeviceMesh {
 
   const World& world() const { return world_; }
   const ParallelDegrees& degrees() const { return degrees_; }
-  int64_t size(const std::string& dimension) const;
-  int64_t coordinate(const std::string& dimension) const;  // this rank's index along it
+  // Any dimension: ep and edp too, world (the job) and self (this rank: size 1, coordinate 0).
+  int64_t size(Dim dimension) const;
+  int64_t coordinate(Dim dimension) const;  // this rank's index along it
 
-  // "world", "self" (this rank alone) or a dimension's name; an unknown name is a programming error (std::invalid_argument).
-  const std::shared_ptr<Comm>& group(const std::string& name) const;
-  // The ranks that differ from this one only along `dimensions` (in mesh order), e.g.
-  // flatten({"dp", "fsdp"}): every data-parallel rank of this pipeline stage and TP index.
-  const std::shared_ptr<Comm>& flatten(const std::vector<std::string>& dimensions) const;
-
-  // size() and coordinate() also take "ep" and "edp", and group() their groups.
+  // The group along a dimension, of every rank (world) or of this rank alone (self).
+  const std::shared_ptr<Comm>& group(Dim dimension) const;
+  // The ranks that differ from this one only along `dimensions` (grid dimensions, each once, in
+  // any order), e.g. flatten({Dim::dp, Dim::fsdp}): every data-parallel rank of this pipeline
+  // stage and TP index. Others are a programming error (std::invalid_argument).
+  const std::shared_ptr<Comm>& flatten(const std::vector<Dim>& dimensions) const;
 
   // The data-parallel position: over dp and fsdp only.
-  int64_t data_rank() const { return coordinate("dp") * size("fsdp") + coordinate("fsdp"); }
-  int64_t data_size() const { return size("dp") * size("fsdp"); }
+  int64_t data_rank() const { return coordinate(Dim::dp) * size(Dim::fsdp) + coordinate(Dim::fsdp); }
+  int64_t data_size() const { return size(Dim::dp) * size(Dim::fsdp); }
 
   ProcessGroups* process_groups() const { return process_groups_.get(); }
   std::string describe() const;
 
  private:
-  int64_t stride(const std::string& dimension) const;
-  std::vector<int64_t> ranks_along(const std::vector<std::string>& dimensions) const;
+  int64_t stride(Dim dimension) const;
+  std::vector<int64_t> ranks_along(const std::vector<Dim>& dimensions) const;
   void build_expert_groups(const GroupFactory& make_group, std::map<std::string, std::shared_ptr<Comm>>& by_ranks_name);
 
   World world_;
   ParallelDegrees degrees_;
   std::shared_ptr<ProcessGroups> process_groups_;
-  std::map<std::string, std::shared_ptr<Comm>> groups_;  // by name: "world", "dp", "dp_fsdp", ...
+  // By the groups' names, the dimensions' joined in mesh order: "world", "dp", "dp_fsdp", ...
+  std::map<std::string, std::shared_ptr<Comm>> groups_;
 };
 
 // Builds the groups over the backend (Gloo for CPU tensors, NCCL for CUDA ones); with one

@@ -19,10 +19,10 @@ model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh&
   std::map<std::string, model::Placement> placements;
   for (const auto& [name, block] : model.moe_blocks()) {
     const int64_t experts = block->gate_up_proj.size(0);
-    if (experts % mesh.size("ep") != 0)
+    if (experts % mesh.size(Dim::ep) != 0)
       throw std::invalid_argument(fmt::format("{}: {} experts do not split over parallel.ep = {}", name, experts,
-                                              mesh.size("ep")));
-    auto dispatcher = std::make_shared<ExpertDispatcher>(mesh.group("ep"), experts, micro_batches);
+                                              mesh.size(Dim::ep)));
+    auto dispatcher = std::make_shared<ExpertDispatcher>(mesh.group(Dim::ep), experts, micro_batches);
     for (const auto& [weight_name, weight] :
          {std::pair{"experts.gate_up_proj", block->gate_up_proj}, std::pair{"experts.down_proj", block->down_proj}})
     {
@@ -33,7 +33,7 @@ model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh&
     shard_experts(*block, dispatcher);
   }
   for (auto& block : plan.blocks) {
-    model::ShardPlan::Unit dense = block.front(), experts{block.front().name + ".experts", {}, "edp", "self", {}};
+    model::ShardPlan::Unit dense = block.front(), experts{block.front().name + ".experts", {}, Dim::edp, Dim::self, {}};
     dense.parameters.clear();
     dense.placements.clear();
     for (auto& [name, tensor] : block.front().parameters) {

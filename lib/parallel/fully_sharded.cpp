@@ -208,7 +208,7 @@ void FullyShardedModel::zero_grad() {
 }
 
 double FullyShardedModel::clip_grad_norm(double max_norm) {
-  return clip_units_grad_norm(units(), *mesh_.group("world"), max_norm);
+  return clip_units_grad_norm(units(), *mesh_.group(Dim::world), max_norm);
 }
 
 double clip_units_grad_norm(const std::vector<ShardUnit*>& units, Comm& world, double max_norm,

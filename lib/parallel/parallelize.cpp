@@ -21,15 +21,15 @@ std::unique_ptr<ParallelModel> parallelize(std::shared_ptr<model::CausalLM> mode
     return laid_out;
   }
   if (options.router_aux_loss_global_average)
-    model->sum_over_data_ranks = [group = mesh.flatten({"dp", "fsdp"})](torch::Tensor& tensor) {
+    model->sum_over_data_ranks = [group = mesh.flatten({Dim::dp, Dim::fsdp})](torch::Tensor& tensor) {
       group->all_reduce_sum(tensor).wait();
     };
 
   model::ShardPlan plan = model->shard_plan();
-  if (mesh.size("tp") > 1) plan = apply_tensor_parallel(*model, mesh, std::move(plan), options.sequence_parallel);
-  if (mesh.size("ep") > 1) plan = apply_expert_parallel(*model, mesh, std::move(plan), options.expert_micro_batches);
+  if (mesh.size(Dim::tp) > 1) plan = apply_tensor_parallel(*model, mesh, std::move(plan), options.sequence_parallel);
+  if (mesh.size(Dim::ep) > 1) plan = apply_expert_parallel(*model, mesh, std::move(plan), options.expert_micro_batches);
 
-  if (mesh.size("pp") > 1)
+  if (mesh.size(Dim::pp) > 1)
     laid_out = std::make_unique<PipelineStage>(std::move(model), std::move(plan), mesh, options.virtual_stages,
                                                options.reshard_after_forward, source);
   else

@@ -47,10 +47,10 @@ class ChunkUnits {
 PipelineStage::PipelineStage(std::shared_ptr<model::CausalLM> model, model::ShardPlan plan, const DeviceMesh& mesh,
                              int64_t virtual_stages, bool reshard_after_forward, const model::ParameterSource& source)
     : ParallelModel(std::move(model)),
-      world_(mesh.group("world")),
-      stages_(mesh.size("pp")),
-      rank_(mesh.coordinate("pp")),
-      fully_sharded_(mesh.size("fsdp") > 1),
+      world_(mesh.group(Dim::world)),
+      stages_(mesh.size(Dim::pp)),
+      rank_(mesh.coordinate(Dim::pp)),
+      fully_sharded_(mesh.size(Dim::fsdp) > 1),
       reshard_after_forward_(reshard_after_forward) {
   const auto all = pipeline_chunks(static_cast<int64_t>(plan.blocks.size()), stages_ * virtual_stages);
   auto keep = [&](model::ShardPlan::Unit& unit) {
@@ -109,7 +109,7 @@ std::optional<model::ShardPlan::Unit> PipelineStage::split_tied_table(model::Sha
     unit.placements.insert(*placed);
   const int64_t shards = mesh.size(plan.head.shard_over);
   tied_shard_numel_ = (table.second.numel() + shards - 1) / shards;
-  pipeline_ = mesh.group("pp");
+  pipeline_ = mesh.group(Dim::pp);
   return unit;
 }
 

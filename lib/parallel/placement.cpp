@@ -8,17 +8,16 @@
 namespace xtrain::parallel {
 namespace {
 
-const std::vector<std::string> kDimensions{"pp", "dp", "fsdp", "tp"};
-
-int64_t size_of(const ParallelDegrees& d, const std::string& dimension) {
-  return dimension == "pp" ? d.pp : dimension == "dp" ? d.dp : dimension == "fsdp" ? d.fsdp : d.tp;
+// Of a grid dimension (DeviceMesh::dimensions()).
+int64_t size_of(const ParallelDegrees& d, Dim dimension) {
+  return dimension == Dim::pp ? d.pp : dimension == Dim::dp ? d.dp : dimension == Dim::fsdp ? d.fsdp : d.tp;
 }
 
 // The groups of one mesh dimension: rank = ((pp_i * dp + dp_i) * fsdp + fsdp_i) * tp + tp_i.
-std::vector<std::vector<int64_t>> mesh_groups(const ParallelDegrees& d, const std::string& dimension,
-                                              int64_t world_size) {
+std::vector<std::vector<int64_t>> mesh_groups(const ParallelDegrees& d, Dim dimension, int64_t world_size) {
+  const auto& dims = DeviceMesh::dimensions();
   int64_t stride = 1;
-  for (auto it = kDimensions.rbegin(); *it != dimension; ++it) stride *= size_of(d, *it);
+  for (auto it = dims.rbegin(); *it != dimension; ++it) stride *= size_of(d, *it);
   const int64_t size = size_of(d, dimension);
   std::vector<std::vector<int64_t>> groups;
   for (int64_t rank = 0; rank < world_size; ++rank) {
@@ -44,7 +43,7 @@ std::vector<std::vector<int64_t>> expert_groups(const ParallelDegrees& d) {
   return groups;
 }
 
-GroupSpan span(const std::string& dimension, const std::vector<std::vector<int64_t>>& groups, int64_t ranks_per_node) {
+GroupSpan span(Dim dimension, const std::vector<std::vector<int64_t>>& groups, int64_t ranks_per_node) {
   GroupSpan result;
   result.dimension = dimension;
   result.group_size = static_cast<int64_t>(groups.front().size());
@@ -66,10 +65,10 @@ GroupSpan span(const std::string& dimension, const std::vector<std::vector<int64
 
 std::vector<GroupSpan> group_spans(const ParallelDegrees& degrees, int64_t world_size, int64_t ranks_per_node) {
   std::vector<GroupSpan> spans;
-  for (const auto& dimension : kDimensions)
+  for (Dim dimension : DeviceMesh::dimensions())
     if (size_of(degrees, dimension) > 1)
       spans.push_back(span(dimension, mesh_groups(degrees, dimension, world_size), ranks_per_node));
-  if (degrees.ep > 1) spans.push_back(span("ep", expert_groups(degrees), ranks_per_node));
+  if (degrees.ep > 1) spans.push_back(span(Dim::ep, expert_groups(degrees), ranks_per_node));
   return spans;
 }
 
@@ -79,7 +78,8 @@ std::string describe_placement(const ParallelDegrees& degrees, int64_t world_siz
     const std::string where = s.crossing == 0            ? "within a node"
                               : s.crossing == s.groups ? "across nodes"
                                                        : fmt::format("across nodes in {} of them", s.crossing);
-    text += fmt::format(" {} {}: {} ({} group{}; ranks {} on node{} {});", s.dimension, s.group_size, where, s.groups,
+    text += fmt::format(" {} {}: {} ({} group{}; ranks {} on node{} {});", to_string(s.dimension), s.group_size,
+                        where, s.groups,
                         s.groups == 1 ? "" : "s", fmt::join(s.first_ranks, ","), s.first_nodes.size() == 1 ? "" : "s",
                         fmt::join(s.first_nodes, ","));
   }
@@ -92,8 +92,8 @@ std::optional<std::string> placement_warning(const ParallelDegrees& degrees, int
   if (world_size <= ranks_per_node) return std::nullopt;
   std::vector<std::string> crossing;
   for (const auto& s : group_spans(degrees, world_size, ranks_per_node))
-    if ((s.dimension == "tp" || s.dimension == "ep") && s.crossing > 0)
-      crossing.push_back(fmt::format("parallel.{} {}", s.dimension, s.group_size));
+    if ((s.dimension == Dim::tp || s.dimension == Dim::ep) && s.crossing > 0)
+      crossing.push_back(fmt::format("parallel.{} {}", to_string(s.dimension), s.group_size));
   if (crossing.empty()) return std::nullopt;
   return fmt::format("{} cross{} nodes ({} ranks a node): every layer's collectives of {} go over the network. "
                      "Keep them inside a node with a degree that divides the ranks a node holds, and let fsdp, dp or "

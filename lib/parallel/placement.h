@@ -16,7 +16,7 @@
 namespace xtrain::parallel {
 
 struct GroupSpan {
-  std::string dimension;              // pp, dp, fsdp, tp or ep
+  Dim dimension = Dim::dp;            // pp, dp, fsdp, tp or ep
   int64_t group_size = 0, groups = 0;
   int64_t crossing = 0;               // groups whose ranks sit on more than one node
   std::vector<int64_t> first_ranks;   // the first group's ranks, and their nodes

@@ -74,7 +74,7 @@ std::shared_ptr<model::TensorParallelOps> make_tensor_parallel_ops(std::shared_p
 
 model::ShardPlan apply_tensor_parallel(model::CausalLM& model, const DeviceMesh& mesh, model::ShardPlan plan,
                                        bool sequence_parallel) {
-  const auto& group = mesh.group("tp");
+  const auto& group = mesh.group(Dim::tp);
   const auto slices = model.tensor_parallel_plan(group->rank(), group->size());
   std::map<std::string, model::Placement> placements;
   {

@@ -164,12 +164,12 @@ CheckpointWriter::WriteFiles RunState::write_whole(CheckpointWriter& writer, con
 CheckpointWriter::WriteFiles RunState::write_shard(CheckpointWriter& writer, const nlohmann::json& model_config,
                                                    const nlohmann::json& state, const std::string& recipe_yaml,
                                                    const std::optional<Fault>& fault, int64_t at_step) {
-  const bool writes_shard = mesh_.group("dp")->rank() == 0;
+  const bool writes_shard = mesh_.group(parallel::Dim::dp)->rank() == 0;
   const auto optimizer_state = optimizer_.state();
   std::vector<ckpt::ParameterPiece> pieces;
   if (writes_shard)
     for (size_t i = 0; i < parameters_.optimized.size(); ++i) {
-      if (!parameters_.primary[i] || (parameters_.copies[i] > 1 && mesh_.coordinate("tp") != 0)) continue;
+      if (!parameters_.primary[i] || (parameters_.copies[i] > 1 && mesh_.coordinate(parallel::Dim::tp) != 0)) continue;
       const auto& name = parameters_.optimized[i].name;
       pieces.push_back({name, parameters_.layouts[i], snapshot(writer, parameters_.optimized[i].tensor),
                         snapshot(writer, optimizer_state.at("exp_avg." + name)),
@@ -186,7 +186,7 @@ CheckpointWriter::WriteFiles RunState::write_shard(CheckpointWriter& writer, con
 
 std::optional<Rollback> RunState::roll_back(const ckpt::CheckpointStore& store, CheckpointWriter& writer) {
   writer.finish();                    // a background save in flight is committed first
-  mesh_.group("world")->barrier();    // and seen by every rank
+  mesh_.group(parallel::Dim::world)->barrier();    // and seen by every rank
   const auto choice = store.newest_intact(/*strict=*/false);
   if (!choice) return std::nullopt;
   const int64_t data_position = samples_consumed;

@@ -42,7 +42,7 @@ std::unique_ptr<Schedule> make_schedule(parallel::ParallelModel& model, const pa
                                         config::PpSchedule pp_schedule, int64_t virtual_stages,
                                         torch::Device device) {
   if (auto* stage = model.pipeline_stage())
-    return std::make_unique<PipelineSchedule>(pp_schedule, *stage, mesh.group("pp"), virtual_stages,
+    return std::make_unique<PipelineSchedule>(pp_schedule, *stage, mesh.group(parallel::Dim::pp), virtual_stages,
                                               device);
   return std::make_unique<GradientAccumulation>();
 }

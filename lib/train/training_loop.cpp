@@ -28,13 +28,13 @@ using Clock = std::chrono::steady_clock;
 int TrainingRun::run() {
   if (options_.setup_only) {
     if (chief_) fmt::print("set up; --setup-only: no training, nothing written\n");
-    mesh_->group("world")->barrier();
+    mesh_->group(parallel::Dim::world)->barrier();
     return 0;
   }
   if (state_->step >= last_step_) {
     if (chief_)
       fmt::print("nothing to do: the checkpoint is at step {} and the run ends at step {}\n", state_->step, last_step_);
-    mesh_->group("world")->barrier();
+    mesh_->group(parallel::Dim::world)->barrier();
     return 0;
   }
   if (t_.eval_at_start && state_->step == 0) run_eval(0);
@@ -159,7 +159,7 @@ std::optional<int> TrainingRun::checkpoint_evaluate_or_stop() {
   watchdog_->step_done(state_->step);
   if (!stopping) return std::nullopt;
   checkpoints_->finish();
-  mesh_->group("world")->barrier();
+  mesh_->group(parallel::Dim::world)->barrier();
   note_stop_checkpoint_saved();
   if (stop_votes >= kRefusedStopFileVote)  // saved first: the steps so far are kept
     throw InputError(fmt::format("{} (stopped after saving step {})", not_a_stop_file_message(recipe_.run.dir), state_->step));
@@ -174,7 +174,7 @@ int TrainingRun::finish() {
   checkpoints_->finish();
   if (state_->step == t_.steps) run_eval(state_->step);
   report_->finish(state_->step, options_.stop_at_step > 0 && state_->step < t_.steps);
-  mesh_->group("world")->barrier();
+  mesh_->group(parallel::Dim::world)->barrier();
   return 0;
 }
 

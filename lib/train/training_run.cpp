@@ -56,7 +56,7 @@ TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& optio
   check_micro_batch_memory();
   mesh_ = parallel::build_mesh(world_, degrees_, recipe_.dist.timeout_s, backend, recipe_.dist.init_timeout_s);
   watchdog_ = std::make_unique<parallel::Watchdog>(mesh_->process_groups(), world_, recipe_.dist.watchdog_s);
-  sums_ = std::make_unique<RankSums>(mesh_->group("world"), device_);
+  sums_ = std::make_unique<RankSums>(mesh_->group(parallel::Dim::world), device_);
   parallelize_model();
   report_ = std::make_unique<StepReport>(recipe_, degrees_, last_step_, device_, world_.distributed(), chief_);
   if (resume_from_) resume();
@@ -233,13 +233,13 @@ void TrainingRun::open_outputs() {
     prepare_run_folder(recipe_.run.dir);
     store_->remove_stale_temp_folders();
   }
-  mesh_->group("world")->barrier();
+  mesh_->group(parallel::Dim::world)->barrier();
   report_->open_metrics(state_->step);
   recipe_yaml_ = config::dump_recipe(recipe_);
   install_stop_signal_handlers(util::parse_signal_list(t_.stop_signals));
   const int64_t shards = parallel_->checkpoint_shards();
   checkpoints_ = std::make_unique<CheckpointWriter>(
-      *store_, *mesh_->group("world"), device_, recipe_.checkpoint.async,
+      *store_, *mesh_->group(parallel::Dim::world), device_, recipe_.checkpoint.async,
       [this, shards](int64_t at_step, const std::string& folder, double blocking_s, double write_s) {
         fmt::print("checkpoint: {}{} (written in {:.2f} s; the steps waited {:.2f} s)\n", folder,
                    shards > 0 ? fmt::format(" ({} shards)", shards) : "", write_s, blocking_s);

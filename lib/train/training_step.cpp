@@ -37,7 +37,10 @@ TrainingStep::TrainingStep(parallel::ParallelModel& model, Schedule& schedule, o
       mesh_(mesh),
       sums_(sums),
       settings_(std::move(settings)),
-      data_share_(mesh.coordinate("tp") == 0 && mesh.coordinate("pp") + 1 == mesh.size("pp") ? 1.0 : 0.0),
+      data_share_(mesh.coordinate(parallel::Dim::tp) == 0 &&
+                          mesh.coordinate(parallel::Dim::pp) + 1 == mesh.size(parallel::Dim::pp)
+                      ? 1.0
+                      : 0.0),
       non_finite_(settings_.max_skipped_steps),
       spikes_(settings_.spike_window, settings_.spike_zscore) {
   for (const auto& p : optimized_)
@@ -70,7 +73,7 @@ StepOutcome TrainingStep::run(const StepInput& input) {
   outcome.busy = busy_spread;
   sum_losses(losses, outcome);
   update(outcome);
-  if (mesh_.size("pp") > 1) report_stages(outcome);
+  if (mesh_.size(parallel::Dim::pp) > 1) report_stages(outcome);
   return outcome;
 }
 
@@ -80,7 +83,8 @@ void TrainingStep::sum_losses(const MicroBatchLosses& losses, StepOutcome& outco
     outcome.aux_losses[name] =
         step_targets_ > 0 ? sums_.sum(value.item<double>() * data_share_) / step_targets_ : 0.0;
   if (experts_.active() && losses.expert_load.defined())
-    outcome.experts = experts_.finish_step(losses.expert_load, losses.dropped, *mesh_.flatten({"dp", "fsdp"}));
+    outcome.experts = experts_.finish_step(losses.expert_load, losses.dropped,
+                                           *mesh_.flatten({parallel::Dim::dp, parallel::Dim::fsdp}));
 }
 
 // The weighting of train/micro_batch_weight.h; the divisor is the step's global target count
@@ -189,10 +193,10 @@ void TrainingStep::update(StepOutcome& outcome) {
 // Each pipeline stage's idle time, most micro batches in flight and peak resident memory (of its
 // first tp and data rank), for the step's metrics: one all-reduce.
 void TrainingStep::report_stages(StepOutcome& outcome) {
-  const auto stages = static_cast<size_t>(mesh_.size("pp"));
+  const auto stages = static_cast<size_t>(mesh_.size(parallel::Dim::pp));
   std::vector<double> values(3 * stages, 0.0);
-  if (mesh_.coordinate("tp") == 0 && mesh_.data_rank() == 0) {
-    const auto stage = static_cast<size_t>(mesh_.coordinate("pp"));
+  if (mesh_.coordinate(parallel::Dim::tp) == 0 && mesh_.data_rank() == 0) {
+    const auto stage = static_cast<size_t>(mesh_.coordinate(parallel::Dim::pp));
     values[stage] = outcome.pipeline_idle;
     values[stages + stage] = outcome.pipeline_in_flight;
     values[2 * stages + stage] = util::peak_rss_mib();

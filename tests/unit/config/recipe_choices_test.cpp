@@ -7,6 +7,7 @@
 
 #include "config/recipe.h"
 #include "config/recipe_loader.h"
+#include "parallel/mesh_dim.h"
 
 using namespace xtrain;
 
@@ -38,6 +39,7 @@ TEST_CASE("each choice's name parses back to it, and nothing else parses", "[con
   require_round_trip<model::Router>();
   require_round_trip<model::DropPolicy>();
   require_round_trip<model::AuxLossScope>();
+  require_round_trip<parallel::Dim>();
 }
 
 TEST_CASE("the names are the recipe's words, in the order its messages list them", "[config]") {
@@ -46,6 +48,7 @@ TEST_CASE("the names are the recipe's words, in the order its messages list them
   CHECK(util::choice_names<config::PpSchedule>() == Names{"gpipe", "1f1b", "interleaved_1f1b"});
   CHECK(util::choice_names<config::OmpWaitPolicy>() == Names{"auto", "default", "passive", "active"});
   CHECK(util::choice_names<memory::Attention>() == Names{"auto", "naive", "blockwise", "sdpa"});
+  CHECK(util::choice_names<parallel::Dim>() == Names{"pp", "dp", "fsdp", "tp", "ep", "edp", "world", "self"});
   static_assert(util::choice_count<config::Dtype>() == 3);
 }
 

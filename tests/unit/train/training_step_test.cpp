@@ -69,7 +69,7 @@ struct Rank {
     trained = train::TrainedParameters::of(*parallel, [](const std::string&, size_t dims) { return dims > 1; });
     optimizer = std::make_unique<optim::AdamW>(trained.optimized, optim::AdamWOptions{0.9, 0.95, 1e-8, 0.1});
     schedule = train::make_schedule(*parallel, mesh, config::PpSchedule::one_f_one_b, 1, torch::kCPU);
-    sums = std::make_unique<train::RankSums>(mesh.group("world"), torch::kCPU);
+    sums = std::make_unique<train::RankSums>(mesh.group(parallel::Dim::world), torch::kCPU);
     step = std::make_unique<train::TrainingStep>(*parallel, *schedule, *optimizer, nullptr, trained.optimized,
                                                  *experts, mesh, *sums, settings);
     train::RunIdentity identity{12, mesh.degrees(), false, nlohmann::json::object()};
@@ -250,7 +250,7 @@ TEST_CASE("RunState rolls back to its checkpoint on every rank, and the step aft
   require_no_errors(testing::run_ranks(2, [&](int64_t r) {
     Rank rank(testing::thread_mesh(threads, r, fsdp(2)), train::StepSettings{});
     auto& mine = seen[static_cast<size_t>(r)];
-    train::CheckpointWriter writer(store, *rank.mesh.group("world"), torch::kCPU, /*background=*/false,
+    train::CheckpointWriter writer(store, *rank.mesh.group(parallel::Dim::world), torch::kCPU, /*background=*/false,
                                    [](int64_t, const std::string&, double, double) {});
     const std::vector<data::MicroBatch> batches{
         join({batch[static_cast<size_t>(2 * r)], batch[static_cast<size_t>(2 * r + 1)]})};

@@ -1,0 +1,43 @@
+// The dimensions of the device mesh (parallel/device_mesh.h) and its two whole-job groups. pp,
+// dp, fsdp and tp are the mesh's grid, outermost first; ep and edp fold into the data ranks;
+// world is every rank and self this rank alone. The names are those of the recipe's
+// parallel.* keys, of the process groups and of messages (util/choice.h).
+#pragma once
+#include "util/choice.h"
+
+namespace xtrain::parallel {
+
+enum class Dim { pp, dp, fsdp, tp, ep, edp, world, self };
+
+XTRAIN_CHOICES_BEGIN
+constexpr const char* to_string(Dim value) {
+  switch (value) {
+    case Dim::pp: return "pp";
+    case Dim::dp: return "dp";
+    case Dim::fsdp: return "fsdp";
+    case Dim::tp: return "tp";
+    case Dim::ep: return "ep";
+    case Dim::edp: return "edp";
+    case Dim::world: return "world";
+    case Dim::self: return "self";
+  }
+  return nullptr;
+}
+XTRAIN_CHOICES_END
+
+// Whether the dimension is one of the grid's (pp, dp, fsdp, tp), which flatten() combines.
+constexpr bool is_grid_dim(Dim value) {
+  switch (value) {
+    case Dim::pp:
+    case Dim::dp:
+    case Dim::fsdp:
+    case Dim::tp: return true;
+    case Dim::ep:
+    case Dim::edp:
+    case Dim::world:
+    case Dim::self: return false;
+  }
+  return false;
+}
+
+}  // namespace xtrain::parallel
