@@ -1,5 +1,5 @@
 // OptionRegistry: the one declaration of every recipe key (path, type, default, check, doc).
-// The YAML loader, --set overrides, `xtrain validate` and the README's recipe reference are
+// The YAML loader, --set overrides, `xtrain validate` and the recipe reference in docs/recipes.md are
 // all driven from it, so a key cannot exist in one place and be missing in another.
 #pragma once
 #include <functional>

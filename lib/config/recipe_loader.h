@@ -44,7 +44,7 @@ Recipe load_recipe_text(const std::string& text, const std::string& display_name
 
 // The fully resolved recipe as YAML (every key, defaults filled in), loadable again.
 std::string dump_recipe(const Recipe& recipe);
-// The recipe reference as a Markdown table, for the README.
+// The recipe reference as a Markdown table, for docs/recipes.md.
 std::string options_markdown();
 
 }  // namespace xtrain::config

@@ -1,4 +1,4 @@
-// Declaration of every recipe key. The README's recipe reference is generated from this
+// Declaration of every recipe key. The recipe reference (docs/recipes.md) is generated from this
 // table (`xtrain options`), and a test keeps the two identical.
 #include <algorithm>
 #include <cstdlib>
@@ -157,22 +157,22 @@ void add_model_options(OptionRegistry& r) {
   r.add<bool>("model.shared_expert_gate", FIELD(model.shared_expert_gate), false, "Scale the shared experts' output by sigmoid(a learned [1, H] gate), as Qwen2-MoE.");
   r.add<double>("model.capacity_factor", FIELD(model.capacity_factor), 0.0, "0: dropless. Otherwise each expert takes at most ceil(factor x tokens x k / experts) of a micro batch's tokens on a rank; the others pass through the residual and are counted as dropped.", at_least<double>(0.0));
   add_choice<model::DropPolicy>(r, "model.drop_policy", FIELD(model.drop_policy), model::DropPolicy::probs, "With a capacity: which of an expert's tokens are dropped, those of lowest router weight (probs) or the latest (position).");
-  r.add<std::string>("model.init_from", FIELD(model.init_from), "", "Initial weights: empty for a random init from run.seed, or hf:DIR, a Hugging Face folder (config.json with model.safetensors, or its shards and model.safetensors.index.json). The model's shape comes from config.json, and the tokenizer from DIR/tokenizer.json unless data.tokenizer is set; a resumed run reads its checkpoint instead. See Starting from a Hugging Face model.", init_source());
+  r.add<std::string>("model.init_from", FIELD(model.init_from), "", "Initial weights: empty for a random init from run.seed, or hf:DIR, a Hugging Face folder (config.json with model.safetensors, or its shards and model.safetensors.index.json). The model's shape comes from config.json, and the tokenizer from DIR/tokenizer.json unless data.tokenizer is set; a resumed run reads its checkpoint instead. See docs/models.md, Starting from a Hugging Face model.", init_source());
   r.add<double>("model.dropout", FIELD(model.dropout), 0.0, "Dropout probability. xtrain computes no dropout (modern LLM training uses none), so only 0 is accepted; set it explicitly to fine-tune a Hugging Face folder whose config.json has non-zero dropout, which model.init_from refuses otherwise. The export keeps the config's dropout values.", no_dropout());
   r.add<std::vector<std::string>>("model.freeze", FIELD(model.freeze), {}, "Parts of the model that do not train: they get no gradients and no optimizer state, and stay bit-identical (llava: any of vision_tower, projector, language_model). Freezing all but the projector is llava's alignment stage.");
 }
 
 void add_data_options(OptionRegistry& r) {
-  r.add_sources("data.train", FIELD(data.train), "builtin:demo", "Training data: builtin:demo, a text file, a folder of text files, a .jsonl file (records with \"text\", or chat \"messages\"), megatron:PREFIX (an indexed dataset), or a blend [{path: SOURCE, weight: W}, ...]; see Data.", not_empty());
+  r.add_sources("data.train", FIELD(data.train), "builtin:demo", "Training data: builtin:demo, a text file, a folder of text files, a .jsonl file (records with \"text\", or chat \"messages\"), megatron:PREFIX (an indexed dataset), or a blend [{path: SOURCE, weight: W}, ...]; see docs/data.md.", not_empty());
   r.add_sources("data.eval", FIELD(data.eval), "", "Evaluation data, same forms as data.train; empty means none.");
-  r.add<std::string>("data.tokenizer", FIELD(data.tokenizer), "byte", "Tokenizer: byte (UTF-8 bytes plus an end-of-text token), sentencepiece:MODEL, tiktoken:RANKS[:ENCODING] or hf:TOKENIZER_JSON; see Tokenizers.", not_empty());
-  r.add<std::string>("data.chat_template", FIELD(data.chat_template), "chatml", "How chat records are written: chatml, llama3, or ROLE=PREFIX{content}SUFFIX entries separated by ;. The loss is on the assistant's turns only; see Data.", chat_template());
-  add_choice<Objective>(r, "data.objective", FIELD(data.objective), Objective::clm, "What the model learns: clm (each token predicts the next; decoders) or mlm (masked tokens are recovered from both sides; model.family bert). See Masked-language models.");
+  r.add<std::string>("data.tokenizer", FIELD(data.tokenizer), "byte", "Tokenizer: byte (UTF-8 bytes plus an end-of-text token), sentencepiece:MODEL, tiktoken:RANKS[:ENCODING] or hf:TOKENIZER_JSON; see docs/data.md, Tokenizers.", not_empty());
+  r.add<std::string>("data.chat_template", FIELD(data.chat_template), "chatml", "How chat records are written: chatml, llama3, or ROLE=PREFIX{content}SUFFIX entries separated by ;. The loss is on the assistant's turns only; see docs/data.md.", chat_template());
+  add_choice<Objective>(r, "data.objective", FIELD(data.objective), Objective::clm, "What the model learns: clm (each token predicts the next; decoders) or mlm (masked tokens are recovered from both sides; model.family bert). See docs/models.md, Masked-language models.");
   r.add<double>("data.mlm_probability", FIELD(data.mlm_probability), 0.15, "mlm: the share of ordinary tokens chosen per sample; of them 80% become [MASK], 10% a random token and 10% stay, and only they carry a loss.", in_range(0.0, 1.0));
   r.add<int64_t>("data.seq_len", FIELD(data.seq_len), 256, "Tokens per training sequence.", at_least<int64_t>(2));
   r.add<bool>("data.shuffle", FIELD(data.shuffle), true, "Shuffle samples each epoch (seeded by run.seed).");
   r.add<bool>("data.pack", FIELD(data.pack), false, "Keep packed documents apart: positions restart and attention stops at each document boundary, and no token predicts the next document; off, documents joined by EOS attend across it.");
-  r.add<int64_t>("data.balance_window", FIELD(data.balance_window), 0, "Balance attention cost across data-parallel ranks over windows of N steps (0: off); see Data.", at_least<int64_t>(0));
+  r.add<int64_t>("data.balance_window", FIELD(data.balance_window), 0, "Balance attention cost across data-parallel ranks over windows of N steps (0: off); see docs/data.md.", at_least<int64_t>(0));
   r.add<int64_t>("data.prefetch", FIELD(data.prefetch), 2, "Steps of micro batches a background thread reads ahead of training.", at_least<int64_t>(1));
   r.add<bool>("data.skip_bad_images", FIELD(data.skip_bad_images), false, "Image chat (llava): leave out, and count, the records whose images are missing or do not decode; off, such a record stops the run before its first step, named with its file and line.");
 }
@@ -248,7 +248,7 @@ void add_checkpoint_options(OptionRegistry& r) {
   r.add<bool>("checkpoint.at_start", FIELD(checkpoint.at_start), false, "Also save the initial weights as checkpoints/step-0 before the first step of a fresh run: the seed every layout starts from (they are bit-identical across layouts), or the imported weights as xtrain holds them.");
 }
 
-// The keys in documentation order: `xtrain options` and the README list them as declared here.
+// The keys in documentation order: `xtrain options` and docs/recipes.md list them as declared here.
 OptionRegistry build_registry() {
   OptionRegistry r;
   add_run_options(r);

@@ -8,7 +8,7 @@ namespace xtrain::text {
 namespace {
 
 constexpr const char* kSyntax =
-    "expected chatml, llama3, or entries ROLE=PREFIX{content}SUFFIX separated by ; (see the README's Data section)";
+    "expected chatml, llama3, or entries ROLE=PREFIX{content}SUFFIX separated by ; (see docs/data.md, Chat data and the loss mask)";
 constexpr const char* kAssistant = "assistant";
 constexpr const char* kWhitespace = " \t\r\n";
 

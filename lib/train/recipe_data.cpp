@@ -38,7 +38,7 @@ std::unique_ptr<data::SampleDataset> load_image_chat(const std::string& source, 
                                                      const config::Recipe& recipe, bool shuffle) {
   if (data::is_source_list(source) || std::filesystem::path(source).extension() != ".jsonl")
     throw InputError("model.family llava reads image chat: one .jsonl file of records with \"messages\" and "
-                     "\"images\" (see Images in the README)");
+                     "\"images\" (see docs/data.md, Image chat)");
   data::ImageChatOptions options;
   options.seq_len = recipe.data.seq_len;
   options.seed = static_cast<uint64_t>(recipe.run.seed);
