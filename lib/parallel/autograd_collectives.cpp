@@ -86,16 +86,6 @@ void record_history(StartedRows& started, const torch::Tensor& x, std::shared_pt
 
 }  // namespace
 
-void BlockedClock::wait(PendingCollective& pending) {
-  const auto started = std::chrono::steady_clock::now();
-  pending.wait();
-  add_since(started);
-}
-
-void BlockedClock::add_since(std::chrono::steady_clock::time_point started) {
-  nanoseconds_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
-}
-
 StartedRows start_all_to_all_rows(const std::shared_ptr<Comm>& comm, const torch::Tensor& x,
                                   const std::vector<int64_t>& send_splits, const std::vector<int64_t>& recv_splits,
                                   BlockedClock* backward_clock) {

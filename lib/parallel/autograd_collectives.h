@@ -5,8 +5,6 @@
 //                    started without waiting (start_all_to_all_rows).
 // Tensor and sequence parallelism have theirs in parallel/tensor_parallel.h.
 #pragma once
-#include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -16,17 +14,6 @@
 #include "parallel/comm.h"
 
 namespace xtrain::parallel {
-
-// The time a family of exchanges spent blocked waiting for their data: what compute did not hide.
-class BlockedClock {
- public:
-  void wait(PendingCollective& pending);  // pending.wait(), timed
-  void add_since(std::chrono::steady_clock::time_point started);
-  double seconds() const { return static_cast<double>(nanoseconds_.load()) * 1e-9; }
-
- private:
-  std::atomic<int64_t> nanoseconds_{0};
-};
 
 // x's rows, split by send_splits[r] to rank r, and the rows of every rank for this one, split by
 // recv_splits[r] from rank r (zero allowed: a rank may send or receive nothing).

@@ -11,7 +11,6 @@
 namespace xtrain::parallel {
 
 namespace {
-std::atomic<int64_t> waited_nanoseconds{0};
 CollectiveFailureHandler failure_handler;
 std::mutex last_collective_mutex;
 std::string last_collective_description = "none yet";
@@ -39,12 +38,21 @@ void collective_failed(const std::string& message) {
   throw CommError(message);
 }
 
-double PendingCollective::total_wait_seconds() { return static_cast<double>(waited_nanoseconds.load()) * 1e-9; }
+void BlockedClock::wait(PendingCollective& pending) {
+  const auto started = std::chrono::steady_clock::now();
+  pending.wait();
+  add_since(started);
+}
+
+void BlockedClock::add_since(std::chrono::steady_clock::time_point started) {
+  nanoseconds_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
+}
 
 void PendingCollective::wait() {
   if (!wait_) return;
   auto wait = std::move(wait_);
   wait_ = nullptr;
+  BlockedClock* clock = clock_;
   // A collective built from others (reduce-scatter from an all-reduce) waits on them inside its
   // own wait: only the outermost wait on this thread counts, or the time would count twice.
   thread_local int depth = 0;
@@ -53,9 +61,7 @@ void PendingCollective::wait() {
   const auto started = std::chrono::steady_clock::now();
   auto account = [&] {
     --depth;
-    if (!outermost) return;
-    waited_nanoseconds +=
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
+    if (outermost && clock) clock->add_since(started);
   };
   try {
     wait();

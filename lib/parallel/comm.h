@@ -6,6 +6,7 @@
 // Implementations: a single-process one (size 1: every collective is a copy) and one over a c10d
 // backend, Gloo or NCCL (parallel/process_groups.h).
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -42,19 +43,32 @@ using PeerDiagnosis = std::function<std::string()>;
 void set_peer_diagnosis(PeerDiagnosis diagnosis);
 std::string diagnose_peers();
 
+class PendingCollective;
+
+// The time a family of collectives spent blocked waiting for their data: what compute did not
+// hide. Each group has one (Comm::blocked); expert exchanges keep their own by direction.
+class BlockedClock {
+ public:
+  void wait(PendingCollective& pending);  // pending.wait(), timed here as well
+  void add_since(std::chrono::steady_clock::time_point started);
+  double seconds() const { return static_cast<double>(nanoseconds_.load()) * 1e-9; }
+
+ private:
+  std::atomic<int64_t> nanoseconds_{0};
+};
+
 class PendingCollective {
  public:
-  // Seconds this process has spent blocked in wait() so far: the communication that did not
-  // overlap with compute.
-  static double total_wait_seconds();
-
   PendingCollective() = default;  // already complete
-  explicit PendingCollective(std::function<void()> wait) : wait_(std::move(wait)) {}
+  // `clock`, when given, counts the time wait() blocks: the group's clock, for what its
+  // collectives did not overlap with compute.
+  PendingCollective(std::function<void()> wait, BlockedClock* clock) : wait_(std::move(wait)), clock_(clock) {}
   // Blocks until the collective is complete; a no-op the second time.
   void wait();
 
  private:
   std::function<void()> wait_;
+  BlockedClock* clock_ = nullptr;
 };
 
 // One transfer of a batch of point-to-point operations: send `tensor` to `peer`, or receive into
@@ -93,6 +107,16 @@ class Comm {
   // between the same two ranks match in the order they are given.
   virtual PendingCollective send_recv(const std::vector<PeerTransfer>& transfers) = 0;
   virtual void barrier() = 0;
+
+  // Seconds this process has spent blocked waiting on the group's collectives so far.
+  double blocked_seconds() const { return blocked_.seconds(); }
+
+ protected:
+  // A collective of this group that is complete once `wait` returns, timed by the group's clock.
+  PendingCollective timed(std::function<void()> wait) { return PendingCollective(std::move(wait), &blocked_); }
+
+ private:
+  BlockedClock blocked_;
 };
 
 // Along a tensor dimension, over `comm` (both complete before returning):

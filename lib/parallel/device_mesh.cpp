@@ -192,6 +192,13 @@ const std::shared_ptr<Comm>& DeviceMesh::flatten(const std::vector<Dim>& along) 
   return groups_.at(joined(ordered, "_"));
 }
 
+std::vector<std::shared_ptr<Comm>> DeviceMesh::distinct_groups() const {
+  std::vector<std::shared_ptr<Comm>> distinct;
+  for (const auto& [name, comm] : groups_)
+    if (std::find(distinct.begin(), distinct.end(), comm) == distinct.end()) distinct.push_back(comm);
+  return distinct;
+}
+
 std::string DeviceMesh::describe() const {
   if (!world_.distributed()) return "1 process";
   const auto& degrees = degrees_;

@@ -73,6 +73,9 @@ class DeviceMesh {
   int64_t data_rank() const { return coordinate(Dim::dp) * size(Dim::fsdp) + coordinate(Dim::fsdp); }
   int64_t data_size() const { return size(Dim::dp) * size(Dim::fsdp); }
 
+  // Every group of this rank once (the names of a flattened set may share one), in a fixed order.
+  std::vector<std::shared_ptr<Comm>> distinct_groups() const;
+
   ProcessGroups* process_groups() const { return process_groups_.get(); }
   std::string describe() const;
 

@@ -17,12 +17,7 @@ struct Route {
   StartedRows in_flight;    // the rows coming, then the outputs going back
 };
 
-BlockedClock forward_clock, backward_clock;
-
 }  // namespace
-
-double ExpertDispatcher::forward_wait_seconds() { return forward_clock.seconds(); }
-double ExpertDispatcher::backward_wait_seconds() { return backward_clock.seconds(); }
 
 ExpertDispatcher::ExpertDispatcher(std::shared_ptr<Comm> ep_group, int64_t num_experts, int64_t micro_batches)
     : group_(std::move(ep_group)),
@@ -43,14 +38,14 @@ model::TokenDispatcher::Dispatched ExpertDispatcher::start_dispatch(const torch:
   auto sent_counts = torch::tensor(counts, torch::kInt64);
   auto received_counts = torch::empty({ranks * local}, torch::kInt64);
   auto counts_exchange = group_->all_to_all(received_counts, sent_counts, {}, {});
-  forward_clock.wait(counts_exchange);
+  forward_blocked_.wait(counts_exchange);
   const auto* from = received_counts.data_ptr<int64_t>();  // [source rank][local expert]
   auto route = std::make_shared<Route>();
   for (int64_t q = 0; q < ranks; ++q) {
     route->send_splits.push_back(std::accumulate(counts.begin() + q * local, counts.begin() + (q + 1) * local, int64_t{0}));
     route->recv_splits.push_back(std::accumulate(from + q * local, from + (q + 1) * local, int64_t{0}));
   }
-  route->in_flight = start_all_to_all_rows(group_, rows, route->send_splits, route->recv_splits, &backward_clock);
+  route->in_flight = start_all_to_all_rows(group_, rows, route->send_splits, route->recv_splits, &backward_blocked_);
   // Arrival order is by source rank, then expert; the experts want their rows together.
   std::vector<int64_t> source_start(static_cast<size_t>(ranks), 0), order;
   for (int64_t q = 1; q < ranks; ++q) source_start[q] = source_start[q - 1] + route->recv_splits[q - 1];
@@ -69,7 +64,7 @@ model::TokenDispatcher::Dispatched ExpertDispatcher::start_dispatch(const torch:
 
 void ExpertDispatcher::finish_dispatch(Dispatched& dispatched) {
   auto& route = *std::static_pointer_cast<Route>(dispatched.state);
-  forward_clock.wait(route.in_flight.pending);
+  forward_blocked_.wait(route.in_flight.pending);
   dispatched.rows = route.in_flight.rows.index_select(0, route.by_expert);
 }
 
@@ -77,12 +72,12 @@ void ExpertDispatcher::start_combine(const torch::Tensor& outputs, Dispatched& d
   auto& route = *std::static_pointer_cast<Route>(dispatched.state);
   const auto in_arrival_order = torch::zeros_like(outputs).index_copy(0, route.by_expert, outputs);
   route.in_flight =
-      start_all_to_all_rows(group_, in_arrival_order, route.recv_splits, route.send_splits, &backward_clock);
+      start_all_to_all_rows(group_, in_arrival_order, route.recv_splits, route.send_splits, &backward_blocked_);
 }
 
 torch::Tensor ExpertDispatcher::finish_combine(Dispatched& dispatched) {
   auto& route = *std::static_pointer_cast<Route>(dispatched.state);
-  forward_clock.wait(route.in_flight.pending);
+  forward_blocked_.wait(route.in_flight.pending);
   return route.in_flight.rows;
 }
 

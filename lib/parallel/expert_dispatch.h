@@ -34,12 +34,13 @@ class ExpertDispatcher final : public model::TokenDispatcher {
   // Seconds this process has spent blocked on expert exchanges, the all-to-all time that compute
   // did not hide: in forward (the counts, and the rows both ways), and in backward (the rows'
   // gradients both ways).
-  static double forward_wait_seconds();
-  static double backward_wait_seconds();
+  double forward_blocked_seconds() const { return forward_blocked_.seconds(); }
+  double backward_blocked_seconds() const { return backward_blocked_.seconds(); }
 
  private:
   std::shared_ptr<Comm> group_;
   int64_t num_experts_, local_experts_, micro_batches_;
+  BlockedClock forward_blocked_, backward_blocked_;
 };
 
 // Expert parallelism on a block: `dispatcher` installed, and the experts' weights narrowed to

@@ -10,10 +10,6 @@
 
 namespace xtrain::parallel {
 
-ExchangeWait expert_exchange_wait() {
-  return {ExpertDispatcher::forward_wait_seconds(), ExpertDispatcher::backward_wait_seconds()};
-}
-
 model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh& mesh, model::ShardPlan plan,
                                        int64_t micro_batches) {
   std::map<std::string, model::Placement> placements;

@@ -25,10 +25,4 @@ namespace xtrain::parallel {
 model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh& mesh, model::ShardPlan plan,
                                        int64_t micro_batches = 1);
 
-// Seconds this process has spent blocked on expert exchanges so far (ExpertDispatcher).
-struct ExchangeWait {
-  double forward = 0, backward = 0;
-};
-ExchangeWait expert_exchange_wait();
-
 }  // namespace xtrain::parallel

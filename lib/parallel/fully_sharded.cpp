@@ -38,7 +38,7 @@ class BlockUnits {
 
 FullyShardedModel::FullyShardedModel(std::shared_ptr<model::CausalLM> model, DeviceMesh mesh, bool reshard_after_forward,
                                      const model::ParameterSource& source, std::optional<model::ShardPlan> given_plan)
-    : ParallelModel(std::move(model)),
+    : ParallelModel(std::move(model), &mesh),
       mesh_(std::move(mesh)),
       reshard_after_forward_(reshard_after_forward) {
   auto plan = given_plan ? std::move(*given_plan) : model_->shard_plan();

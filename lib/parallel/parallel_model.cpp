@@ -5,14 +5,20 @@
 #include "memory/activation_offload.h"
 #include "optim/grad_clip.h"
 #include "parallel/comm.h"
-#include "parallel/expert_parallel.h"
-#include "parallel/tensor_parallel.h"
+#include "parallel/device_mesh.h"
+#include "parallel/expert_dispatch.h"
 
 namespace xtrain::parallel {
 
 CommSeconds CommSeconds::operator-(const CommSeconds& earlier) const {
   return {blocked - earlier.blocked, tensor_parallel - earlier.tensor_parallel,
           expert_forward - earlier.expert_forward, expert_backward - earlier.expert_backward};
+}
+
+ParallelModel::ParallelModel(std::shared_ptr<model::CausalLM> model, const DeviceMesh* mesh) : model_(std::move(model)) {
+  if (!mesh) return;
+  groups_ = mesh->distinct_groups();
+  tensor_parallel_ = mesh->group(Dim::tp);
 }
 
 ParallelModel::~ParallelModel() = default;
@@ -23,9 +29,15 @@ void ParallelModel::begin_micro_batch(bool last) {
 }
 
 CommSeconds ParallelModel::comm_seconds() const {
-  const ExchangeWait experts = expert_exchange_wait();
-  return {PendingCollective::total_wait_seconds(), tensor_parallel_clock().seconds(), experts.forward,
-          experts.backward};
+  CommSeconds seconds;
+  for (const auto& group : groups_) seconds.blocked += group->blocked_seconds();
+  if (tensor_parallel_) seconds.tensor_parallel = tensor_parallel_->blocked_seconds();
+  for (const auto& [name, block] : model_->moe_blocks())
+    if (const auto* dispatcher = dynamic_cast<const ExpertDispatcher*>(block->dispatcher().get())) {
+      seconds.expert_forward += dispatcher->forward_blocked_seconds();
+      seconds.expert_backward += dispatcher->backward_blocked_seconds();
+    }
+  return seconds;
 }
 
 WholeModel::WholeModel(std::shared_ptr<model::CausalLM> model) : ParallelModel(std::move(model)) {

@@ -9,7 +9,8 @@
 //   finish_gradients()           after the step's last backward: every reduction complete;
 //   zero_grad(), clip_grad_norm() over every rank's pieces;
 //   begin/end_inference()        around forwards outside training (evaluation);
-//   resident_bytes()             the parameters, gradients and gathered buffers held.
+//   resident_bytes()             the parameters, gradients and gathered buffers held;
+//   comm_seconds()               the time blocked on the mesh's groups and the expert exchanges.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -25,11 +26,13 @@ class ActivationOffloader;
 
 namespace xtrain::parallel {
 
+class Comm;
+class DeviceMesh;
 class PipelineStage;
 
-// Seconds this process has spent so far blocked on collectives: in all (what compute did not
-// hide), in tensor-parallel ones, and in expert exchanges forward and backward. A step's figures
-// are the difference of two readings.
+// Seconds this rank has spent so far blocked on collectives: on every group of its mesh (what
+// compute did not hide), on the tensor-parallel group, and in the expert exchanges forward and
+// backward. A step's figures are the difference of two readings.
 struct CommSeconds {
   double blocked = 0, tensor_parallel = 0, expert_forward = 0, expert_backward = 0;
   CommSeconds operator-(const CommSeconds& earlier) const;
@@ -37,7 +40,8 @@ struct CommSeconds {
 
 class ParallelModel {
  public:
-  explicit ParallelModel(std::shared_ptr<model::CausalLM> model) : model_(std::move(model)) {}
+  // mesh: the groups whose blocked time comm_seconds() reports; none for one process.
+  explicit ParallelModel(std::shared_ptr<model::CausalLM> model, const DeviceMesh* mesh = nullptr);
   virtual ~ParallelModel();
   ParallelModel(const ParallelModel&) = delete;
   ParallelModel& operator=(const ParallelModel&) = delete;
@@ -85,6 +89,8 @@ class ParallelModel {
 
  private:
   std::shared_ptr<memory::ActivationOffloader> offloader_;
+  std::vector<std::shared_ptr<Comm>> groups_;  // each of the mesh's groups once
+  std::shared_ptr<Comm> tensor_parallel_;
 };
 
 // One process holding the whole model, materialised: its parameters are the pieces.

@@ -46,7 +46,7 @@ class ChunkUnits {
 
 PipelineStage::PipelineStage(std::shared_ptr<model::CausalLM> model, model::ShardPlan plan, const DeviceMesh& mesh,
                              int64_t virtual_stages, bool reshard_after_forward, const model::ParameterSource& source)
-    : ParallelModel(std::move(model)),
+    : ParallelModel(std::move(model), &mesh),
       world_(mesh.group(Dim::world)),
       stages_(mesh.size(Dim::pp)),
       rank_(mesh.coordinate(Dim::pp)),

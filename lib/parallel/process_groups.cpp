@@ -57,7 +57,7 @@ class C10dComm : public Comm {
       options.rootRank = root;
       parts.push_back(pending("all_gather", [&] { return group_->broadcast(tensors, options); }));
     }
-    return PendingCollective([parts]() mutable {
+    return timed([parts]() mutable {
       for (auto& part : parts) part.wait();
     });
   }
@@ -71,7 +71,7 @@ class C10dComm : public Comm {
     // full gradient (a whole vocabulary table's, say) is not held twice while it reduces.
     std::vector<torch::Tensor> tensors{in};
     auto reduced = pending("reduce_scatter", [&] { return group_->allreduce(tensors); });
-    return PendingCollective([reduced, out, in, part = rank() * n, n]() mutable {
+    return timed([reduced, out, in, part = rank() * n, n]() mutable {
       reduced.wait();
       out.copy_(in.narrow(0, part, n));
     });
@@ -112,7 +112,7 @@ class C10dComm : public Comm {
                                   [&] { return group_->recv(tensors, peer, tag); }));
     }
     if (coalesce) started = {pending("send_recv", [&] { return group_->endCoalescing(); })};
-    return PendingCollective([started]() mutable {
+    return timed([started]() mutable {
       for (auto& transfer : started) transfer.wait();
     });
   }
@@ -158,7 +158,7 @@ class C10dComm : public Comm {
     } catch (const std::exception& e) {
       fail(collective, e.what());
     }
-    return PendingCollective([this, work, collective] {
+    return timed([this, work, collective] {
       try {
         // The backend enforces the group's timeout itself; the margin only guards against a wait
         // that would outlive it.

@@ -1,6 +1,5 @@
 #include "parallel/tensor_parallel.h"
 
-#include <chrono>
 #include <functional>
 #include <string>
 
@@ -19,10 +18,7 @@ class MappedBackward : public torch::autograd::Node {
   MappedBackward(std::string name, Map backward) : name_(std::move(name)), backward_(std::move(backward)) {}
   std::string name() const override { return name_; }
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
-    const auto started = std::chrono::steady_clock::now();
-    auto grad = backward_(grads[0]);
-    tensor_parallel_clock().add_since(started);
-    return {grad};
+    return {backward_(grads[0])};
   }
 
  private:
@@ -35,10 +31,7 @@ class MappedBackward : public torch::autograd::Node {
 torch::Tensor mapped(const torch::Tensor& x, const Map& forward, Map backward, const char* name) {
   auto out = [&] {
     torch::NoGradGuard no_grad;
-    const auto started = std::chrono::steady_clock::now();
-    auto result = forward(x);
-    tensor_parallel_clock().add_since(started);
-    return result;
+    return forward(x);
   }();
   if (torch::GradMode::is_enabled() && x.requires_grad()) {
     auto node = std::shared_ptr<MappedBackward>(new MappedBackward(name, std::move(backward)),
@@ -64,10 +57,6 @@ torch::Tensor own_slice(Comm& group, const torch::Tensor& x) {
 
 }  // namespace
 
-BlockedClock& tensor_parallel_clock() {
-  static BlockedClock clock;
-  return clock;
-}
 
 torch::Tensor copy_to_tensor_parallel(const std::shared_ptr<Comm>& group, const torch::Tensor& x) {
   return mapped(

@@ -42,9 +42,4 @@ torch::Tensor column_parallel_linear(const std::shared_ptr<Comm>& group, const t
 torch::Tensor row_parallel_linear(const std::shared_ptr<Comm>& group, const torch::Tensor& x,
                                   const torch::Tensor& weight, int64_t sequence_dim = -1);
 
-// The time this process has spent in the collectives above, forward and backward (they are
-// synchronous: compute waits for them), and in the vocabulary-parallel loss's: the tp.collective_s
-// metric.
-BlockedClock& tensor_parallel_clock();
-
 }  // namespace xtrain::parallel

@@ -32,13 +32,11 @@ class TensorParallelGroup final : public model::TensorParallelOps {
   torch::Tensor shared(const torch::Tensor& w) override { return copy_to_tensor_parallel(group_, w); }
 
   void all_reduce_sum(torch::Tensor& t) override {
-    auto pending = group_->all_reduce_sum(t);
-    tensor_parallel_clock().wait(pending);
+    group_->all_reduce_sum(t).wait();
   }
   void all_reduce_max(torch::Tensor& t) override {
     auto all = torch::empty({group_->size() * t.numel()}, t.options());
-    auto pending = group_->all_gather(all, t.contiguous().view(-1));
-    tensor_parallel_clock().wait(pending);
+    group_->all_gather(all, t.contiguous().view(-1)).wait();
     t.copy_(std::get<0>(all.view({group_->size(), t.numel()}).max(0)).view_as(t));
   }
   torch::Tensor gather_last_dim(const torch::Tensor& x, const std::vector<int64_t>& sizes) override {

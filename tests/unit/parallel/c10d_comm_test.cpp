@@ -2,9 +2,10 @@
 // reduce_scatter over the tensor-level c10d calls) return what their contract says; on 3 and 4
 // ranks (threads of this process over one in-memory store, each with its own Gloo backend),
 // all-to-all with uneven and zero splits and batched send/recv in a ring give what the
-// in-process Comm gives.
+// in-process Comm gives; each group's clock times what its own collectives kept a rank waiting.
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -86,4 +87,27 @@ TEST_CASE("Gloo batched send and recv in a ring, over 4 ranks", "[parallel][comm
     CHECK(torch::equal(from_left[r], torch::full({3}, static_cast<float>((r + n - 1) % n))));
     CHECK(torch::equal(from_right[r], torch::full({3}, 100.f + static_cast<float>((r + 1) % n))));
   }
+}
+
+// Each group times what its own collectives kept this rank waiting: rank 0 waits for rank 1, which
+// comes half a second late, and rank 1 (threads here, so a process-wide clock would mix the two)
+// hardly waits. An all-gather made of one broadcast per rank counts its wait once.
+TEST_CASE("each group's clock counts the time its collectives blocked this rank", "[parallel][comm]") {
+  const int64_t n = 2;
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<double> blocked(n), idle_group(n);
+  auto errors = testing::run_ranks(n, [&](int64_t r) {
+    auto comm = gloo_comm(store, r, n);
+    auto unused = parallel::make_single_process_comm("self");
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    auto gathered = torch::empty({2 * 3});
+    comm->all_gather(gathered, torch::full({3}, static_cast<float>(r))).wait();
+    blocked[r] = comm->blocked_seconds();
+    idle_group[r] = unused->blocked_seconds();
+  });
+  CHECK(errors == std::vector<std::string>(n, ""));
+  CHECK(blocked[0] >= 0.45);
+  CHECK(blocked[0] < 0.9);  // once, not once per broadcast
+  CHECK(blocked[1] < 0.45);
+  CHECK(idle_group == std::vector<double>(n, 0.0));
 }
