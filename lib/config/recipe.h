@@ -82,6 +82,7 @@ struct MemorySection {
   double recompute_ratio = 1.0;
   double vision_recompute_ratio = 1.0;
   bool offload_activations = false;
+  memory::FusedKernels fused_kernels = memory::FusedKernels::automatic;
 };
 
 struct ParallelSection {

@@ -1,6 +1,6 @@
 // The closed choices of the memory policy (memory/memory_policy.h): what recomputes in
-// backward, and which attention kernel runs. The names are the recipe's (memory.recompute,
-// memory.attention).
+// backward, which attention kernel runs, and whether fused kernels replace unfused ops. The
+// names are the recipe's (memory.recompute, memory.attention, memory.fused_kernels).
 #pragma once
 #include "util/choice.h"
 
@@ -9,6 +9,9 @@ namespace xtrain::memory {
 enum class Recompute { none, full, selective };
 // automatic is the recipe's "auto", resolved before the policy is applied (train/run_setup.h).
 enum class Attention { automatic, naive, blockwise, sdpa };
+// memory.fused_kernels: auto (a fused kernel wherever one exists), on (the same, and a recipe
+// whose dtype or device has none is refused), off (the unfused ops everywhere).
+enum class FusedKernels { automatic, on, off };
 
 XTRAIN_CHOICES_BEGIN
 constexpr const char* to_string(Recompute value) {
@@ -26,6 +29,15 @@ constexpr const char* to_string(Attention value) {
     case Attention::naive: return "naive";
     case Attention::blockwise: return "blockwise";
     case Attention::sdpa: return "sdpa";
+  }
+  return nullptr;
+}
+
+constexpr const char* to_string(FusedKernels value) {
+  switch (value) {
+    case FusedKernels::automatic: return "auto";
+    case FusedKernels::on: return "on";
+    case FusedKernels::off: return "off";
   }
   return nullptr;
 }

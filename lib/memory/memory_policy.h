@@ -9,6 +9,7 @@
 //   offload              with full recompute, keep the block inputs in host memory
 //   attention blockwise  the attention kernel with memory linear in sequence length
 //   attention sdpa       LibTorch's fused kernels (varlen flash for packed rows on CUDA)
+//   fused_kernels        the fused kernels where they apply (model/fused_rms_norm.h)
 #pragma once
 #include <memory>
 #include <string>
@@ -26,6 +27,7 @@ struct MemoryOptions {
   Attention attention = Attention::naive;  // resolved: never automatic
   int64_t attention_block_size = 256;
   double vision_recompute_ratio = 1.0;
+  bool fused_kernels = true;
 };
 
 // Number of blocks that recompute under these options.

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "model/fused_rms_norm.h"
 #include "model/parameter_source.h"
 
 namespace xtrain::model {
@@ -11,9 +12,11 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
 }
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  const auto w = partial_gradient ? partial_gradient->shared(weight) : weight;
+  if (fused && fused_rms_norm_applies(x, w)) return fused_rms_norm(x, w, eps_);
   auto wide = x.to(at::promote_types(x.scalar_type(), torch::kFloat32));
   auto normed = wide * torch::rsqrt(wide.pow(2).mean(-1, /*keepdim=*/true) + eps_);
-  return (partial_gradient ? partial_gradient->shared(weight) : weight) * normed.to(x.scalar_type());
+  return w * normed.to(x.scalar_type());
 }
 
 void RMSNormImpl::describe_init(const std::string& name, InitPlan& plan) const {

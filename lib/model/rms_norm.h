@@ -21,6 +21,9 @@ class RMSNormImpl : public torch::nn::Module {
   // Set when this rank sees part of what the norm applies to (part of the sequence, or of the
   // heads): the weight's gradient is then summed over the group (TensorParallelOps::shared).
   std::shared_ptr<TensorParallelOps> partial_gradient;
+  // The fused kernel where it applies (model/fused_rms_norm.h), as the memory policy sets it
+  // (memory.fused_kernels); false: the unfused ops, those of transformers' Llama RMSNorm.
+  bool fused = false;
 
  private:
   double eps_;

@@ -114,8 +114,19 @@ memory::Attention auto_attention(const config::Recipe& recipe, const torch::Devi
 memory::MemoryOptions memory_options(const config::Recipe& recipe, const torch::Device& device) {
   const auto& m = recipe.memory;
   const auto attention = m.attention == memory::Attention::automatic ? auto_attention(recipe, device) : m.attention;
-  return {m.recompute, m.recompute_ratio, m.offload_activations, attention, m.attention_block_size,
-          m.vision_recompute_ratio};
+  // The fused kernels so far: RMSNorm, fp32 on the CPU (model/fused_rms_norm.h).
+  if (m.fused_kernels == memory::FusedKernels::on && (recipe.train.dtype != config::Dtype::fp32 || !device.is_cpu()))
+    throw InputError(fmt::format(
+        "memory.fused_kernels: on, but this run computes in {} on {} and the fused kernels exist for fp32 on the CPU "
+        "only so far; use auto (fused wherever a kernel exists) or off",
+        to_string(recipe.train.dtype), device.str()));
+  return {m.recompute,
+          m.recompute_ratio,
+          m.offload_activations,
+          attention,
+          m.attention_block_size,
+          m.vision_recompute_ratio,
+          m.fused_kernels != memory::FusedKernels::off};
 }
 
 // train.threads 0: the cores shared among this machine's ranks, unless OMP_NUM_THREADS (set by
