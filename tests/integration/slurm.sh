@@ -48,7 +48,8 @@ wait_state() {
 }
 # steps_logged RUN: the steps metrics.jsonl holds (a resumed attempt repeats none: it appends after
 # its checkpoint's step).
-steps_logged() { [[ -f $1/metrics.jsonl ]] && grep -c '"step"' "$1/metrics.jsonl" || echo 0; }
+# (grep -c prints 0 and fails on a file not yet written to: one count either way.)
+steps_logged() { if [[ -f $1/metrics.jsonl ]]; then grep -c '"step"' "$1/metrics.jsonl" || true; else echo 0; fi; }
 # wait_steps RUN N: until RUN has logged N steps.
 wait_steps() {
   for _ in $(seq 600); do
