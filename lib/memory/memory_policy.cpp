@@ -6,7 +6,7 @@
 
 #include "memory/recompute.h"
 #include "model/blockwise_attention.h"
-#include "model/rms_norm.h"
+#include "model/fused_kernels.h"
 #include "model/sdpa_attention.h"
 
 namespace xtrain::memory {
@@ -26,8 +26,7 @@ int64_t recomputed_blocks(const MemoryOptions& options, int64_t num_layers) {
 
 std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model, const MemoryOptions& options) {
   const int64_t count = recomputed_blocks(options, model.config().num_layers);
-  for (const auto& module : model.modules())
-    if (auto* norm = module->as<model::RMSNormImpl>()) norm->fused = options.fused_kernels;
+  model::use_fused_kernels(model, options.fused_kernels);
   // Both kernels take the same arguments: pick one, install it on every layer.
   const auto tiled = options.attention == Attention::blockwise ? model::blockwise_causal_attention
                      : options.attention == Attention::sdpa    ? model::sdpa_causal_attention
