@@ -1,12 +1,16 @@
 #include "model/fused_kernels.h"
 
+#include "model/moe.h"
 #include "model/rms_norm.h"
+#include "model/swiglu.h"
 
 namespace xtrain::model {
 
 void use_fused_kernels(torch::nn::Module& root, bool fused) {
   for (const auto& module : root.modules()) {
     if (auto* norm = module->as<RMSNormImpl>()) norm->fused = fused;
+    if (auto* mlp = module->as<SwiGLUImpl>()) mlp->fused = fused;
+    if (auto* moe = module->as<MoeBlockImpl>()) moe->fused = fused;
   }
 }
 

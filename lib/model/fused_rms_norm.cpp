@@ -6,14 +6,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-// Each row loop is compiled for AVX-512, AVX2 + FMA and plain x86-64, and picked at load time by
-// the CPU (one build runs on every machine); `omp simd` lets the compiler vectorise the
-// reductions (this file is compiled with -fopenmp-simd, not OpenMP).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define XTRAIN_CPU_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
-#else
-#define XTRAIN_CPU_CLONES
-#endif
+#include "model/cpu_kernel_support.h"
 
 namespace xtrain::model {
 namespace {

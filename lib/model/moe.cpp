@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "model/fused_swiglu.h"
 #include "model/parameter_source.h"
 
 namespace xtrain::model {
@@ -166,7 +167,9 @@ torch::Tensor MoeBlockImpl::compute_experts(const torch::Tensor& rows, const std
     const auto segment = rows.narrow(0, offset, counts[e]);
     const auto expert = static_cast<int64_t>(e);
     const auto gate_up = torch::nn::functional::linear(segment, gate_up_proj[expert]).chunk(2, -1);
-    outputs.push_back(torch::nn::functional::linear(torch::silu(gate_up[0]) * gate_up[1], down_proj[expert]));
+    const auto gated = fused && fused_swiglu_applies(gate_up[0], gate_up[1]) ? fused_swiglu(gate_up[0], gate_up[1])
+                                                                             : torch::silu(gate_up[0]) * gate_up[1];
+    outputs.push_back(torch::nn::functional::linear(gated, down_proj[expert]));
     offset += counts[e];
   }
   return torch::cat(outputs);

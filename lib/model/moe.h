@@ -142,6 +142,7 @@ class MoeBlockImpl : public torch::nn::Module {
   torch::Tensor gate_up_proj, down_proj;  // registered under experts.
   SwiGLU shared_experts{nullptr};         // when num_shared_experts > 0
   Linear shared_expert_gate{nullptr};     // [1, H], when shared_expert_gate
+  bool fused = false;  // the experts' silu(gate) * up by model/fused_swiglu.h where it applies
 
  private:
   // between: what to compute while the last combines are in flight (the shared experts).

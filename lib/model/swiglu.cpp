@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "model/fused_swiglu.h"
 
 namespace xtrain::model {
 
@@ -11,10 +12,14 @@ SwiGLUImpl::SwiGLUImpl(int64_t hidden_size, int64_t intermediate_size) {
   down_proj = register_module("down_proj", Linear(intermediate_size, hidden_size, false));
 }
 
+torch::Tensor SwiGLUImpl::gated(const torch::Tensor& x) {
+  const auto gate = gate_proj(x), up = up_proj(x);
+  return fused && fused_swiglu_applies(gate, up) ? fused_swiglu(gate, up) : torch::silu(gate) * up;
+}
+
 torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x) {
-  if (!tensor_parallel) return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
-  const auto input = tensor_parallel->enter(x);
-  return tensor_parallel->leave(down_proj(torch::silu(gate_proj(input)) * up_proj(input)));
+  if (!tensor_parallel) return down_proj(gated(x));
+  return tensor_parallel->leave(down_proj(gated(tensor_parallel->enter(x))));
 }
 
 void SwiGLUImpl::describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const {

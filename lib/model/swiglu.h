@@ -22,6 +22,10 @@ class SwiGLUImpl : public torch::nn::Module {
 
   Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
   std::shared_ptr<TensorParallelOps> tensor_parallel;
+  bool fused = false;  // silu(gate) * up by model/fused_swiglu.h where it applies (model/fused_kernels.h)
+
+ private:
+  torch::Tensor gated(const torch::Tensor& x);
 };
 TORCH_MODULE(SwiGLU);
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -11,10 +12,13 @@
 #include <torch/torch.h>
 
 #include "model/fused_rms_norm.h"
+#include "model/fused_swiglu.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using Tensors = std::vector<torch::Tensor>;
+using Variant = std::function<torch::Tensor(const Tensors&)>;
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -27,56 +31,63 @@ double seconds_of(const std::function<void()>& work) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-torch::Tensor unfused_rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
-  return w * (x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps));
-}
+// One kernel on one shape: its inputs (leaves that require grad), the upstream gradient, and the
+// fused and unfused computations of the same output.
+struct KernelCase {
+  std::string kernel;
+  int64_t width;
+  Tensors inputs;
+  torch::Tensor grad;
+  Variant fused, unfused;
+};
 
-// Forward alone, and forward + backward, of `variant` on x [rows, d] and w [d].
 struct Timing {
   std::vector<double> forward, step;
 };
-void time_round(const std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>& variant,
-                const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& grad, Timing& timing) {
+
+void time_round(const Variant& variant, const KernelCase& c, Timing& timing) {
   timing.forward.push_back(seconds_of([&] {
     torch::NoGradGuard no_grad;
-    variant(x, w);
+    variant(c.inputs);
   }));
-  timing.step.push_back(seconds_of([&] {
-    auto y = variant(x, w);
-    y.backward(grad);
-  }));
-  x.mutable_grad() = torch::Tensor();
-  w.mutable_grad() = torch::Tensor();
+  timing.step.push_back(seconds_of([&] { variant(c.inputs).backward(c.grad); }));
+  for (const auto& input : c.inputs) input.mutable_grad() = torch::Tensor();
 }
 
-void bench_rms_norm(int64_t rows, int64_t d, int rounds) {
-  torch::manual_seed(0);
-  auto x = torch::randn({rows, d}).requires_grad_(true);
-  auto w = (1 + 0.1 * torch::randn({d})).requires_grad_(true);
-  auto grad = torch::randn({rows, d});
-  const double eps = 1e-6;
+void bench(const KernelCase& c, int64_t rows, int rounds) {
   Timing fused, unfused;
   for (int round = 0; round < rounds + 1; ++round) {  // round 0 warms up and is dropped
-    Timing& first = round % 2 ? fused : unfused;
-    Timing& second = round % 2 ? unfused : fused;
-    auto run = [&](Timing& t) {
-      if (&t == &fused)
-        time_round([&](const auto& a, const auto& b) { return xtrain::model::fused_rms_norm(a, b, eps); }, x, w,
-                   grad, t);
-      else
-        time_round([&](const auto& a, const auto& b) { return unfused_rms_norm(a, b, eps); }, x, w, grad, t);
-    };
-    run(first);
-    run(second);
+    const bool fused_first = round % 2 == 1;
+    time_round(fused_first ? c.fused : c.unfused, c, fused_first ? fused : unfused);
+    time_round(fused_first ? c.unfused : c.fused, c, fused_first ? unfused : fused);
     if (round == 0) fused = unfused = Timing{};
   }
   const double f = median(fused.forward), u = median(unfused.forward);
   const double fs = median(fused.step), us = median(unfused.step);
   fmt::print(
-      "{{\"kernel\": \"rms_norm\", \"rows\": {}, \"d\": {}, \"threads\": {}, \"rounds\": {}, "
+      "{{\"kernel\": \"{}\", \"rows\": {}, \"width\": {}, \"threads\": {}, \"rounds\": {}, "
       "\"fused_forward_ms\": {:.3f}, \"unfused_forward_ms\": {:.3f}, \"forward_speedup\": {:.2f}, "
       "\"fused_step_ms\": {:.3f}, \"unfused_step_ms\": {:.3f}, \"step_speedup\": {:.2f}}}\n",
-      rows, d, torch::get_num_threads(), rounds, f * 1e3, u * 1e3, u / f, fs * 1e3, us * 1e3, us / fs);
+      c.kernel, rows, c.width, torch::get_num_threads(), rounds, f * 1e3, u * 1e3, u / f, fs * 1e3, us * 1e3,
+      us / fs);
+}
+
+torch::Tensor leaf(torch::Tensor t) { return t.requires_grad_(true); }
+
+// x [rows, d] and the gain w [d].
+KernelCase rms_norm_case(int64_t rows, int64_t d) {
+  const double eps = 1e-6;
+  return {"rms_norm", d, {leaf(torch::randn({rows, d})), leaf(1 + 0.1 * torch::randn({d}))}, torch::randn({rows, d}),
+          [eps](const Tensors& in) { return xtrain::model::fused_rms_norm(in[0], in[1], eps); },
+          [eps](const Tensors& in) { return in[1] * (in[0] * torch::rsqrt(in[0].pow(2).mean(-1, true) + eps)); }};
+}
+
+// gate and up [rows, width], as an MLP of intermediate size `width` sees them.
+KernelCase swiglu_case(int64_t rows, int64_t width) {
+  return {"swiglu", width, {leaf(2 * torch::randn({rows, width})), leaf(torch::randn({rows, width}))},
+          torch::randn({rows, width}),
+          [](const Tensors& in) { return xtrain::model::fused_swiglu(in[0], in[1]); },
+          [](const Tensors& in) { return torch::silu(in[0]) * in[1]; }};
 }
 
 }  // namespace
@@ -84,14 +95,21 @@ void bench_rms_norm(int64_t rows, int64_t d, int rounds) {
 int main(int argc, char** argv) {
   int64_t rows = 4096;
   std::vector<int64_t> widths{256, 768, 2048};
+  std::vector<std::string> kernels{"rms_norm", "swiglu"};
   int rounds = 21, threads = 0;
   CLI::App app{"Fused kernels against the unfused ops"};
   app.add_option("--rows", rows, "tokens per call");
-  app.add_option("--widths", widths, "the rows' widths (hidden sizes)");
+  app.add_option("--widths", widths, "hidden sizes; SwiGLU's intermediate width is 8/3 of each, rounded to 64");
+  app.add_option("--kernels", kernels, "which kernels")->check(CLI::IsMember({"rms_norm", "swiglu"}));
   app.add_option("--rounds", rounds, "timed rounds of each variant (median reported)");
   app.add_option("--threads", threads, "intra-op threads (0: LibTorch default)");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) torch::set_num_threads(threads);
-  for (int64_t d : widths) bench_rms_norm(rows, d, rounds);
+  for (const auto& kernel : kernels)
+    for (int64_t d : widths) {
+      torch::manual_seed(0);
+      const int64_t intermediate = (8 * d / 3 + 63) / 64 * 64;
+      bench(kernel == "rms_norm" ? rms_norm_case(rows, d) : swiglu_case(rows, intermediate), rows, rounds);
+    }
   return 0;
 }
