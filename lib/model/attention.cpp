@@ -1,10 +1,12 @@
 #include "model/attention.h"
 
 #include <cmath>
+#include <tuple>
 
 #include <torch/torch.h>
 
 #include "model/fp16_emulation.h"
+#include "model/fused_rotary.h"
 #include "util/numeric_fault.h"
 
 namespace xtrain::model {
@@ -146,6 +148,18 @@ torch::Tensor rows_at_positions(const torch::Tensor& table, const SequenceLayout
 }
 }  // namespace
 
+std::pair<torch::Tensor, torch::Tensor> AttentionImpl::rotate(const torch::Tensor& q, const torch::Tensor& k,
+                                                              const RotaryTables& rotary, const SequenceLayout& layout,
+                                                              int64_t query_shift) const {
+  const int64_t seq = q.size(2);
+  const auto cos = rows_at_positions(rotary.cos, layout, seq, 0), sin = rows_at_positions(rotary.sin, layout, seq, 0);
+  if (query_shift == 0 && fused_rotary && fused_rotary_applies(q, k, cos, sin)) return model::fused_rotary(q, k, cos, sin);
+  const auto rotated_q = query_shift == 0 ? apply_rotary(q, cos, sin)
+                                          : apply_rotary(q, rows_at_positions(rotary.cos, layout, seq, query_shift),
+                                                         rows_at_positions(rotary.sin, layout, seq, query_shift));
+  return {rotated_q, apply_rotary(k, cos, sin)};
+}
+
 TensorParallelPlan AttentionImpl::tensor_parallel_plan(int64_t rank, int64_t ranks) const {
   TORCH_CHECK(num_heads_ % ranks == 0 && (num_kv_heads_ % ranks == 0 || ranks % num_kv_heads_ == 0), num_heads_,
               " query and ", num_kv_heads_, " key/value heads do not split over ", ranks, " tensor-parallel ranks");
@@ -192,9 +206,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& whole, const RotaryTab
     q = q_norm(q);
     k = k_norm(k);
   }
-  q = apply_rotary(q, rows_at_positions(rotary.cos, layout, seq, query_shift),
-                   rows_at_positions(rotary.sin, layout, seq, query_shift));
-  k = apply_rotary(k, rows_at_positions(rotary.cos, layout, seq, 0), rows_at_positions(rotary.sin, layout, seq, 0));
+  std::tie(q, k) = rotate(q, k, rotary, layout, query_shift);
   auto v = heads(key_value(v_proj, x));
   auto attended = kernel ? kernel(q, k, v, layout.cu_seqlens) : causal_attention(q, k, v, layout.cu_seqlens);
   auto out = o_proj(attended.transpose(1, 2).reshape({batch, seq, -1}));

@@ -49,6 +49,7 @@ class AttentionImpl : public torch::nn::Module {
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qwen3 only
   AttentionKernel kernel;  // empty: causal_attention
+  bool fused_rotary = false;  // q and k rotated by model/fused_rotary.h where it applies
 
   // The rows of each projection that rank `rank` of `ranks` holds, by parameter name relative to
   // this module (model/tensor_parallel_ops.h); replicated ones are absent.
@@ -57,6 +58,10 @@ class AttentionImpl : public torch::nn::Module {
 
  private:
   torch::Tensor key_value(const Linear& projection, const torch::Tensor& x) const;
+  // q and k [B, heads, T, D] rotated to their tokens' positions, q's moved on by query_shift.
+  std::pair<torch::Tensor, torch::Tensor> rotate(const torch::Tensor& q, const torch::Tensor& k,
+                                                 const RotaryTables& rotary, const SequenceLayout& layout,
+                                                 int64_t query_shift) const;
 
   int64_t num_heads_, num_kv_heads_, head_dim_;
   std::shared_ptr<TensorParallelOps> tensor_parallel_;

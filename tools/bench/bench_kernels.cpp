@@ -12,13 +12,15 @@
 #include <torch/torch.h>
 
 #include "model/fused_rms_norm.h"
+#include "model/fused_rotary.h"
 #include "model/fused_swiglu.h"
+#include "model/rotary.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using Tensors = std::vector<torch::Tensor>;
-using Variant = std::function<torch::Tensor(const Tensors&)>;
+using Variant = std::function<Tensors(const Tensors&)>;
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -31,13 +33,13 @@ double seconds_of(const std::function<void()>& work) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// One kernel on one shape: its inputs (leaves that require grad), the upstream gradient, and the
-// fused and unfused computations of the same output.
+// One kernel on one shape: its inputs (leaves that require grad), the upstream gradients, and the
+// fused and unfused computations of the same outputs.
 struct KernelCase {
   std::string kernel;
   int64_t width;
   Tensors inputs;
-  torch::Tensor grad;
+  Tensors grads;
   Variant fused, unfused;
 };
 
@@ -50,7 +52,7 @@ void time_round(const Variant& variant, const KernelCase& c, Timing& timing) {
     torch::NoGradGuard no_grad;
     variant(c.inputs);
   }));
-  timing.step.push_back(seconds_of([&] { variant(c.inputs).backward(c.grad); }));
+  timing.step.push_back(seconds_of([&] { torch::autograd::backward(variant(c.inputs), c.grads); }));
   for (const auto& input : c.inputs) input.mutable_grad() = torch::Tensor();
 }
 
@@ -77,17 +79,39 @@ torch::Tensor leaf(torch::Tensor t) { return t.requires_grad_(true); }
 // x [rows, d] and the gain w [d].
 KernelCase rms_norm_case(int64_t rows, int64_t d) {
   const double eps = 1e-6;
-  return {"rms_norm", d, {leaf(torch::randn({rows, d})), leaf(1 + 0.1 * torch::randn({d}))}, torch::randn({rows, d}),
-          [eps](const Tensors& in) { return xtrain::model::fused_rms_norm(in[0], in[1], eps); },
-          [eps](const Tensors& in) { return in[1] * (in[0] * torch::rsqrt(in[0].pow(2).mean(-1, true) + eps)); }};
+  return {"rms_norm", d, {leaf(torch::randn({rows, d})), leaf(1 + 0.1 * torch::randn({d}))}, {torch::randn({rows, d})},
+          [eps](const Tensors& in) { return Tensors{xtrain::model::fused_rms_norm(in[0], in[1], eps)}; },
+          [eps](const Tensors& in) {
+            return Tensors{in[1] * (in[0] * torch::rsqrt(in[0].pow(2).mean(-1, true) + eps))};
+          }};
 }
 
 // gate and up [rows, width], as an MLP of intermediate size `width` sees them.
 KernelCase swiglu_case(int64_t rows, int64_t width) {
   return {"swiglu", width, {leaf(2 * torch::randn({rows, width})), leaf(torch::randn({rows, width}))},
-          torch::randn({rows, width}),
-          [](const Tensors& in) { return xtrain::model::fused_swiglu(in[0], in[1]); },
-          [](const Tensors& in) { return torch::silu(in[0]) * in[1]; }};
+          {torch::randn({rows, width})},
+          [](const Tensors& in) { return Tensors{xtrain::model::fused_swiglu(in[0], in[1])}; },
+          [](const Tensors& in) { return Tensors{torch::silu(in[0]) * in[1]}; }};
+}
+
+// q and k of a layer of hidden size `width` (heads of 64, half as many key heads) over rows tokens
+// in sequences of 512, as attention holds them: [B, T, H, 64] projections seen as [B, H, T, 64].
+KernelCase rotary_case(int64_t rows, int64_t width) {
+  const int64_t seq = std::min<int64_t>(512, rows), batch = rows / seq, head_dim = 64;
+  const int64_t q_heads = std::max<int64_t>(1, width / head_dim), k_heads = std::max<int64_t>(1, q_heads / 2);
+  const auto tables = xtrain::model::rotary_tables(seq, head_dim, 10000.0);
+  const auto heads = [](const torch::Tensor& t) { return t.transpose(1, 2); };
+  return {"rotary", width,
+          {leaf(torch::randn({batch, seq, q_heads, head_dim})), leaf(torch::randn({batch, seq, k_heads, head_dim}))},
+          {torch::randn({batch, q_heads, seq, head_dim}), torch::randn({batch, k_heads, seq, head_dim})},
+          [=](const Tensors& in) {
+            const auto [q, k] = xtrain::model::fused_rotary(heads(in[0]), heads(in[1]), tables.cos, tables.sin);
+            return Tensors{q, k};
+          },
+          [=](const Tensors& in) {
+            return Tensors{xtrain::model::apply_rotary(heads(in[0]), tables.cos, tables.sin),
+                           xtrain::model::apply_rotary(heads(in[1]), tables.cos, tables.sin)};
+          }};
 }
 
 }  // namespace
@@ -95,12 +119,12 @@ KernelCase swiglu_case(int64_t rows, int64_t width) {
 int main(int argc, char** argv) {
   int64_t rows = 4096;
   std::vector<int64_t> widths{256, 768, 2048};
-  std::vector<std::string> kernels{"rms_norm", "swiglu"};
+  std::vector<std::string> kernels{"rms_norm", "swiglu", "rotary"};
   int rounds = 21, threads = 0;
   CLI::App app{"Fused kernels against the unfused ops"};
   app.add_option("--rows", rows, "tokens per call");
   app.add_option("--widths", widths, "hidden sizes; SwiGLU's intermediate width is 8/3 of each, rounded to 64");
-  app.add_option("--kernels", kernels, "which kernels")->check(CLI::IsMember({"rms_norm", "swiglu"}));
+  app.add_option("--kernels", kernels, "which kernels")->check(CLI::IsMember({"rms_norm", "swiglu", "rotary"}));
   app.add_option("--rounds", rounds, "timed rounds of each variant (median reported)");
   app.add_option("--threads", threads, "intra-op threads (0: LibTorch default)");
   CLI11_PARSE(app, argc, argv);
@@ -109,7 +133,10 @@ int main(int argc, char** argv) {
     for (int64_t d : widths) {
       torch::manual_seed(0);
       const int64_t intermediate = (8 * d / 3 + 63) / 64 * 64;
-      bench(kernel == "rms_norm" ? rms_norm_case(rows, d) : swiglu_case(rows, intermediate), rows, rounds);
+      bench(kernel == "rms_norm" ? rms_norm_case(rows, d)
+            : kernel == "swiglu" ? swiglu_case(rows, intermediate)
+                                 : rotary_case(rows, d),
+            rows, rounds);
     }
   return 0;
 }
