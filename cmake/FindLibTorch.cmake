@@ -45,11 +45,32 @@ if(XTRAIN_CUDA)
     set(XTRAIN_CUDA OFF)
   endif()
 endif()
-if(NOT XTRAIN_CUDA)
+if(XTRAIN_CUDA)
+  # The GPU architectures of xtrain's own kernels (lib/model/cuda): A100 (80) and H100/H200 (90)
+  # unless -DCMAKE_CUDA_ARCHITECTURES says otherwise. Set before CUDA is enabled, because
+  # enabling it (here or in LibTorch's config) caches nvcc's default (75) when nothing is set; a
+  # cache entry still holding that default (its help string is CMake's own) is replaced too,
+  # while a value given with -D carries another help string and is kept.
+  get_property(xtrain_cuda_arch_help CACHE CMAKE_CUDA_ARCHITECTURES PROPERTY HELPSTRING)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR xtrain_cuda_arch_help STREQUAL "CUDA architectures")
+    set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING
+        "GPU architectures of xtrain's CUDA kernels (80: A100, 90: H100/H200)" FORCE)
+  endif()
+  enable_language(CUDA)
+  set(xtrain_cuda_flags "${CMAKE_CUDA_FLAGS}")
+else()
   # A CUDA LibTorch still links its CUDA libraries; xtrain just compiles no CUDA path.
   set(CAFFE2_USE_CUDNN OFF)
 endif()
 find_package(Torch REQUIRED)
+if(XTRAIN_CUDA)
+  # LibTorch's config appends the nvcc flags of its own build to CMAKE_CUDA_FLAGS (code for a
+  # dozen architectures from sm_50 up, which nvcc 13 no longer compiles for, among them) and
+  # sets CMAKE_CUDA_ARCHITECTURES to OFF; xtrain's kernels take the project's flags and the
+  # cached architectures instead.
+  set(CMAKE_CUDA_FLAGS "${xtrain_cuda_flags}")
+  unset(CMAKE_CUDA_ARCHITECTURES)
+endif()
 if(NOT Torch_VERSION VERSION_EQUAL XTRAIN_TORCH_VERSION_REQUIRED)
   message(FATAL_ERROR "xtrain needs LibTorch ${XTRAIN_TORCH_VERSION_REQUIRED}, found ${Torch_VERSION} "
                       "(${XTRAIN_TORCH_SOURCE}); run scripts/setup-deps.sh or point LIBTORCH at 2.11.0")

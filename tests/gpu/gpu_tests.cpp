@@ -3,7 +3,9 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include <ATen/cuda/CUDAContext.h>
@@ -16,7 +18,9 @@
 #include "parallel/shard_unit.h"
 #include "memory/activation_offload.h"
 #include "model/blockwise_attention.h"
+#include "model/cuda/fused_kernels_cuda.h"
 #include "model/sdpa_attention.h"
+#include "optim/adamw.h"
 
 using namespace xtrain;
 
@@ -35,6 +39,49 @@ std::shared_ptr<parallel::Comm> one_rank_nccl(const std::string& name) {
 double relative_error(const torch::Tensor& actual, const torch::Tensor& expected) {
   auto a = actual.to(torch::kCPU, torch::kFloat64), e = expected.to(torch::kCPU, torch::kFloat64);
   return (a - e).abs().max().item<double>() / std::max(e.abs().max().item<double>(), 1e-30);
+}
+
+// The fused CUDA kernels against the unfused ops. fp32: 1e-6 (about 8 units in the last place),
+// the kernels and the ops differing only in summation order, fused multiply-adds and rsqrt's last
+// bits. bf16 and fp16: where the unfused ops round two or three times (a product, then a sum or
+// another product), the kernels round once; each rounding moves a value by at most half a unit
+// in its last place, so the outputs differ by at most about 1.5 units of the largest output,
+// 1.5 eps relative to it (eps = 2^-7 for bf16, 2^-10 for fp16). The same arithmetic emulated in
+// fp32 on the CPU stays within 1 eps on these shapes; 2 eps leaves the margin.
+const std::array<torch::ScalarType, 3> kKernelDtypes{torch::kFloat32, torch::kBFloat16, torch::kHalf};
+
+double kernel_tolerance(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kBFloat16:
+      return 2 * std::ldexp(1.0, -7);
+    case torch::kHalf:
+      return 2 * std::ldexp(1.0, -10);
+    default:
+      return 1e-6;
+  }
+}
+
+// The unfused ops, as model/rms_norm.cpp, model/swiglu.cpp and model/rotary.cpp compose them.
+torch::Tensor unfused_rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
+  auto wide = x.to(at::promote_types(x.scalar_type(), torch::kFloat32));
+  auto normed = wide * torch::rsqrt(wide.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return w * normed.to(x.scalar_type());
+}
+
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  auto halves = x.chunk(2, -1);
+  return torch::cat({-halves[1], halves[0]}, -1);
+}
+
+// x: [B, T, heads, D]; cos, sin: [T, D], broadcast over batch rows and heads.
+torch::Tensor unfused_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  auto c = cos.to(x.scalar_type()).unsqueeze(1);
+  auto s = sin.to(x.scalar_type()).unsqueeze(1);
+  return x * c + rotate_half(x) * s;
+}
+
+torch::Tensor random_on_gpu(at::IntArrayRef shape, torch::ScalarType dtype, double scale = 1.0) {
+  return (torch::randn(shape, torch::TensorOptions().device(kCuda)) * scale).to(dtype);
 }
 
 }  // namespace
@@ -110,6 +157,182 @@ TEST_CASE("SDPA and varlen flash agree with the blockwise kernel", "[gpu][attent
       for (int i = 0; i < 3; ++i) CHECK(relative_error(grads_actual[i], grads_expected[i]) < tolerance);
     }
   }
+}
+
+TEST_CASE("the fused RMSNorm kernels match the unfused ops forward and backward", "[gpu][kernels]") {
+  torch::manual_seed(11);
+  const double eps = 1e-6;
+  const std::vector<std::vector<int64_t>> shapes{{1, 100}, {7, 100}, {3, 5, 33}, {513, 1000}, {64, 4096}};
+  for (auto dtype : kKernelDtypes) {
+    for (const auto& shape : shapes) {
+      INFO("dtype " << dtype << ", shape " << at::IntArrayRef(shape));
+      const double tolerance = kernel_tolerance(dtype);
+      auto x = random_on_gpu(shape, dtype);
+      const int64_t d = x.size(-1), rows = x.numel() / d;
+      auto w = (1 + random_on_gpu({d}, torch::kFloat32, 0.1)).to(dtype);
+      auto g = random_on_gpu(shape, dtype);
+      auto x_ref = x.clone().requires_grad_(true), w_ref = w.clone().requires_grad_(true);
+      auto y_ref = unfused_rms_norm(x_ref, w_ref, eps);
+      auto grads_ref = torch::autograd::grad({y_ref}, {x_ref, w_ref}, {g});
+      auto rstd_ref = torch::rsqrt(x.to(torch::kFloat32).pow(2).mean(-1) + eps).reshape({-1});
+
+      auto y = torch::empty_like(x);
+      auto rstd = torch::empty({rows}, x.options().dtype(torch::kFloat32));
+      model::cuda::rms_norm_forward(x, w, eps, y, rstd);
+      CHECK(relative_error(y, y_ref) < tolerance);
+      CHECK(relative_error(rstd, rstd_ref) < 1e-6);
+
+      auto dx = torch::empty_like(x);
+      auto dw = torch::empty({d}, x.options().dtype(torch::kFloat32));
+      model::cuda::rms_norm_backward(g, x, w, rstd, dx, dw);
+      CHECK(relative_error(dx, grads_ref[0]) < tolerance);
+      CHECK(relative_error(dw, grads_ref[1]) < tolerance);
+    }
+  }
+}
+
+TEST_CASE("the fused RMSNorm backward gives the same bits on every call", "[gpu][kernels]") {
+  torch::manual_seed(12);
+  for (auto dtype : kKernelDtypes) {
+    INFO("dtype " << dtype);
+    auto x = random_on_gpu({4096, 1000}, dtype), g = random_on_gpu({4096, 1000}, dtype);
+    auto w = (1 + random_on_gpu({1000}, torch::kFloat32, 0.1)).to(dtype);
+    auto y = torch::empty_like(x);
+    auto rstd = torch::empty({4096}, x.options().dtype(torch::kFloat32));
+    model::cuda::rms_norm_forward(x, w, 1e-6, y, rstd);
+    std::vector<torch::Tensor> dx, dw;
+    for (int call = 0; call < 2; ++call) {
+      dx.push_back(torch::empty_like(x));
+      dw.push_back(torch::empty({1000}, x.options().dtype(torch::kFloat32)));
+      model::cuda::rms_norm_backward(g, x, w, rstd, dx.back(), dw.back());
+    }
+    CHECK(torch::equal(dw[0], dw[1]));
+    CHECK(torch::equal(dx[0], dx[1]));
+  }
+}
+
+TEST_CASE("the fused SwiGLU kernels match silu(gate) * up and its gradients", "[gpu][kernels]") {
+  torch::manual_seed(13);
+  const std::vector<std::vector<int64_t>> shapes{{1, 100}, {7, 33}, {64, 1000}, {4, 8, 300}};
+  for (auto dtype : kKernelDtypes) {
+    for (const auto& shape : shapes) {
+      INFO("dtype " << dtype << ", shape " << at::IntArrayRef(shape));
+      const double tolerance = kernel_tolerance(dtype);
+      auto gate = random_on_gpu(shape, dtype, 3.0), up = random_on_gpu(shape, dtype), g = random_on_gpu(shape, dtype);
+      // exp(-gate) overflows to infinity here: silu and its gradient must come out 0, not NaN.
+      gate.view({-1})[0].fill_(-100.0);
+      auto gate_ref = gate.clone().requires_grad_(true), up_ref = up.clone().requires_grad_(true);
+      auto out_ref = torch::silu(gate_ref) * up_ref;
+      auto grads_ref = torch::autograd::grad({out_ref}, {gate_ref, up_ref}, {g});
+
+      auto out = torch::empty_like(gate);
+      model::cuda::swiglu_forward(gate, up, out);
+      CHECK(relative_error(out, out_ref) < tolerance);
+      auto dgate = torch::empty_like(gate), dup = torch::empty_like(gate);
+      model::cuda::swiglu_backward(g, gate, up, dgate, dup);
+      CHECK(relative_error(dgate, grads_ref[0]) < tolerance);
+      CHECK(relative_error(dup, grads_ref[1]) < tolerance);
+
+      auto in_place = gate.clone();  // the output may be an input
+      model::cuda::swiglu_forward(in_place, up, in_place);
+      CHECK(torch::equal(in_place, out));
+    }
+  }
+}
+
+TEST_CASE("the fused rotary kernel matches the unfused rotate_half ops and their gradient", "[gpu][kernels]") {
+  torch::manual_seed(14);
+  struct Case {
+    int64_t batch, tokens, q_heads, k_heads, head_dim;
+  };
+  for (auto dtype : kKernelDtypes) {
+    for (const auto& c : {Case{2, 5, 6, 2, 64}, Case{1, 1, 3, 1, 100}, Case{2, 17, 8, 8, 128}}) {
+      INFO("dtype " << dtype << ", B " << c.batch << ", T " << c.tokens << ", Hq " << c.q_heads << ", Hk "
+                    << c.k_heads << ", D " << c.head_dim);
+      const double tolerance = kernel_tolerance(dtype);
+      auto q = random_on_gpu({c.batch, c.tokens, c.q_heads, c.head_dim}, dtype);
+      auto k = random_on_gpu({c.batch, c.tokens, c.k_heads, c.head_dim}, dtype);
+      // Tables with unrelated entries everywhere (not cos and sin of angles repeated over the
+      // halves), so that reading a wrong entry shows.
+      auto options = torch::TensorOptions().device(kCuda);
+      auto cos = torch::rand({c.tokens, c.head_dim}, options) * 2 - 1;
+      auto sin = torch::rand({c.tokens, c.head_dim}, options) * 2 - 1;
+      auto q_ref = q.clone().requires_grad_(true), k_ref = k.clone().requires_grad_(true);
+      auto q_out_ref = unfused_rotary(q_ref, cos, sin), k_out_ref = unfused_rotary(k_ref, cos, sin);
+      auto gq = random_on_gpu(q.sizes(), dtype), gk = random_on_gpu(k.sizes(), dtype);
+      auto grads_ref = torch::autograd::grad({q_out_ref, k_out_ref}, {q_ref, k_ref}, {gq, gk});
+
+      auto q_out = torch::empty_like(q), k_out = torch::empty_like(k);
+      model::cuda::rotary_qk(q, k, cos, sin, /*inverse=*/false, q_out, k_out);
+      CHECK(relative_error(q_out, q_out_ref) < tolerance);
+      CHECK(relative_error(k_out, k_out_ref) < tolerance);
+      auto dq = torch::empty_like(q), dk = torch::empty_like(k);
+      model::cuda::rotary_qk(gq, gk, cos, sin, /*inverse=*/true, dq, dk);
+      CHECK(relative_error(dq, grads_ref[0]) < tolerance);
+      CHECK(relative_error(dk, grads_ref[1]) < tolerance);
+
+      auto q_in_place = q.clone(), k_in_place = k.clone();  // the outputs may be the inputs
+      model::cuda::rotary_qk(q_in_place, k_in_place, cos, sin, /*inverse=*/false, q_in_place, k_in_place);
+      CHECK(torch::equal(q_in_place, q_out));
+      CHECK(torch::equal(k_in_place, k_out));
+    }
+  }
+}
+
+TEST_CASE("the fused rotary kernel's inverse undoes it with real tables", "[gpu][kernels]") {
+  torch::manual_seed(15);
+  const int64_t tokens = 9, head_dim = 64;
+  auto options = torch::TensorOptions().device(kCuda);
+  auto angles = torch::rand({tokens, head_dim / 2}, options) * 20;
+  auto cos = torch::cat({angles.cos(), angles.cos()}, -1), sin = torch::cat({angles.sin(), angles.sin()}, -1);
+  auto q = torch::randn({2, tokens, 4, head_dim}, options), k = torch::randn({2, tokens, 2, head_dim}, options);
+  auto q_out = torch::empty_like(q), k_out = torch::empty_like(k);
+  model::cuda::rotary_qk(q, k, cos, sin, /*inverse=*/false, q_out, k_out);
+  model::cuda::rotary_qk(q_out, k_out, cos, sin, /*inverse=*/true, q_out, k_out);
+  CHECK(relative_error(q_out, q) < 1e-6);
+  CHECK(relative_error(k_out, k) < 1e-6);
+}
+
+TEST_CASE("the fused AdamW step matches optim::AdamW", "[gpu][kernels]") {
+  torch::manual_seed(16);
+  const optim::AdamWOptions options{/*beta1=*/0.9, /*beta2=*/0.95, /*eps=*/1e-8, /*weight_decay=*/0.1};
+  const double lr = 1e-2;
+  for (const auto& shape : {std::vector<int64_t>{1000}, std::vector<int64_t>{33, 7}}) {
+    INFO("shape " << at::IntArrayRef(shape));
+    auto param = random_on_gpu(shape, torch::kFloat32);
+    auto reference = param.clone().requires_grad_(true);
+    optim::AdamW optimizer({{"p", reference}}, options);
+    auto exp_avg = torch::zeros_like(param), exp_avg_sq = torch::zeros_like(param);
+    for (int64_t step = 1; step <= 3; ++step) {
+      INFO("step " << step);
+      auto grad = random_on_gpu(shape, torch::kFloat32);
+      reference.mutable_grad() = grad.clone();
+      optimizer.step(lr);
+      model::cuda::adamw_step(param, grad, exp_avg, exp_avg_sq, lr, options.beta1, options.beta2, options.eps,
+                              options.weight_decay, step);
+      const auto state = optimizer.state();
+      CHECK(relative_error(param, reference.detach()) < 1e-6);
+      CHECK(relative_error(exp_avg, state.at("exp_avg.p")) < 1e-6);
+      CHECK(relative_error(exp_avg_sq, state.at("exp_avg_sq.p")) < 1e-6);
+    }
+  }
+}
+
+// The comparisons above must be able to fail: one element of a kernel's output off by 1e-5 of
+// the output's largest magnitude is ten times the fp32 tolerance.
+TEST_CASE("the kernels' fp32 tolerance catches one element off by 1e-5", "[gpu][kernels]") {
+  torch::manual_seed(17);
+  auto x = random_on_gpu({64, 100}, torch::kFloat32);
+  auto w = 1 + random_on_gpu({100}, torch::kFloat32, 0.1);
+  auto expected = unfused_rms_norm(x, w, 1e-6);
+  auto y = torch::empty_like(x);
+  auto rstd = torch::empty({64}, x.options());
+  model::cuda::rms_norm_forward(x, w, 1e-6, y, rstd);
+  CHECK(relative_error(y, expected) < kernel_tolerance(torch::kFloat32));
+  auto perturbed = y.clone();
+  perturbed.view({-1})[1234] += 1e-5 * expected.abs().max();
+  CHECK(relative_error(perturbed, expected) > kernel_tolerance(torch::kFloat32));
+  CHECK(relative_error(perturbed, expected) > 9e-6);
 }
 
 int main(int argc, char** argv) {
