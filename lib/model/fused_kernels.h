@@ -11,4 +11,8 @@ namespace xtrain::model {
 // Sets every module under `root` (itself included) to use its fused kernel, or not.
 void use_fused_kernels(torch::nn::Module& root, bool fused);
 
+// Whether the CUDA versions (model/cuda/fused_kernels_cuda.h) take `t`: a CUDA tensor of fp32,
+// bf16 or fp16 in a build with the CUDA paths. The CPU versions take fp32 CPU tensors.
+bool cuda_fused_kernel_takes(const torch::Tensor& t);
+
 }  // namespace xtrain::model

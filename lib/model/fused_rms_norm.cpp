@@ -7,6 +7,10 @@
 #include <torch/torch.h>
 
 #include "model/cpu_kernel_support.h"
+#include "model/fused_kernels.h"
+#ifdef XTRAIN_CUDA
+#include "model/cuda/fused_kernels_cuda.h"
+#endif
 
 namespace xtrain::model {
 namespace {
@@ -60,7 +64,14 @@ class FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
     const auto w = w_in.contiguous();
     const int64_t d = x.size(-1), rows = rows_of(x);
     auto y = torch::empty_like(x);
-    auto rstd = torch::empty({rows}, x.options());
+    auto rstd = torch::empty({rows}, x.options().dtype(torch::kFloat32));
+#ifdef XTRAIN_CUDA
+    if (x.is_cuda()) {
+      cuda::rms_norm_forward(x, w, eps, y, rstd);
+      ctx->save_for_backward({x, w, rstd});
+      return y;
+    }
+#endif
     const float* xp = x.data_ptr<float>();
     const float* wp = w.data_ptr<float>();
     float* yp = y.data_ptr<float>();
@@ -82,6 +93,13 @@ class FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
     const auto g = grads[0].contiguous();
     const int64_t d = x.size(-1), rows = rows_of(x);
     auto dx = torch::empty_like(x);
+#ifdef XTRAIN_CUDA
+    if (x.is_cuda()) {
+      auto dw = torch::empty({d}, x.options().dtype(torch::kFloat32));
+      cuda::rms_norm_backward(g, x, w, rstd, dx, dw);
+      return {dx, dw.to(w.scalar_type()), torch::Tensor()};
+    }
+#endif
     const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
     auto dw_blocks = torch::zeros({std::max<int64_t>(blocks, 1), d}, x.options().dtype(torch::kFloat64));
     const float *gp = g.data_ptr<float>(), *xp = x.data_ptr<float>(), *wp = w.data_ptr<float>();
@@ -102,12 +120,16 @@ class FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
 }  // namespace
 
 bool fused_rms_norm_applies(const torch::Tensor& x, const torch::Tensor& w) {
+  const bool shapes = x.dim() >= 1 && w.dim() == 1 && w.size(0) == x.size(-1);
+  if (cuda_fused_kernel_takes(x))
+    return shapes && w.device() == x.device() && w.scalar_type() == x.scalar_type();
   return x.device().is_cpu() && w.device().is_cpu() && x.scalar_type() == torch::kFloat32 &&
-         w.scalar_type() == torch::kFloat32 && x.dim() >= 1 && w.dim() == 1 && w.size(0) == x.size(-1);
+         w.scalar_type() == torch::kFloat32 && shapes;
 }
 
 torch::Tensor fused_rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
-  TORCH_CHECK(fused_rms_norm_applies(x, w), "fused_rms_norm: fp32 CPU tensors with w of x's last size expected");
+  TORCH_CHECK(fused_rms_norm_applies(x, w),
+              "fused_rms_norm: fp32 CPU tensors (or CUDA ones of one float dtype) with w of x's last size expected");
   return FusedRmsNorm::apply(x, w, eps);
 }
 

@@ -10,7 +10,9 @@
 
 namespace xtrain::model {
 
-// Whether fused_rms_norm computes this case: CPU, fp32 x and w, w as long as x's last dimension.
+// Whether fused_rms_norm computes this case: w as long as x's last dimension, both fp32 on the
+// CPU, or both of one dtype (fp32, bf16, fp16) on one CUDA device (model/cuda/fused_kernels_cuda.h:
+// y rounded as the unfused path rounds it, w * round(x * r)).
 bool fused_rms_norm_applies(const torch::Tensor& x, const torch::Tensor& w);
 
 // w * x / sqrt(mean(x^2, -1) + eps), differentiable in x and w.

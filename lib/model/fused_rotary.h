@@ -12,8 +12,10 @@
 
 namespace xtrain::model {
 
-// Whether fused_rotary computes this case: CPU, fp32 throughout; q [B, Hq, T, D] and k
-// [B, Hk, T, D] with any strides but a contiguous last dimension, D even; cos and sin [T, D].
+// Whether fused_rotary computes this case: q [B, Hq, T, D] and k [B, Hk, T, D] with any strides
+// but a contiguous last dimension, D even; cos and sin fp32 [T, D]; all fp32 on the CPU, or q and
+// k of one dtype (fp32, bf16, fp16) on one CUDA device (model/cuda/fused_kernels_cuda.h, which
+// rounds the tables to that dtype as apply_rotary does).
 bool fused_rotary_applies(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& cos,
                           const torch::Tensor& sin);
 

@@ -4,6 +4,10 @@
 #include <torch/torch.h>
 
 #include "model/cpu_kernel_support.h"
+#include "model/fused_kernels.h"
+#ifdef XTRAIN_CUDA
+#include "model/cuda/fused_kernels_cuda.h"
+#endif
 
 namespace xtrain::model {
 namespace {
@@ -58,6 +62,15 @@ class FusedSwiGLU : public torch::autograd::Function<FusedSwiGLU> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& gate_in,
                                const torch::Tensor& up_in) {
+#ifdef XTRAIN_CUDA
+    if (gate_in.is_cuda()) {
+      const auto gate = gate_in.contiguous(), up = up_in.contiguous();
+      auto out = torch::empty_like(gate);
+      cuda::swiglu_forward(gate, up, out);
+      ctx->save_for_backward({gate, up});
+      return out;
+    }
+#endif
     const auto gate = has_uniform_rows(gate_in) ? gate_in : gate_in.contiguous();
     const auto up = has_uniform_rows(up_in) ? up_in : up_in.contiguous();
     auto out = torch::empty(gate.sizes(), gate.options());
@@ -77,6 +90,12 @@ class FusedSwiGLU : public torch::autograd::Function<FusedSwiGLU> {
     const auto& up = saved[1];
     const auto grad = grads[0].contiguous();
     auto dgate = torch::empty(gate.sizes(), gate.options()), dup = torch::empty(up.sizes(), up.options());
+#ifdef XTRAIN_CUDA
+    if (gate.is_cuda()) {
+      cuda::swiglu_backward(grad, gate, up, dgate, dup);
+      return {dgate, dup};
+    }
+#endif
     const Rows g = rows_of(gate), u = rows_of(up);
     const float* dy = grad.data_ptr<float>();
     float *dg = dgate.data_ptr<float>(), *du = dup.data_ptr<float>();
@@ -91,12 +110,14 @@ class FusedSwiGLU : public torch::autograd::Function<FusedSwiGLU> {
 }  // namespace
 
 bool fused_swiglu_applies(const torch::Tensor& gate, const torch::Tensor& up) {
+  if (cuda_fused_kernel_takes(gate))
+    return up.device() == gate.device() && up.scalar_type() == gate.scalar_type() && gate.sizes() == up.sizes();
   return gate.device().is_cpu() && up.device().is_cpu() && gate.scalar_type() == torch::kFloat32 &&
          up.scalar_type() == torch::kFloat32 && gate.sizes() == up.sizes();
 }
 
 torch::Tensor fused_swiglu(const torch::Tensor& gate, const torch::Tensor& up) {
-  TORCH_CHECK(fused_swiglu_applies(gate, up), "fused_swiglu: fp32 CPU tensors of one shape expected");
+  TORCH_CHECK(fused_swiglu_applies(gate, up), "fused_swiglu: fp32 CPU tensors (or CUDA ones of one float dtype) of one shape expected");
   return FusedSwiGLU::apply(gate, up);
 }
 

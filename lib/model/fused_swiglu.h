@@ -7,7 +7,8 @@
 
 namespace xtrain::model {
 
-// Whether fused_swiglu computes this case: CPU, fp32, gate and up of one shape.
+// Whether fused_swiglu computes this case: gate and up of one shape, fp32 on the CPU or of one
+// dtype (fp32, bf16, fp16) on one CUDA device (model/cuda/fused_kernels_cuda.h).
 bool fused_swiglu_applies(const torch::Tensor& gate, const torch::Tensor& up);
 
 // silu(gate) * up, differentiable in both.

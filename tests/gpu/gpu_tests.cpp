@@ -18,6 +18,9 @@
 #include "parallel/shard_unit.h"
 #include "memory/activation_offload.h"
 #include "model/blockwise_attention.h"
+#include "model/fused_kernels.h"
+#include "model/llama.h"
+#include "model/rotary.h"
 #include "model/cuda/fused_kernels_cuda.h"
 #include "model/sdpa_attention.h"
 #include "optim/adamw.h"
@@ -333,6 +336,43 @@ TEST_CASE("the kernels' fp32 tolerance catches one element off by 1e-5", "[gpu][
   perturbed.view({-1})[1234] += 1e-5 * expected.abs().max();
   CHECK(relative_error(perturbed, expected) > kernel_tolerance(torch::kFloat32));
   CHECK(relative_error(perturbed, expected) > 9e-6);
+}
+
+// The modules' fused paths on CUDA (model::use_fused_kernels): a decoder layer's norms, MLP and
+// rotation through the fused autograd functions give the unfused ops' output and gradients.
+TEST_CASE("a decoder layer on CUDA matches itself unfused with the fused kernels on", "[gpu][kernels]") {
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    INFO("dtype " << dtype);
+    torch::manual_seed(7);
+    model::ModelConfig config;
+    config.hidden_size = 128;
+    config.num_heads = 4;
+    config.num_kv_heads = 2;
+    config.intermediate_size = 352;
+    model::DecoderLayer layer(config, model::AttentionFeatures{});
+    for (auto& p : layer->parameters()) p.set_data(0.1 * torch::randn(p.sizes()));
+    for (const auto& item : layer->named_parameters())
+      if (item.key().find("norm") != std::string::npos) item.value().set_data(1 + 0.1 * torch::randn(item.value().sizes()));
+    layer->to(kCuda, dtype);
+    const auto rotary = model::rotary_tables(64, 32, 10000.0);
+    const model::RotaryTables tables{rotary.cos.to(kCuda), rotary.sin.to(kCuda)};
+    const auto x = torch::randn({2, 64, 128}, torch::TensorOptions().device(kCuda)).to(dtype);
+    auto run = [&](bool fused) {
+      model::use_fused_kernels(*layer, fused);
+      layer->zero_grad();
+      auto y = layer->forward(x, tables);
+      y.to(torch::kFloat32).square().sum().backward();
+      std::vector<torch::Tensor> out{y.detach()};
+      for (const auto& p : layer->parameters()) out.push_back(p.grad().clone());
+      return out;
+    };
+    const auto fused = run(true), unfused = run(false);
+    const double tolerance = dtype == torch::kFloat32 ? 1e-5 : 3e-2;
+    for (size_t i = 0; i < fused.size(); ++i) {
+      INFO("output " << i << " (the layer's output, then its parameters' gradients)");
+      CHECK(relative_error(fused[i], unfused[i]) < tolerance);
+    }
+  }
 }
 
 int main(int argc, char** argv) {
