@@ -114,12 +114,12 @@ memory::Attention auto_attention(const config::Recipe& recipe, const torch::Devi
 memory::MemoryOptions memory_options(const config::Recipe& recipe, const torch::Device& device) {
   const auto& m = recipe.memory;
   const auto attention = m.attention == memory::Attention::automatic ? auto_attention(recipe, device) : m.attention;
-  // The fused kernels so far: RMSNorm, fp32 on the CPU (model/fused_rms_norm.h).
-  if (m.fused_kernels == memory::FusedKernels::on && (recipe.train.dtype != config::Dtype::fp32 || !device.is_cpu()))
+  // The fused kernels (model/fused_kernels.h): fp32 on the CPU; fp32, bf16 and fp16 on CUDA.
+  if (m.fused_kernels == memory::FusedKernels::on && device.is_cpu() && recipe.train.dtype != config::Dtype::fp32)
     throw InputError(fmt::format(
-        "memory.fused_kernels: on, but this run computes in {} on {} and the fused kernels exist for fp32 on the CPU "
-        "only so far; use auto (fused wherever a kernel exists) or off",
-        to_string(recipe.train.dtype), device.str()));
+        "memory.fused_kernels: on, but this run computes in {} on the CPU, where the fused kernels are fp32 only "
+        "(on CUDA they take fp32, bf16 and fp16); use auto (fused wherever a kernel exists) or off",
+        to_string(recipe.train.dtype)));
   return {m.recompute,
           m.recompute_ratio,
           m.offload_activations,

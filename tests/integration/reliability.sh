@@ -140,6 +140,9 @@ expect_line "$work/threads.log" "--set train.threads=100000: train.threads: must
 head -c 5000000 /dev/zero | tr '\0' '#' > "$work/huge.yaml"
 expect_exit 2 "$work/huge.log" "$xtrain" train "$work/huge.yaml"
 expect_line "$work/huge.log" "$work/huge.yaml: the file is 5.0 MB; recipes are limited to 4 MB (is it a data file? name data files in data.train)"
+expect_exit 2 "$work/fused.log" "$xtrain" train "${small[@]}" --set run.dir="$work/fused" --set train.dtype=bf16 \
+  --set memory.fused_kernels=on
+expect_line "$work/fused.log" "memory.fused_kernels: on, but this run computes in bf16 on the CPU, where the fused kernels are fp32 only (on CUDA they take fp32, bf16 and fp16); use auto (fused wherever a kernel exists) or off"
 printf 'name: alias\nmodel:\n  hidden_size: *width\n' > "$work/alias.yaml"
 expect_exit 2 "$work/alias.log" "$xtrain" validate "$work/alias.yaml"
 expect_line "$work/alias.log" "$work/alias.yaml:3:16: invalid YAML: the referenced anchor is not defined"
@@ -172,5 +175,5 @@ status=0
 grep -q "^error: out of memory at step 1 (peak host memory [0-9]* MiB): .*DefaultCPUAllocator: can't allocate memory: you tried to allocate [0-9]* bytes.*Options that need less memory: train.micro_batch_size (now 8; gradient accumulation keeps the global batch), memory.recompute: full (now none), memory.offload_activations: true, memory.chunked_loss (now auto), memory.attention: sdpa or blockwise (now naive), more ranks with parallel.fsdp, train.dtype: bf16 (now fp32)$" "$work/oom.log" ||
   { cat "$work/oom.log"; fail "out-of-memory message"; }
 [[ $(wc -l < "$work/oom.log") -lt 12 ]] || fail "out of memory printed $(wc -l < "$work/oom.log") lines"
-echo "6. threads, recipe size, YAML alias, changed settings, geometry refused and allowed, a looping latest, out of memory: exact messages"
+echo "6. threads, recipe size, fused kernels for bf16 on the CPU, YAML alias, changed settings, geometry refused and allowed, a looping latest, out of memory: exact messages"
 echo "reliability: all checks passed"
