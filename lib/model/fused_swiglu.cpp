@@ -3,7 +3,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include "model/cpu_kernel_support.h"
+#include "util/cpu_kernel_support.h"
 #include "model/fused_kernels.h"
 #ifdef XTRAIN_CUDA
 #include "model/cuda/fused_kernels_cuda.h"

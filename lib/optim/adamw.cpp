@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "optim/fused_adamw.h"
 #include "util/input_error.h"
 
 namespace xtrain::optim {
@@ -34,6 +35,12 @@ void AdamW::step(double lr) {
   for (auto& slot : slots_) {
     const auto& grad = slot.parameter.tensor.grad();
     if (slot.parameter.frozen || !grad.defined()) continue;
+    if (options_.fused && fused_adamw_applies(slot.parameter.tensor, grad, slot.exp_avg, slot.exp_avg_sq)) {
+      const double decay = slot.parameter.decay ? options_.weight_decay : 0.0;
+      fused_adamw_step(slot.parameter.tensor, grad, slot.exp_avg, slot.exp_avg_sq,
+                       {lr, options_.beta1, options_.beta2, options_.eps, decay, step_});
+      continue;
+    }
     params.push_back(slot.parameter.tensor);
     grads.push_back(grad);
     exp_avgs.push_back(slot.exp_avg);

@@ -18,6 +18,9 @@ struct AdamWOptions {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.0;
+  // Each parameter updated in one pass (optim/fused_adamw.h) where the kernel applies
+  // (memory.fused_kernels); the multi-tensor ops otherwise.
+  bool fused = false;
 };
 
 struct NamedParameter {

@@ -134,8 +134,9 @@ void TrainingRun::parallelize_model() {
   });
   freeze_parts();
   optimizer_ = std::make_unique<optim::AdamW>(
-      trained_.optimized, optim::AdamWOptions{recipe_.optim.betas[0], recipe_.optim.betas[1], recipe_.optim.eps,
-                                              recipe_.optim.weight_decay});
+      trained_.optimized,
+      optim::AdamWOptions{recipe_.optim.betas[0], recipe_.optim.betas[1], recipe_.optim.eps,
+                          recipe_.optim.weight_decay, recipe_.memory.fused_kernels != memory::FusedKernels::off});
   if (t_.dtype == config::Dtype::fp16) {
     optim::LossScalerOptions scaling;
     scaling.initial_scale = recipe_.precision.loss_scale_initial;

@@ -15,6 +15,7 @@
 #include "model/fused_rotary.h"
 #include "model/fused_swiglu.h"
 #include "model/rotary.h"
+#include "optim/adamw.h"
 
 namespace {
 
@@ -114,23 +115,50 @@ KernelCase rotary_case(int64_t rows, int64_t width) {
           }};
 }
 
+// One AdamW step over `elements` parameters held as one flat buffer (an FSDP shard unit): the
+// one-pass kernel against the multi-tensor ops, alternating.
+void bench_adamw(int64_t elements, int rounds) {
+  auto make = [&](bool fused) {
+    auto p = torch::randn({elements});
+    p.mutable_grad() = torch::randn({elements}) * 1e-3;
+    return std::make_pair(p, xtrain::optim::AdamW({{"flat", p}}, {0.9, 0.95, 1e-8, 0.1, fused}));
+  };
+  auto [fused_p, fused] = make(true);
+  auto [plain_p, plain] = make(false);
+  std::vector<double> fused_s, plain_s;
+  for (int round = 0; round < rounds + 1; ++round) {
+    const double f = seconds_of([&] { fused.step(1e-3); }), u = seconds_of([&] { plain.step(1e-3); });
+    if (round == 0) continue;
+    fused_s.push_back(f);
+    plain_s.push_back(u);
+  }
+  const double f = median(fused_s), u = median(plain_s);
+  fmt::print("{{\"kernel\": \"adamw\", \"elements\": {}, \"threads\": {}, \"rounds\": {}, \"fused_step_ms\": {:.3f}, "
+             "\"unfused_step_ms\": {:.3f}, \"step_speedup\": {:.2f}}}\n",
+             elements, torch::get_num_threads(), rounds, f * 1e3, u * 1e3, u / f);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int64_t rows = 4096;
   std::vector<int64_t> widths{256, 768, 2048};
-  std::vector<std::string> kernels{"rms_norm", "swiglu", "rotary"};
+  std::vector<std::string> kernels{"rms_norm", "swiglu", "rotary", "adamw"};
   int rounds = 21, threads = 0;
   CLI::App app{"Fused kernels against the unfused ops"};
   app.add_option("--rows", rows, "tokens per call");
   app.add_option("--widths", widths, "hidden sizes; SwiGLU's intermediate width is 8/3 of each, rounded to 64");
-  app.add_option("--kernels", kernels, "which kernels")->check(CLI::IsMember({"rms_norm", "swiglu", "rotary"}));
+  app.add_option("--kernels", kernels, "which kernels")->check(CLI::IsMember({"rms_norm", "swiglu", "rotary", "adamw"}));
   app.add_option("--rounds", rounds, "timed rounds of each variant (median reported)");
   app.add_option("--threads", threads, "intra-op threads (0: LibTorch default)");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) torch::set_num_threads(threads);
   for (const auto& kernel : kernels)
     for (int64_t d : widths) {
+      if (kernel == "adamw") {  // a shard unit of one layer of hidden size d: 12 d^2 parameters
+        bench_adamw(12 * d * d, rounds);
+        continue;
+      }
       torch::manual_seed(0);
       const int64_t intermediate = (8 * d / 3 + 63) / 64 * 64;
       bench(kernel == "rms_norm" ? rms_norm_case(rows, d)

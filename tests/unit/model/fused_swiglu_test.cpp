@@ -10,7 +10,7 @@
 
 #include <torch/torch.h>
 
-#include "model/cpu_kernel_support.h"
+#include "util/cpu_kernel_support.h"
 #include "model/fused_kernels.h"
 #include "model/fused_swiglu.h"
 #include "model/swiglu.h"
@@ -91,10 +91,10 @@ TEST_CASE("vector_exp is within one rounding of e^x and keeps NaN and the ends f
   for (int i = 0; i <= 200000; ++i) {
     const float x = -87.0f + 175.0f * static_cast<float>(i) / 200000.0f;
     const double exact = std::exp(static_cast<double>(x));
-    worst = std::max(worst, std::abs(model::cpu::vector_exp(x) - exact) / exact);
+    worst = std::max(worst, std::abs(xtrain::cpu::vector_exp(x) - exact) / exact);
   }
   CHECK(worst < 1.5 * std::numeric_limits<float>::epsilon());
-  CHECK(std::isnan(model::cpu::vector_exp(std::numeric_limits<float>::quiet_NaN())));
-  CHECK(std::isfinite(model::cpu::vector_exp(1000.0f)));
-  CHECK(model::cpu::vector_exp(-1000.0f) >= 0.0f);
+  CHECK(std::isnan(xtrain::cpu::vector_exp(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(std::isfinite(xtrain::cpu::vector_exp(1000.0f)));
+  CHECK(xtrain::cpu::vector_exp(-1000.0f) >= 0.0f);
 }

@@ -14,7 +14,7 @@
 #define XTRAIN_CPU_CLONES
 #endif
 
-namespace xtrain::model::cpu {
+namespace xtrain::cpu {
 
 // Elements one task of at::parallel_for takes at least: enough to pay for waking a thread.
 constexpr int64_t kGrainElements = 1 << 15;
@@ -40,4 +40,4 @@ inline float vector_exp(float x) {
   return p * __builtin_bit_cast(float, exponent << 23);
 }
 
-}  // namespace xtrain::model::cpu
+}  // namespace xtrain::cpu

@@ -1,0 +1,58 @@
+#include "optim/fused_adamw.h"
+
+#include <cmath>
+
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include "optim/adamw_elements.h"
+#include "util/cpu_kernel_support.h"
+#ifdef XTRAIN_CUDA
+#include "model/cuda/fused_kernels_cuda.h"
+#endif
+
+namespace xtrain::optim {
+
+bool fused_adamw_applies(const torch::Tensor& param, const torch::Tensor& grad, const torch::Tensor& exp_avg,
+                         const torch::Tensor& exp_avg_sq) {
+#ifdef XTRAIN_CUDA
+  const bool device_has_kernel = param.device().is_cpu() || param.device().is_cuda();
+#else
+  const bool device_has_kernel = param.device().is_cpu();
+#endif
+  if (!device_has_kernel) return false;
+  for (const auto* t : {&param, &grad, &exp_avg, &exp_avg_sq})
+    if (t->scalar_type() != torch::kFloat32 || t->device() != param.device() || !t->is_contiguous() ||
+        t->numel() != param.numel())
+      return false;
+  return true;
+}
+
+void fused_adamw_step(const torch::Tensor& param, const torch::Tensor& grad, const torch::Tensor& exp_avg,
+                      const torch::Tensor& exp_avg_sq, const AdamWStep& step) {
+  TORCH_CHECK(fused_adamw_applies(param, grad, exp_avg, exp_avg_sq),
+              "fused_adamw_step: contiguous fp32 tensors of one size on one device expected");
+#ifdef XTRAIN_CUDA
+  if (param.is_cuda()) {
+    model::cuda::adamw_step(param, grad, exp_avg, exp_avg_sq, step.lr, step.beta1, step.beta2, step.eps,
+                            step.weight_decay, step.step);
+    return;
+  }
+#endif
+  const double t = static_cast<double>(step.step);
+  const AdamWScalars s{static_cast<float>(1.0 - step.lr * step.weight_decay),
+                      static_cast<float>(step.beta1),
+                      static_cast<float>(1.0 - step.beta1),
+                      static_cast<float>(step.beta2),
+                      static_cast<float>(1.0 - step.beta2),
+                      static_cast<float>(step.lr / (1.0 - std::pow(step.beta1, t))),
+                      static_cast<float>(std::sqrt(1.0 - std::pow(step.beta2, t))),
+                      static_cast<float>(step.eps)};
+  float *p = param.data_ptr<float>(), *m = exp_avg.data_ptr<float>(), *v = exp_avg_sq.data_ptr<float>();
+  const float* g = grad.data_ptr<float>();
+  at::parallel_for(0, param.numel(), cpu::kGrainElements, [&](int64_t begin, int64_t end) {
+    adamw_elements(p + begin, g + begin, m + begin, v + begin, end - begin, s);
+  });
+}
+
+}  // namespace xtrain::optim
