@@ -216,7 +216,7 @@ void add_memory_options(OptionRegistry& r) {
   r.add<double>("memory.recompute_ratio", FIELD(memory.recompute_ratio), 1.0, "Fraction of the blocks (the first ones) that recompute.", in_range(0.0, 1.0));
   r.add<double>("memory.vision_recompute_ratio", FIELD(memory.vision_recompute_ratio), 1.0, "llava: fraction of the vision tower's blocks (the first ones) that recompute under memory.recompute; recompute_ratio then counts the language model's blocks.", in_range(0.0, 1.0));
   r.add<bool>("memory.offload_activations", FIELD(memory.offload_activations), false, "Keep the block inputs that full recompute needs in host memory until backward.");
-  add_choice<memory::FusedKernels>(r, "memory.fused_kernels", FIELD(memory.fused_kernels), memory::FusedKernels::automatic, "Fused kernels in place of chains of elementwise ops (RMSNorm, SwiGLU, rotary; fp32 on the CPU, fp32/bf16/fp16 on CUDA): auto (wherever one exists), on (the same, refusing a dtype or device that has none), off (the unfused ops).");
+  add_choice<memory::FusedKernels>(r, "memory.fused_kernels", FIELD(memory.fused_kernels), memory::FusedKernels::automatic, "Fused kernels in place of chains of elementwise ops (RMSNorm, add + RMSNorm, SwiGLU, rotary, AdamW; fp32 on the CPU, fp32/bf16/fp16 on CUDA): auto (wherever one exists), on (the same, refusing a dtype or device that has none), off (the unfused ops).");
 }
 
 void add_precision_options(OptionRegistry& r) {

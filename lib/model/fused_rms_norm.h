@@ -6,6 +6,8 @@
 // kernel rounds less than the unfused fp32 ops; the weight's gradient is summed over fixed
 // blocks of rows, then over the blocks, so it does not depend on the number of threads.
 #pragma once
+#include <utility>
+
 #include <torch/types.h>
 
 namespace xtrain::model {
@@ -17,5 +19,14 @@ bool fused_rms_norm_applies(const torch::Tensor& x, const torch::Tensor& w);
 
 // w * x / sqrt(mean(x^2, -1) + eps), differentiable in x and w.
 torch::Tensor fused_rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps);
+
+// Whether fused_add_rms_norm computes this case: fp32 CPU tensors, a of x's shape.
+bool fused_add_rms_norm_applies(const torch::Tensor& x, const torch::Tensor& a, const torch::Tensor& w);
+
+// (h, y) with h = x + a and y = fused_rms_norm(h, w, eps), in one pass over the rows each way: a
+// decoder layer's residual add and the norm after it. The unfused ops write h, then read it
+// back to normalise it, and in backward add the norm's gradient to h's own in a pass of their own.
+std::pair<torch::Tensor, torch::Tensor> fused_add_rms_norm(const torch::Tensor& x, const torch::Tensor& a,
+                                                           const torch::Tensor& w, double eps);
 
 }  // namespace xtrain::model

@@ -48,10 +48,10 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, const AttentionFea
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const RotaryTables& rotary,
                                         const SequenceLayout& layout, double loss_weight,
                                         const torch::Tensor& balance_coefficients) {
-  auto h = x + self_attn(input_layernorm(x), rotary, layout);
-  if (!moe) return h + mlp(post_attention_layernorm(h));
+  const auto [h, normed] = post_attention_layernorm->add_and_forward(x, self_attn(input_layernorm(x), rotary, layout));
+  if (!moe) return h + mlp(normed);
   Routing routing;
-  auto out = h + moe(post_attention_layernorm(h), &routing);
+  auto out = h + moe(normed, &routing);
   const auto stats = routing_stats(routing);
   if (report) *report = {{}, {}, stats.counts.detach(), stats.prob_sums.detach(), stats.tokens, stats.dropped};
   torch::Tensor losses;  // this layer's own share of the router losses

@@ -19,6 +19,16 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   return w * normed.to(x.scalar_type());
 }
 
+std::pair<torch::Tensor, torch::Tensor> RMSNormImpl::add_and_forward(const torch::Tensor& residual,
+                                                                     const torch::Tensor& update) {
+  if (fused && fused_add_rms_norm_applies(residual, update, weight)) {
+    const auto w = partial_gradient ? partial_gradient->shared(weight) : weight;
+    return fused_add_rms_norm(residual, update, w, eps_);
+  }
+  auto sum = residual + update;
+  return {sum, forward(sum)};
+}
+
 void RMSNormImpl::describe_init(const std::string& name, InitPlan& plan) const {
   plan[name + ".weight"] = {ParameterInit::Kind::ones, 0.0};
 }

@@ -2,6 +2,7 @@
 // with the statistics computed in fp32 whatever the input dtype, then cast back.
 #pragma once
 #include <string>
+#include <utility>
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
@@ -15,6 +16,9 @@ class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps);
   torch::Tensor forward(const torch::Tensor& x);
+  // (residual + update, forward(residual + update)): the add of a residual stream and this norm
+  // after it, by one fused kernel where it applies.
+  std::pair<torch::Tensor, torch::Tensor> add_and_forward(const torch::Tensor& residual, const torch::Tensor& update);
   void describe_init(const std::string& name, InitPlan& plan) const;  // gains 1
 
   torch::Tensor weight;

@@ -4,6 +4,8 @@
 // result than the unfused fp32 ops; the weight's gradient the same bit for bit on 1 and 2
 // threads; and RMSNorm modules with the kernel on and off agree.
 #include <catch2/catch.hpp>
+#include <tuple>
+
 #include <torch/torch.h>
 
 #include "model/fused_rms_norm.h"
@@ -110,4 +112,39 @@ TEST_CASE("RMSNorm modules with the fused kernel on and off agree; other dtypes 
   CHECK(relative_error(dw_fused, dw_unfused) < 1e-6);
   CHECK_FALSE(model::fused_rms_norm_applies(x.to(torch::kBFloat16), w));
   CHECK_FALSE(model::fused_rms_norm_applies(x, torch::randn({47})));
+}
+
+TEST_CASE("fused add + RMSNorm matches the add and the unfused norm, forward and backward", "[kernels]") {
+  const double eps = 1e-6;
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{1, 1, 7}, {3, 37, 67}, {2, 130, 256}}) {
+    INFO("shape [" << c10::IntArrayRef(shape) << "]");
+    torch::manual_seed(shape.back() + 1);
+    const auto x0 = torch::randn(shape), a0 = torch::randn(shape) * 2, w0 = 1 + 0.2 * torch::randn({shape.back()});
+    const auto dh_own = torch::randn(shape), dy = torch::randn(shape);  // h's own gradient, and the norm's
+    auto through = [&](bool fused) {
+      auto x = x0.clone().requires_grad_(true), a = a0.clone().requires_grad_(true);
+      auto w = w0.clone().requires_grad_(true);
+      torch::Tensor h, y;
+      if (fused) {
+        std::tie(h, y) = model::fused_add_rms_norm(x, a, w, eps);
+      } else {
+        h = x + a;
+        y = unfused_rms_norm(h, w, eps);
+      }
+      torch::autograd::backward({h, y}, {dh_own, dy});
+      return std::vector<torch::Tensor>{h.detach(), y.detach(), x.grad(), a.grad(), w.grad()};
+    };
+    const auto fused = through(true), plain = through(false);
+    CHECK(torch::equal(fused[0], plain[0]));  // the sum itself is one rounding either way
+    for (size_t i = 1; i < fused.size(); ++i) {
+      INFO("output " << i << " (y, then the gradients of x, a and w)");
+      CHECK(relative_error(fused[i], plain[i]) < 1e-6);
+    }
+    auto wrong = fused[2].clone();
+    wrong.view(-1)[wrong.numel() / 2] += 2e-6 * plain[2].abs().max().item<float>();
+    CHECK(relative_error(wrong, plain[2]) > 1e-6);
+  }
+  const auto x = torch::randn({2, 8});
+  CHECK_FALSE(model::fused_add_rms_norm_applies(x, torch::randn({2, 7}), torch::ones({8})));
+  CHECK_FALSE(model::fused_add_rms_norm_applies(x, x.to(torch::kFloat64), torch::ones({8})));
 }

@@ -133,7 +133,7 @@ void check_against_golden(model::CausalLM& llama, const std::string& kernels, co
   std::vector<optim::NamedParameter> parameters;
   for (const auto& item : llama.named_parameters())
     parameters.push_back({item.key(), item.value(), spec.decays(item.key(), item.value().dim())});
-  optim::AdamW adamw(parameters, {0.9, 0.95, 1e-8, weight_decay});
+  optim::AdamW adamw(parameters, {0.9, 0.95, 1e-8, weight_decay, /*fused=*/kernels == "fused"});
   auto golden_losses = golden.at("train_losses");
   double step_loss_error = 0;
   for (int step = 0; step < steps; ++step) {
