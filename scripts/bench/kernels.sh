@@ -2,7 +2,7 @@
 # Each fused kernel against the unfused ops it replaces (tools/bench/bench_kernels): forward and
 # forward + backward on fp32 tensors of rows tokens, alternating the two in one process, medians
 # of the rounds and the unfused / fused ratios, one JSON line per kernel and width.
-#   scripts/bench/kernels.sh [--rows N] [--widths "256 768 2048"] [--kernels "rms_norm swiglu rotary adamw"]
+#   scripts/bench/kernels.sh [--rows N] [--widths "256 768 2048"] [--kernels "rms_norm add_rms_norm swiglu rotary adamw"]
 #                            [--rounds N] [--threads N]
 set -euo pipefail
 cd "$(dirname "$0")/../.."

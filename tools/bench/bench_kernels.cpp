@@ -87,6 +87,23 @@ KernelCase rms_norm_case(int64_t rows, int64_t d) {
           }};
 }
 
+// The residual add and the norm after it: against the add followed by the fused RMSNorm alone, so
+// that the ratio is what fusing the add earns.
+KernelCase add_rms_norm_case(int64_t rows, int64_t d) {
+  const double eps = 1e-6;
+  return {"add_rms_norm", d,
+          {leaf(torch::randn({rows, d})), leaf(torch::randn({rows, d})), leaf(1 + 0.1 * torch::randn({d}))},
+          {torch::randn({rows, d}), torch::randn({rows, d})},
+          [eps](const Tensors& in) {
+            const auto [h, y] = xtrain::model::fused_add_rms_norm(in[0], in[1], in[2], eps);
+            return Tensors{h, y};
+          },
+          [eps](const Tensors& in) {
+            auto h = in[0] + in[1];
+            return Tensors{h, xtrain::model::fused_rms_norm(h, in[2], eps)};
+          }};
+}
+
 // gate and up [rows, width], as an MLP of intermediate size `width` sees them.
 KernelCase swiglu_case(int64_t rows, int64_t width) {
   return {"swiglu", width, {leaf(2 * torch::randn({rows, width})), leaf(torch::randn({rows, width}))},
@@ -143,12 +160,12 @@ void bench_adamw(int64_t elements, int rounds) {
 int main(int argc, char** argv) {
   int64_t rows = 4096;
   std::vector<int64_t> widths{256, 768, 2048};
-  std::vector<std::string> kernels{"rms_norm", "swiglu", "rotary", "adamw"};
+  std::vector<std::string> kernels{"rms_norm", "add_rms_norm", "swiglu", "rotary", "adamw"};
   int rounds = 21, threads = 0;
   CLI::App app{"Fused kernels against the unfused ops"};
   app.add_option("--rows", rows, "tokens per call");
   app.add_option("--widths", widths, "hidden sizes; SwiGLU's intermediate width is 8/3 of each, rounded to 64");
-  app.add_option("--kernels", kernels, "which kernels")->check(CLI::IsMember({"rms_norm", "swiglu", "rotary", "adamw"}));
+  app.add_option("--kernels", kernels, "which kernels")->check(CLI::IsMember({"rms_norm", "add_rms_norm", "swiglu", "rotary", "adamw"}));
   app.add_option("--rounds", rounds, "timed rounds of each variant (median reported)");
   app.add_option("--threads", threads, "intra-op threads (0: LibTorch default)");
   CLI11_PARSE(app, argc, argv);
@@ -161,8 +178,9 @@ int main(int argc, char** argv) {
       }
       torch::manual_seed(0);
       const int64_t intermediate = (8 * d / 3 + 63) / 64 * 64;
-      bench(kernel == "rms_norm" ? rms_norm_case(rows, d)
-            : kernel == "swiglu" ? swiglu_case(rows, intermediate)
+      bench(kernel == "rms_norm"       ? rms_norm_case(rows, d)
+            : kernel == "add_rms_norm" ? add_rms_norm_case(rows, d)
+            : kernel == "swiglu"       ? swiglu_case(rows, intermediate)
                                  : rotary_case(rows, d),
             rows, rounds);
     }
