@@ -85,3 +85,11 @@ else()
   set(XTRAIN_CUDA_VERSION "")
 endif()
 message(STATUS "xtrain: LibTorch ${Torch_VERSION} from ${XTRAIN_TORCH_SOURCE}; CUDA paths: ${XTRAIN_CUDA} ${XTRAIN_CUDA_VERSION}")
+
+# The OpenMP runtime LibTorch's CPU kernels run on (the wheel ships its own libgomp). xtrain's
+# files that call at::parallel_for link it, so that the process keeps one OpenMP thread pool.
+find_library(XTRAIN_OPENMP_RUNTIME NAMES libgomp.so.1 gomp PATHS ${TORCH_INSTALL_PREFIX}/lib NO_DEFAULT_PATH)
+if(NOT XTRAIN_OPENMP_RUNTIME)
+  find_package(OpenMP REQUIRED COMPONENTS CXX)
+  set(XTRAIN_OPENMP_RUNTIME OpenMP::OpenMP_CXX)
+endif()
