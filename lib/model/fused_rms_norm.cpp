@@ -79,8 +79,7 @@ void normalize_on_cpu(const torch::Tensor& x, const torch::Tensor& a, const torc
   const float* ap = a.defined() ? a.data_ptr<float>() : nullptr;
   float* hp = a.defined() ? h.data_ptr<float>() : nullptr;
   float *yp = y.data_ptr<float>(), *rp = rstd.data_ptr<float>();
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1));
-  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, rows, cpu::grain_in_rows(d), [&](int64_t begin, int64_t end) {
     normalize_rows(xp + begin * d, ap ? ap + begin * d : nullptr, hp ? hp + begin * d : nullptr, wp, yp + begin * d,
                    rp + begin, end - begin, d, eps);
   });

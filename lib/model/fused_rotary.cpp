@@ -50,8 +50,7 @@ void rotate_rows(const HeadRows (&in)[2], const HeadRows (&out)[2], int64_t batc
                  const torch::Tensor& sin, const Rotate& rotate) {
   const int64_t d = cos.size(1), q_rows = in[0].count(batch);
   const float *c = cos.data_ptr<float>(), *s = sin.data_ptr<float>();
-  const int64_t grain = std::max<int64_t>(1, cpu::kGrainElements / d);
-  at::parallel_for(0, q_rows + in[1].count(batch), grain, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, q_rows + in[1].count(batch), cpu::grain_in_rows(d), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const int which = r < q_rows ? 0 : 1;
       const int64_t row = which == 0 ? r : r - q_rows, t = in[which].position(row);

@@ -52,8 +52,7 @@ Rows rows_of(const torch::Tensor& t) {
 // Runs `rows_kernel(first_row, row_count)` over the rows in parallel, whole rows to a task.
 template <class RowsKernel>
 void for_rows(const Rows& rows, const RowsKernel& rows_kernel) {
-  const int64_t grain = std::max<int64_t>(1, cpu::kGrainElements / std::max<int64_t>(rows.width, 1));
-  at::parallel_for(0, rows.count, grain, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, rows.count, cpu::grain_in_rows(rows.width), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) rows_kernel(r);
   });
 }

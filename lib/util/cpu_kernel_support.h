@@ -19,6 +19,9 @@ namespace xtrain::cpu {
 // Elements one task of at::parallel_for takes at least: enough to pay for waking a thread.
 constexpr int64_t kGrainElements = 1 << 15;
 
+// The same, in rows of `width` elements: at least one row.
+inline int64_t grain_in_rows(int64_t width) { return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(width, 1)); }
+
 // e^x within one unit in the last place (0.99 at worst against std::exp in double, over every
 // float of [-87, 88]): Cody and Waite's reduction to r = x - n ln 2, |r| <= ln 2 / 2, Cephes'
 // polynomial for e^r, then 2^n put into the exponent bits. Inputs are clamped to [-87, 88], where
