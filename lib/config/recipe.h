@@ -8,6 +8,7 @@
 
 #include "config/recipe_choices.h"
 #include "memory/memory_choices.h"
+#include "parallel/mesh_dim.h"
 #include "model/model_config.h"
 #include "optim/lr_schedule.h"
 #include "util/device_setting.h"
@@ -88,6 +89,9 @@ struct MemorySection {
 struct ParallelSection {
   int64_t dp = 1;
   int64_t fsdp = -1;
+  int64_t cp = 1;
+  parallel::ContextKind cp_kind = parallel::ContextKind::ring;
+  bool cp_balance = true;
   int64_t tp = 1;
   int64_t pp = 1;
   int64_t ep = 1;

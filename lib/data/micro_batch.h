@@ -6,11 +6,16 @@
 // carries no loss, so the row's loss is that of its documents computed one by one.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <torch/types.h>
 
 #include "data/sample_dataset.h"
+
+namespace xtrain::model {
+struct ContextShard;
+}
 
 namespace xtrain::data {
 
@@ -22,6 +27,10 @@ struct MicroBatch {
   // undefined when no row has one.
   torch::Tensor pixel_values;
   int64_t target_count = 0;  // targets that carry loss
+  // Context parallelism: the rows are this rank's part of longer ones (train/context_split.h),
+  // split as `context` says; cu_seqlens stays the whole row's. Null otherwise.
+  std::shared_ptr<const model::ContextShard> context;
+  std::vector<double> context_costs;  // the causal attention work of each cp rank's part
 };
 
 // The micro batch of these global sample indices.

@@ -24,7 +24,8 @@ int64_t recomputed_blocks(const MemoryOptions& options, int64_t num_layers) {
   return share_of(options.recompute_ratio, num_layers);
 }
 
-std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model, const MemoryOptions& options) {
+std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model, const MemoryOptions& options,
+                                                         const KernelWrap& wrap_kernel) {
   const int64_t count = recomputed_blocks(options, model.config().num_layers);
   model::use_fused_kernels(model, options.fused_kernels);
   // Both kernels take the same arguments: pick one, install it on every layer.
@@ -35,8 +36,12 @@ std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model,
     const int64_t block_size = options.attention_block_size;
     for (auto* kernel : model.attention_kernels())
       *kernel = [tiled, block_size](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                    const torch::Tensor& cu_seqlens) { return tiled(q, k, v, cu_seqlens, block_size); };
+                                    const model::SequenceLayout& layout) {
+        return tiled(q, k, v, layout.cu_seqlens, block_size);
+      };
   }
+  if (wrap_kernel)
+    for (auto* kernel : model.attention_kernels()) *kernel = wrap_kernel(*kernel);
   std::shared_ptr<ActivationOffloader> offloader;
   if (options.recompute == Recompute::full) {
     if (options.offload_activations) offloader = std::make_shared<ActivationOffloader>();
@@ -54,11 +59,11 @@ std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model,
     for (int64_t i = 0; i < count; ++i) {
       model::AttentionKernel inner = *kernels[i];
       *kernels[i] = [inner](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                            const torch::Tensor& cu_seqlens) {
+                            const model::SequenceLayout& layout) {
         return recompute(
-            [inner, cu_seqlens](const std::vector<torch::Tensor>& in) {
-              return inner ? inner(in[0], in[1], in[2], cu_seqlens)
-                           : model::causal_attention(in[0], in[1], in[2], cu_seqlens);
+            [inner, layout](const std::vector<torch::Tensor>& in) {
+              return inner ? inner(in[0], in[1], in[2], layout)
+                           : model::causal_attention(in[0], in[1], in[2], layout.cu_seqlens);
             },
             {q, k, v});
       };

@@ -11,6 +11,7 @@
 //   attention sdpa       LibTorch's fused kernels (varlen flash for packed rows on CUDA)
 //   fused_kernels        the fused kernels where they apply (model/fused_rms_norm.h)
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -33,8 +34,13 @@ struct MemoryOptions {
 // Number of blocks that recompute under these options.
 int64_t recomputed_blocks(const MemoryOptions& options, int64_t num_layers);
 
+// What a layout makes of each layer's attention kernel once the policy has chosen it, before
+// selective recompute wraps it (context parallelism: a kernel that sees the whole row).
+using KernelWrap = std::function<model::AttentionKernel(model::AttentionKernel chosen)>;
+
 // Installs the policy on the model. The returned offloader (null without offload) must
 // outlive the model's use and have begin_forward() called before each forward pass.
-std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model, const MemoryOptions& options);
+std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model, const MemoryOptions& options,
+                                                         const KernelWrap& wrap_kernel = {});
 
 }  // namespace xtrain::memory

@@ -141,9 +141,10 @@ namespace {
 // A rotary table's rows for the tokens' positions, each moved on by `shift` (XTRAIN_NUMERIC_FAULT
 // rope_shift; 0 otherwise) and kept inside the table.
 torch::Tensor rows_at_positions(const torch::Tensor& table, const SequenceLayout& layout, int64_t seq, int64_t shift) {
-  if (shift == 0) return layout.packed() ? table.index_select(0, layout.positions) : table.narrow(0, 0, seq);
+  const bool listed = layout.positions.defined();
+  if (shift == 0) return listed ? table.index_select(0, layout.positions) : table.narrow(0, 0, seq);
   const auto int64_on_device = torch::TensorOptions().dtype(torch::kInt64).device(table.device());
-  auto positions = layout.packed() ? layout.positions : torch::arange(seq, int64_on_device);
+  auto positions = listed ? layout.positions : torch::arange(seq, int64_on_device);
   return table.index_select(0, (positions + shift).clamp_max(table.size(0) - 1));
 }
 }  // namespace
@@ -208,7 +209,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& whole, const RotaryTab
   }
   std::tie(q, k) = rotate(q, k, rotary, layout, query_shift);
   auto v = heads(key_value(v_proj, x));
-  auto attended = kernel ? kernel(q, k, v, layout.cu_seqlens) : causal_attention(q, k, v, layout.cu_seqlens);
+  TORCH_CHECK(kernel || !layout.context, "a row split over context-parallel ranks needs a context-parallel kernel");
+  auto attended = kernel ? kernel(q, k, v, layout) : causal_attention(q, k, v, layout.cu_seqlens);
   auto out = o_proj(attended.transpose(1, 2).reshape({batch, seq, -1}));
   return tensor_parallel_ ? tensor_parallel_->leave(out) : out;
 }

@@ -31,11 +31,11 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
 // of each position: int64 [seq].
 torch::Tensor document_ids(const torch::Tensor& cu_seqlens, int64_t seq);
 
-// The attention kernel a layer calls with rotated q, k and v and the row's cu_seqlens (undefined
-// for one causal sequence). Memory policies swap it (for a blockwise kernel, or to recompute it
-// in backward).
+// The attention kernel a layer calls with rotated q, k and v and the row's layout (its
+// cu_seqlens undefined for one causal sequence). Memory policies swap it (for a blockwise
+// kernel, or to recompute it in backward), context parallelism for one that sees the whole row.
 using AttentionKernel = std::function<torch::Tensor(const torch::Tensor& q, const torch::Tensor& k,
-                                                    const torch::Tensor& v, const torch::Tensor& cu_seqlens)>;
+                                                    const torch::Tensor& v, const SequenceLayout& layout)>;
 
 class AttentionImpl : public torch::nn::Module {
  public:

@@ -90,6 +90,9 @@ class CausalLM : public torch::nn::Module {
   // Sums a tensor over the data-parallel ranks in place, for statistics of the global batch (a
   // balancing loss over it); empty: this rank's alone.
   std::function<void(torch::Tensor&)> sum_over_data_ranks;
+  // The same over the ranks that hold other tokens of the same micro batch (context
+  // parallelism), for statistics of the micro batch; empty: none.
+  std::function<void(torch::Tensor&)> sum_over_context_ranks;
 
  protected:
   explicit CausalLM(ModelConfig config) : config_(std::move(config)) {}

@@ -83,7 +83,7 @@ LlamaBodyImpl::LlamaBodyImpl(const ModelConfig& config, const AttentionFeatures&
 torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids, const SequenceLayout& layout,
                                      const BlockRunner& block_runner, const EmbedRunner& embed_runner,
                                      double loss_weight, const torch::Tensor& balance_coefficients) {
-  const int64_t longest = layout.packed() ? layout.longest : input_ids.size(1);
+  const int64_t longest = layout.longest > 0 ? layout.longest : input_ids.size(1);
   TORCH_CHECK(longest <= config_.max_seq_len, "sequence of ", longest, " tokens exceeds model.max_seq_len ",
               config_.max_seq_len);
   const auto x = embed(input_ids, embed_runner);
@@ -128,7 +128,8 @@ torch::Tensor LlamaForCausalLM::output_weight() const {
 ModelOutput LlamaForCausalLM::forward(const Batch& batch) {
   const auto& c = config();
   const bool deferred = c.num_experts > 0 && c.router_aux_loss_coef > 0 &&
-                        (c.router_aux_loss_scope == AuxLossScope::model || c.router_aux_loss_global_average);
+                        (c.router_aux_loss_scope == AuxLossScope::model || c.router_aux_loss_global_average ||
+                         sum_over_context_ranks);
   const auto coefficients =
       deferred ? torch::zeros({c.num_layers, c.num_experts}, torch::TensorOptions().device(batch.input_ids.device()))
                : torch::Tensor();
@@ -165,7 +166,7 @@ ModelOutput LlamaForCausalLM::forward(const Batch& batch) {
 }
 
 // The coefficients of each MoE layer's summed router probabilities P_l,e in the balancing loss,
-// and the loss they give on this rank. With counts C and T tokens, of this rank's micro batch or
+// and the loss they give on this rank. With counts C and T tokens, of this micro batch (on all of its cp ranks) or
 // (global average) of every rank's, T_r this rank's: per layer, coef / L * E C_l,e / (k T T_r);
 // transformers' scope, every layer alike, coef * E (sum_l C_l,e) / (k L^2 T T_r). Summed over
 // the ranks with their loss weights (T_r / T), these are the global batch's losses.
@@ -176,7 +177,10 @@ torch::Tensor LlamaForCausalLM::fill_balance_coefficients(const torch::Tensor& c
   const auto& c = config();
   torch::NoGradGuard no_grad;
   auto totals = torch::cat({counts.reshape(-1), torch::full({1}, tokens, counts.options())}).to(torch::kFloat64);
-  if (c.router_aux_loss_global_average && sum_over_data_ranks) sum_over_data_ranks(totals);
+  if (c.router_aux_loss_global_average && sum_over_data_ranks)
+    sum_over_data_ranks(totals);
+  else if (sum_over_context_ranks)
+    sum_over_context_ranks(totals);
   const auto layers = static_cast<int64_t>(moe_layers.size());
   auto global_counts = totals.narrow(0, 0, counts.numel()).view(counts.sizes());
   const double global_tokens = totals[-1].item<double>();

@@ -301,6 +301,7 @@ ModelSpec decoder_spec(const char* family, const char* architecture, const char*
   ModelSpec spec;
   spec.capabilities.experts = experts != Experts::none;
   spec.capabilities.tensor_parallel = spec.capabilities.pipeline = experts == Experts::none;
+  spec.capabilities.context_parallel = true;
   spec.family = family;
   spec.hf_architecture = architecture;
   spec.hf_model_type = family;

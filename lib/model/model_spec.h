@@ -39,6 +39,9 @@ struct Capabilities {
   bool tensor_parallel = false;
   // Splits into parallel.pp stages (CausalLM::forward_chunk).
   bool pipeline = false;
+  // Splits its rows over parallel.cp ranks: a text decoder, whose layers other than attention
+  // are token-local and whose attention takes AttentionImpl::kernel.
+  bool context_parallel = false;
   // Its feed-forward layers are mixtures of experts (model.num_experts required, and
   // parallel.ep may split them: CausalLM::moe_blocks).
   bool experts = false;

@@ -19,8 +19,8 @@ ParallelDegrees resolve_degrees(ParallelDegrees d, int64_t world_size) {
     int64_t* value;
   };
   // The degrees whose product is the world; ep folds into dp x fsdp.
-  const Named degrees[] = {{"parallel.dp", &d.dp}, {"parallel.fsdp", &d.fsdp}, {"parallel.tp", &d.tp},
-                           {"parallel.pp", &d.pp}};
+  const Named degrees[] = {{"parallel.dp", &d.dp}, {"parallel.fsdp", &d.fsdp}, {"parallel.cp", &d.cp},
+                           {"parallel.tp", &d.tp}, {"parallel.pp", &d.pp}};
   int64_t known = 1;
   int64_t* rest = nullptr;
   const char* rest_key = nullptr;
@@ -34,7 +34,10 @@ ParallelDegrees resolve_degrees(ParallelDegrees d, int64_t world_size) {
       known *= *value;
     }
   }
-  auto product = [&] { return fmt::format("dp {} x fsdp {} x tp {} x pp {}", d.dp, d.fsdp, d.tp, d.pp); };
+  auto product = [&] {
+    return d.cp > 1 ? fmt::format("dp {} x fsdp {} x cp {} x tp {} x pp {}", d.dp, d.fsdp, d.cp, d.tp, d.pp)
+                    : fmt::format("dp {} x fsdp {} x tp {} x pp {}", d.dp, d.fsdp, d.tp, d.pp);
+  };
   if (rest) {
     if (world_size % known != 0)
       throw InputError(fmt::format("{} = -1 cannot fill the world of {} ranks: the other degrees multiply to {}, "
@@ -42,14 +45,16 @@ ParallelDegrees resolve_degrees(ParallelDegrees d, int64_t world_size) {
                                    rest_key, world_size, known, world_size));
     *rest = world_size / known;
   }
-  if (d.dp * d.fsdp * d.tp * d.pp != world_size)
+  const int64_t ranks = d.dp * d.fsdp * d.cp * d.tp * d.pp;
+  if (ranks != world_size)
     throw InputError(fmt::format("parallel degrees {} = {} ranks, but the job has {} (WORLD_SIZE); make the "
                                  "product equal the number of processes, or set one degree to -1",
-                                 product(), d.dp * d.fsdp * d.tp * d.pp, world_size));
-  if (d.ep < 1 || (d.dp * d.fsdp) % d.ep != 0)
-    throw InputError(fmt::format("parallel.ep = {} must divide the data ranks, dp {} x fsdp {} = {}: experts are "
+                                 product(), ranks, world_size));
+  if (d.ep < 1 || (d.dp * d.fsdp * d.cp) % d.ep != 0)
+    throw InputError(fmt::format("parallel.ep = {} must divide the {} ranks, dp {} x fsdp {}{} = {}: experts are "
                                  "split over ep of them and sharded over the rest",
-                                 d.ep, d.dp, d.fsdp, d.dp * d.fsdp));
+                                 d.ep, d.cp > 1 ? "token" : "data", d.dp, d.fsdp,
+                                 d.cp > 1 ? fmt::format(" x cp {}", d.cp) : "", d.dp * d.fsdp * d.cp));
   return d;
 }
 
@@ -64,7 +69,7 @@ std::string joined(const std::vector<Dim>& dims, const char* separator) {
 }  // namespace
 
 const std::vector<Dim>& DeviceMesh::dimensions() {
-  static const std::vector<Dim> order{Dim::pp, Dim::dp, Dim::fsdp, Dim::tp};
+  static const std::vector<Dim> order{Dim::pp, Dim::dp, Dim::fsdp, Dim::cp, Dim::tp};
   return order;
 }
 
@@ -104,22 +109,22 @@ DeviceMesh::DeviceMesh(World world, ParallelDegrees degrees, const GroupFactory&
   build_expert_groups(make_group, by_ranks_name);
 }
 
-// "ep" and "edp" over this (pp, tp) place's data ranks; a group that equals one built already
-// (ep 1: edp is dp_fsdp) is shared, one of a single rank needs no process group.
+// "ep" and "edp" over this (pp, tp) place's token ranks; a group that equals one built already
+// (ep 1: edp is dp_fsdp_cp) is shared, one of a single rank needs no process group.
 void DeviceMesh::build_expert_groups(const GroupFactory& make_group,
                                      std::map<std::string, std::shared_ptr<Comm>>& by_ranks_name) {
-  const int64_t data = data_size(), ep = degrees_.ep;
-  const int64_t base = world_.rank - data_rank() * size(Dim::tp);  // data rank 0 at this (pp, tp)
-  auto world_rank = [&](int64_t data_rank) { return base + data_rank * size(Dim::tp); };
+  const int64_t tokens = token_size(), here = token_rank(), ep = degrees_.ep;
+  const int64_t base = world_.rank - here * size(Dim::tp);  // token rank 0 at this (pp, tp)
+  auto world_rank = [&](int64_t token_rank) { return base + token_rank * size(Dim::tp); };
   std::vector<int64_t> ep_ranks, edp_ranks;
-  for (int64_t i = 0; i < ep; ++i) ep_ranks.push_back(world_rank(data_rank() / ep * ep + i));
-  for (int64_t i = 0; i < data / ep; ++i) edp_ranks.push_back(world_rank(data_rank() % ep + i * ep));
+  for (int64_t i = 0; i < ep; ++i) ep_ranks.push_back(world_rank(here / ep * ep + i));
+  for (int64_t i = 0; i < tokens / ep; ++i) edp_ranks.push_back(world_rank(here % ep + i * ep));
   for (const auto& [dim, ranks] : {std::pair{Dim::ep, ep_ranks}, std::pair{Dim::edp, edp_ranks}}) {
     const std::string name = to_string(dim);
     if (ranks.size() == 1) {
       groups_[name] = make_single_process_comm(name);
     } else if (dim == Dim::edp && ep == 1) {
-      groups_[name] = flatten({Dim::dp, Dim::fsdp});
+      groups_[name] = flatten({Dim::dp, Dim::fsdp, Dim::cp});
     } else {
       auto& comm = by_ranks_name[name];
       if (!comm) comm = make_group(name, ranks);
@@ -146,9 +151,10 @@ int64_t DeviceMesh::size(Dim dimension) const {
     case Dim::pp: return degrees_.pp;
     case Dim::dp: return degrees_.dp;
     case Dim::fsdp: return degrees_.fsdp;
+    case Dim::cp: return degrees_.cp;
     case Dim::tp: return degrees_.tp;
     case Dim::ep: return degrees_.ep;
-    case Dim::edp: return data_size() / degrees_.ep;
+    case Dim::edp: return token_size() / degrees_.ep;
     case Dim::world: return world_.size;
     case Dim::self: return 1;
   }
@@ -168,9 +174,10 @@ int64_t DeviceMesh::coordinate(Dim dimension) const {
     case Dim::pp:
     case Dim::dp:
     case Dim::fsdp:
+    case Dim::cp:
     case Dim::tp: return world_.rank / stride(dimension) % size(dimension);
-    case Dim::ep: return data_rank() % degrees_.ep;
-    case Dim::edp: return data_rank() / degrees_.ep;
+    case Dim::ep: return token_rank() % degrees_.ep;
+    case Dim::edp: return token_rank() / degrees_.ep;
     case Dim::world: return world_.rank;
     case Dim::self: return 0;
   }
@@ -178,6 +185,10 @@ int64_t DeviceMesh::coordinate(Dim dimension) const {
 }
 
 const std::shared_ptr<Comm>& DeviceMesh::group(Dim dimension) const { return groups_.at(to_string(dimension)); }
+
+const std::shared_ptr<Comm>& DeviceMesh::shard_group(Dim dimension) const {
+  return dimension == Dim::fsdp ? flatten({Dim::fsdp, Dim::cp}) : group(dimension);
+}
 
 const std::shared_ptr<Comm>& DeviceMesh::flatten(const std::vector<Dim>& along) const {
   for (Dim d : along)
@@ -207,6 +218,9 @@ std::string DeviceMesh::describe() const {
                                                            : fmt::format("DDP {}", degrees.dp);
   if (degrees.ep > 1)
     layout += fmt::format(", experts split over ep {} and sharded over {}", degrees.ep, size(Dim::edp));
+  if (degrees.cp > 1)
+    layout += fmt::format(", context-parallel over cp {} (parameters sharded over fsdp x cp = {})", degrees.cp,
+                          degrees.fsdp * degrees.cp);
   if (degrees.tp > 1) layout += fmt::format(", tensor-parallel over tp {}", degrees.tp);
   if (degrees.pp > 1) layout += fmt::format(", {} pipeline stages", degrees.pp);
   return fmt::format("{} ranks ({}), {}", world_.size, world_.source, layout);

@@ -1,4 +1,4 @@
-// The parallel layout of a job: parallel.{dp, fsdp, tp, pp, ep} degrees over the world's ranks,
+// The parallel layout of a job: parallel.{dp, fsdp, cp, tp, pp, ep} degrees over the world's ranks,
 // as a mesh of named dimensions, and the groups along them, built once (DeviceMesh below).
 #pragma once
 #include <cstdint>
@@ -21,6 +21,7 @@ struct ParallelDegrees {
   int64_t tp = 1;
   int64_t pp = 1;
   int64_t ep = 1;
+  int64_t cp = 1;
 };
 
 // Fills in the one degree given as -1 ("the rest"), then checks that the product equals the
@@ -33,17 +34,21 @@ ParallelDegrees resolve_degrees(ParallelDegrees requested, int64_t world_size);
 using GroupFactory =
     std::function<std::shared_ptr<Comm>(const std::string& name, const std::vector<int64_t>& ranks)>;
 
-// Dimensions (parallel/mesh_dim.h), outermost first: pp, dp, fsdp, tp. A rank's coordinates follow from
-// rank = ((pp_i * dp + dp_i) * fsdp + fsdp_i) * tp + tp_i: tp's ranks are consecutive and a
-// sharding group's nearly so (on one node when the degrees divide the node's ranks), pipeline
-// stages furthest apart.
+// Dimensions (parallel/mesh_dim.h), outermost first: pp, dp, fsdp, cp, tp. A rank's coordinates
+// follow from rank = (((pp_i * dp + dp_i) * fsdp + fsdp_i) * cp + cp_i) * tp + tp_i: tp's ranks
+// are consecutive, cp's next, and a sharding group's nearly so (on one node when the degrees
+// divide the node's ranks), pipeline stages furthest apart.
 //
-// Expert parallelism folds into the data ranks (Megatron's "MoE parallel folding", XTuner's
-// (fsdp, ep) mesh) rather than multiplying the world: the dp x fsdp data ranks of one (pp, tp)
-// place, in data-rank order, form groups of `ep` consecutive ones, "ep", among which a layer's
-// experts are split (consecutive, so on one node when ep divides its ranks); "edp" are the data
-// ranks at the same place of every ep group, over which each expert's weights are sharded.
-// ep must divide dp x fsdp.
+// Context-parallel ranks (cp) hold different tokens of the same samples: the data loader sees
+// dp x fsdp data ranks, while FSDP shards over fsdp x cp (torchtitan's dp_shard_cp), whose
+// gradients, each from its own tokens, sum like any data ranks'.
+//
+// Expert parallelism folds into the token ranks, dp x fsdp x cp (Megatron's "MoE parallel
+// folding", XTuner's (fsdp, ep) mesh) rather than multiplying the world: those of one (pp, tp)
+// place, in order, form groups of `ep` consecutive ones, "ep", among which a layer's experts
+// are split (consecutive, so on one node when ep divides its ranks); "edp" are the token ranks
+// at the same place of every ep group, over which each expert's weights are sharded. ep must
+// divide dp x fsdp x cp.
 class DeviceMesh {
  public:
   // The grid's dimensions, outermost first.
@@ -69,9 +74,14 @@ class DeviceMesh {
   // stage and TP index. Others are a programming error (std::invalid_argument).
   const std::shared_ptr<Comm>& flatten(const std::vector<Dim>& dimensions) const;
 
-  // The data-parallel position: over dp and fsdp only.
+  // The data-parallel position: over dp and fsdp only (cp ranks share their samples).
   int64_t data_rank() const { return coordinate(Dim::dp) * size(Dim::fsdp) + coordinate(Dim::fsdp); }
   int64_t data_size() const { return size(Dim::dp) * size(Dim::fsdp); }
+  // The position among the ranks that hold different tokens of a (pp, tp) place: dp, fsdp, cp.
+  int64_t token_rank() const { return data_rank() * size(Dim::cp) + coordinate(Dim::cp); }
+  int64_t token_size() const { return data_size() * size(Dim::cp); }
+  // The group a shard plan's unit shards over: fsdp's takes the cp ranks in too.
+  const std::shared_ptr<Comm>& shard_group(Dim dimension) const;
 
   // Every group of this rank once (the names of a flattened set may share one), in a fixed order.
   std::vector<std::shared_ptr<Comm>> distinct_groups() const;

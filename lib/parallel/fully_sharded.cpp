@@ -46,7 +46,7 @@ FullyShardedModel::FullyShardedModel(std::shared_ptr<model::CausalLM> model, Dev
   // between blocks (a vision-language model's tower embeddings and projector); it stays gathered.
   tied_ = !plan.embedding;
   auto unit = [this, &source](model::ShardPlan::Unit& u) {
-    return std::make_unique<ShardUnit>(u.name, std::move(u.parameters), mesh_.group(u.shard_over),
+    return std::make_unique<ShardUnit>(u.name, std::move(u.parameters), mesh_.shard_group(u.shard_over),
                                        mesh_.group(u.replicate_over), source, u.placements);
   };
   if (plan.embedding) embed_ = unit(*plan.embedding);

@@ -45,7 +45,7 @@ class FullyShardedModel final : public ParallelModel {
 
   std::vector<ParameterShard*> parameters() override;
   std::string weights_per_rank() const override { return "its shards"; }
-  int64_t checkpoint_shards() const override { return mesh_.size(Dim::fsdp); }
+  int64_t checkpoint_shards() const override { return mesh_.shard_group(Dim::fsdp)->size(); }
   const DeviceMesh& mesh() const { return mesh_; }
 
   // The head's gradient buffers are fresh when sharded.

@@ -1,5 +1,6 @@
 // The dimensions of the device mesh (parallel/device_mesh.h) and its two whole-job groups. pp,
-// dp, fsdp and tp are the mesh's grid, outermost first; ep and edp fold into the data ranks;
+// dp, fsdp, cp and tp are the mesh's grid, outermost first; ep and edp fold into the data and
+// context ranks;
 // world is every rank and self this rank alone. The names are those of the recipe's
 // parallel.* keys, of the process groups and of messages (util/choice.h).
 #pragma once
@@ -7,7 +8,10 @@
 
 namespace xtrain::parallel {
 
-enum class Dim { pp, dp, fsdp, tp, ep, edp, world, self };
+enum class Dim { pp, dp, fsdp, cp, tp, ep, edp, world, self };
+
+// parallel.cp_kind: how attention sees the rest of a row split over the cp ranks.
+enum class ContextKind { ring, ulysses };
 
 XTRAIN_CHOICES_BEGIN
 constexpr const char* to_string(Dim value) {
@@ -15,6 +19,7 @@ constexpr const char* to_string(Dim value) {
     case Dim::pp: return "pp";
     case Dim::dp: return "dp";
     case Dim::fsdp: return "fsdp";
+    case Dim::cp: return "cp";
     case Dim::tp: return "tp";
     case Dim::ep: return "ep";
     case Dim::edp: return "edp";
@@ -23,14 +28,23 @@ constexpr const char* to_string(Dim value) {
   }
   return nullptr;
 }
+
+constexpr const char* to_string(ContextKind value) {
+  switch (value) {
+    case ContextKind::ring: return "ring";
+    case ContextKind::ulysses: return "ulysses";
+  }
+  return nullptr;
+}
 XTRAIN_CHOICES_END
 
-// Whether the dimension is one of the grid's (pp, dp, fsdp, tp), which flatten() combines.
+// Whether the dimension is one of the grid's (pp, dp, fsdp, cp, tp), which flatten() combines.
 constexpr bool is_grid_dim(Dim value) {
   switch (value) {
     case Dim::pp:
     case Dim::dp:
     case Dim::fsdp:
+    case Dim::cp:
     case Dim::tp: return true;
     case Dim::ep:
     case Dim::edp:

@@ -3,6 +3,7 @@
 #include <optional>
 #include <utility>
 
+#include "parallel/context_parallel.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/fully_sharded.h"
 #include "parallel/pipeline_stage.h"
@@ -12,7 +13,11 @@ namespace xtrain::parallel {
 
 std::unique_ptr<ParallelModel> parallelize(std::shared_ptr<model::CausalLM> model, const DeviceMesh& mesh,
                                            const ParallelizeOptions& options, const model::ParameterSource& source) {
-  auto offloader = memory::apply_memory_policy(*model, options.memory);
+  const auto context_kernel =
+      mesh.size(Dim::cp) > 1
+          ? context_parallel_kernel(mesh, options.context_kind, options.memory.attention_block_size, options.ring_times)
+          : memory::KernelWrap();
+  auto offloader = memory::apply_memory_policy(*model, options.memory, context_kernel);
   std::unique_ptr<ParallelModel> laid_out;
   if (mesh.world().size == 1) {
     model::materialize(*model, source);
@@ -20,8 +25,14 @@ std::unique_ptr<ParallelModel> parallelize(std::shared_ptr<model::CausalLM> mode
     laid_out->set_offloader(std::move(offloader));
     return laid_out;
   }
+  // Routing statistics: of the global batch (every token rank's), or of each micro batch, whose
+  // tokens the cp ranks share.
   if (options.router_aux_loss_global_average)
-    model->sum_over_data_ranks = [group = mesh.flatten({Dim::dp, Dim::fsdp})](torch::Tensor& tensor) {
+    model->sum_over_data_ranks = [group = mesh.flatten({Dim::dp, Dim::fsdp, Dim::cp})](torch::Tensor& tensor) {
+      group->all_reduce_sum(tensor).wait();
+    };
+  if (mesh.size(Dim::cp) > 1)
+    model->sum_over_context_ranks = [group = mesh.group(Dim::cp)](torch::Tensor& tensor) {
       group->all_reduce_sum(tensor).wait();
     };
 

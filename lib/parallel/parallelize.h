@@ -1,6 +1,7 @@
 // parallelize(): lays a single-device model out over the mesh, in one fixed order that reads top
 // to bottom (torchtitan's parallelize_llama):
-//   1. the memory policy: recompute, activation offload, the attention kernel;
+//   1. the memory policy: recompute, activation offload, the attention kernel, which context
+//      parallelism (cp > 1) wraps for attention over the whole row;
 //   2. tensor (and sequence) parallelism, which turns the model's shard plan into slices;
 //   3. expert parallelism, which splits each MoE block's experts over "ep";
 //   4. pipeline stages (pp > 1), or else full sharding over the data ranks (FSDP, HSDP or DDP);
@@ -17,6 +18,7 @@
 #include "model/parameter_source.h"
 #include "parallel/device_mesh.h"
 #include "parallel/parallel_model.h"
+#include "parallel/ring_attention.h"
 
 namespace xtrain::parallel {
 
@@ -27,6 +29,8 @@ struct ParallelizeOptions {
   int64_t virtual_stages = 1;              // parallel.pp_virtual_stages
   bool reshard_after_forward = true;       // parallel.reshard_after_forward
   bool router_aux_loss_global_average = false;  // model.router_aux_loss_global_average
+  ContextKind context_kind = ContextKind::ring;  // parallel.cp_kind (cp > 1)
+  std::shared_ptr<RingTimes> ring_times;         // collects ring attention's times, when given
 };
 
 std::unique_ptr<ParallelModel> parallelize(std::shared_ptr<model::CausalLM> model, const DeviceMesh& mesh,

@@ -54,7 +54,7 @@ PipelineStage::PipelineStage(std::shared_ptr<model::CausalLM> model, model::Shar
       reshard_after_forward_(reshard_after_forward) {
   const auto all = pipeline_chunks(static_cast<int64_t>(plan.blocks.size()), stages_ * virtual_stages);
   auto keep = [&](model::ShardPlan::Unit& unit) {
-    units_.push_back(std::make_unique<ShardUnit>(unit.name, std::move(unit.parameters), mesh.group(unit.shard_over),
+    units_.push_back(std::make_unique<ShardUnit>(unit.name, std::move(unit.parameters), mesh.shard_group(unit.shard_over),
                                                  mesh.group(unit.replicate_over), source, unit.placements));
     return units_.back().get();
   };
@@ -107,7 +107,7 @@ std::optional<model::ShardPlan::Unit> PipelineStage::split_tied_table(model::Sha
   model::ShardPlan::Unit unit{"tied_embedding", {table}, plan.head.shard_over, plan.head.replicate_over, {}};
   if (auto placed = plan.head.placements.find(table.first); placed != plan.head.placements.end())
     unit.placements.insert(*placed);
-  const int64_t shards = mesh.size(plan.head.shard_over);
+  const int64_t shards = mesh.shard_group(plan.head.shard_over)->size();
   tied_shard_numel_ = (table.second.numel() + shards - 1) / shards;
   pipeline_ = mesh.group(Dim::pp);
   return unit;

@@ -10,10 +10,16 @@ namespace {
 
 // Of a grid dimension (DeviceMesh::dimensions()).
 int64_t size_of(const ParallelDegrees& d, Dim dimension) {
-  return dimension == Dim::pp ? d.pp : dimension == Dim::dp ? d.dp : dimension == Dim::fsdp ? d.fsdp : d.tp;
+  switch (dimension) {
+    case Dim::pp: return d.pp;
+    case Dim::dp: return d.dp;
+    case Dim::fsdp: return d.fsdp;
+    case Dim::cp: return d.cp;
+    default: return d.tp;
+  }
 }
 
-// The groups of one mesh dimension: rank = ((pp_i * dp + dp_i) * fsdp + fsdp_i) * tp + tp_i.
+// The groups of one mesh dimension: rank = (((pp_i * dp + dp_i) * fsdp + fsdp_i) * cp + cp_i) * tp + tp_i.
 std::vector<std::vector<int64_t>> mesh_groups(const ParallelDegrees& d, Dim dimension, int64_t world_size) {
   const auto& dims = DeviceMesh::dimensions();
   int64_t stride = 1;
@@ -29,9 +35,9 @@ std::vector<std::vector<int64_t>> mesh_groups(const ParallelDegrees& d, Dim dime
   return groups;
 }
 
-// Expert groups: ep consecutive data ranks of one (pp, tp) place (device_mesh.h).
+// Expert groups: ep consecutive token ranks (data x context) of one (pp, tp) place (device_mesh.h).
 std::vector<std::vector<int64_t>> expert_groups(const ParallelDegrees& d) {
-  const int64_t data_ranks = d.dp * d.fsdp;
+  const int64_t data_ranks = d.dp * d.fsdp * d.cp;
   std::vector<std::vector<int64_t>> groups;
   for (int64_t stage = 0; stage < d.pp; ++stage)
     for (int64_t first = 0; first < data_ranks; first += d.ep)
@@ -92,7 +98,7 @@ std::optional<std::string> placement_warning(const ParallelDegrees& degrees, int
   if (world_size <= ranks_per_node) return std::nullopt;
   std::vector<std::string> crossing;
   for (const auto& s : group_spans(degrees, world_size, ranks_per_node))
-    if ((s.dimension == Dim::tp || s.dimension == Dim::ep) && s.crossing > 0)
+    if ((s.dimension == Dim::tp || s.dimension == Dim::ep || s.dimension == Dim::cp) && s.crossing > 0)
       crossing.push_back(fmt::format("parallel.{} {}", to_string(s.dimension), s.group_size));
   if (crossing.empty()) return std::nullopt;
   return fmt::format("{} cross{} nodes ({} ranks a node): every layer's collectives of {} go over the network. "

@@ -149,6 +149,7 @@ parallel::ParallelizeOptions parallelize_options(const config::Recipe& recipe, c
   options.virtual_stages = recipe.parallel.pp_virtual_stages;
   options.reshard_after_forward = recipe.parallel.reshard_after_forward;
   options.router_aux_loss_global_average = recipe.model.router_aux_loss_global_average;
+  options.context_kind = recipe.parallel.cp_kind;
   return options;
 }
 

@@ -95,7 +95,12 @@ nlohmann::json RunState::trainer_state(int64_t at_step) const {
       {"xtrain_version", XTRAIN_VERSION},
       {"world_size", mesh_.world().size},
       {"parallel",
-       {{"dp", d.dp}, {"fsdp", d.fsdp}, {"tp", d.tp}, {"ep", d.ep}, {"sequence_parallel", identity_.sequence_parallel}}},
+       {{"dp", d.dp},
+        {"fsdp", d.fsdp},
+        {"cp", d.cp},
+        {"tp", d.tp},
+        {"ep", d.ep},
+        {"sequence_parallel", identity_.sequence_parallel}}},
   };
   if (device_.is_cuda()) state["rng_cuda"] = to_hex(util::device_rng_state(device_));
   if (auto biases = experts_.state(); !biases.empty()) state["expert_bias"] = std::move(biases);

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "data/micro_batch.h"
+#include "train/context_split.h"
 #include "train/evaluate.h"
 #include "train/resume_check.h"
 #include "train/stop_signal.h"
@@ -192,8 +193,13 @@ void TrainingRun::save(int64_t at_step) {
 
 void TrainingRun::run_eval(int64_t at_step) {
   if (!eval_data_) return;
-  const auto batches = eval_micro_batches(*eval_data_, t_.micro_batch_size, t_.eval_batches, recipe_.data.pack);
+  auto batches = eval_micro_batches(*eval_data_, t_.micro_batch_size, t_.eval_batches, recipe_.data.pack);
+  for (auto& batch : batches) batch = context_part(batch, context_split());
   report_->eval(at_step, training_step_->evaluate(batches));
+}
+
+ContextSplit TrainingRun::context_split() const {
+  return {degrees_.cp, mesh_->coordinate(parallel::Dim::cp), recipe_.parallel.cp_balance};
 }
 
 // A background thread reads this rank's micro batches ahead of the steps that train on them.
@@ -205,11 +211,12 @@ void TrainingRun::start_loader(int64_t from_step, int64_t from_position) {
         const auto mine = batch_schedule_->step_samples(position, data_ranks_)[static_cast<size_t>(mesh_->data_rank())];
         std::vector<data::MicroBatch> micro_batches;
         for (int64_t micro = 0; micro < accumulation_; ++micro)
-          micro_batches.push_back(data::make_micro_batch(
-              *train_data_,
-              std::vector<int64_t>(mine.begin() + micro * t_.micro_batch_size,
-                                   mine.begin() + (micro + 1) * t_.micro_batch_size),
-              recipe_.data.pack));
+          micro_batches.push_back(context_part(
+              data::make_micro_batch(*train_data_,
+                                     std::vector<int64_t>(mine.begin() + micro * t_.micro_batch_size,
+                                                          mine.begin() + (micro + 1) * t_.micro_batch_size),
+                                     recipe_.data.pack),
+              context_split()));
         return micro_batches;
       },
       from_step, last_step_, recipe_.data.prefetch);

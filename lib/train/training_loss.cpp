@@ -57,6 +57,7 @@ model::Batch model_batch(const torch::Tensor& inputs, const torch::Tensor& targe
 
 model::Batch model_batch(const data::MicroBatch& batch, const torch::Device& device) {
   auto out = model_batch(batch.inputs, batch.targets, batch.cu_seqlens, device);
+  if (batch.context) out.layout = model::context_layout(out.layout, batch.context, device);
   if (batch.pixel_values.defined()) out.extra["pixel_values"] = batch.pixel_values.to(device, /*non_blocking=*/true);
   return out;
 }

@@ -66,7 +66,8 @@ TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& optio
 
 void TrainingRun::check_layout() {
   degrees_ = parallel::resolve_degrees(
-      {recipe_.parallel.dp, recipe_.parallel.fsdp, recipe_.parallel.tp, recipe_.parallel.pp, recipe_.parallel.ep},
+      {recipe_.parallel.dp, recipe_.parallel.fsdp, recipe_.parallel.tp, recipe_.parallel.pp, recipe_.parallel.ep,
+       recipe_.parallel.cp},
       world_.size);
   data_ranks_ = degrees_.dp * degrees_.fsdp;
   if (auto problem = config::batch_geometry_problem(t_.global_batch_size, t_.micro_batch_size, data_ranks_))
@@ -274,7 +275,8 @@ void TrainingRun::print_summary() const {
                    ? fmt::format("; balancing attention cost over windows of {} steps", recipe_.data.balance_window)
                    : "");
   }
-  fmt::print("parallel: {}{}\n", mesh_->describe(),
+  fmt::print("parallel: {}{}{}\n", mesh_->describe(),
+             degrees_.cp > 1 ? fmt::format(", {} attention", to_string(recipe_.parallel.cp_kind)) : "",
              recipe_.parallel.sequence_parallel ? " with sequence parallelism" : "");
   if (world_.size > world_.local_size) {  // more than one node: say where each group falls
     fmt::print("{}\n", parallel::describe_placement(degrees_, world_.size, world_.local_size));

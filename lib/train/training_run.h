@@ -26,6 +26,7 @@
 #include "parallel/watchdog.h"
 #include "parallel/world.h"
 #include "train/checkpoint_writer.h"
+#include "train/context_split.h"
 #include "train/expert_balance.h"
 #include "train/fault_injection.h"
 #include "train/model_factory.h"
@@ -71,6 +72,8 @@ class TrainingRun {
   int finish();
   void save(int64_t at_step);
   void run_eval(int64_t at_step);
+  // This rank's part of each micro batch's rows under parallel.cp.
+  ContextSplit context_split() const;
   void start_loader(int64_t from_step, int64_t from_position);
   // Parameters, gradients and optimizer state held by this rank now, and at the step's peak.
   int64_t state_bytes(bool peak = false) const;

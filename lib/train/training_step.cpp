@@ -217,12 +217,16 @@ EvalResult TrainingStep::evaluate(const std::vector<data::MicroBatch>& batches) 
   const auto losses = schedule_.evaluate(batches, *this);
   model_.model().train();
   model_.end_inference();
+  // The holders: the first data rank's loss-computing ranks, one per cp part of its rows.
   const bool holder = data_share_ > 0 && mesh_.data_rank() == 0;
   const bool measured = holder && losses.correct.defined();
+  double targets = 0;
+  for (const auto& batch : batches) targets += static_cast<double>(batch.target_count);
   const auto totals = sums_.sum({holder && losses.loss_sum.defined() ? losses.loss_sum.item<double>() : 0.0,
-                                 measured ? losses.correct.item<double>() : 0.0, measured ? 1.0 : 0.0});
+                                 measured ? losses.correct.item<double>() : 0.0, measured ? 1.0 : 0.0,
+                                 holder ? targets : 0.0});
   EvalResult result;
-  for (const auto& batch : batches) result.tokens += batch.target_count;
+  result.tokens = static_cast<int64_t>(totals[3]);
   result.loss = result.tokens ? totals[0] / static_cast<double>(result.tokens) : 0.0;
   if (totals[2] > 0 && result.tokens) result.accuracy = totals[1] / static_cast<double>(result.tokens);
   result.perplexity = std::exp(result.loss);

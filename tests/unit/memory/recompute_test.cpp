@@ -67,9 +67,9 @@ PolicyTrace trace(const memory::MemoryOptions& options) {
   for (int64_t i = 0; i < shape.layers; ++i) {
     *kernels[i] =
         [&result, i](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                     const torch::Tensor& cu_seqlens) {
+                     const model::SequenceLayout& layout) {
           ++result.attention_runs[i];
-          return model::causal_attention(q, k, v, cu_seqlens);
+          return model::causal_attention(q, k, v, layout.cu_seqlens);
         };
   }
   auto offloader = memory::apply_memory_policy(*llama, options);

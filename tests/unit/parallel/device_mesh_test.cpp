@@ -54,7 +54,7 @@ TEST_CASE("mesh coordinates: pp outermost, tp innermost", "[parallel][mesh]") {
   RecordedMesh m(13, degrees(2, 2, 2, 2));
   std::vector<std::string> dimensions;
   for (const auto d : parallel::DeviceMesh::dimensions()) dimensions.emplace_back(to_string(d));
-  CHECK(dimensions == std::vector<std::string>{"pp", "dp", "fsdp", "tp"});
+  CHECK(dimensions == std::vector<std::string>{"pp", "dp", "fsdp", "cp", "tp"});
   CHECK(m.mesh->coordinate(parallel::Dim::pp) == 1);
   CHECK(m.mesh->coordinate(parallel::Dim::dp) == 1);
   CHECK(m.mesh->coordinate(parallel::Dim::fsdp) == 0);
@@ -88,7 +88,7 @@ TEST_CASE("mesh groups: dimensions of size 1 make no group, and sets that differ
   CHECK(one.made.empty());
   CHECK(one.mesh->group(parallel::Dim::world)->size() == 1);
 
-  CHECK_THROWS_WITH(m.mesh->flatten({parallel::Dim::ep}), "no mesh dimension 'ep' (dimensions: pp, dp, fsdp, tp)");
+  CHECK_THROWS_WITH(m.mesh->flatten({parallel::Dim::ep}), "no mesh dimension 'ep' (dimensions: pp, dp, fsdp, cp, tp)");
   CHECK_THROWS_WITH(m.mesh->flatten({parallel::Dim::dp, parallel::Dim::dp}), "flatten({dp, dp}): each dimension once, at least one");
 }
 

@@ -47,7 +47,7 @@ std::vector<data::MicroBatch> rows() {
     auto targets = tokens.narrow(0, r, 1).narrow(1, 1, 12).clone();  // a copy: masking must not touch the inputs
     const int64_t masked = r == 2 ? 7 : r == 3 ? 10 : 0;
     targets.narrow(1, 0, masked).fill_(-100);
-    batches.push_back({tokens.narrow(0, r, 1).narrow(1, 0, 12).clone(), targets, {}, {}, 12 - masked});
+    batches.push_back({tokens.narrow(0, r, 1).narrow(1, 0, 12).clone(), targets, {}, {}, 12 - masked, {}, {}});
   }
   return batches;
 }
@@ -56,7 +56,7 @@ data::MicroBatch join(const std::vector<data::MicroBatch>& parts) {
   std::vector<torch::Tensor> inputs, targets;
   int64_t count = 0;
   for (const auto& p : parts) inputs.push_back(p.inputs), targets.push_back(p.targets), count += p.target_count;
-  return {torch::cat(inputs), torch::cat(targets), {}, {}, count};
+  return {torch::cat(inputs), torch::cat(targets), {}, {}, count, {}, {}};
 }
 
 // One rank's trainer parts, built as the trainer builds them.

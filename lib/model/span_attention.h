@@ -1,0 +1,60 @@
+// The tiles of causal attention between some query tokens and some key tokens of one row, each
+// side given as spans of the row (model/sequence_layout.h), with an online softmax: the engine
+// of the blockwise kernel (every token on both sides) and of ring attention (this rank's
+// queries against another rank's keys).
+//
+// Tensors are grouped by kv head: qs [B, KV, G, Tq, D] holds q * 1/sqrt(D) in the matmul dtype,
+// k and v [B, KV, Tk, D]; statistics and accumulators are in the stats dtype (fp32 or wider).
+// A query sees the keys at or before its row position in its own document (bounds: the row's
+// cu_seqlens, [0, row_length] for one sequence). Tiles with no visible pair are skipped; tiles
+// wholly visible are not masked.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "model/sequence_layout.h"
+
+namespace xtrain::model {
+
+class SpanTiles {
+ public:
+  SpanTiles(const std::vector<TokenSpan>& queries, const std::vector<TokenSpan>& keys, const std::vector<int64_t>& bounds,
+            int64_t block, const torch::Device& device);
+
+  struct Tile {
+    int64_t local;   // first token in the side's local order
+    int64_t row;     // its row position
+    int64_t length;
+  };
+  const std::vector<Tile>& query_tiles() const { return queries_; }
+  const std::vector<Tile>& key_tiles() const { return keys_; }
+  bool skipped(const Tile& q, const Tile& k) const;
+  // [q.length, k.length] bool, true where the query may not see the key; undefined when every
+  // pair is visible.
+  torch::Tensor hidden(const Tile& q, const Tile& k) const;
+  // Whether the pair of sides has any visible pair at all.
+  bool any_visible() const;
+
+ private:
+  std::vector<Tile> queries_, keys_;
+  std::vector<int64_t> bounds_;
+  std::vector<int64_t> doc_;  // document of each row position
+  torch::TensorOptions index_options_;
+  torch::Tensor doc_ids_;     // the same on the device, with more than one document
+};
+
+// Attention of the queries over these keys alone. out [B, KV, G, Tq, D] (stats dtype) and lse
+// [B, KV, G, Tq] are written; a query that sees none of the keys gets out 0 and lse -inf.
+void attend_tiles(const SpanTiles& tiles, const torch::Tensor& qs, const torch::Tensor& k, const torch::Tensor& v,
+                  torch::Tensor& out, torch::Tensor& lse);
+
+// Backward of the same tiles given the whole attention's lse and delta (rowsum(dO * O))
+// [B, KV, G, Tq] and dout [B, KV, G, Tq, D] (matmul dtype): adds to dq (stats dtype, like qs,
+// still to be multiplied by the scale), dk and dv (stats dtype, like k).
+void attend_tiles_backward(const SpanTiles& tiles, const torch::Tensor& qs, const torch::Tensor& dout,
+                           const torch::Tensor& lse, const torch::Tensor& delta, const torch::Tensor& k,
+                           const torch::Tensor& v, torch::Tensor& dq, torch::Tensor& dk, torch::Tensor& dv);
+
+}  // namespace xtrain::model
