@@ -11,8 +11,12 @@
 namespace xtrain::parallel {
 
 CommSeconds CommSeconds::operator-(const CommSeconds& earlier) const {
-  return {blocked - earlier.blocked, tensor_parallel - earlier.tensor_parallel,
-          expert_forward - earlier.expert_forward, expert_backward - earlier.expert_backward};
+  return {blocked - earlier.blocked,
+          tensor_parallel - earlier.tensor_parallel,
+          expert_forward - earlier.expert_forward,
+          expert_backward - earlier.expert_backward,
+          ring_attention - earlier.ring_attention,
+          ring_blocked - earlier.ring_blocked};
 }
 
 ParallelModel::ParallelModel(std::shared_ptr<model::CausalLM> model, const DeviceMesh* mesh) : model_(std::move(model)) {
@@ -37,6 +41,10 @@ CommSeconds ParallelModel::comm_seconds() const {
       seconds.expert_forward += dispatcher->forward_blocked_seconds();
       seconds.expert_backward += dispatcher->backward_blocked_seconds();
     }
+  if (ring_times_) {
+    seconds.ring_attention = ring_times_->attention_seconds();
+    seconds.ring_blocked = ring_times_->blocked_seconds();
+  }
   return seconds;
 }
 

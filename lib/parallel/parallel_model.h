@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "model/causal_lm.h"
+#include "parallel/ring_attention.h"
 #include "parallel/shard_unit.h"
 
 namespace xtrain::memory {
@@ -33,8 +34,11 @@ class PipelineStage;
 // Seconds this rank has spent so far blocked on collectives: on every group of its mesh (what
 // compute did not hide), on the tensor-parallel group, and in the expert exchanges forward and
 // backward. A step's figures are the difference of two readings.
+// Ring attention's time attending to blocks and blocked on their transfers (cp > 1, ring) are
+// the pair that says how well the transfers hide.
 struct CommSeconds {
   double blocked = 0, tensor_parallel = 0, expert_forward = 0, expert_backward = 0;
+  double ring_attention = 0, ring_blocked = 0;
   CommSeconds operator-(const CommSeconds& earlier) const;
 };
 
@@ -80,6 +84,8 @@ class ParallelModel {
 
   // memory.offload_activations: the offloader whose slots each micro batch's forward starts afresh.
   void set_offloader(std::shared_ptr<memory::ActivationOffloader> offloader) { offloader_ = std::move(offloader); }
+  // Ring attention's clock (parallel/ring_attention.h), read by comm_seconds().
+  void set_ring_times(std::shared_ptr<const RingTimes> times) { ring_times_ = std::move(times); }
 
  protected:
   virtual void begin_units(bool /*last*/) {}
@@ -89,6 +95,7 @@ class ParallelModel {
 
  private:
   std::shared_ptr<memory::ActivationOffloader> offloader_;
+  std::shared_ptr<const RingTimes> ring_times_;
   std::vector<std::shared_ptr<Comm>> groups_;  // each of the mesh's groups once
   std::shared_ptr<Comm> tensor_parallel_;
 };

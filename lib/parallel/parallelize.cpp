@@ -13,9 +13,11 @@ namespace xtrain::parallel {
 
 std::unique_ptr<ParallelModel> parallelize(std::shared_ptr<model::CausalLM> model, const DeviceMesh& mesh,
                                            const ParallelizeOptions& options, const model::ParameterSource& source) {
+  const bool ring = mesh.size(Dim::cp) > 1 && options.context_kind == ContextKind::ring;
+  const auto ring_times = ring ? std::make_shared<RingTimes>() : nullptr;
   const auto context_kernel =
       mesh.size(Dim::cp) > 1
-          ? context_parallel_kernel(mesh, options.context_kind, options.memory.attention_block_size, options.ring_times)
+          ? context_parallel_kernel(mesh, options.context_kind, options.memory.attention_block_size, ring_times)
           : memory::KernelWrap();
   auto offloader = memory::apply_memory_policy(*model, options.memory, context_kernel);
   std::unique_ptr<ParallelModel> laid_out;
@@ -47,6 +49,7 @@ std::unique_ptr<ParallelModel> parallelize(std::shared_ptr<model::CausalLM> mode
     laid_out = std::make_unique<FullyShardedModel>(std::move(model), mesh, options.reshard_after_forward, source,
                                                    std::move(plan));
   laid_out->set_offloader(std::move(offloader));
+  laid_out->set_ring_times(ring_times);
   return laid_out;
 }
 

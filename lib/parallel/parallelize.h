@@ -18,7 +18,6 @@
 #include "model/parameter_source.h"
 #include "parallel/device_mesh.h"
 #include "parallel/parallel_model.h"
-#include "parallel/ring_attention.h"
 
 namespace xtrain::parallel {
 
@@ -30,7 +29,6 @@ struct ParallelizeOptions {
   bool reshard_after_forward = true;       // parallel.reshard_after_forward
   bool router_aux_loss_global_average = false;  // model.router_aux_loss_global_average
   ContextKind context_kind = ContextKind::ring;  // parallel.cp_kind (cp > 1)
-  std::shared_ptr<RingTimes> ring_times;         // collects ring attention's times, when given
 };
 
 std::unique_ptr<ParallelModel> parallelize(std::shared_ptr<model::CausalLM> model, const DeviceMesh& mesh,

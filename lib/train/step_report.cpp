@@ -76,6 +76,13 @@ void StepReport::write_metrics(int64_t step, int64_t samples_consumed, const Ste
                                    {"data_read_s", outcome.data_read}};
   for (const auto& [name, value] : outcome.aux_losses) record["aux_loss." + name] = value;
   if (degrees_.tp > 1) record["tp.collective_s"] = outcome.comm.tensor_parallel;
+  if (degrees_.cp > 1) {
+    record["cp.attention_cost_max_over_mean"] = outcome.context_cost_spread;
+    if (recipe_.parallel.cp_kind == parallel::ContextKind::ring) {
+      record["cp.ring_attention_s"] = outcome.comm.ring_attention;
+      record["cp.ring_blocked_s"] = outcome.comm.ring_blocked;
+    }
+  }
   if (degrees_.pp > 1) {
     record["pp.bubble_s"] = outcome.pipeline_idle;
     record["pp.bubble_fraction"] = outcome.seconds > 0 ? outcome.pipeline_idle / outcome.seconds : 0.0;

@@ -1,7 +1,9 @@
 #include "train/training_step.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -47,6 +49,21 @@ TrainingStep::TrainingStep(parallel::ParallelModel& model, Schedule& schedule, o
     if (!p.frozen) trainable_.push_back(p.tensor);
 }
 
+namespace {
+// Max over mean of the cp ranks' causal attention work in this rank's micro batches (every cp
+// rank has every rank's figures); 0 without context parallelism.
+double context_cost_spread(const std::vector<data::MicroBatch>& micro_batches) {
+  std::vector<double> totals;
+  for (const auto& batch : micro_batches) {
+    totals.resize(batch.context_costs.size(), 0.0);
+    for (size_t r = 0; r < totals.size(); ++r) totals[r] += batch.context_costs[r];
+  }
+  const double sum = std::accumulate(totals.begin(), totals.end(), 0.0);
+  if (totals.empty() || sum <= 0) return 0.0;
+  return *std::max_element(totals.begin(), totals.end()) / (sum / static_cast<double>(totals.size()));
+}
+}  // namespace
+
 // This rank's share of the global batch (the global batches do not depend on the layout),
 // through the schedule, then the update.
 StepOutcome TrainingStep::run(const StepInput& input) {
@@ -56,6 +73,7 @@ StepOutcome TrainingStep::run(const StepInput& input) {
   const auto& micro_batches = *input.micro_batches;
   step_targets_ = sums_.sum(local_target_count(micro_batches, data_share_));
   step_divisor_ = injected_divisor(step_targets_);
+  outcome.context_cost_spread = context_cost_spread(micro_batches);
   const auto busy_started = Clock::now();
   const double blocked_before = model_.comm_seconds().blocked;
   MicroBatchLosses losses = schedule_.run(micro_batches, *this);
