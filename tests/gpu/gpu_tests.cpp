@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <thread>
+#include <vector>
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -14,7 +16,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/torch.h>
 
+#include "parallel/context_parallel.h"
 #include "parallel/process_groups.h"
+#include "parallel/thread_comm.h"
+#include "parallel/ulysses_attention.h"
 #include "parallel/shard_unit.h"
 #include "memory/activation_offload.h"
 #include "model/blockwise_attention.h"
@@ -158,6 +163,61 @@ TEST_CASE("SDPA and varlen flash agree with the blockwise kernel", "[gpu][attent
       auto grads_actual = torch::autograd::grad({actual.sum()}, {q, k, v});
       CHECK(relative_error(actual, expected) < tolerance);
       for (int i = 0; i < 3; ++i) CHECK(relative_error(grads_actual[i], grads_expected[i]) < tolerance);
+    }
+  }
+}
+
+// Ring and Ulysses attention on CUDA tensors over 2 in-process ranks: each rank's output and
+// gradients equal the whole row's rows, the ring's block exchange and online softmax and the
+// Ulysses all-to-alls running on the device.
+TEST_CASE("ring and Ulysses attention on CUDA match attention over the whole row", "[gpu][context]") {
+  torch::manual_seed(5);
+  constexpr int64_t kRanks = 2, kSeq = 512;
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    const double tolerance = dtype == torch::kFloat32 ? 2e-5 : 2e-2;
+    auto options = torch::TensorOptions().dtype(dtype).device(kCuda);
+    const auto q = torch::randn({1, 8, kSeq, 64}, options), k = torch::randn({1, 4, kSeq, 64}, options),
+               v = torch::randn({1, 4, kSeq, 64}, options);
+    for (const auto& bounds : {std::vector<int64_t>{}, std::vector<int64_t>{0, 100, 100, 350, kSeq}}) {
+      const auto cu = bounds.empty() ? torch::Tensor() : torch::tensor(bounds, torch::kInt64);
+      const auto qr = q.clone().requires_grad_(true), kr = k.clone().requires_grad_(true),
+                 vr = v.clone().requires_grad_(true);
+      const auto expected = model::blockwise_causal_attention(qr, kr, vr, cu, 128);
+      const auto grads_expected = torch::autograd::grad({expected.sum()}, {qr, kr, vr});
+      for (auto kind : {parallel::ContextKind::ring, parallel::ContextKind::ulysses}) {
+        INFO("dtype " << dtype << ", packed " << cu.defined() << ", " << to_string(kind));
+        const auto comms = parallel::make_thread_comms(kRanks, "cp");
+        std::vector<double> worst(kRanks, 0.0);
+        std::vector<std::string> errors(kRanks);
+        std::vector<std::thread> ranks;
+        for (int64_t r = 0; r < kRanks; ++r)
+          ranks.emplace_back([&, r] {
+            try {
+              c10::cuda::set_device(0);
+              const auto shard = parallel::plan_context_shard(kSeq, bounds, kRanks, r, true);
+              const auto mine = shard->row_index(r).to(kCuda);
+              const auto layout = model::context_layout(cu.defined() ? model::packed_layout(cu, kCuda)
+                                                                     : model::SequenceLayout{},
+                                                        shard, kCuda);
+              auto part = [&](const torch::Tensor& t) { return t.index_select(2, mine).detach().requires_grad_(true); };
+              auto ql = part(q), kl = part(k), vl = part(v);
+              const auto& comm = comms[static_cast<size_t>(r)];
+              const auto out = kind == parallel::ContextKind::ring
+                                   ? parallel::ring_attention(comm, ql, kl, vl, layout, 128)
+                                   : parallel::ulysses_attention(comm, {}, ql, kl, vl, layout);
+              const auto grads = torch::autograd::grad({out.sum()}, {ql, kl, vl});
+              worst[static_cast<size_t>(r)] = relative_error(out, expected.index_select(2, mine));
+              for (int i = 0; i < 3; ++i)
+                worst[static_cast<size_t>(r)] = std::max(
+                    worst[static_cast<size_t>(r)], relative_error(grads[i], grads_expected[i].index_select(2, mine)));
+            } catch (const std::exception& e) {
+              errors[static_cast<size_t>(r)] = e.what();
+            }
+          });
+        for (auto& t : ranks) t.join();
+        CHECK(errors == std::vector<std::string>(kRanks, ""));
+        CHECK(*std::max_element(worst.begin(), worst.end()) < tolerance);
+      }
     }
   }
 }
