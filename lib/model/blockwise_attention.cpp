@@ -34,10 +34,8 @@ struct BlockwiseAttention : torch::autograd::Function<BlockwiseAttention> {
 
     // Tile matmuls run in the inputs' dtype (bf16 GEMMs for bf16 inputs); the softmax statistics
     // and the accumulators stay in at least fp32, as flash attention keeps them.
-    const auto matmul_type = q.scalar_type();
-    const auto stats_type = at::promote_types(matmul_type, torch::kFloat32);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
-    auto qs = (q.to(stats_type) * scale).to(matmul_type).contiguous().view({batch, kv_heads, groups, seq, dim});
+    const auto stats_type = at::promote_types(q.scalar_type(), torch::kFloat32);
+    auto qs = scaled_queries(q, kv_heads, stats_type);
     auto options = q.options().dtype(stats_type);
     auto out = torch::empty({batch, heads, seq, dim}, options);
     auto lse = torch::empty({batch, heads, seq}, options);
@@ -57,28 +55,16 @@ struct BlockwiseAttention : torch::autograd::Function<BlockwiseAttention> {
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &output = saved[3], &lse = saved[4];
-    const int64_t batch = q.size(0), heads = q.size(1), kv_heads = k.size(1), seq = q.size(2), dim = q.size(3);
-    const int64_t groups = heads / kv_heads;
+    const int64_t batch = q.size(0), kv_heads = k.size(1), seq = q.size(2);
     const SpanTiles tiles({{0, seq}}, {{0, seq}}, ctx->saved_data["bounds"].toIntVector(),
                           ctx->saved_data["block_size"].toInt(), q.device());
 
-    const auto matmul_type = q.scalar_type();
-    const auto stats_type = lse.scalar_type();
-    const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
-    auto grouped = [&](const torch::Tensor& t) { return t.contiguous().view({batch, kv_heads, groups, seq, dim}); };
-    auto qs = grouped((q.to(stats_type) * scale).to(matmul_type));
-    auto dout = grouped(grad_outputs[0].to(matmul_type));
-    auto lse_g = lse.view({batch, kv_heads, groups, seq});
-    // delta = rowsum(dO * O) = sum_k P dP: the term of the softmax Jacobian shared by a whole row.
-    auto delta = (dout.to(stats_type) * grouped(output.to(stats_type))).sum(-1);
-    auto dq = torch::zeros(qs.sizes(), lse.options());
+    auto inputs = tile_backward(q, kv_heads, output, grad_outputs[0], lse.scalar_type());
+    auto lse_g = lse.view({batch, kv_heads, -1, seq});
     auto dk = torch::zeros(k.sizes(), lse.options());
     auto dv = torch::zeros(v.sizes(), lse.options());
-
-    attend_tiles_backward(tiles, qs, dout, lse_g, delta, k, v, dq, dk, dv);
-    // Scores are (q * scale) k^T: dk already used the scaled q, dq takes the scale here.
-    return {dq.mul_(scale).view({batch, heads, seq, dim}).to(q.scalar_type()), dk.to(k.scalar_type()),
-            dv.to(v.scalar_type()), torch::Tensor(), torch::Tensor()};
+    attend_tiles_backward(tiles, inputs.qs, inputs.dout, lse_g, inputs.delta, k, v, inputs.dq, dk, dv);
+    return {inputs.query_gradient(q), dk.to(k.scalar_type()), dv.to(v.scalar_type()), torch::Tensor(), torch::Tensor()};
   }
 };
 

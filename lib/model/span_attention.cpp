@@ -1,6 +1,7 @@
 #include "model/span_attention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include <torch/torch.h>
@@ -71,6 +72,31 @@ bool SpanTiles::any_visible() const {
     for (const auto& k : keys_)
       if (!skipped(q, k)) return true;
   return false;
+}
+
+torch::Tensor scaled_queries(const torch::Tensor& q, int64_t kv_heads, torch::ScalarType stats_type) {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  return (q.to(stats_type) * scale)
+      .to(q.scalar_type())
+      .contiguous()
+      .view({q.size(0), kv_heads, q.size(1) / kv_heads, q.size(2), q.size(3)});
+}
+
+TileBackward tile_backward(const torch::Tensor& q, int64_t kv_heads, const torch::Tensor& output,
+                           const torch::Tensor& grad, torch::ScalarType stats_type) {
+  auto grouped = [&](const torch::Tensor& t) {
+    return t.contiguous().view({q.size(0), kv_heads, q.size(1) / kv_heads, q.size(2), q.size(3)});
+  };
+  TileBackward inputs;
+  inputs.qs = scaled_queries(q, kv_heads, stats_type);
+  inputs.dout = grouped(grad.to(q.scalar_type()));
+  inputs.delta = (inputs.dout.to(stats_type) * grouped(output.to(stats_type))).sum(-1);
+  inputs.dq = torch::zeros(inputs.qs.sizes(), q.options().dtype(stats_type));
+  return inputs;
+}
+
+torch::Tensor TileBackward::query_gradient(const torch::Tensor& q) const {
+  return dq.mul(1.0 / std::sqrt(static_cast<double>(q.size(3)))).view(q.sizes()).to(q.scalar_type());
 }
 
 void attend_tiles(const SpanTiles& tiles, const torch::Tensor& qs, const torch::Tensor& k, const torch::Tensor& v,

@@ -57,4 +57,19 @@ void attend_tiles_backward(const SpanTiles& tiles, const torch::Tensor& qs, cons
                            const torch::Tensor& lse, const torch::Tensor& delta, const torch::Tensor& k,
                            const torch::Tensor& v, torch::Tensor& dq, torch::Tensor& dk, torch::Tensor& dv);
 
+// q [B, H, T, D] as the tiles take it: times 1/sqrt(D) in the stats dtype, back in q's dtype,
+// grouped [B, KV, G, T, D].
+torch::Tensor scaled_queries(const torch::Tensor& q, int64_t kv_heads, torch::ScalarType stats_type);
+
+// What a backward over tiles reads beside k and v, from the saved q and output and the output's
+// gradient: the scaled queries, dout grouped in q's dtype, delta = rowsum(dO * O) (the term of
+// the softmax Jacobian shared by a whole row) and dq's accumulator, zeros, in the stats dtype.
+struct TileBackward {
+  torch::Tensor qs, dout, delta, dq;
+  // dq [B, H, T, D] in q's dtype, the scale applied (dk used the scaled q already).
+  torch::Tensor query_gradient(const torch::Tensor& q) const;
+};
+TileBackward tile_backward(const torch::Tensor& q, int64_t kv_heads, const torch::Tensor& output,
+                           const torch::Tensor& grad, torch::ScalarType stats_type);
+
 }  // namespace xtrain::model

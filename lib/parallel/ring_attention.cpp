@@ -78,10 +78,8 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
                                const torch::Tensor& v, c10::intrusive_ptr<RingPlan> plan) {
     const int64_t batch = q.size(0), heads = q.size(1), kv_heads = k.size(1), seq = q.size(2), dim = q.size(3);
     const int64_t groups = heads / kv_heads;
-    const auto matmul_type = q.scalar_type();
-    const auto stats_type = at::promote_types(matmul_type, torch::kFloat32);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
-    auto qs = (q.to(stats_type) * scale).to(matmul_type).contiguous().view({batch, kv_heads, groups, seq, dim});
+    const auto stats_type = at::promote_types(q.scalar_type(), torch::kFloat32);
+    const auto qs = model::scaled_queries(q, kv_heads, stats_type);
     const auto options = q.options().dtype(stats_type);
     auto out = torch::zeros({batch, kv_heads, groups, seq, dim}, options);
     auto lse = torch::full({batch, kv_heads, groups, seq}, -std::numeric_limits<double>::infinity(), options);
@@ -110,16 +108,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     const auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &output = saved[3], &lse = saved[4];
     const auto plan = c10::static_intrusive_pointer_cast<RingPlan>(ctx->saved_data["plan"].toCapsule());
-    const int64_t batch = q.size(0), heads = q.size(1), kv_heads = k.size(1), seq = q.size(2), dim = q.size(3);
-    const int64_t groups = heads / kv_heads;
-    const auto matmul_type = q.scalar_type();
-    const auto stats_type = lse.scalar_type();
-    const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
-    auto grouped = [&](const torch::Tensor& t) { return t.contiguous().view({batch, kv_heads, groups, seq, dim}); };
-    auto qs = grouped((q.to(stats_type) * scale).to(matmul_type));
-    auto dout = grouped(grad_outputs[0].to(matmul_type));
-    auto delta = (dout.to(stats_type) * grouped(output.to(stats_type))).sum(-1);
-    auto dq = torch::zeros(qs.sizes(), lse.options());
+    auto inputs = model::tile_backward(q, k.size(1), output, grad_outputs[0], lse.scalar_type());
 
     auto block = torch::stack({k, v}).contiguous();
     Passing gradient;  // the accumulator of the block held one step earlier, on its way here
@@ -132,7 +121,8 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       const auto tiles = plan->tiles(plan->owner(s), q.device());
       if (tiles.any_visible()) {
         auto dk = block_grad[0], dv = block_grad[1];
-        model::attend_tiles_backward(tiles, qs, dout, lse, delta, block[0], block[1], dq, dk, dv);
+        model::attend_tiles_backward(tiles, inputs.qs, inputs.dout, lse, inputs.delta, block[0], block[1], inputs.dq, dk,
+                                     dv);
       }
       if (plan->times) plan->times->attention_ns += nanoseconds_since(started);
       // The block's accumulator left its owner at step 0 and has gathered every rank's share
@@ -142,8 +132,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       if (!last) block = arrived(*plan, next);
     }
     const auto own = arrived(*plan, gradient);
-    return {dq.mul_(scale).view({batch, heads, seq, dim}).to(q.scalar_type()), own[0].to(k.scalar_type()),
-            own[1].to(v.scalar_type()), torch::Tensor()};
+    return {inputs.query_gradient(q), own[0].to(k.scalar_type()), own[1].to(v.scalar_type()), torch::Tensor()};
   }
 };
 

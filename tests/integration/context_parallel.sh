@@ -5,7 +5,7 @@
 # cp 2 x tp 2, and qwen3_moe cp 2 x ep 2 (both kinds), each within 1e-5 of one process's
 # per-step losses and gradient norms and its weights. Checkpoints reshard across cp: ring
 # cp 2 x fsdp 2's step-10 checkpoint resumes as one process and as Ulysses cp 2, and FSDP 2's
-# as ring cp 2. The step metrics carry the ring's attention and blocked time and the cp ranks'
+# as ring cp 2. Evaluation under cp gives one process's figures. The step metrics carry the ring's attention and blocked time and the cp ranks'
 # attention cost spread; recipes that cannot split exit 2 naming the key and the fix.
 set -euo pipefail
 xtrain=$1
@@ -89,6 +89,12 @@ if any("cp.ring_attention_s" in r for r in steps("ulysses2")):
 print(f"ring cp 2: attention {sum(r['cp.ring_attention_s'] for r in ring):.3f} s, "
       f"blocked {sum(r['cp.ring_blocked_s'] for r in ring):.3f} s over {len(ring)} steps")
 PY
+
+# Evaluation splits its batches the same way: one process's figures, to the printed digits.
+train eval_single 1 --set data.eval=builtin:demo --set train.eval_every=10 --set train.steps=10
+train eval_ring2 2 --set data.eval=builtin:demo --set train.eval_every=10 --set train.steps=10 "${ring2[@]}"
+expected=$(grep -o "eval step 10: .*" "$work/eval_single.log")
+grep -qF "$expected" "$work/eval_ring2.log" || { echo "FAIL: ring cp 2 evaluated differently from '$expected'"; cat "$work/eval_ring2.log"; exit 1; }
 
 expect_exit_2() {  # expect_exit_2 MESSAGE [args...]
   local message=$1
