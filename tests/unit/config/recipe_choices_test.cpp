@@ -40,6 +40,7 @@ TEST_CASE("each choice's name parses back to it, and nothing else parses", "[con
   require_round_trip<model::DropPolicy>();
   require_round_trip<model::AuxLossScope>();
   require_round_trip<parallel::Dim>();
+  require_round_trip<parallel::ContextKind>();
 }
 
 TEST_CASE("the names are the recipe's words, in the order its messages list them", "[config]") {
@@ -48,7 +49,8 @@ TEST_CASE("the names are the recipe's words, in the order its messages list them
   CHECK(util::choice_names<config::PpSchedule>() == Names{"gpipe", "1f1b", "interleaved_1f1b"});
   CHECK(util::choice_names<config::OmpWaitPolicy>() == Names{"auto", "default", "passive", "active"});
   CHECK(util::choice_names<memory::Attention>() == Names{"auto", "naive", "blockwise", "sdpa"});
-  CHECK(util::choice_names<parallel::Dim>() == Names{"pp", "dp", "fsdp", "tp", "ep", "edp", "world", "self"});
+  CHECK(util::choice_names<parallel::Dim>() == Names{"pp", "dp", "fsdp", "cp", "tp", "ep", "edp", "world", "self"});
+  CHECK(util::choice_names<parallel::ContextKind>() == Names{"ring", "ulysses"});
   static_assert(util::choice_count<config::Dtype>() == 3);
 }
 
