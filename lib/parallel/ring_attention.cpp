@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "model/attention.h"
+#include "model/flash_block_attention.h"
 #include "model/span_attention.h"
 
 namespace xtrain::parallel {
@@ -27,6 +28,7 @@ struct RingPlan : torch::CustomClassHolder {
   std::vector<int64_t> bounds;  // the row's cu_seqlens
   int64_t block_size = 256;
   std::shared_ptr<RingTimes> times;
+  bool flash = false;  // block pairs through the CUDA flash kernel (flash_pairs_apply)
 
   int64_t rank() const { return comm->rank(); }
   int64_t ranks() const { return comm->size(); }
@@ -62,15 +64,79 @@ torch::Tensor arrived(const RingPlan& plan, Passing& passing) {
   return passing.incoming;
 }
 
-// out, lse <- the softmax over the union of their keys and block's (whose out_b, lse_b these are).
-void merge(torch::Tensor& out, torch::Tensor& lse, const torch::Tensor& out_b, const torch::Tensor& lse_b) {
+// out, lse <- the softmax over the union of their keys and block's (whose out_b, lse_b these are),
+// in place (they may be views of larger tensors).
+void merge(const torch::Tensor& out, const torch::Tensor& lse, const torch::Tensor& out_b, const torch::Tensor& lse_b) {
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   const auto top = torch::maximum(lse, lse_b);
   const auto shift = top.masked_fill(top == kNegInf, 0);
   const auto a = (lse - shift).exp_(), b = (lse_b - shift).exp_();
   const auto sum = a + b;  // >= 1 where either side saw a key: its larger term is exp(0)
   out.mul_(a.unsqueeze(-1)).add_(out_b * b.unsqueeze(-1)).div_(sum.clamp_min(1).unsqueeze(-1));
-  lse = shift + sum.log();
+  lse.copy_(shift + sum.log());
+}
+
+// How a span of queries sees a span of keys of the same row, without documents: not at all,
+// wholly (an earlier span), causally (the same span), or otherwise (only the tiles know).
+enum class SpanPair { none, whole, causal, other };
+SpanPair span_pair(const model::TokenSpan& queries, const model::TokenSpan& keys) {
+  if (keys.begin >= queries.end()) return SpanPair::none;
+  if (keys.end() <= queries.begin) return SpanPair::whole;
+  return keys == queries ? SpanPair::causal : SpanPair::other;
+}
+
+// Whether every block pair of the ring is one flash kernel call: one sequence per row (documents
+// need masks the kernel does not take) whose spans meet wholly, causally or not at all.
+bool flash_pairs_apply(const torch::Tensor& q, const model::SequenceLayout& layout) {
+  if (layout.packed() || !model::flash_blocks_take(q)) return false;
+  for (const auto& mine : layout.context->spans)
+    for (const auto& theirs : layout.context->spans)
+      for (const auto& queries : mine)
+        for (const auto& keys : theirs)
+          if (span_pair(queries, keys) == SpanPair::other) return false;
+  return true;
+}
+
+// Calls visit(pair, query span's local offset and length, key span's) for each pair of this
+// rank's spans and `owner`'s that sees something.
+template <typename Visit>
+void for_each_pair(const RingPlan& plan, int64_t owner, const Visit& visit) {
+  int64_t query_first = 0;
+  for (const auto& queries : plan.shard->spans[static_cast<size_t>(plan.rank())]) {
+    int64_t key_first = 0;
+    for (const auto& keys : plan.shard->spans[static_cast<size_t>(owner)]) {
+      const auto pair = span_pair(queries, keys);
+      if (pair != SpanPair::none) visit(pair == SpanPair::causal, query_first, queries.length, key_first, keys.length);
+      key_first += keys.length;
+    }
+    query_first += queries.length;
+  }
+}
+
+// Forward of one ring step through the flash kernel: out [B, H, T, D] and lse [B, H, T] (stats
+// dtype) merged with the step's block.
+void attend_flash(const RingPlan& plan, int64_t owner, const torch::Tensor& q, const torch::Tensor& k,
+                  const torch::Tensor& v, const torch::Tensor& out, const torch::Tensor& lse) {
+  for_each_pair(plan, owner, [&](bool causal, int64_t q0, int64_t qn, int64_t k0, int64_t kn) {
+    auto [out_b, lse_b] = model::flash_block(q.narrow(2, q0, qn), k.narrow(2, k0, kn), v.narrow(2, k0, kn), causal);
+    merge(out.narrow(2, q0, qn), lse.narrow(2, q0, qn), out_b.to(out.scalar_type()), lse_b.to(lse.scalar_type()));
+  });
+}
+
+// Backward of one ring step through the flash kernel: adds to dq [B, H, T, D] and the block's
+// dk, dv [B, KV, T, D] (stats dtype), from the whole attention's output and lse.
+void attend_flash_backward(const RingPlan& plan, int64_t owner, const torch::Tensor& dout, const torch::Tensor& q,
+                           const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& output,
+                           const torch::Tensor& lse, const torch::Tensor& dq, const torch::Tensor& dk,
+                           const torch::Tensor& dv) {
+  for_each_pair(plan, owner, [&](bool causal, int64_t q0, int64_t qn, int64_t k0, int64_t kn) {
+    auto [dq_b, dk_b, dv_b] = model::flash_block_backward(dout.narrow(2, q0, qn), q.narrow(2, q0, qn),
+                                                          k.narrow(2, k0, kn), v.narrow(2, k0, kn),
+                                                          output.narrow(2, q0, qn), lse.narrow(2, q0, qn), causal);
+    dq.narrow(2, q0, qn).add_(dq_b);
+    dk.narrow(2, k0, kn).add_(dk_b);
+    dv.narrow(2, k0, kn).add_(dv_b);
+  });
 }
 
 struct RingAttention : torch::autograd::Function<RingAttention> {
@@ -79,7 +145,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     const int64_t batch = q.size(0), heads = q.size(1), kv_heads = k.size(1), seq = q.size(2), dim = q.size(3);
     const int64_t groups = heads / kv_heads;
     const auto stats_type = at::promote_types(q.scalar_type(), torch::kFloat32);
-    const auto qs = model::scaled_queries(q, kv_heads, stats_type);
+    const auto qs = plan->flash ? torch::Tensor() : model::scaled_queries(q, kv_heads, stats_type);
     const auto options = q.options().dtype(stats_type);
     auto out = torch::zeros({batch, kv_heads, groups, seq, dim}, options);
     auto lse = torch::full({batch, kv_heads, groups, seq}, -std::numeric_limits<double>::infinity(), options);
@@ -89,8 +155,10 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       Passing next;
       if (!last) next = pass_on(*plan, block, kBlockTag);
       const auto started = Clock::now();
-      const auto tiles = plan->tiles(plan->owner(s), q.device());
-      if (tiles.any_visible()) {
+      if (plan->flash) {
+        attend_flash(*plan, plan->owner(s), q, block[0], block[1], out.view({batch, heads, seq, dim}),
+                     lse.view({batch, heads, seq}));
+      } else if (const auto tiles = plan->tiles(plan->owner(s), q.device()); tiles.any_visible()) {
         auto out_b = torch::empty_like(out), lse_b = torch::empty_like(lse);
         model::attend_tiles(tiles, qs, block[0], block[1], out_b, lse_b);
         merge(out, lse, out_b, lse_b);
@@ -108,7 +176,10 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     const auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &output = saved[3], &lse = saved[4];
     const auto plan = c10::static_intrusive_pointer_cast<RingPlan>(ctx->saved_data["plan"].toCapsule());
-    auto inputs = model::tile_backward(q, k.size(1), output, grad_outputs[0], lse.scalar_type());
+    // The flash kernel takes q, dout and the output as they are; the tiles their grouped forms.
+    const auto inputs = plan->flash ? model::TileBackward{{}, {}, {}, torch::zeros(q.sizes(), lse.options())}
+                                    : model::tile_backward(q, k.size(1), output, grad_outputs[0], lse.scalar_type());
+    const auto dout = grad_outputs[0].to(q.scalar_type());
 
     auto block = torch::stack({k, v}).contiguous();
     Passing gradient;  // the accumulator of the block held one step earlier, on its way here
@@ -118,11 +189,13 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       if (!last) next = pass_on(*plan, block, kBlockTag);
       const auto started = Clock::now();
       auto block_grad = torch::zeros(block.sizes(), lse.options());  // [2, B, KV, T, D]: dk, dv
-      const auto tiles = plan->tiles(plan->owner(s), q.device());
-      if (tiles.any_visible()) {
-        auto dk = block_grad[0], dv = block_grad[1];
-        model::attend_tiles_backward(tiles, inputs.qs, inputs.dout, lse, inputs.delta, block[0], block[1], inputs.dq, dk,
-                                     dv);
+      auto dk = block_grad[0], dv = block_grad[1];
+      if (plan->flash) {
+        attend_flash_backward(*plan, plan->owner(s), dout, q, block[0], block[1], output,
+                              lse.view({q.size(0), q.size(1), q.size(2)}), inputs.dq, dk, dv);
+      } else if (const auto tiles = plan->tiles(plan->owner(s), q.device()); tiles.any_visible()) {
+        auto dq = inputs.dq;
+        model::attend_tiles_backward(tiles, inputs.qs, inputs.dout, lse, inputs.delta, block[0], block[1], dq, dk, dv);
       }
       if (plan->times) plan->times->attention_ns += nanoseconds_since(started);
       // The block's accumulator left its owner at step 0 and has gathered every rank's share
@@ -132,7 +205,8 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       if (!last) block = arrived(*plan, next);
     }
     const auto own = arrived(*plan, gradient);
-    return {inputs.query_gradient(q), own[0].to(k.scalar_type()), own[1].to(v.scalar_type()), torch::Tensor()};
+    auto dq = plan->flash ? inputs.dq.to(q.scalar_type()) : inputs.query_gradient(q);
+    return {dq, own[0].to(k.scalar_type()), own[1].to(v.scalar_type()), torch::Tensor()};
   }
 };
 
@@ -159,6 +233,7 @@ torch::Tensor ring_attention(const std::shared_ptr<Comm>& comm, const torch::Ten
   }
   plan->block_size = block_size;
   plan->times = std::move(times);
+  plan->flash = flash_pairs_apply(q, layout);
   return RingAttention::apply(q, k, v, plan);
 }
 
