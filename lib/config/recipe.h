@@ -122,6 +122,10 @@ struct CheckpointSection {
   bool at_start = false;
 };
 
+struct MetricsSection {
+  bool tensorboard = true;
+};
+
 struct Recipe {
   std::string name;
   RunSection run;
@@ -134,6 +138,7 @@ struct Recipe {
   ParallelSection parallel;
   DistSection dist;
   CheckpointSection checkpoint;
+  MetricsSection metrics;
 
   // Micro batches per optimizer step on one data-parallel rank.
   int64_t accumulation_steps(int64_t data_parallel_ranks = 1) const {

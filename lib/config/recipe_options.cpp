@@ -117,6 +117,7 @@ void add_run_options(OptionRegistry& r) {
 
   r.add<std::string>("run.dir", FIELD(run.dir), "", "Run folder for checkpoints and metrics; empty means runs/<name>.");
   r.add<int64_t>("run.seed", FIELD(run.seed), 1234, "Seed for weight init and data order.", at_least<int64_t>(0));
+  r.add<bool>("metrics.tensorboard", FIELD(metrics.tensorboard), true, "Also write every step's metrics.jsonl figures as TensorBoard scalars, and the resolved recipe as text, to run.dir/tensorboard (tensorboard --logdir runs/).");
 }
 
 void add_model_options(OptionRegistry& r) {

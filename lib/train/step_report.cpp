@@ -34,8 +34,15 @@ StepReport::StepReport(const config::Recipe& recipe, const parallel::ParallelDeg
       distributed_(distributed),
       chief_(chief) {}
 
-void StepReport::open_metrics(int64_t resume_step) {
-  if (chief_) metrics_.emplace(recipe_.run.dir + "/metrics.jsonl", resume_step);
+void StepReport::open_metrics(int64_t resume_step, const std::string& recipe_yaml) {
+  if (!chief_) return;
+  metrics_.emplace(recipe_.run.dir + "/metrics.jsonl", resume_step);
+  if (recipe_.metrics.tensorboard) tensorboard_.emplace(recipe_.run.dir + "/tensorboard", resume_step, recipe_yaml);
+}
+
+void StepReport::record(const nlohmann::ordered_json& record) {
+  metrics_->write(record);
+  if (tensorboard_) tensorboard_->write(record);
 }
 
 double StepReport::device_mib() const {
@@ -113,7 +120,7 @@ void StepReport::write_metrics(int64_t step, int64_t samples_consumed, const Ste
   record["skipped"] = outcome.skipped;
   record["skipped_total"] = non_finite.total();
   if (outcome.spike) record["spike"] = to_string(recipe_.train.spike);
-  metrics_->write(record);
+  this->record(record);
 }
 
 void StepReport::print_line(int64_t step, const StepOutcome& outcome) {
@@ -140,7 +147,7 @@ void StepReport::eval(int64_t step, const EvalResult& result) {
   nlohmann::ordered_json record = {{"step", step}, {"eval_loss", result.loss},
                                    {"eval_perplexity", result.perplexity}, {"eval_tokens", result.tokens}};
   if (!std::isnan(result.accuracy)) record["eval_accuracy"] = result.accuracy;
-  metrics_->write(record);
+  this->record(record);
 }
 
 void StepReport::finish(int64_t step, bool stopped_early) {

@@ -14,6 +14,7 @@
 #include "train/evaluate.h"
 #include "train/metrics_log.h"
 #include "train/non_finite_guard.h"
+#include "train/tensorboard_log.h"
 #include "train/training_step.h"
 
 namespace xtrain::train {
@@ -24,10 +25,11 @@ class StepReport {
   StepReport(const config::Recipe& recipe, const parallel::ParallelDegrees& degrees, int64_t last_step,
              torch::Device device, bool distributed, bool chief);
 
-  // Rank 0 appends to run.dir/metrics.jsonl, dropping records after `resume_step`.
-  void open_metrics(int64_t resume_step);
-  // Rank 0's metrics.jsonl (for records of other events); null on other ranks and before open.
-  MetricsLog* metrics() { return metrics_ ? &*metrics_ : nullptr; }
+  // Rank 0 appends to run.dir/metrics.jsonl, dropping records after `resume_step`, and with
+  // metrics.tensorboard to a new event file in run.dir/tensorboard (train/tensorboard_log.h).
+  void open_metrics(int64_t resume_step, const std::string& recipe_yaml);
+  // A record of another event (a checkpoint, a rollback) to both; rank 0 only, once open.
+  void record(const nlohmann::ordered_json& record);
 
   // state_bytes: parameters, gradients and optimizer state held now (peak, gathers included).
   void step(int64_t step, int64_t samples_consumed, const StepOutcome& outcome, int64_t state_bytes,
@@ -48,6 +50,7 @@ class StepReport {
   torch::Device device_;
   bool distributed_, chief_;
   std::optional<MetricsLog> metrics_;
+  std::optional<TensorBoardLog> tensorboard_;
 
   int64_t steps_run_ = 0;  // in this process, rollbacks included
   double data_wait_total_ = 0;

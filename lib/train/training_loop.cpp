@@ -130,7 +130,7 @@ bool TrainingRun::roll_back(const Spike& spike) {
                "{}-{})\n",
                spike_step, spike.describe(), rollback->dir, state_->step, rollback->skipped_from,
                rollback->skipped_to - 1, state_->step + 1, spike_step);
-    report_->metrics()->write({{"step", spike_step},
+    report_->record({{"step", spike_step},
                                {"rollback_to", state_->step},
                                {"skipped_samples", {rollback->skipped_from, rollback->skipped_to}}});
   }

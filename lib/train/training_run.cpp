@@ -236,8 +236,8 @@ void TrainingRun::open_outputs() {
     store_->remove_stale_temp_folders();
   }
   mesh_->group(parallel::Dim::world)->barrier();
-  report_->open_metrics(state_->step);
   recipe_yaml_ = config::dump_recipe(recipe_);
+  report_->open_metrics(state_->step, recipe_yaml_);
   install_stop_signal_handlers(util::parse_signal_list(t_.stop_signals));
   const int64_t shards = parallel_->checkpoint_shards();
   checkpoints_ = std::make_unique<CheckpointWriter>(
@@ -247,7 +247,7 @@ void TrainingRun::open_outputs() {
                    shards > 0 ? fmt::format(" ({} shards)", shards) : "", write_s, blocking_s);
         nlohmann::ordered_json record = {{"step", at_step}, {"checkpoint", folder}, {"checkpoint_write_s", write_s},
                                          {"checkpoint_blocking_s", blocking_s}};
-        report_->metrics()->write(record);
+        report_->record(record);
       });
 }
 
