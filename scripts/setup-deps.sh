@@ -16,6 +16,7 @@ packages=(
   libxxhash-dev  # checkpoint checksums (header-only use)
   clang libclang-rt-dev  # the fuzz targets: libFuzzer, ASan, UBSan (scripts/fuzz.sh)
   python3-venv
+  chromium  # a headless browser for the TensorBoard page check (tools/browser/page_capture.py)
   slurmctld slurmd slurm-client munge  # a one-node SLURM for the batch-script tests (scripts/slurm/local-cluster.sh)
 )
 missing=()
