@@ -29,10 +29,12 @@ int64_t sequence_bytes_lower_bound(const config::Recipe& recipe, const RankShape
   const auto& m = recipe.model;
   const int64_t tokens = recipe.data.seq_len;
   const int64_t layers = std::max<int64_t>(1, m.num_layers / shape.pp);
-  const int64_t sequence_split = recipe.parallel.sequence_parallel ? shape.tp : 1;
+  // Each context-parallel rank holds 1/cp of the tokens, and sequence parallelism 1/tp of those.
+  const int64_t cp = std::max<int64_t>(1, recipe.parallel.cp);
+  const int64_t sequence_split = (recipe.parallel.sequence_parallel ? shape.tp : 1) * cp;
   int64_t bytes = tokens * m.hidden_size * activation_bytes(recipe) * layers / sequence_split;
   // Unchunked, the loss holds the fp32 logits of the last stage's tokens (vocabulary split by tp).
-  if (recipe.memory.chunked_loss == "off") bytes += tokens * m.vocab_size * 4 / shape.tp;
+  if (recipe.memory.chunked_loss == "off") bytes += tokens / cp * m.vocab_size * 4 / shape.tp;
   return bytes;
 }
 
@@ -55,7 +57,7 @@ std::optional<std::string> micro_batch_memory_problem(const config::Recipe& reci
                        "takes per step)",
                        need, fitting, per_rank);
   return fmt::format("{}; not even one sequence fits: shorten data.seq_len, or spread the model over more ranks "
-                     "(parallel.tp with sequence_parallel, parallel.pp)",
+                     "(parallel.cp, parallel.tp with sequence_parallel, parallel.pp)",
                      need);
 }
 

@@ -25,7 +25,7 @@ config::Recipe recipe(int64_t micro_batch, const std::string& chunked_loss = "au
 
 }  // namespace
 
-TEST_CASE("a sequence's lower bound counts each block's input, split by pp and sequence-parallel tp", "[train][memory]") {
+TEST_CASE("a sequence's lower bound counts each block's input, split by pp, sequence-parallel tp and cp", "[train][memory]") {
   const int64_t block_inputs = 256 * 128 * 4 * 4;  // tokens x hidden x fp32 x layers
   CHECK(train::sequence_bytes_lower_bound(recipe(1), {}) == block_inputs);
   CHECK(train::sequence_bytes_lower_bound(recipe(1, "off"), {}) == block_inputs + 256 * 1000 * 4);
@@ -36,6 +36,11 @@ TEST_CASE("a sequence's lower bound counts each block's input, split by pp and s
   auto sequence_parallel = recipe(1);
   sequence_parallel.parallel.sequence_parallel = true;
   CHECK(train::sequence_bytes_lower_bound(sequence_parallel, {4, 1}) == block_inputs / 4);
+  auto context_parallel = recipe(1, "off");
+  context_parallel.parallel.cp = 4;
+  CHECK(train::sequence_bytes_lower_bound(context_parallel, {}) == (block_inputs + 256 * 1000 * 4) / 4);
+  context_parallel.parallel.sequence_parallel = true;
+  CHECK(train::sequence_bytes_lower_bound(context_parallel, {2, 1}) == block_inputs / 8 + 256 / 4 * 1000 * 4 / 2);
 }
 
 TEST_CASE("a micro batch above the bound is refused with the micro batch that would fit", "[train][memory]") {
