@@ -2,7 +2,7 @@
 # Context-parallel layouts train the same model as one process: 20 steps of ring attention over
 # cp 2 and cp 4, Ulysses over cp 2 and (8 heads, 4 kv heads) cp 4, each also on packed
 # documents; ring cp 2 with selective and with full recompute; cp 2 x fsdp 2, ring and Ulysses
-# cp 2 x tp 2, and qwen3_moe cp 2 x ep 2 (both kinds), each within 1e-5 of one process's
+# cp 2 x tp 2 (ring also with sequence parallelism), and qwen3_moe cp 2 x ep 2 (both kinds), each within 1e-5 of one process's
 # per-step losses and gradient norms and its weights. Checkpoints reshard across cp: ring
 # cp 2 x fsdp 2's step-10 checkpoint resumes as one process and as Ulysses cp 2, and FSDP 2's
 # as ring cp 2. Evaluation under cp gives one process's figures. The step metrics carry the ring's attention and blocked time and the cp ranks'
@@ -27,9 +27,10 @@ train ring2_selective 2 "${ring2[@]}" --set memory.recompute=selective
 train ring2_full 2 "${ring2[@]}" --set memory.recompute=full
 train ring2_fsdp2 4 "${ring2[@]}"
 train ring2_tp2 4 "${ring2[@]}" --set parallel.tp=2
+train ring2_tp2_sp 4 "${ring2[@]}" --set parallel.tp=2 --set parallel.sequence_parallel=true
 grep -q "parallel: 4 ranks (torchrun), FSDP 2, context-parallel over cp 2 (parameters sharded over fsdp x cp = 4), ring attention" "$work/ring2_fsdp2.log"
 grep -q "parallel: 2 ranks (torchrun), DDP 1, context-parallel over cp 2 (parameters sharded over fsdp x cp = 2), ulysses attention" "$work/ulysses2.log"
-for run in ring2 ring4 ulysses2 ring2_selective ring2_full ring2_fsdp2 ring2_tp2; do compare_runs "$work/single" "$work/$run"; done
+for run in ring2 ring4 ulysses2 ring2_selective ring2_full ring2_fsdp2 ring2_tp2 ring2_tp2_sp; do compare_runs "$work/single" "$work/$run"; done
 
 train h8_single 1 "${h8[@]}"
 train h8_ulysses4 4 "${h8[@]}" --set parallel.cp=4 --set parallel.cp_kind=ulysses
