@@ -88,6 +88,9 @@ void Watchdog::publish() {
 
 void Watchdog::run() {
   std::unique_lock<std::mutex> lock(mutex_);
+  // A beat from the start: a peer's first read, one interval on, finds it however early this
+  // rank dies after that.
+  if (store_) publish();
   while (!wake_.wait_for(lock, kBeatInterval, [this] { return stopping_; })) {
     if (store_) publish();
     if (store_ && !store_gone_ && store_host_is_a_rank()) {

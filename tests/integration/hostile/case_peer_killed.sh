@@ -7,6 +7,8 @@ write_recipe "$work/recipe.yaml" 3000
   > "$work/run.log" 2>&1 &
 launcher=$!
 for _ in $(seq 1 300); do grep -q '"step":20,' "$work/run/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+# Three heartbeat intervals (0.5 s each): rank 1 has read rank 0's heartbeat, which it names.
+sleep 1.5
 for pid in $(pgrep -P $launcher); do grep -qz "^RANK=0$" "/proc/$pid/environ" && kill -9 "$pid"; done
 status=0
 wait $launcher || status=$?
