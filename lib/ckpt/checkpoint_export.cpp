@@ -205,6 +205,18 @@ void merge_into(const std::string& stage, const std::string& target, const std::
   fs::remove(stage);
 }
 
+// The buffers the family's folders store that the trainer state keeps (the expert bias, by its
+// tensor name), appended to the tensors and names to write.
+void add_stored_buffers(const model::ModelSpec& spec, const nlohmann::json& trainer_state, TensorMap& stored,
+                        std::vector<std::string>& names) {
+  if (!spec.hf_buffer || !trainer_state.contains("expert_bias")) return;
+  for (const auto& [name, values] : trainer_state.at("expert_bias").items()) {
+    if (!spec.hf_buffer(name)) continue;
+    stored[spec.to_hf_name(name)] = torch::tensor(values.get<std::vector<float>>(), torch::kFloat32);
+    names.push_back(spec.to_hf_name(name));
+  }
+}
+
 // Writes the folder's files into stage: nothing is there yet, so each is created exclusively.
 int64_t write_folder(const std::string& checkpoint_dir, const std::string& stage,
                      const std::vector<ExtraFile>& extra_files, int64_t max_shard_bytes) {
@@ -217,7 +229,8 @@ int64_t write_folder(const std::string& checkpoint_dir, const std::string& stage
     for (const auto& stored : model::hf_stored_tensors(spec, name, tensors[name].sizes().vec()))
       names.push_back(stored.first);
   }
-  const auto stored = hf_tensors(tensors, spec.family);
+  auto stored = hf_tensors(tensors, spec.family);
+  add_stored_buffers(spec, checkpoint.trainer_state, stored, names);
   write_weights(stage, names, stored, max_shard_bytes);
   nlohmann::json config = checkpoint.model_config;
   note_stripped("config.json", strip_code_references(config));

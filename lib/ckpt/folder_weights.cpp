@@ -89,8 +89,29 @@ LocatedTensors indexed_tensors(const std::string& dir, const std::string& index_
   return tensors;
 }
 
-FolderWeights safetensors_weights(const LocatedTensors& located, const std::string& description,
+// The model's buffers that its family's folders may store (ModelSpec::hf_buffer) and `located`
+// holds, read whole: taken out of `located`, which then holds the parameters' tensors alone.
+TensorMap stored_buffers(LocatedTensors& located, const model::CausalLM& model) {
+  const auto& spec = model::model_spec(model.config().family);
+  TensorMap buffers;
+  if (!spec.hf_buffer) return buffers;
+  for (const auto& item : model.named_buffers()) {
+    const auto name = spec.to_hf_name(item.key());
+    const auto it = located.find(name);
+    if (!spec.hf_buffer(item.key()) || it == located.end()) continue;
+    if (it->second.entry->shape != item.value().sizes().vec())
+      throw InputError(fmt::format("{}: tensor '{}' has shape [{}], the model expects [{}]", it->second.reader->path(),
+                                   name, fmt::join(it->second.entry->shape, ", "), fmt::join(item.value().sizes(), ", ")));
+    buffers[item.key()] =
+        it->second.reader->read(*it->second.entry, 0, item.value().numel()).to(torch::kFloat32).view(item.value().sizes());
+    located.erase(it);
+  }
+  return buffers;
+}
+
+FolderWeights safetensors_weights(LocatedTensors located, const std::string& description,
                                   const model::CausalLM& model) {
+  auto buffers = stored_buffers(located, model);
   std::map<std::string, std::pair<std::vector<int64_t>, std::string>> found;
   for (const auto& [name, where] : located) found[name] = {where.entry->shape, where.reader->path()};
   const auto expected = expected_tensors(model, /*hf=*/true);
@@ -104,6 +125,7 @@ FolderWeights safetensors_weights(const LocatedTensors& located, const std::stri
   FolderWeights weights;
   weights.tensors = static_cast<int64_t>(found.size());
   weights.description = description;
+  weights.buffers = std::move(buffers);
   weights.source = [parts](const std::string& name, int64_t begin, int64_t count) {
     std::vector<torch::Tensor> pieces;
     int64_t offset = 0;
@@ -153,11 +175,17 @@ FolderWeights folder_weights(const std::string& dir, const model::CausalLM& mode
     return {[checkpoint](const std::string& name, int64_t begin, int64_t count) {
               return checkpoint->read("model", name, begin, count);
             },
-            static_cast<int64_t>(found.size()), dir};
+            static_cast<int64_t>(found.size()), dir, {}};
   }
   if (!std::filesystem::exists(weights_path) && std::filesystem::exists(index_path))
     return safetensors_weights(indexed_tensors(dir, index_path), index_path, model);
   return safetensors_weights(file_tensors(weights_path), weights_path, model);
+}
+
+void load_buffers(model::CausalLM& model, const TensorMap& buffers) {
+  torch::NoGradGuard no_grad;
+  for (auto& item : model.named_buffers())
+    if (const auto it = buffers.find(item.key()); it != buffers.end()) item.value().copy_(it->second);
 }
 
 }  // namespace xtrain::ckpt

@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 
+#include "ckpt/safetensors.h"
 #include "model/causal_lm.h"
 #include "model/parameter_source.h"
 
@@ -20,9 +21,15 @@ struct FolderWeights {
   model::ParameterSource source;  // values as fp32, whatever the file's dtype
   int64_t tensors = 0;
   std::string description;  // the file(s) read, for messages
+  // Buffers a Hugging Face folder stores (ModelSpec::hf_buffer: DeepSeek-V3's expert bias), by
+  // the model's buffer names, whole, fp32; those the folder lacks keep their initial values.
+  TensorMap buffers;
 };
 
 FolderWeights folder_weights(const std::string& dir, const model::CausalLM& model);
+
+// Copies `buffers` (FolderWeights::buffers) into the model's buffers of those names.
+void load_buffers(model::CausalLM& model, const TensorMap& buffers);
 
 // model.safetensors.index.json's weight_map: tensor name -> file name in the folder. A file name
 // that leaves the folder is an InputError; so is a tensor missing from its file (folder_weights).

@@ -36,10 +36,20 @@ TensorMap hf_tensors(const TensorMap& tensors, const std::string& family) {
   return stored;
 }
 
+TensorMap hf_buffers(model::CausalLM& model) {
+  const auto& spec = model::model_spec(model.config().family);
+  TensorMap buffers;
+  if (!spec.hf_buffer) return buffers;
+  for (const auto& item : model.named_buffers())
+    if (spec.hf_buffer(item.key())) buffers[spec.to_hf_name(item.key())] = item.value();
+  return buffers;
+}
+
 void save_hf_folder(const std::string& dir, model::CausalLM& model, int64_t eos_token_id) {
   std::filesystem::create_directories(dir);
-  save_safetensors(dir + "/model.safetensors", hf_tensors(model_tensors(model), model.config().family),
-                   {{"format", "pt"}});
+  auto tensors = hf_tensors(model_tensors(model), model.config().family);
+  tensors.merge(hf_buffers(model));
+  save_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
   util::write_file_durable(dir + "/config.json", hf_config(model.config(), eos_token_id).dump(2) + "\n");
 }
 
@@ -53,6 +63,7 @@ std::shared_ptr<model::CausalLM> load_hf_folder(const std::string& dir) {
 int64_t load_hf_weights(model::CausalLM& model, const std::string& dir) {
   const auto weights = folder_weights(dir, model);
   model::materialize(model, weights.source);
+  load_buffers(model, weights.buffers);
   return weights.tensors;
 }
 

@@ -16,6 +16,8 @@ TensorMap model_tensors(model::CausalLM& model);
 // The tensors of a Hugging Face folder for these (model-named) tensors of a `family` model:
 // renamed, and experts stored apart, as transformers stores them (model::hf_stored_tensors).
 TensorMap hf_tensors(const TensorMap& tensors, const std::string& family);
+// The buffers its family's folders store (ModelSpec::hf_buffer), under their HF names.
+TensorMap hf_buffers(model::CausalLM& model);
 
 // A folder with config.json + model.safetensors, as HF's save_pretrained writes it.
 void save_hf_folder(const std::string& dir, model::CausalLM& model, int64_t eos_token_id);

@@ -196,6 +196,24 @@ class RecipeBuilder {
     take_from_hf(dir, "model.norm_topk_prob", m.norm_topk_prob, hf.norm_topk_prob);
     take_from_hf(dir, "model.first_k_dense", m.first_k_dense, hf.first_k_dense);
     take_from_hf(dir, "model.moe_layer_step", m.moe_layer_step, hf.moe_layer_step);
+    take_from_hf(dir, "model.n_group", m.n_group, hf.n_group);
+    take_from_hf(dir, "model.topk_group", m.topk_group, hf.topk_group);
+    take_from_hf(dir, "model.routed_scaling_factor", m.routed_scaling_factor, hf.routed_scaling_factor);
+    take_from_hf(dir, "model.num_shared_experts", m.num_shared_experts, hf.num_shared_experts);
+    take_from_hf(dir, "model.q_lora_rank", m.latent.q_lora_rank, hf.latent.q_lora_rank);
+    take_from_hf(dir, "model.kv_lora_rank", m.latent.kv_lora_rank, hf.latent.kv_lora_rank);
+    take_from_hf(dir, "model.qk_nope_head_dim", m.latent.qk_nope_head_dim, hf.latent.qk_nope_head_dim);
+    take_from_hf(dir, "model.qk_rope_head_dim", m.latent.qk_rope_head_dim, hf.latent.qk_rope_head_dim);
+    take_from_hf(dir, "model.v_head_dim", m.latent.v_head_dim, hf.latent.v_head_dim);
+    take_from_hf(dir, "model.rope_interleave", m.latent.rope_interleave, hf.latent.rope_interleave);
+    take_from_hf(dir, "model.rope_beta_fast", m.rope_scaling.beta_fast, hf.rope_scaling.beta_fast);
+    take_from_hf(dir, "model.rope_beta_slow", m.rope_scaling.beta_slow, hf.rope_scaling.beta_slow);
+    take_from_hf(dir, "model.rope_mscale", m.rope_scaling.mscale, hf.rope_scaling.mscale);
+    take_from_hf(dir, "model.rope_mscale_all_dim", m.rope_scaling.mscale_all_dim, hf.rope_scaling.mscale_all_dim);
+    take_from_hf(dir, "model.rope_attention_factor", m.rope_scaling.attention_factor, hf.rope_scaling.attention_factor);
+    take_from_hf(dir, "model.rope_truncate", m.rope_scaling.truncate, hf.rope_scaling.truncate);
+    take_choice_from_hf(dir, "model.rope_scaling_type", m.rope_scaling.type, hf.rope_scaling.type);
+    take_choice_from_hf(dir, "model.router", m.router, hf.router);
     int64_t given_kv_heads = kv_heads, given_head_dim = head_dim;
     take_from_hf(dir, "model.num_kv_heads", given_kv_heads, hf.num_kv_heads);
     take_from_hf(dir, "model.head_dim", given_head_dim, hf.head_dim());
@@ -231,6 +249,16 @@ class RecipeBuilder {
              fmt::format("{}, but {}/config.json says {}; leave it out of the recipe (model.init_from takes the "
                          "model's shape from config.json)",
                          field, dir, value));
+    field = value;
+  }
+
+  template <typename E>
+  void take_choice_from_hf(const std::string& dir, const std::string& path, E& field, E value) {
+    if (set_at_.count(path) && field != value)
+      report(where(path), path,
+             fmt::format("{}, but {}/config.json says {}; leave it out of the recipe (model.init_from takes the "
+                         "model's shape from config.json)",
+                         to_string(field), dir, to_string(value)));
     field = value;
   }
 
@@ -438,7 +466,9 @@ class RecipeBuilder {
 
   void check_consistency() {
     const auto& m = recipe_.model;
-    if (m.head_dim_override == 0 && m.hidden_size % m.num_heads != 0)
+    if (m.latent.enabled())
+      ;  // latent attention's heads have sizes of their own (checked by the family's spec)
+    else if (m.head_dim_override == 0 && m.hidden_size % m.num_heads != 0)
       report(where("model.num_heads"), "model.num_heads",
              fmt::format("{} heads do not divide hidden_size {} (hidden_size must be a multiple of num_heads)",
                          m.num_heads, m.hidden_size));
@@ -461,7 +491,11 @@ class RecipeBuilder {
       report(where("model.vocab_size"), "model.vocab_size",
              fmt::format("{} is smaller than the {} ids of tokenizer '{}'", m.vocab_size,
                          tokenizer_vocab_, recipe_.data.tokenizer));
-    if (m.rope_scaling.enabled() && m.rope_scaling.high_freq_factor <= m.rope_scaling.low_freq_factor)
+    if (m.rope_scaling.yarn() && m.rope_scaling.beta_fast <= m.rope_scaling.beta_slow)
+      report(where("model.rope_beta_fast"), "model.rope_beta_fast",
+             fmt::format("{} must be above model.rope_beta_slow {}", m.rope_scaling.beta_fast, m.rope_scaling.beta_slow));
+    if (m.rope_scaling.enabled() && !m.rope_scaling.yarn() &&
+        m.rope_scaling.high_freq_factor <= m.rope_scaling.low_freq_factor)
       report(where("model.rope_high_freq_factor"), "model.rope_high_freq_factor",
              fmt::format("{} must be above model.rope_low_freq_factor {}", m.rope_scaling.high_freq_factor,
                          m.rope_scaling.low_freq_factor));

@@ -137,27 +137,15 @@ void AttentionImpl::describe_init(const std::string& name, double std, double ou
   if (k_norm) k_norm->describe_init(name + ".k_norm", plan);
 }
 
-namespace {
-// A rotary table's rows for the tokens' positions, each moved on by `shift` (XTRAIN_NUMERIC_FAULT
-// rope_shift; 0 otherwise) and kept inside the table.
-torch::Tensor rows_at_positions(const torch::Tensor& table, const SequenceLayout& layout, int64_t seq, int64_t shift) {
-  const bool listed = layout.positions.defined();
-  if (shift == 0) return listed ? table.index_select(0, layout.positions) : table.narrow(0, 0, seq);
-  const auto int64_on_device = torch::TensorOptions().dtype(torch::kInt64).device(table.device());
-  auto positions = listed ? layout.positions : torch::arange(seq, int64_on_device);
-  return table.index_select(0, (positions + shift).clamp_max(table.size(0) - 1));
-}
-}  // namespace
-
 std::pair<torch::Tensor, torch::Tensor> AttentionImpl::rotate(const torch::Tensor& q, const torch::Tensor& k,
                                                               const RotaryTables& rotary, const SequenceLayout& layout,
                                                               int64_t query_shift) const {
   const int64_t seq = q.size(2);
-  const auto cos = rows_at_positions(rotary.cos, layout, seq, 0), sin = rows_at_positions(rotary.sin, layout, seq, 0);
+  const auto cos = rotary_rows(rotary.cos, layout, seq, 0), sin = rotary_rows(rotary.sin, layout, seq, 0);
   if (query_shift == 0 && fused_rotary && fused_rotary_applies(q, k, cos, sin)) return model::fused_rotary(q, k, cos, sin);
   const auto rotated_q = query_shift == 0 ? apply_rotary(q, cos, sin)
-                                          : apply_rotary(q, rows_at_positions(rotary.cos, layout, seq, query_shift),
-                                                         rows_at_positions(rotary.sin, layout, seq, query_shift));
+                                          : apply_rotary(q, rotary_rows(rotary.cos, layout, seq, query_shift),
+                                                         rotary_rows(rotary.sin, layout, seq, query_shift));
   return {rotated_q, apply_rotary(k, cos, sin)};
 }
 

@@ -32,7 +32,10 @@ MoeOptions moe_options(const ModelConfig& config) {
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, const AttentionFeatures& features, int64_t layer) {
   input_layernorm = register_module("input_layernorm", RMSNorm(config.hidden_size, config.norm_eps));
-  self_attn = register_module("self_attn", Attention(config, features));
+  if (config.latent.enabled())
+    latent_attn = register_module("self_attn", LatentAttention(config));
+  else
+    self_attn = register_module("self_attn", Attention(config, features));
   post_attention_layernorm =
       register_module("post_attention_layernorm", RMSNorm(config.hidden_size, config.norm_eps));
   if (config.is_moe_layer(layer)) {
@@ -48,7 +51,10 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, const AttentionFea
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const RotaryTables& rotary,
                                         const SequenceLayout& layout, double loss_weight,
                                         const torch::Tensor& balance_coefficients) {
-  const auto [h, normed] = post_attention_layernorm->add_and_forward(x, self_attn(input_layernorm(x), rotary, layout));
+  const auto normed_input = input_layernorm(x);
+  const auto attended =
+      self_attn ? self_attn(normed_input, rotary, layout) : latent_attn(normed_input, rotary, layout);
+  const auto [h, normed] = post_attention_layernorm->add_and_forward(x, attended);
   if (!moe) return h + mlp(normed);
   Routing routing;
   auto out = h + moe(normed, &routing);
@@ -70,7 +76,7 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const RotaryTabl
 }
 
 LlamaBodyImpl::LlamaBodyImpl(const ModelConfig& config, const AttentionFeatures& features)
-    : config_(config), rotary_(rotary_tables(config.max_seq_len, config.head_dim(), config.rope_theta, config.rope_scaling)) {
+    : config_(config), rotary_(rotary_tables(config.max_seq_len, config.rotary_dim(), config.rope_theta, config.rope_scaling)) {
   embed_tokens = register_module("embed_tokens", Embedding(config.vocab_size, config.hidden_size));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_layers; ++i) layers->push_back(DecoderLayer(config, features, i));
@@ -218,8 +224,10 @@ TensorParallelPlan LlamaForCausalLM::tensor_parallel_plan(int64_t rank, int64_t 
   const auto width = split_share(c.intermediate_size, rank, ranks);
   for (size_t i = 0; i < model->layers->size(); ++i) {
     const auto prefix = "model.layers." + std::to_string(i) + ".";
-    for (const auto& [name, slice] : (*model->layers)[i]->as<DecoderLayer>()->self_attn->tensor_parallel_plan(rank, ranks))
-      plan[prefix + "self_attn." + name] = slice;
+    const auto& layer = *(*model->layers)[i]->as<DecoderLayer>();
+    const auto attention = layer.self_attn ? layer.self_attn->tensor_parallel_plan(rank, ranks)
+                                           : layer.latent_attn->tensor_parallel_plan(rank, ranks);
+    for (const auto& [name, slice] : attention) plan[prefix + "self_attn." + name] = slice;
     plan[prefix + "mlp.gate_proj.weight"] = {0, width};
     plan[prefix + "mlp.up_proj.weight"] = {0, width};
     plan[prefix + "mlp.down_proj.weight"] = {1, width};
@@ -235,7 +243,10 @@ void LlamaForCausalLM::use_tensor_parallel(std::shared_ptr<TensorParallelOps> op
   const auto partial = ops->sequence_parallel() ? ops : nullptr;
   for (const auto& item : *model->layers) {
     auto& layer = *item->as<DecoderLayer>();
-    layer.self_attn->use_tensor_parallel(ops);
+    if (layer.self_attn)
+      layer.self_attn->use_tensor_parallel(ops);
+    else
+      layer.latent_attn->use_tensor_parallel(ops);
     layer.mlp->tensor_parallel = ops;
     layer.input_layernorm->partial_gradient = partial;
     layer.post_attention_layernorm->partial_gradient = partial;
@@ -246,13 +257,16 @@ void LlamaForCausalLM::use_tensor_parallel(std::shared_ptr<TensorParallelOps> op
 
 std::vector<AttentionKernel*> LlamaForCausalLM::attention_kernels() {
   std::vector<AttentionKernel*> kernels;
-  for (const auto& layer : *model->layers) kernels.push_back(&layer->as<DecoderLayer>()->self_attn->kernel);
+  for (const auto& layer : *model->layers) kernels.push_back(&layer->as<DecoderLayer>()->attention_kernel());
   return kernels;
 }
 
 void DecoderLayerImpl::describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const {
   input_layernorm->describe_init(name + ".input_layernorm", plan);
-  self_attn->describe_init(name + ".self_attn", std, output_std, plan);
+  if (self_attn)
+    self_attn->describe_init(name + ".self_attn", std, output_std, plan);
+  else
+    latent_attn->describe_init(name + ".self_attn", std, output_std, plan);
   post_attention_layernorm->describe_init(name + ".post_attention_layernorm", plan);
   if (moe)
     moe->describe_init(name + ".mlp", std, output_std, plan);

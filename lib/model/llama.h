@@ -24,6 +24,7 @@
 
 #include "model/attention.h"
 #include "model/causal_lm.h"
+#include "model/latent_attention.h"
 #include "model/linear.h"
 #include "model/moe.h"
 #include "model/rms_norm.h"
@@ -45,7 +46,9 @@ class DecoderLayerImpl : public torch::nn::Module {
   void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const;
 
   RMSNorm input_layernorm{nullptr};
-  Attention self_attn{nullptr};
+  Attention self_attn{nullptr};  // grouped-query attention, registered as "self_attn"
+  LatentAttention latent_attn{nullptr};  // multi-head latent attention (deepseek_v3), as "self_attn" instead
+  AttentionKernel& attention_kernel() { return self_attn ? self_attn->kernel : latent_attn->kernel; }
   RMSNorm post_attention_layernorm{nullptr};
   SwiGLU mlp{nullptr};  // a dense layer's feed-forward, registered as "mlp"
   MoeBlock moe{nullptr};  // a MoE layer's, registered as "mlp" instead

@@ -9,48 +9,87 @@
 #include "util/input_error.h"
 
 namespace xtrain::model {
-namespace {
 
-nlohmann::json rope_scaling_json(const RopeScaling& s) {
-  if (!s.enabled()) return nullptr;
-  return {{"rope_type", "llama3"},
-          {"factor", s.factor},
-          {"low_freq_factor", s.low_freq_factor},
-          {"high_freq_factor", s.high_freq_factor},
-          {"original_max_position_embeddings", s.original_max_len}};
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() > suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// transformers 5 writes rope_parameters (rope_type, rope_theta and the scaling's fields); 4.x
-// wrote rope_theta and rope_scaling. Rope types other than default and llama3 are refused.
-void read_rope(const nlohmann::json& json, const std::string& source, ModelConfig& c) {
+nlohmann::json hf_rope_scaling(const RopeScaling& s) {
+  if (!s.enabled()) return nullptr;
+  nlohmann::json json = {{"rope_type", to_string(s.type)},
+                         {"factor", s.factor},
+                         {"original_max_position_embeddings", s.original_max_len}};
+  if (s.type == RopeScalingType::llama3) {
+    json["low_freq_factor"] = s.low_freq_factor;
+    json["high_freq_factor"] = s.high_freq_factor;
+    return json;
+  }
+  json["beta_fast"] = s.beta_fast;
+  json["beta_slow"] = s.beta_slow;
+  json["truncate"] = s.truncate;
+  if (s.attention_factor > 0) json["attention_factor"] = s.attention_factor;
+  if (s.mscale > 0) json["mscale"] = s.mscale;
+  if (s.mscale_all_dim > 0) json["mscale_all_dim"] = s.mscale_all_dim;
+  return json;
+}
+
+namespace {
+double rope_number(const nlohmann::json& object, const char* name, double fallback, const std::string& source) {
+  if (!object.contains(name) || object.at(name).is_null()) return fallback;
+  if (!object.at(name).is_number())
+    throw InputError(fmt::format("{}: rope field \"{}\" must be a number", source, name));
+  return object.at(name).get<double>();
+}
+
+void read_llama3_rope(const nlohmann::json& rope, const std::string& source, RopeScaling& s) {
+  for (const char* name : {"factor", "original_max_position_embeddings"})
+    if (!rope.contains(name)) throw InputError(fmt::format("{}: llama3 rope scaling without \"{}\"", source, name));
+  s.factor = rope_number(rope, "factor", 0, source);
+  s.low_freq_factor = rope_number(rope, "low_freq_factor", 1.0, source);
+  s.high_freq_factor = rope_number(rope, "high_freq_factor", 4.0, source);
+  s.original_max_len = static_cast<int64_t>(rope_number(rope, "original_max_position_embeddings", 8192, source));
+  if (s.factor <= 0 || s.high_freq_factor <= s.low_freq_factor)
+    throw InputError(fmt::format("{}: llama3 rope scaling {} needs factor > 0 and high_freq_factor > low_freq_factor",
+                                 source, rope.dump()));
+}
+
+// transformers' _compute_yarn_parameters; a missing original_max_position_embeddings is the
+// model's max_position_embeddings, as transformers' standardize_rope_params sets it.
+void read_yarn_rope(const nlohmann::json& rope, const std::string& source, int64_t max_positions, RopeScaling& s) {
+  s.type = RopeScalingType::yarn;
+  s.original_max_len =
+      static_cast<int64_t>(rope_number(rope, "original_max_position_embeddings", double(max_positions), source));
+  s.factor = rope_number(rope, "factor", double(max_positions) / double(s.original_max_len), source);
+  s.beta_fast = rope_number(rope, "beta_fast", 32, source);
+  s.beta_slow = rope_number(rope, "beta_slow", 1, source);
+  s.mscale = rope_number(rope, "mscale", 0, source);
+  s.mscale_all_dim = rope_number(rope, "mscale_all_dim", 0, source);
+  s.attention_factor = rope_number(rope, "attention_factor", 0, source);
+  if (rope.contains("truncate") && rope.at("truncate").is_boolean()) s.truncate = rope.at("truncate").get<bool>();
+  if (s.factor <= 0 || s.original_max_len <= 0 || s.beta_fast <= s.beta_slow)
+    throw InputError(fmt::format("{}: yarn rope scaling {} needs factor > 0, original_max_position_embeddings > 0 and "
+                                 "beta_fast > beta_slow",
+                                 source, rope.dump()));
+}
+}  // namespace
+
+void read_hf_rope(const nlohmann::json& json, const std::string& source, ModelConfig& c) {
   const nlohmann::json* rope = nullptr;
   for (const char* key : {"rope_parameters", "rope_scaling"})
     if (!rope && json.contains(key) && json.at(key).is_object()) rope = &json.at(key);
-  auto number = [&](const nlohmann::json& object, const char* name, double fallback) {
-    if (!object.contains(name)) return fallback;
-    if (!object.at(name).is_number())
-      throw InputError(fmt::format("{}: rope field \"{}\" must be a number", source, name));
-    return object.at(name).get<double>();
-  };
-  c.rope_theta = number(json, "rope_theta", 10000.0);
+  c.rope_theta = rope_number(json, "rope_theta", 10000.0, source);
   if (!rope) return;
-  c.rope_theta = number(*rope, "rope_theta", c.rope_theta);
+  c.rope_theta = rope_number(*rope, "rope_theta", c.rope_theta, source);
   const std::string type = rope->value("rope_type", rope->value("type", std::string("default")));
   if (type == "default") return;
-  if (type != "llama3")
-    throw InputError(fmt::format("{}: rope type \"{}\" ({}); xtrain computes the default rotary embedding and "
-                                 "llama3's scaling (a model trained with another would compute other logits here)",
-                                 source, type, rope->dump()));
-  for (const char* name : {"factor", "original_max_position_embeddings"})
-    if (!rope->contains(name)) throw InputError(fmt::format("{}: llama3 rope scaling without \"{}\"", source, name));
-  c.rope_scaling.factor = number(*rope, "factor", 0);
-  c.rope_scaling.low_freq_factor = number(*rope, "low_freq_factor", 1.0);
-  c.rope_scaling.high_freq_factor = number(*rope, "high_freq_factor", 4.0);
-  c.rope_scaling.original_max_len = static_cast<int64_t>(number(*rope, "original_max_position_embeddings", 8192));
-  if (c.rope_scaling.factor <= 0 || c.rope_scaling.high_freq_factor <= c.rope_scaling.low_freq_factor)
-    throw InputError(fmt::format("{}: llama3 rope scaling {} needs factor > 0 and high_freq_factor > low_freq_factor",
-                                 source, rope->dump()));
+  if (type == "llama3") return read_llama3_rope(*rope, source, c.rope_scaling);
+  if (type == "yarn") return read_yarn_rope(*rope, source, c.max_seq_len, c.rope_scaling);
+  throw InputError(fmt::format("{}: rope type \"{}\" ({}); xtrain computes the default rotary embedding, llama3's "
+                               "scaling and yarn (a model trained with another would compute other logits here)",
+                               source, type, rope->dump()));
 }
+
+namespace {
 
 // What transformers' MoE blocks do not compute: kept in config.json, so that export can say so.
 void note_unexported(const ModelConfig& c, nlohmann::json& json) {
@@ -178,7 +217,7 @@ nlohmann::json hf_config(const ModelSpec& spec, const AttentionFeatures& feature
       {"head_dim", c.head_dim()},
       {"max_position_embeddings", c.max_seq_len},
       {"rope_theta", c.rope_theta},
-      {"rope_scaling", rope_scaling_json(c.rope_scaling)},
+      {"rope_scaling", hf_rope_scaling(c.rope_scaling)},
       {"rms_norm_eps", c.norm_eps},
       {"tie_word_embeddings", c.tie_embeddings},
       {"hidden_act", "silu"},
@@ -233,7 +272,7 @@ ModelConfig config_from_hf(const ModelSpec& spec, const AttentionFeatures& featu
   c.num_heads = integer("num_attention_heads");
   c.num_kv_heads = json.contains("num_key_value_heads") ? integer("num_key_value_heads") : c.num_heads;
   c.max_seq_len = integer("max_position_embeddings");
-  read_rope(json, source, c);
+  read_hf_rope(json, source, c);
   c.norm_eps = number("rms_norm_eps", 1e-6);
   c.init_std = number("initializer_range", 0.02);
   c.tie_embeddings = json.value("tie_word_embeddings", false);
@@ -265,15 +304,13 @@ ModelConfig config_from_hf(const ModelSpec& spec, const AttentionFeatures& featu
   return c;
 }
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() > suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // transformers' checkpoints hold each expert's projections apart: the stacked gate_up_proj
 // [E, 2I, H] is, flattened, expert 0's gate then up projection, then expert 1's, ...; down_proj
 // [E, H, I] each expert's down projection. Qwen3-MoE names them as its dense MLP does, under
 // mlp.experts.N; Mixtral as w1 (gate), w3 (up) and w2 (down) under block_sparse_moe.experts.N.
-std::vector<std::string> expert_parts(const std::string& name, int64_t experts, bool mixtral) {
+}  // namespace
+
+std::vector<std::string> hf_expert_parts(const std::string& name, int64_t experts, bool mixtral) {
   static const std::string gate_up = ".mlp.experts.gate_up_proj", down = ".mlp.experts.down_proj";
   std::vector<std::string> projections;
   std::string layer;
@@ -293,6 +330,8 @@ std::vector<std::string> expert_parts(const std::string& name, int64_t experts, 
                                   projection));
   return parts;
 }
+
+namespace {
 
 // One family of the Llama decoder: its names, what its attention adds, and its experts. Dense
 // families split over tensor and pipeline parallelism; mixtures of experts over parallel.ep only.
@@ -319,7 +358,7 @@ ModelSpec decoder_spec(const char* family, const char* architecture, const char*
   spec.to_hf_name = spec.from_hf_name = [](const std::string& name) { return name; };
   if (experts != Experts::none)
     spec.hf_parts = [mixtral = experts == Experts::mixtral](const std::string& name, int64_t first) {
-      return expert_parts(name, first, mixtral);
+      return hf_expert_parts(name, first, mixtral);
     };
   // Matrices (embeddings, projections) decay; norm gains and biases do not.
   spec.decays = [](const std::string& /*name*/, int64_t dims) { return dims >= 2; };

@@ -3,22 +3,79 @@
 // qwen3's q and k norms) is the family's own fact, held by its ModelSpec (model/model_spec.h),
 // not by the shape.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
 
 #include "model/moe_choices.h"
+#include "util/choice.h"
 
 namespace xtrain::model {
 
-// Llama 3's rotary scaling (transformers' rope_type "llama3"): wavelengths longer than
-// original_max_len / low_freq_factor are stretched by factor, shorter than
-// original_max_len / high_freq_factor kept, and those between blended. factor 0: none.
+// How rotary wavelengths are stretched for a longer context (transformers' rope_type).
+//   llama3  Llama 3's: wavelengths longer than original_max_len / low_freq_factor are
+//           stretched by factor, shorter than original_max_len / high_freq_factor kept, and
+//           those between blended.
+//   yarn    YaRN (Peng et al. 2023): dimensions that turn fewer than beta_slow times over
+//           original_max_len are interpolated by factor, those turning more than beta_fast
+//           times kept, a linear ramp between; cos and sin are multiplied by attention_factor.
+enum class RopeScalingType { llama3, yarn };
+
+XTRAIN_CHOICES_BEGIN
+constexpr const char* to_string(RopeScalingType value) {
+  switch (value) {
+    case RopeScalingType::llama3: return "llama3";
+    case RopeScalingType::yarn: return "yarn";
+  }
+  return nullptr;
+}
+XTRAIN_CHOICES_END
+
+// factor 0: no scaling.
 struct RopeScaling {
+  RopeScalingType type = RopeScalingType::llama3;
   double factor = 0;
-  double low_freq_factor = 1.0;
-  double high_freq_factor = 4.0;
   int64_t original_max_len = 8192;
+  double low_freq_factor = 1.0;   // llama3
+  double high_freq_factor = 4.0;  // llama3
+  double beta_fast = 32, beta_slow = 1;  // yarn
+  // yarn: cos and sin are multiplied by attention_factor; 0 derives it as transformers does,
+  // mscale(factor, mscale) / mscale(factor, mscale_all_dim) when both are set, else
+  // mscale(factor, 1), with mscale(s, m) = 0.1 m ln(s) + 1 (1 for s <= 1).
+  double attention_factor = 0;
+  double mscale = 0, mscale_all_dim = 0;  // 0: not set
+  bool truncate = true;  // yarn: the ramp's ends rounded outward to whole dimensions
   bool enabled() const { return factor > 0; }
+  bool yarn() const { return enabled() && type == RopeScalingType::yarn; }
+  static double yarn_mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
+  double yarn_attention_factor() const {
+    if (attention_factor > 0) return attention_factor;
+    if (mscale > 0 && mscale_all_dim > 0) return yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim);
+    return yarn_mscale(factor, 1.0);
+  }
+  // DeepSeek's softmax scale multiplier with YaRN: mscale(factor, mscale_all_dim)^2 when
+  // mscale_all_dim is set, else 1 (transformers' yarn_apply_mscale).
+  double softmax_mscale() const {
+    if (!yarn() || mscale_all_dim <= 0) return 1.0;
+    const double m = yarn_mscale(factor, mscale_all_dim);
+    return m * m;
+  }
+};
+
+// Multi-head latent attention (DeepSeek-V2/V3, model/latent_attention.h): queries through an
+// optional low-rank q_lora_rank bottleneck, keys and values through a shared kv_lora_rank latent
+// expanded per head; each q and k head is qk_nope_head_dim features without rotation and
+// qk_rope_head_dim rotated ones (k's rotated part shared by every head), each v head
+// v_head_dim. kv_lora_rank 0: grouped-query attention instead.
+struct LatentAttentionConfig {
+  int64_t q_lora_rank = 0;  // 0: q_proj straight from the hidden state
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  // The rotated features are stored in interleaved pairs (x0, x1), (x2, x3), ... (DeepSeek's
+  // checkpoints, transformers' rope_interleave), not as two halves.
+  bool rope_interleave = true;
+  bool enabled() const { return kv_lora_rank > 0; }
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
 };
 
 // The vision side of a vision-language model (llava, model/llava.h): a CLIP ViT (model/clip_vision.h)
@@ -68,6 +125,7 @@ struct ModelConfig {
   // the lookup (transformers' padding_idx).
   int64_t type_vocab_size = 2;
   int64_t pad_token_id = 0;
+  LatentAttentionConfig latent;  // multi-head latent attention (deepseek_v3)
   VisionConfig vision;  // vision-language models (llava); the fields above are the text model's
 
   // Mixture of experts (model/moe.h); num_experts 0: every layer dense. Layer i is a MoE layer
@@ -106,6 +164,8 @@ struct ModelConfig {
   }
 
   int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden_size / num_heads; }
+  // The features of a head that rotate: the rotated part of a latent attention head, else all.
+  int64_t rotary_dim() const { return latent.enabled() ? latent.qk_rope_head_dim : head_dim(); }
 };
 
 }  // namespace xtrain::model

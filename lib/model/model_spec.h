@@ -75,6 +75,10 @@ struct ModelSpec {
   // parameter's (see hf_stored_tensors); none for one stored whole under to_hf_name, and when
   // not set.
   std::function<std::vector<std::string>(const std::string& name, int64_t first_dimension)> hf_parts;
+  // A buffer that transformers' checkpoints store beside the parameters (DeepSeek-V3's
+  // gate.e_score_correction_bias): written by export, read from a folder that has it. None when
+  // not set.
+  std::function<bool(const std::string& name)> hf_buffer;
   // The parts model.freeze can name, each with the prefix of its parameters' names (llava's
   // vision_tower, projector, language_model); none for a family of one part.
   std::vector<std::pair<std::string, std::string>> parts;

@@ -1,6 +1,7 @@
 #include "train/model_factory.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "ckpt/folder_weights.h"
 #include "ckpt/manifest.h"
@@ -18,7 +19,7 @@ InitialWeights initial_weights(const config::Recipe& recipe, const model::Causal
   const std::string& init_from = recipe.model.init_from;
   if (init_from.empty() || !fresh)
     return {model::init_source(model.init_plan(), static_cast<uint64_t>(recipe.run.seed)),
-            fmt::format("run.seed {}", recipe.run.seed)};
+            fmt::format("run.seed {}", recipe.run.seed), {}};
   const std::string dir = init_from.substr(3);  // "hf:" checked by the option
   // A folder xtrain exported carries a manifest: damage is found before it is trained on.
   const auto check = ckpt::verify_manifest(dir);
@@ -27,7 +28,13 @@ InitialWeights initial_weights(const config::Recipe& recipe, const model::Causal
   // Only a plain Hugging Face folder gets here without a manifest (manifest.h): the log says so.
   const std::string unverified =
       check.status == ckpt::ManifestCheck::Status::no_manifest ? "; " + check.summary() : "";
-  return {std::move(weights.source), fmt::format("{} ({} tensors{})", init_from, weights.tensors, unverified)};
+  nlohmann::json expert_bias;
+  for (const auto& [name, tensor] : weights.buffers) {
+    const auto values = tensor.contiguous();
+    expert_bias[name] = std::vector<float>(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
+  }
+  return {std::move(weights.source), fmt::format("{} ({} tensors{})", init_from, weights.tensors, unverified),
+          std::move(expert_bias)};
 }
 
 }  // namespace xtrain::train

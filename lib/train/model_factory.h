@@ -4,6 +4,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "config/recipe.h"
 #include "model/causal_lm.h"
 #include "model/parameter_source.h"
@@ -16,6 +18,9 @@ std::shared_ptr<model::CausalLM> build_model(const config::Recipe& recipe);
 struct InitialWeights {
   model::ParameterSource source;
   std::string description;  // for the log: "run.seed 1234", or "hf:DIR (N tensors)"
+  // The expert bias a Hugging Face folder stores (DeepSeek-V3's e_score_correction_bias), as
+  // ExpertBalance::load_state takes it; empty when it stores none.
+  nlohmann::json expert_bias;
 };
 // run.seed's init; or, with model.init_from (hf:DIR) and `fresh` (not resuming), the folder's
 // weights, whose shape the recipe loader took from DIR/config.json. A folder with a manifest (an

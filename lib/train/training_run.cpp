@@ -157,6 +157,8 @@ void TrainingRun::parallelize_model() {
                         {"pack", recipe_.data.pack}}};
   state_ = std::make_unique<RunState>(*parallel_, trained_, *optimizer_, scaler, *experts_, *mesh_, *sums_, device_,
                                       std::move(identity));
+  if (!initial_weights_.expert_bias.is_null())
+    experts_->load_state(initial_weights_.expert_bias, recipe_.model.init_from);
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
   const auto rss = sums_->sum_and_spread(0.0, util::peak_rss_mib()).second;
   if (chief_ && !resume_from_)  // a resumed run says where it resumed from instead

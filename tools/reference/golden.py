@@ -87,6 +87,10 @@ def load_model(directory, dtype=torch.float32):
                 "mismatched": sorted(str(m) for m in info.get("mismatched_keys", []))}
     if any(problems.values()):
         raise KeyError(f"checkpoint {directory} does not match {type(model).__name__}: {problems}")
+    # Some modules keep float32 whatever the dtype asked for (DeepSeek-V3's router): the float64
+    # trajectory is float64 throughout.
+    if dtype == torch.float64:
+        model.double()
     model.train()  # attention_dropout is 0 in exported configs; train() only selects training paths
     return model
 

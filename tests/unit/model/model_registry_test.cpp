@@ -56,7 +56,7 @@ std::set<std::string> parameter_names(const model::ModelSpec& spec) {
 
 TEST_CASE("every registered family round-trips through its Hugging Face config", "[model][registry]") {
   CHECK(model::model_families() ==
-        std::vector<std::string>{"llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "bert", "llava"});
+        std::vector<std::string>{"llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3", "bert", "llava"});
   for (const auto& spec : model::model_specs()) {
     INFO(spec.family);
     // The encoder and the vision-language model have shapes of their own, and their own round
@@ -67,7 +67,17 @@ TEST_CASE("every registered family round-trips through its Hugging Face config",
     shape.head_dim = spec.family == "qwen3" ? 4 : 0;
     if (spec.capabilities.experts) shape.with_experts(24);
     if (spec.family == "mixtral") shape.first_k_dense = 0;
-    const auto config = shape.config();
+    const bool latent = spec.family == "deepseek_v3";
+    if (latent) shape.kv_heads = shape.heads;  // every latent head has its key and value
+    auto config = shape.config();
+    if (latent) {
+      config.latent = {16, 24, 8, 4, 6, false};
+      config.router = model::Router::sigmoid_bias;
+      config.num_shared_experts = 2;
+      config.rope_scaling.type = model::RopeScalingType::yarn;
+      config.rope_scaling.factor = 4;
+      config.rope_scaling.mscale_all_dim = 0.5;
+    }
     const auto json = ckpt::hf_config(config, 3);
     CHECK(json.at("architectures").at(0) == spec.hf_architecture);
     CHECK(&model::model_spec_for_hf(json, "config.json") == &spec);
@@ -79,6 +89,16 @@ TEST_CASE("every registered family round-trips through its Hugging Face config",
     CHECK(back.num_experts_per_tok == config.num_experts_per_tok);
     CHECK(back.moe_intermediate_size == config.moe_intermediate_size);
     CHECK(back.first_k_dense == config.first_k_dense);
+    CHECK(back.num_shared_experts == config.num_shared_experts);
+    CHECK(back.router == config.router);
+    CHECK(back.rope_scaling.type == config.rope_scaling.type);
+    CHECK(back.rope_scaling.factor == config.rope_scaling.factor);
+    CHECK(back.rope_scaling.softmax_mscale() == config.rope_scaling.softmax_mscale());
+    CHECK(back.latent.q_lora_rank == config.latent.q_lora_rank);
+    CHECK(back.latent.kv_lora_rank == config.latent.kv_lora_rank);
+    CHECK(back.latent.qk_rope_head_dim == config.latent.qk_rope_head_dim);
+    CHECK(back.latent.v_head_dim == config.latent.v_head_dim);
+    CHECK(back.latent.rope_interleave == config.latent.rope_interleave);
     const auto model = model::declare_model(config);
     CHECK(model->config().family == spec.family);
     CHECK(spec.decays("model.layers.0.mlp.up_proj.weight", 2));
@@ -91,7 +111,8 @@ TEST_CASE("a Hugging Face config of another family is an input error naming the 
   CHECK_THROWS_WITH(model::model_spec_for_hf(gpt2, "dir/config.json"),
                     "dir/config.json: model_type \"gpt2\" (GPT2LMHeadModel) is not a family xtrain trains: llama "
                     "(LlamaForCausalLM), qwen2 (Qwen2ForCausalLM), qwen3 (Qwen3ForCausalLM), qwen3_moe "
-                    "(Qwen3MoeForCausalLM), mixtral (MixtralForCausalLM), bert (BertForMaskedLM), llava "
+                    "(Qwen3MoeForCausalLM), mixtral (MixtralForCausalLM), deepseek_v3 (DeepseekV3ForCausalLM), bert "
+                    "(BertForMaskedLM), llava "
                     "(LlavaForConditionalGeneration)");
   CHECK_THROWS_AS(ckpt::model_config_from_hf(nlohmann::json::array(), "dir/config.json"), InputError);
   // Found by the class alone when model_type is absent.
