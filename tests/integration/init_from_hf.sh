@@ -5,7 +5,7 @@
 # 1e-5. Fine-tuned under FSDP 2, the export (split over files with an index) loads back in
 # transformers (AutoTokenizer and AutoModelForCausalLM), whose eval loss is xtrain's final one
 # within 1e-5. The same for a Qwen3-MoE folder (experts stored apart) trained with its experts
-# split over 2 ranks. A resumed run reads its checkpoint, not the folder. Fails when the Python ($XTRAIN_PYTHON, else
+# split over 2 ranks, and for a DeepSeek-V3 folder (its expert bias too) under FSDP 2. A resumed run reads its checkpoint, not the folder. Fails when the Python ($XTRAIN_PYTHON, else
 # .venv/bin/python3) has no transformers.
 set -euo pipefail
 xtrain=$1
@@ -150,6 +150,32 @@ print(f"init_from hf, qwen3_moe under EP 2: eval loss at step 0 {first:.8f} vs t
       f"(difference {abs(first - start):.2e}); after {max(evals)} steps {last:.8f} vs transformers on the export "
       f"{end:.8f} (difference {abs(last - end):.2e})")
 assert abs(first - start) <= 1e-5 and abs(last - end) <= 1e-5
+assert last < first - 1e-3, "fine-tuning did not lower the eval loss"
+PY
+
+# DeepSeek-V3 as transformers saves it (latent attention under YaRN, experts stored apart, the
+# expert bias a buffer), split over several files with an index, fine-tuned 4 steps under FSDP 2
+# and exported: transformers computes xtrain's eval loss on the folder before the first step and
+# on the export after the last, expert bias included.
+"$python" "$srcdir/tools/reference/hf_folder.py" make --family deepseek_v3 --tokenizer "$work/tokenizers/qwen2.json" \
+  --out "$work/deepseek_v3" > /dev/null
+[[ -f $work/deepseek_v3/model.safetensors.index.json ]]
+train deepseek_fsdp2 2 --set model.init_from="hf:$work/deepseek_v3"
+grep -q "model: initial weights from hf:$work/deepseek_v3 (" "$work/deepseek_fsdp2.log"
+"$xtrain" export "$work/deepseek_fsdp2/checkpoints/latest" "$work/deepseek_export" > /dev/null
+read -r deepseek_start _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss --model "$work/deepseek_v3" \
+  --data "$work/eval.jsonl" --seq-len 32)
+read -r deepseek_end _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss \
+  --model "$work/deepseek_export" --data "$work/eval.jsonl" --seq-len 32)
+"$python" - "$work/deepseek_fsdp2/metrics.jsonl" "$deepseek_start" "$deepseek_end" <<'PY'
+import json, sys
+evals = {r["step"]: r["eval_loss"] for r in map(json.loads, open(sys.argv[1])) if "eval_loss" in r}
+start, end = float(sys.argv[2]), float(sys.argv[3])
+first, last = evals[0], evals[max(evals)]
+print(f"init_from hf, deepseek_v3 under FSDP 2: eval loss at step 0 {first:.8f} vs transformers {start:.8f} "
+      f"(difference {abs(first - start) / start:.2e} relative); after {max(evals)} steps {last:.8f} vs transformers "
+      f"on the export {end:.8f} (difference {abs(last - end) / end:.2e} relative)")
+assert abs(first - start) <= 1e-5 * start and abs(last - end) <= 1e-5 * end
 assert last < first - 1e-3, "fine-tuning did not lower the eval loss"
 PY
 

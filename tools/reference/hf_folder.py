@@ -43,6 +43,21 @@ def make(args):
         model = transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(
             head_dim=8, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48, mlp_only_layers=[0],
             **shape))
+    elif args.family == "deepseek_v3":  # latent attention under YaRN; layer 0 dense, layer 1 of 4 experts
+        rope = dict(rope_type="yarn", rope_theta=args.rope_theta, factor=4.0, original_max_position_embeddings=32,
+                    beta_fast=32.0, beta_slow=1.0, mscale=1.0, mscale_all_dim=0.8)
+        shape.update(num_key_value_heads=4, rope_parameters=rope)
+        model = transformers.DeepseekV3ForCausalLM(transformers.DeepseekV3Config(
+            q_lora_rank=24, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12,
+            n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=48, n_shared_experts=1, n_group=2,
+            topk_group=1, routed_scaling_factor=2.5, first_k_dense_replace=1, **shape))
+        with torch.no_grad():  # the expert bias, a buffer, starts at 0; the router weight too
+            for name, buffer in model.named_buffers():
+                if name.endswith("e_score_correction_bias"):
+                    buffer.copy_(torch.randn_like(buffer) * 0.05)
+            for name, parameter in model.named_parameters():
+                if name.endswith("mlp.gate.weight"):
+                    parameter.copy_(torch.randn_like(parameter) * 0.02)
     else:
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**shape))
     # Biases and norm gains start at 0 and 1: give them values, so the check covers them.
@@ -87,7 +102,7 @@ def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="command", required=True)
     m = sub.add_parser("make")
-    m.add_argument("--family", choices=["llama", "qwen2", "qwen3", "qwen3_moe"], required=True)
+    m.add_argument("--family", choices=["llama", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3"], required=True)
     m.add_argument("--tokenizer", required=True)
     m.add_argument("--out", required=True)
     m.add_argument("--seed", type=int, default=11)
