@@ -203,7 +203,7 @@ TEST_CASE("ring and Ulysses attention on CUDA match attention over the whole row
               auto ql = part(q), kl = part(k), vl = part(v);
               const auto& comm = comms[static_cast<size_t>(r)];
               const auto out = kind == parallel::ContextKind::ring
-                                   ? parallel::ring_attention(comm, ql, kl, vl, layout, 128)
+                                   ? parallel::ring_attention(comm, ql, kl, vl, layout, {}, 128)
                                    : parallel::ulysses_attention(comm, {}, ql, kl, vl, layout);
               const auto grads = torch::autograd::grad({out.sum()}, {ql, kl, vl});
               worst[static_cast<size_t>(r)] = relative_error(out, expected.index_select(2, mine));
