@@ -1,7 +1,6 @@
 #include "model/span_attention.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 
 #include <torch/torch.h>
