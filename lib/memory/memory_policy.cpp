@@ -24,6 +24,22 @@ int64_t recomputed_blocks(const MemoryOptions& options, int64_t num_layers) {
   return share_of(options.recompute_ratio, num_layers);
 }
 
+model::AttentionKernel recomputed_kernel(model::AttentionKernel inner) {
+  return [inner](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                 const model::SequenceLayout& layout, const model::AttentionVariant& variant) {
+    const bool sinks = variant.has_sinks();
+    auto rest = variant;  // the replay takes the sinks from its inputs, not from the closure
+    rest.sinks = torch::Tensor();
+    auto attend = [inner, layout, rest, sinks](const std::vector<torch::Tensor>& in) {
+      auto replayed = rest;
+      if (sinks) replayed.sinks = in[3];
+      return inner ? inner(in[0], in[1], in[2], layout, replayed)
+                   : model::causal_attention(in[0], in[1], in[2], layout.cu_seqlens, replayed);
+    };
+    return sinks ? recompute(attend, {q, k, v, variant.sinks}) : recompute(attend, {q, k, v});
+  };
+}
+
 std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model, const MemoryOptions& options,
                                                          const KernelWrap& wrap_kernel) {
   const int64_t count = recomputed_blocks(options, model.config().num_layers);
@@ -36,8 +52,8 @@ std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model,
     const int64_t block_size = options.attention_block_size;
     for (auto* kernel : model.attention_kernels())
       *kernel = [tiled, block_size](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                    const model::SequenceLayout& layout) {
-        return tiled(q, k, v, layout.cu_seqlens, block_size);
+                                    const model::SequenceLayout& layout, const model::AttentionVariant& variant) {
+        return tiled(q, k, v, layout.cu_seqlens, block_size, variant);
       };
   }
   if (wrap_kernel)
@@ -56,18 +72,7 @@ std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model,
     };
   } else if (options.recompute == Recompute::selective) {
     const auto kernels = model.attention_kernels();
-    for (int64_t i = 0; i < count; ++i) {
-      model::AttentionKernel inner = *kernels[i];
-      *kernels[i] = [inner](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                            const model::SequenceLayout& layout) {
-        return recompute(
-            [inner, layout](const std::vector<torch::Tensor>& in) {
-              return inner ? inner(in[0], in[1], in[2], layout)
-                           : model::causal_attention(in[0], in[1], in[2], layout.cu_seqlens);
-            },
-            {q, k, v});
-      };
-    }
+    for (int64_t i = 0; i < count; ++i) *kernels[i] = recomputed_kernel(*kernels[i]);
   }
   return offloader;
 }

@@ -38,6 +38,11 @@ int64_t recomputed_blocks(const MemoryOptions& options, int64_t num_layers);
 // selective recompute wraps it (context parallelism: a kernel that sees the whole row).
 using KernelWrap = std::function<model::AttentionKernel(model::AttentionKernel chosen)>;
 
+// `inner` (empty: model::causal_attention) run without keeping its activations and re-run in
+// backward: selective recompute. The variant's sinks, when given, are an input of the
+// recomputed function like q, k and v, so that their gradient flows out of the replay.
+model::AttentionKernel recomputed_kernel(model::AttentionKernel inner);
+
 // Installs the policy on the model. The returned offloader (null without offload) must
 // outlive the model's use and have begin_forward() called before each forward pass.
 std::shared_ptr<ActivationOffloader> apply_memory_policy(model::CausalLM& model, const MemoryOptions& options,

@@ -30,34 +30,53 @@ torch::Tensor document_ids(const torch::Tensor& cu_seqlens, int64_t seq) {
                           /*right=*/true);
 }
 
+double AttentionVariant::softmax_scale(int64_t dim) const {
+  return scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(dim));
+}
+
+void AttentionVariant::check(int64_t heads) const {
+  TORCH_CHECK(window >= 0, "the attention window must be 0 (none) or positive, got ", window);
+  TORCH_CHECK(!sinks.defined() || (sinks.dim() == 1 && sinks.size(0) == heads), "attention sinks must be [", heads,
+              "], one per query head, got ", sinks.defined() ? sinks.sizes() : torch::IntArrayRef{});
+}
+
 namespace {
 
 // Attention over [T, T] scores; hidden (bool, broadcastable to [B, H, T, T]) marks the keys a
 // query must not see.
 torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                               const torch::Tensor& hidden) {
+                               const torch::Tensor& hidden, const AttentionVariant& variant) {
   const int64_t groups = q.size(1) / k.size(1);
   auto keys = groups == 1 ? k : k.repeat_interleave(groups, /*dim=*/1);
   auto values = groups == 1 ? v : v.repeat_interleave(groups, /*dim=*/1);
   // The scores are scaled after the product, in transformers' eager order: with a head size
   // whose 1/sqrt is not a power of two (qwen3's head_dim 128 is one), scaling q first rounds
   // differently. The fused kernels (sdpa, blockwise) are the fast paths.
-  auto scores = torch::matmul(q, keys.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  auto scores = torch::matmul(q, keys.transpose(-2, -1)) * variant.softmax_scale(q.size(-1));
   scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity());
   // Softmax in at least fp32: bf16/fp16 scores lose too much in the exponent sum.
-  auto probs = torch::softmax(scores, -1, at::promote_types(scores.scalar_type(), torch::kFloat32))
-                   .to(q.scalar_type());
-  return torch::matmul(probs, values);
+  const auto stats_type = at::promote_types(scores.scalar_type(), torch::kFloat32);
+  torch::Tensor probs;
+  if (variant.has_sinks()) {  // GPT-OSS: the sink is one more column of each row, then dropped
+    const auto sink = variant.sinks.to(stats_type).view({1, -1, 1, 1}).expand({scores.size(0), -1, scores.size(2), 1});
+    probs = torch::softmax(torch::cat({scores.to(stats_type), sink}, -1), -1).narrow(-1, 0, scores.size(-1));
+  } else {
+    probs = torch::softmax(scores, -1, stats_type);
+  }
+  return torch::matmul(probs.to(q.scalar_type()), values);
 }
 
-// [T, T] on `device`: true above the diagonal.
-torch::Tensor future_keys(int64_t seq, const torch::Device& device) {
-  return torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool).device(device)).triu(1);
+// [T, T] on `device`: true where the key is after the query or, with a window, `window` or
+// more positions before it.
+torch::Tensor unreachable_keys(int64_t seq, int64_t window, const torch::Device& device) {
+  const auto all = torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool).device(device));
+  auto hidden = all.triu(1);
+  return window > 0 ? hidden.logical_or_(all.tril(-window)) : hidden;
 }
 
-// [..., T, T] on doc's device: true above the diagonal or between different documents.
-torch::Tensor hidden_keys(const torch::Tensor& doc) {
-  return future_keys(doc.size(-1), doc.device()).logical_or(doc.unsqueeze(-1) != doc.unsqueeze(-2));
+// [..., T, T] on doc's device: unreachable or between different documents.
+torch::Tensor hidden_keys(const torch::Tensor& doc, int64_t window) {
+  return unreachable_keys(doc.size(-1), window, doc.device()).logical_or(doc.unsqueeze(-1) != doc.unsqueeze(-2));
 }
 
 // Packed rows are cut at document boundaries into segments of up to this many tokens (or one
@@ -88,14 +107,15 @@ torch::Tensor split_segments(const torch::Tensor& t, int64_t count, int64_t leng
 }  // namespace
 
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                               const torch::Tensor& cu_seqlens) {
-  const int64_t seq = q.size(2);
-  if (!cu_seqlens.defined()) return masked_attention(q, k, v, future_keys(seq, q.device()));
+                               const torch::Tensor& cu_seqlens, const AttentionVariant& variant) {
+  variant.check(q.size(1));
+  const int64_t seq = q.size(2), window = variant.window;
+  if (!cu_seqlens.defined()) return masked_attention(q, k, v, unreachable_keys(seq, window, q.device()), variant);
   const auto doc = document_ids(cu_seqlens, seq).to(q.device());  // validates, on the host
-  if (seq <= kSegmentTokens) return masked_attention(q, k, v, hidden_keys(doc));
+  if (seq <= kSegmentTokens) return masked_attention(q, k, v, hidden_keys(doc, window), variant);
   const auto bounds = cu_seqlens.to(torch::kCPU).contiguous();
   const auto segments = segments_of(bounds.data_ptr<int64_t>(), bounds.numel());
-  const int64_t batch = q.size(0);
+  const int64_t batch = q.size(0), value_dim = v.size(3);
   std::vector<torch::Tensor> outputs;
   for (size_t first = 0; first < segments.size();) {
     const auto [begin, length] = segments[first];
@@ -103,13 +123,14 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
     while (end < segments.size() && segments[end].second == length) ++end;
     const auto count = static_cast<int64_t>(end - first);
     auto part = [&](const torch::Tensor& t) { return split_segments(t.narrow(2, begin, count * length), count, length); };
-    auto hidden = hidden_keys(doc.narrow(0, begin, count * length).view({count, length}))
+    // Segments start at document boundaries: positions within one differ as in the row.
+    auto hidden = hidden_keys(doc.narrow(0, begin, count * length).view({count, length}), window)
                       .unsqueeze(1)
                       .repeat({batch, 1, 1, 1});
-    auto out = masked_attention(part(q), part(k), part(v), hidden);  // [B * count, H, length, D]
-    outputs.push_back(out.reshape({batch, count, q.size(1), length, q.size(3)})
+    auto out = masked_attention(part(q), part(k), part(v), hidden, variant);  // [B * count, H, length, Dv]
+    outputs.push_back(out.reshape({batch, count, q.size(1), length, value_dim})
                           .transpose(1, 2)
-                          .reshape({batch, q.size(1), count * length, q.size(3)}));
+                          .reshape({batch, q.size(1), count * length, value_dim}));
     first = end;
   }
   return outputs.size() == 1 ? outputs.front() : torch::cat(outputs, 2);
@@ -198,7 +219,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& whole, const RotaryTab
   std::tie(q, k) = rotate(q, k, rotary, layout, query_shift);
   auto v = heads(key_value(v_proj, x));
   TORCH_CHECK(kernel || !layout.context, "a row split over context-parallel ranks needs a context-parallel kernel");
-  auto attended = kernel ? kernel(q, k, v, layout) : causal_attention(q, k, v, layout.cu_seqlens);
+  const AttentionVariant plain;  // these families attend causally, unscaled, without sinks
+  auto attended = kernel ? kernel(q, k, v, layout, plain) : causal_attention(q, k, v, layout.cu_seqlens, plain);
   auto out = o_proj(attended.transpose(1, 2).reshape({batch, seq, -1}));
   return tensor_parallel_ ? tensor_parallel_->leave(out) : out;
 }

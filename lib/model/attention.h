@@ -19,23 +19,46 @@
 
 namespace xtrain::model {
 
-// Causal scaled dot-product attention. q: [B, H, T, D]; k, v: [B, KV, T, D] with H a multiple
-// of KV (kv head j serves query heads j*H/KV .. (j+1)*H/KV - 1). Softmax runs in fp32.
+// What a layer's attention adds to causal softmax(q k^T / sqrt(D)) v. The default is plain
+// causal attention; every kernel (eager, sdpa, blockwise, ring, Ulysses) takes each field.
+struct AttentionVariant {
+  // The softmax scale; 0: 1/sqrt(D), D = q's head dim (DeepSeek's YaRN sets mscale^2 / sqrt(D)).
+  double scale = 0;
+  // 0: a query sees every earlier key of its document; else only the `window` latest of them,
+  // its own included: keys at row positions p - window + 1 .. p (transformers' sliding_window).
+  int64_t window = 0;
+  // [H] per-head sink logits (GPT-OSS), or undefined: one more softmax column per row whose value
+  // is zero, so it only takes probability away from the keys. H is q's heads as the kernel sees
+  // them: under tensor parallelism the caller passes its rank's heads. Gradients flow to it.
+  torch::Tensor sinks;
+
+  bool has_sinks() const { return sinks.defined(); }
+  // The scale for q's head dim `dim`.
+  double softmax_scale(int64_t dim) const;
+  // Throws unless window >= 0 and sinks, when given, are 1-D with `heads` entries.
+  void check(int64_t heads) const;
+};
+
+// Causal scaled dot-product attention. q: [B, H, T, D]; k: [B, KV, T, D]; v: [B, KV, T, Dv] with H
+// a multiple of KV (kv head j serves query heads j*H/KV .. (j+1)*H/KV - 1). Softmax runs in fp32.
 // cu_seqlens, when defined, packs several documents into the sequence (see document_ids) and
-// restricts each query to the keys of its own document.
+// restricts each query to the keys of its own document. This is the eager reference: the
+// scores are q k^T times the scale (transformers' order), the sink column joins the softmax.
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                               const torch::Tensor& cu_seqlens = {});
+                               const torch::Tensor& cu_seqlens = {}, const AttentionVariant& variant = {});
 
 // Validates cu_seqlens, the cumulative document lengths [0, l1, l1 + l2, ..., seq] of a packed
 // sequence (shared by every batch row; empty documents allowed), and returns the document index
 // of each position: int64 [seq].
 torch::Tensor document_ids(const torch::Tensor& cu_seqlens, int64_t seq);
 
-// The attention kernel a layer calls with rotated q, k and v and the row's layout (its
-// cu_seqlens undefined for one causal sequence). Memory policies swap it (for a blockwise
-// kernel, or to recompute it in backward), context parallelism for one that sees the whole row.
-using AttentionKernel = std::function<torch::Tensor(const torch::Tensor& q, const torch::Tensor& k,
-                                                    const torch::Tensor& v, const SequenceLayout& layout)>;
+// The attention kernel a layer calls with rotated q, k and v, the row's layout (its cu_seqlens
+// undefined for one causal sequence) and the layer's variant. Memory policies swap it (for a
+// blockwise kernel, or to recompute it in backward), context parallelism for one that sees the
+// whole row.
+using AttentionKernel =
+    std::function<torch::Tensor(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const SequenceLayout& layout, const AttentionVariant& variant)>;
 
 class AttentionImpl : public torch::nn::Module {
  public:

@@ -29,7 +29,7 @@ std::pair<torch::Tensor, int64_t> stream_bounds(const torch::Tensor& cu_seqlens,
 }
 
 torch::Tensor varlen_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                               const torch::Tensor& cu_seqlens) {
+                               const torch::Tensor& cu_seqlens, const AttentionVariant& variant) {
   const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
   auto [bounds, longest] = stream_bounds(cu_seqlens, batch, seq);
   bounds = bounds.to(q.device(), /*non_blocking=*/true);
@@ -37,9 +37,13 @@ torch::Tensor varlen_attention(const torch::Tensor& q, const torch::Tensor& k, c
   auto stream = [](const torch::Tensor& t) {
     return t.transpose(1, 2).reshape({t.size(0) * t.size(2), t.size(1), t.size(3)});
   };
+  // Flash's window reaches window_size_left keys back from the query (and none ahead, causal).
+  // -1 reaches every earlier key, as no window does.
+  const int64_t left = variant.window > 0 ? variant.window - 1 : -1, right = 0;
   auto out = std::get<0>(at::_flash_attention_forward(stream(q), stream(k), stream(v), bounds, bounds, longest,
                                                       longest, /*dropout_p=*/0.0, /*is_causal=*/true,
-                                                      /*return_debug_mask=*/false));
+                                                      /*return_debug_mask=*/false, variant.softmax_scale(dim), left,
+                                                      right));
   return out.view({batch, seq, heads, dim}).transpose(1, 2);
 }
 
@@ -50,13 +54,21 @@ bool varlen_attention_available(const torch::Device& device, torch::ScalarType d
 }
 
 torch::Tensor sdpa_causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                    const torch::Tensor& cu_seqlens, int64_t block_size) {
+                                    const torch::Tensor& cu_seqlens, int64_t block_size,
+                                    const AttentionVariant& variant) {
+  variant.check(q.size(1));
+  const int64_t seq = q.size(2);
   if (cu_seqlens.defined()) {
-    if (varlen_attention_available(q.device(), q.scalar_type())) return varlen_attention(q, k, v, cu_seqlens);
-    return blockwise_causal_attention(q, k, v, cu_seqlens, block_size);
+    const bool flash_takes = !variant.has_sinks() && v.size(3) == q.size(3);
+    if (flash_takes && varlen_attention_available(q.device(), q.scalar_type()))
+      return varlen_attention(q, k, v, cu_seqlens, variant);
+    return blockwise_causal_attention(q, k, v, cu_seqlens, block_size, variant);
   }
+  // A window that covers the whole row hides nothing.
+  if (variant.has_sinks() || (variant.window > 0 && variant.window < seq))
+    return blockwise_causal_attention(q, k, v, cu_seqlens, block_size, variant);
   return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true,
-                                          /*scale=*/std::nullopt, /*enable_gqa=*/k.size(1) != q.size(1));
+                                          variant.softmax_scale(q.size(3)), /*enable_gqa=*/k.size(1) != q.size(1));
 }
 
 }  // namespace xtrain::model

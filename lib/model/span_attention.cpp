@@ -1,7 +1,6 @@
 #include "model/span_attention.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 
 #include <torch/torch.h>
@@ -40,10 +39,11 @@ void mask_tile(torch::Tensor& scores, const SpanTiles& tiles, const SpanTiles::T
 }  // namespace
 
 SpanTiles::SpanTiles(const std::vector<TokenSpan>& queries, const std::vector<TokenSpan>& keys,
-                     const std::vector<int64_t>& bounds, int64_t block, const torch::Device& device)
+                     const std::vector<int64_t>& bounds, int64_t block, const torch::Device& device, int64_t window)
     : queries_(cut(queries, block)),
       keys_(cut(keys, block)),
       bounds_(bounds),
+      window_(window),
       doc_(static_cast<size_t>(bounds.back())),
       index_options_(torch::TensorOptions().dtype(torch::kInt64).device(device)) {
   for (size_t d = 0; d + 1 < bounds_.size(); ++d)
@@ -53,15 +53,27 @@ SpanTiles::SpanTiles(const std::vector<TokenSpan>& queries, const std::vector<To
 
 bool SpanTiles::skipped(const Tile& q, const Tile& k) const {
   const int64_t last_query = q.row + q.length - 1, last_key = k.row + k.length - 1;
-  // Every key after every query, or every key in a document before the first query's.
-  return k.row > last_query || doc_[static_cast<size_t>(last_key)] < doc_[static_cast<size_t>(q.row)];
+  // Every key after every query, every key in a document before the first query's, or every key
+  // a window or more before the first query.
+  return k.row > last_query || doc_[static_cast<size_t>(last_key)] < doc_[static_cast<size_t>(q.row)] ||
+         (window_ > 0 && last_key <= q.row - window_);
+}
+
+bool SpanTiles::visits(const Tile& q, const Tile& k) const {
+  if (skipped(q, k)) return false;
+  ++visited_;
+  return true;
 }
 
 torch::Tensor SpanTiles::hidden(const Tile& q, const Tile& k) const {
   const int64_t last_query = q.row + q.length - 1, last_key = k.row + k.length - 1;
-  if (last_key <= q.row && doc_[static_cast<size_t>(k.row)] == doc_[static_cast<size_t>(last_query)]) return {};
+  const bool within_window = window_ == 0 || k.row > last_query - window_;
+  if (last_key <= q.row && within_window && doc_[static_cast<size_t>(k.row)] == doc_[static_cast<size_t>(last_query)])
+    return {};
   auto queries = torch::arange(q.row, q.row + q.length, index_options_).unsqueeze(1);
-  auto mask = torch::arange(k.row, k.row + k.length, index_options_).unsqueeze(0) > queries;
+  auto keys = torch::arange(k.row, k.row + k.length, index_options_).unsqueeze(0);
+  auto mask = keys > queries;
+  if (!within_window) mask.logical_or_(queries - keys >= window_);
   if (doc_ids_.defined())
     mask.logical_or_(doc_ids_.narrow(0, q.row, q.length).unsqueeze(1) != doc_ids_.narrow(0, k.row, k.length).unsqueeze(0));
   return mask;
@@ -74,8 +86,7 @@ bool SpanTiles::any_visible() const {
   return false;
 }
 
-torch::Tensor scaled_queries(const torch::Tensor& q, int64_t kv_heads, torch::ScalarType stats_type) {
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+torch::Tensor scaled_queries(const torch::Tensor& q, int64_t kv_heads, torch::ScalarType stats_type, double scale) {
   return (q.to(stats_type) * scale)
       .to(q.scalar_type())
       .contiguous()
@@ -83,25 +94,37 @@ torch::Tensor scaled_queries(const torch::Tensor& q, int64_t kv_heads, torch::Sc
 }
 
 TileBackward tile_backward(const torch::Tensor& q, int64_t kv_heads, const torch::Tensor& output,
-                           const torch::Tensor& grad, torch::ScalarType stats_type) {
-  auto grouped = [&](const torch::Tensor& t) {
-    return t.contiguous().view({q.size(0), kv_heads, q.size(1) / kv_heads, q.size(2), q.size(3)});
+                           const torch::Tensor& grad, torch::ScalarType stats_type, double scale) {
+  auto grouped = [&](const torch::Tensor& t) {  // q, or dout and output with v's head dim
+    return t.contiguous().view({q.size(0), kv_heads, q.size(1) / kv_heads, q.size(2), t.size(3)});
   };
   TileBackward inputs;
-  inputs.qs = scaled_queries(q, kv_heads, stats_type);
+  inputs.qs = scaled_queries(q, kv_heads, stats_type, scale);
   inputs.dout = grouped(grad.to(q.scalar_type()));
   inputs.delta = (inputs.dout.to(stats_type) * grouped(output.to(stats_type))).sum(-1);
   inputs.dq = torch::zeros(inputs.qs.sizes(), q.options().dtype(stats_type));
+  inputs.scale = scale;
   return inputs;
 }
 
 torch::Tensor TileBackward::query_gradient(const torch::Tensor& q) const {
-  return dq.mul(1.0 / std::sqrt(static_cast<double>(q.size(3)))).view(q.sizes()).to(q.scalar_type());
+  return dq.mul(scale).view(q.sizes()).to(q.scalar_type());
+}
+
+void add_sinks(const torch::Tensor& out, const torch::Tensor& lse, const torch::Tensor& sinks) {
+  const auto total = torch::logaddexp(lse, sinks.to(lse.scalar_type()).view({1, -1, 1}));
+  out.mul_((lse - total).exp_().unsqueeze(-1));
+  lse.copy_(total);
+}
+
+torch::Tensor sink_gradient(const torch::Tensor& sinks, const torch::Tensor& lse, const torch::Tensor& delta) {
+  const auto sink_probability = (sinks.to(lse.scalar_type()).view({1, -1, 1}) - lse).exp_();
+  return sink_probability.mul_(delta).sum(torch::IntArrayRef{0, 2}).neg_().to(sinks.scalar_type());
 }
 
 void attend_tiles(const SpanTiles& tiles, const torch::Tensor& qs, const torch::Tensor& k, const torch::Tensor& v,
                   torch::Tensor& out, torch::Tensor& lse) {
-  const int64_t batch = qs.size(0), kv_heads = qs.size(1), groups = qs.size(2), dim = qs.size(4);
+  const int64_t batch = qs.size(0), kv_heads = qs.size(1), groups = qs.size(2), dim = v.size(3);
   const auto matmul_type = qs.scalar_type();
   const auto options = out.options();
   const auto stats_type = out.scalar_type();
@@ -111,7 +134,7 @@ void attend_tiles(const SpanTiles& tiles, const torch::Tensor& qs, const torch::
     auto row_sum = torch::zeros({batch, kv_heads, groups * q.length}, options);
     auto acc = torch::zeros({batch, kv_heads, groups * q.length, dim}, options);
     for (const auto& key : tiles.key_tiles()) {
-      if (tiles.skipped(q, key)) continue;
+      if (!tiles.visits(q, key)) continue;
       auto p = torch::matmul(qb, k.narrow(2, key.local, key.length).transpose(-2, -1)).to(stats_type);
       mask_tile(p, tiles, q, key);
       auto new_max = torch::maximum(row_max, p.amax(-1));
@@ -143,7 +166,7 @@ void attend_tiles_backward(const SpanTiles& tiles, const torch::Tensor& qs, cons
     auto kb = k.narrow(2, key.local, key.length), vb = v.narrow(2, key.local, key.length);
     auto dkb = dk.narrow(2, key.local, key.length), dvb = dv.narrow(2, key.local, key.length);
     for (const auto& q : tiles.query_tiles()) {
-      if (tiles.skipped(q, key)) continue;
+      if (!tiles.visits(q, key)) continue;
       auto qb = group_rows(qs, q.local, q.length), dob = group_rows(dout, q.local, q.length);
       auto p = torch::matmul(qb, kb.transpose(-2, -1)).to(stats_type);
       mask_tile(p, tiles, q, key);

@@ -110,13 +110,15 @@ memory::KernelWrap context_parallel_kernel(const DeviceMesh& mesh, ContextKind k
   if (kind == ContextKind::ring)
     return [comm, block_size, times](const model::AttentionKernel&) -> model::AttentionKernel {
       return [comm, block_size, times](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                       const model::SequenceLayout& layout) {
-        return ring_attention(comm, q, k, v, layout, block_size, times);
+                                       const model::SequenceLayout& layout, const model::AttentionVariant& variant) {
+        return ring_attention(comm, q, k, v, layout, variant, block_size, times);
       };
     };
   return [comm](const model::AttentionKernel& chosen) -> model::AttentionKernel {
     return [comm, chosen](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                          const model::SequenceLayout& layout) { return ulysses_attention(comm, chosen, q, k, v, layout); };
+                          const model::SequenceLayout& layout, const model::AttentionVariant& variant) {
+      return ulysses_attention(comm, chosen, q, k, v, layout, variant);
+    };
   };
 }
 

@@ -29,6 +29,10 @@ struct RingPlan : torch::CustomClassHolder {
   int64_t block_size = 256;
   std::shared_ptr<RingTimes> times;
   bool flash = false;  // block pairs through the CUDA flash kernel (flash_pairs_apply)
+  double scale = 0;    // the softmax scale, resolved
+  int64_t window = 0;
+  bool sinks = false;  // whether the sinks argument holds the sinks (autograd takes no undefined tensor)
+  int64_t key_dim = 0;  // k's head dim: a block is k and v side by side in the last dim
 
   int64_t rank() const { return comm->rank(); }
   int64_t ranks() const { return comm->size(); }
@@ -36,7 +40,12 @@ struct RingPlan : torch::CustomClassHolder {
   int64_t owner(int64_t s) const { return (rank() - s + ranks()) % ranks(); }
   model::SpanTiles tiles(int64_t owner, const torch::Device& device) const {
     return {shard->spans[static_cast<size_t>(rank())], shard->spans[static_cast<size_t>(owner)], bounds, block_size,
-            device};
+            device, window};
+  }
+  // A block [.., D + Dv] (or its gradient) as its k and v parts.
+  torch::Tensor keys(const torch::Tensor& block) const { return block.narrow(-1, 0, key_dim); }
+  torch::Tensor values(const torch::Tensor& block) const {
+    return block.narrow(-1, key_dim, block.size(-1) - key_dim);
   }
 };
 
@@ -86,9 +95,10 @@ SpanPair span_pair(const model::TokenSpan& queries, const model::TokenSpan& keys
 }
 
 // Whether every block pair of the ring is one flash kernel call: one sequence per row (documents
-// need masks the kernel does not take) whose spans meet wholly, causally or not at all.
-bool flash_pairs_apply(const torch::Tensor& q, const model::SequenceLayout& layout) {
-  if (layout.packed() || !model::flash_blocks_take(q)) return false;
+// and windows need masks the kernel does not take) whose spans meet wholly, causally or not at all.
+bool flash_pairs_apply(const torch::Tensor& q, const torch::Tensor& v, const model::SequenceLayout& layout,
+                       int64_t window) {
+  if (layout.packed() || window > 0 || !model::flash_blocks_take(q, v)) return false;
   for (const auto& mine : layout.context->spans)
     for (const auto& theirs : layout.context->spans)
       for (const auto& queries : mine)
@@ -118,7 +128,8 @@ void for_each_pair(const RingPlan& plan, int64_t owner, const Visit& visit) {
 void attend_flash(const RingPlan& plan, int64_t owner, const torch::Tensor& q, const torch::Tensor& k,
                   const torch::Tensor& v, const torch::Tensor& out, const torch::Tensor& lse) {
   for_each_pair(plan, owner, [&](bool causal, int64_t q0, int64_t qn, int64_t k0, int64_t kn) {
-    auto [out_b, lse_b] = model::flash_block(q.narrow(2, q0, qn), k.narrow(2, k0, kn), v.narrow(2, k0, kn), causal);
+    auto [out_b, lse_b] =
+        model::flash_block(q.narrow(2, q0, qn), k.narrow(2, k0, kn), v.narrow(2, k0, kn), causal, plan.scale);
     merge(out.narrow(2, q0, qn), lse.narrow(2, q0, qn), out_b.to(out.scalar_type()), lse_b.to(lse.scalar_type()));
   });
 }
@@ -132,7 +143,8 @@ void attend_flash_backward(const RingPlan& plan, int64_t owner, const torch::Ten
   for_each_pair(plan, owner, [&](bool causal, int64_t q0, int64_t qn, int64_t k0, int64_t kn) {
     auto [dq_b, dk_b, dv_b] = model::flash_block_backward(dout.narrow(2, q0, qn), q.narrow(2, q0, qn),
                                                           k.narrow(2, k0, kn), v.narrow(2, k0, kn),
-                                                          output.narrow(2, q0, qn), lse.narrow(2, q0, qn), causal);
+                                                          output.narrow(2, q0, qn), lse.narrow(2, q0, qn), causal,
+                                                          plan.scale);
     dq.narrow(2, q0, qn).add_(dq_b);
     dk.narrow(2, k0, kn).add_(dk_b);
     dv.narrow(2, k0, kn).add_(dv_b);
@@ -141,61 +153,67 @@ void attend_flash_backward(const RingPlan& plan, int64_t owner, const torch::Ten
 
 struct RingAttention : torch::autograd::Function<RingAttention> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, c10::intrusive_ptr<RingPlan> plan) {
-    const int64_t batch = q.size(0), heads = q.size(1), kv_heads = k.size(1), seq = q.size(2), dim = q.size(3);
+                               const torch::Tensor& v, const torch::Tensor& sinks, c10::intrusive_ptr<RingPlan> plan) {
+    const int64_t batch = q.size(0), heads = q.size(1), kv_heads = k.size(1), seq = q.size(2), dim = v.size(3);
     const int64_t groups = heads / kv_heads;
     const auto stats_type = at::promote_types(q.scalar_type(), torch::kFloat32);
-    const auto qs = plan->flash ? torch::Tensor() : model::scaled_queries(q, kv_heads, stats_type);
+    const auto qs = plan->flash ? torch::Tensor() : model::scaled_queries(q, kv_heads, stats_type, plan->scale);
     const auto options = q.options().dtype(stats_type);
     auto out = torch::zeros({batch, kv_heads, groups, seq, dim}, options);
     auto lse = torch::full({batch, kv_heads, groups, seq}, -std::numeric_limits<double>::infinity(), options);
-    auto block = torch::stack({k, v}).contiguous();  // [2, B, KV, T, D]: one transfer per step
+    auto block = torch::cat({k, v}, -1).contiguous();  // [B, KV, T, D + Dv]: one transfer per step
     for (int64_t s = 0; s < plan->ranks(); ++s) {
       const bool last = s + 1 == plan->ranks();
       Passing next;
       if (!last) next = pass_on(*plan, block, kBlockTag);
       const auto started = Clock::now();
       if (plan->flash) {
-        attend_flash(*plan, plan->owner(s), q, block[0], block[1], out.view({batch, heads, seq, dim}),
-                     lse.view({batch, heads, seq}));
+        attend_flash(*plan, plan->owner(s), q, plan->keys(block), plan->values(block),
+                     out.view({batch, heads, seq, dim}), lse.view({batch, heads, seq}));
       } else if (const auto tiles = plan->tiles(plan->owner(s), q.device()); tiles.any_visible()) {
         auto out_b = torch::empty_like(out), lse_b = torch::empty_like(lse);
-        model::attend_tiles(tiles, qs, block[0], block[1], out_b, lse_b);
+        model::attend_tiles(tiles, qs, plan->keys(block), plan->values(block), out_b, lse_b);
         merge(out, lse, out_b, lse_b);
       }
       if (plan->times) plan->times->attention_ns += nanoseconds_since(started);
       if (!last) block = arrived(*plan, next);
     }
+    // The sinks join each row once, now that its lse covers every key of the row.
+    if (plan->sinks) model::add_sinks(out.view({batch, heads, seq, dim}), lse.view({batch, heads, seq}), sinks);
     auto output = out.view({batch, heads, seq, dim}).to(q.scalar_type());
-    ctx->save_for_backward({q, k, v, output, lse});
+    ctx->save_for_backward({q, k, v, output, lse, sinks});
     ctx->saved_data["plan"] = c10::IValue::make_capsule(plan);
     return output;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2], &output = saved[3], &lse = saved[4];
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &output = saved[3], &lse = saved[4], &sinks = saved[5];
     const auto plan = c10::static_intrusive_pointer_cast<RingPlan>(ctx->saved_data["plan"].toCapsule());
+    const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2);
     // The flash kernel takes q, dout and the output as they are; the tiles their grouped forms.
-    const auto inputs = plan->flash ? model::TileBackward{{}, {}, {}, torch::zeros(q.sizes(), lse.options())}
-                                    : model::tile_backward(q, k.size(1), output, grad_outputs[0], lse.scalar_type());
+    const auto stats_type = lse.scalar_type();
+    auto inputs = plan->flash ? model::TileBackward{{}, {}, {}, torch::zeros(q.sizes(), lse.options()), plan->scale}
+                              : model::tile_backward(q, k.size(1), output, grad_outputs[0], stats_type, plan->scale);
     const auto dout = grad_outputs[0].to(q.scalar_type());
+    if (plan->flash && plan->sinks) inputs.delta = (dout.to(stats_type) * output.to(stats_type)).sum(-1);
 
-    auto block = torch::stack({k, v}).contiguous();
+    auto block = torch::cat({k, v}, -1).contiguous();
     Passing gradient;  // the accumulator of the block held one step earlier, on its way here
     for (int64_t s = 0; s < plan->ranks(); ++s) {
       const bool last = s + 1 == plan->ranks();
       Passing next;
       if (!last) next = pass_on(*plan, block, kBlockTag);
       const auto started = Clock::now();
-      auto block_grad = torch::zeros(block.sizes(), lse.options());  // [2, B, KV, T, D]: dk, dv
-      auto dk = block_grad[0], dv = block_grad[1];
+      auto block_grad = torch::zeros(block.sizes(), lse.options());  // [B, KV, T, D + Dv]: dk, dv
+      auto dk = plan->keys(block_grad), dv = plan->values(block_grad);
       if (plan->flash) {
-        attend_flash_backward(*plan, plan->owner(s), dout, q, block[0], block[1], output,
-                              lse.view({q.size(0), q.size(1), q.size(2)}), inputs.dq, dk, dv);
+        attend_flash_backward(*plan, plan->owner(s), dout, q, plan->keys(block), plan->values(block), output,
+                              lse.view({batch, heads, seq}), inputs.dq, dk, dv);
       } else if (const auto tiles = plan->tiles(plan->owner(s), q.device()); tiles.any_visible()) {
         auto dq = inputs.dq;
-        model::attend_tiles_backward(tiles, inputs.qs, inputs.dout, lse, inputs.delta, block[0], block[1], dq, dk, dv);
+        model::attend_tiles_backward(tiles, inputs.qs, inputs.dout, lse, inputs.delta, plan->keys(block),
+                                     plan->values(block), dq, dk, dv);
       }
       if (plan->times) plan->times->attention_ns += nanoseconds_since(started);
       // The block's accumulator left its owner at step 0 and has gathered every rank's share
@@ -206,21 +224,28 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     }
     const auto own = arrived(*plan, gradient);
     auto dq = plan->flash ? inputs.dq.to(q.scalar_type()) : inputs.query_gradient(q);
-    return {dq, own[0].to(k.scalar_type()), own[1].to(v.scalar_type()), torch::Tensor()};
+    // This rank's rows' share: the context ranks' gradients are summed like every parameter's.
+    auto dsinks = plan->sinks ? model::sink_gradient(sinks, lse.view({batch, heads, seq}),
+                                                     inputs.delta.reshape({batch, heads, seq}))
+                              : torch::Tensor();
+    return {dq, plan->keys(own).to(k.scalar_type()), plan->values(own).to(v.scalar_type()), dsinks, torch::Tensor()};
   }
 };
 
 }  // namespace
 
 torch::Tensor ring_attention(const std::shared_ptr<Comm>& comm, const torch::Tensor& q, const torch::Tensor& k,
-                             const torch::Tensor& v, const model::SequenceLayout& layout, int64_t block_size,
+                             const torch::Tensor& v, const model::SequenceLayout& layout,
+                             const model::AttentionVariant& variant, int64_t block_size,
                              std::shared_ptr<RingTimes> times) {
   const auto& shard = layout.context;
   TORCH_CHECK(shard && shard->ranks() == comm->size() && shard->rank == comm->rank(),
               "ring attention needs the row's split over the ", comm->size(), " ranks of group '", comm->name(), "'");
-  TORCH_CHECK(q.size(2) == shard->local_length() && k.sizes() == v.sizes() && q.size(1) % k.size(1) == 0,
+  TORCH_CHECK(q.size(2) == shard->local_length() && k.sizes().slice(0, 3) == v.sizes().slice(0, 3) &&
+                  q.size(3) == k.size(3) && q.size(1) % k.size(1) == 0,
               "ring attention: q ", q.sizes(), ", k ", k.sizes(), " and v ", v.sizes(), " do not fit ",
               shard->local_length(), " local tokens");
+  variant.check(q.size(1));
   auto plan = c10::make_intrusive<RingPlan>();
   plan->comm = comm;
   plan->shard = shard;
@@ -233,8 +258,13 @@ torch::Tensor ring_attention(const std::shared_ptr<Comm>& comm, const torch::Ten
   }
   plan->block_size = block_size;
   plan->times = std::move(times);
-  plan->flash = flash_pairs_apply(q, layout);
-  return RingAttention::apply(q, k, v, plan);
+  plan->flash = flash_pairs_apply(q, v, layout, variant.window);
+  plan->scale = variant.softmax_scale(q.size(3));
+  plan->window = variant.window;
+  plan->sinks = variant.has_sinks();
+  plan->key_dim = k.size(3);
+  const auto sinks = variant.has_sinks() ? variant.sinks : torch::empty({0}, q.options().dtype(torch::kFloat32));
+  return RingAttention::apply(q, k, v, sinks, plan);
 }
 
 }  // namespace xtrain::parallel

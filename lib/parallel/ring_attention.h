@@ -6,9 +6,16 @@
 // pairs with nothing to see (all keys in the queries' future or in other documents) are
 // skipped without computing.
 //
-// q: [B, H, T_local, D]; k, v: [B, KV, T_local, D] (H a multiple of KV), rotated to their row
-// positions; layout.context says which tokens each rank holds and layout.cu_seqlens the row's
-// documents. Memory is linear in T: forward saves q, k, v, the output and its log-sum-exp.
+// q: [B, H, T_local, D]; k: [B, KV, T_local, D]; v: [B, KV, T_local, Dv] (H a multiple of KV),
+// rotated to their row positions; layout.context says which tokens each rank holds and
+// layout.cu_seqlens the row's documents. Memory is linear in T: forward saves q, k, v, the
+// output and its log-sum-exp.
+//
+// The variant: the scale goes to every block pair; a window skips the pairs (and tiles) wholly
+// before it; the sinks join each row's softmax once, merged into the finished (out, lse) after
+// the last step, and their gradient is this rank's rows' share (summed over the context ranks
+// with the other parameters' gradients). Block pairs go through the CUDA flash kernel when it
+// takes them all (one sequence per row, bf16/fp16, Dv = D, no window), through tiles otherwise.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -16,6 +23,7 @@
 
 #include <torch/types.h>
 
+#include "model/attention.h"
 #include "model/sequence_layout.h"
 #include "parallel/comm.h"
 
@@ -32,7 +40,8 @@ struct RingTimes {
 
 // block_size: the tile edge within each block pair. `times`, when given, is added to.
 torch::Tensor ring_attention(const std::shared_ptr<Comm>& comm, const torch::Tensor& q, const torch::Tensor& k,
-                             const torch::Tensor& v, const model::SequenceLayout& layout, int64_t block_size = 256,
+                             const torch::Tensor& v, const model::SequenceLayout& layout,
+                             const model::AttentionVariant& variant = {}, int64_t block_size = 256,
                              std::shared_ptr<RingTimes> times = nullptr);
 
 }  // namespace xtrain::parallel

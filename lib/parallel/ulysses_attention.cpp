@@ -32,7 +32,7 @@ torch::Tensor sequence_to_heads(const std::shared_ptr<Comm>& comm, const torch::
 
 torch::Tensor ulysses_attention(const std::shared_ptr<Comm>& comm, const model::AttentionKernel& inner,
                                 const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                const model::SequenceLayout& layout) {
+                                const model::SequenceLayout& layout, const model::AttentionVariant& variant) {
   const auto& shard = layout.context;
   const int64_t n = comm->size();
   TORCH_CHECK(shard && shard->ranks() == n && shard->rank == comm->rank(),
@@ -47,7 +47,10 @@ torch::Tensor ulysses_attention(const std::shared_ptr<Comm>& comm, const model::
   auto whole = [&](const torch::Tensor& x) { return heads_to_sequence(comm, x).index_select(2, row_order); };
   const model::SequenceLayout row{layout.cu_seqlens, {}, layout.longest, nullptr};
   const auto wq = whole(q), wk = whole(k), wv = whole(v);
-  auto attended = inner ? inner(wq, wk, wv, row) : model::causal_attention(wq, wk, wv, row.cu_seqlens);
+  variant.check(q.size(1));
+  auto mine = variant;  // this rank's head group, the one heads_to_sequence brought here
+  if (variant.has_sinks()) mine.sinks = variant.sinks.narrow(0, comm->rank() * wq.size(1), wq.size(1));
+  auto attended = inner ? inner(wq, wk, wv, row, mine) : model::causal_attention(wq, wk, wv, row.cu_seqlens, mine);
   return sequence_to_heads(comm, attended.index_select(2, rank_order));
 }
 

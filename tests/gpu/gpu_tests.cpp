@@ -167,6 +167,77 @@ TEST_CASE("SDPA and varlen flash agree with the blockwise kernel", "[gpu][attent
   }
 }
 
+// The variants the CUDA paths take themselves (SDPA and varlen flash: the scale; varlen flash:
+// the window) and the ones they hand to the blockwise kernel (sinks; a window on one sequence),
+// in bf16, against the blockwise kernel with the same variant.
+TEST_CASE("SDPA and varlen flash with attention variants agree with the blockwise kernel", "[gpu][attention]") {
+  torch::manual_seed(4);
+  auto options = torch::TensorOptions().dtype(torch::kBFloat16).device(kCuda);
+  auto q = torch::randn({2, 8, 512, 64}, options).requires_grad_(true);
+  auto k = torch::randn({2, 2, 512, 64}, options).requires_grad_(true);
+  auto v = torch::randn({2, 2, 512, 64}, options).requires_grad_(true);
+  auto sinks = torch::randn({8}, torch::TensorOptions().device(kCuda)).requires_grad_(true);
+  const std::vector<model::AttentionVariant> variants{{0.2, 0, {}}, {0, 100, {}}, {0.2, 100, {}}, {0, 0, sinks}};
+  for (const auto& variant : variants) {
+    const std::vector<torch::Tensor> leaves =
+        variant.has_sinks() ? std::vector<torch::Tensor>{q, k, v, sinks} : std::vector<torch::Tensor>{q, k, v};
+    for (const auto& cu : {torch::Tensor(), torch::tensor({0, 100, 100, 350, 512}, torch::kInt64)}) {
+      INFO("scale " << variant.scale << ", window " << variant.window << ", sinks " << variant.has_sinks()
+                    << ", packed " << cu.defined());
+      auto expected = model::blockwise_causal_attention(q, k, v, cu, 128, variant);
+      auto grads_expected = torch::autograd::grad({expected.sum()}, leaves);
+      auto actual = model::sdpa_causal_attention(q, k, v, cu, 128, variant);
+      auto grads_actual = torch::autograd::grad({actual.sum()}, leaves);
+      CHECK(relative_error(actual, expected) < 2e-2);
+      for (size_t i = 0; i < leaves.size(); ++i) CHECK(relative_error(grads_actual[i], grads_expected[i]) < 2e-2);
+    }
+  }
+}
+
+// The ring's flash block pairs with a scale and sinks (merged once, after the last step) over 2
+// in-process ranks, against the blockwise kernel over the whole row; the ranks' sink gradients
+// sum to the whole row's.
+TEST_CASE("ring attention's flash pairs take the scale and the sinks", "[gpu][context]") {
+  torch::manual_seed(6);
+  constexpr int64_t kRanks = 2, kSeq = 512;
+  auto options = torch::TensorOptions().dtype(torch::kBFloat16).device(kCuda);
+  const auto q = torch::randn({1, 8, kSeq, 64}, options), k = torch::randn({1, 4, kSeq, 64}, options),
+             v = torch::randn({1, 4, kSeq, 64}, options);
+  const auto sinks = torch::randn({8}, torch::TensorOptions().device(kCuda));
+  auto leaf = [](const torch::Tensor& t) { return t.clone().requires_grad_(true); };
+  const auto qr = leaf(q), kr = leaf(k), vr = leaf(v), sr = leaf(sinks);
+  const auto expected = model::blockwise_causal_attention(qr, kr, vr, {}, 128, {0.2, 0, sr});
+  const auto grads_expected = torch::autograd::grad({expected.sum()}, {qr, kr, vr, sr});
+  const auto comms = parallel::make_thread_comms(kRanks, "cp");
+  std::vector<double> worst(kRanks, 0.0);
+  std::vector<torch::Tensor> sink_grads(kRanks);
+  std::vector<std::string> errors(kRanks);
+  std::vector<std::thread> ranks;
+  for (int64_t r = 0; r < kRanks; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        c10::cuda::set_device(0);
+        const auto shard = parallel::plan_context_shard(kSeq, {}, kRanks, r, true);
+        const auto mine = shard->row_index(r).to(kCuda);
+        const auto layout = model::context_layout(model::SequenceLayout{}, shard, kCuda);
+        auto part = [&](const torch::Tensor& t) { return t.index_select(2, mine).detach().requires_grad_(true); };
+        auto ql = part(q), kl = part(k), vl = part(v), sl = leaf(sinks);
+        const auto out = parallel::ring_attention(comms[static_cast<size_t>(r)], ql, kl, vl, layout, {0.2, 0, sl}, 128);
+        const auto grads = torch::autograd::grad({out.sum()}, {ql, kl, vl, sl});
+        double& w = worst[static_cast<size_t>(r)];
+        w = relative_error(out, expected.index_select(2, mine));
+        for (int i = 0; i < 3; ++i) w = std::max(w, relative_error(grads[i], grads_expected[i].index_select(2, mine)));
+        sink_grads[static_cast<size_t>(r)] = grads[3];
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  REQUIRE(errors == std::vector<std::string>(kRanks, ""));
+  CHECK(*std::max_element(worst.begin(), worst.end()) < 2e-2);
+  CHECK(relative_error(sink_grads[0] + sink_grads[1], grads_expected[3]) < 2e-2);
+}
+
 // Ring and Ulysses attention on CUDA tensors over 2 in-process ranks: each rank's output and
 // gradients equal the whole row's rows, the ring's block exchange and online softmax and the
 // Ulysses all-to-alls running on the device.
@@ -203,7 +274,7 @@ TEST_CASE("ring and Ulysses attention on CUDA match attention over the whole row
               auto ql = part(q), kl = part(k), vl = part(v);
               const auto& comm = comms[static_cast<size_t>(r)];
               const auto out = kind == parallel::ContextKind::ring
-                                   ? parallel::ring_attention(comm, ql, kl, vl, layout, 128)
+                                   ? parallel::ring_attention(comm, ql, kl, vl, layout, {}, 128)
                                    : parallel::ulysses_attention(comm, {}, ql, kl, vl, layout);
               const auto grads = torch::autograd::grad({out.sum()}, {ql, kl, vl});
               worst[static_cast<size_t>(r)] = relative_error(out, expected.index_select(2, mine));

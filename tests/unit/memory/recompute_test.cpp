@@ -67,9 +67,9 @@ PolicyTrace trace(const memory::MemoryOptions& options) {
   for (int64_t i = 0; i < shape.layers; ++i) {
     *kernels[i] =
         [&result, i](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                     const model::SequenceLayout& layout) {
+                     const model::SequenceLayout& layout, const model::AttentionVariant& variant) {
           ++result.attention_runs[i];
-          return model::causal_attention(q, k, v, layout.cu_seqlens);
+          return model::causal_attention(q, k, v, layout.cu_seqlens, variant);
         };
   }
   auto offloader = memory::apply_memory_policy(*llama, options);
@@ -160,4 +160,42 @@ TEST_CASE("recompute is a plain call without grad mode", "[memory]") {
   auto y = memory::recompute([](const std::vector<torch::Tensor>& in) { return in[0] + 1; }, {x});
   CHECK_FALSE(y.requires_grad());
   CHECK(torch::equal(y, x + 1));
+}
+
+TEST_CASE("selective recompute of an attention kernel with sinks gives the sinks their gradient",
+          "[memory][recompute][variant]") {
+  torch::manual_seed(23);
+  const auto q = torch::randn({2, 4, 12, 8}), k = torch::randn({2, 2, 12, 8}), v = torch::randn({2, 2, 12, 6});
+  const auto sinks = torch::randn({4}), w = torch::randn({2, 4, 12, 6});
+  const auto layout = model::packed_layout(torch::tensor(std::vector<int64_t>{0, 5, 12}, torch::kInt64));
+  // Gradients of q, k, v and the sinks through `kernel`, and how often the inner kernel ran.
+  auto run = [&](const model::AttentionKernel& kernel) {
+    std::vector<torch::Tensor> leaves;
+    for (const auto& t : {q, k, v, sinks}) leaves.push_back(t.clone().requires_grad_(true));
+    // A non-leaf sink, as a tensor-parallel rank's slice of its heads would be.
+    const model::AttentionVariant variant{0.3, 4, leaves[3] * 1.0};
+    (kernel(leaves[0], leaves[1], leaves[2], layout, variant) * w).sum().backward();
+    std::vector<torch::Tensor> grads;
+    for (const auto& leaf : leaves) grads.push_back(leaf.grad());
+    return grads;
+  };
+  int runs = 0;
+  const model::AttentionKernel eager = [&runs](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                               const model::SequenceLayout& layout,
+                                               const model::AttentionVariant& variant) {
+    ++runs;
+    return model::causal_attention(q, k, v, layout.cu_seqlens, variant);
+  };
+  const auto expected = run(eager);
+  runs = 0;
+  const auto replayed = run(memory::recomputed_kernel(eager));
+  CHECK(runs == 2);  // forward, and the replay in backward
+  for (size_t i = 0; i < expected.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(replayed[i].defined());
+    CHECK(torch::equal(replayed[i], expected[i]));
+  }
+  // The empty kernel (causal_attention) recomputed too.
+  const auto empty = run(memory::recomputed_kernel({}));
+  CHECK(torch::equal(empty[3], expected[3]));
 }

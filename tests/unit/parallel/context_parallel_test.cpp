@@ -1,7 +1,9 @@
 // Context parallelism over in-process ranks: ring and Ulysses attention on each rank's spans of
 // a row give that rank's rows of causal attention over the whole row, and the whole row's
 // gradients of q, k and v, for one sequence and for packed documents; the head-tail split and
-// the balanced one.
+// the balanced one. With attention variants (a sliding window, sinks, a scale and a value head
+// dim of its own) on packed documents longer than the window, too: the ranks' sink gradients
+// sum to the whole row's.
 #include <numeric>
 #include <ostream>
 #include <vector>
@@ -10,10 +12,12 @@
 #include <torch/torch.h>
 
 #include "model/attention.h"
+#include "model/blockwise_attention.h"
 #include "parallel/context_parallel.h"
 #include "parallel/thread_comm.h"
 #include "parallel/ulysses_attention.h"
 #include "rank_threads.h"
+#include "tensor_compare.h"
 
 using namespace xtrain;
 
@@ -54,7 +58,7 @@ double worst_context_difference(const ContextCase& c) {
     auto part = [&](const torch::Tensor& t) { return t.index_select(2, mine).detach().requires_grad_(true); };
     auto ql = part(q), kl = part(k), vl = part(v);
     const auto out = c.kind == parallel::ContextKind::ring
-                         ? parallel::ring_attention(comms[static_cast<size_t>(r)], ql, kl, vl, layout, 16)
+                         ? parallel::ring_attention(comms[static_cast<size_t>(r)], ql, kl, vl, layout, {}, 16)
                          : parallel::ulysses_attention(comms[static_cast<size_t>(r)], {}, ql, kl, vl, layout);
     (out * w.index_select(2, mine)).sum().backward();
     auto gap = [&](const torch::Tensor& a, const torch::Tensor& whole_row) {
@@ -113,4 +117,105 @@ TEST_CASE("balancing evens the causal work of skewed packed documents over the c
   CAPTURE(spread(false), spread(true));
   CHECK(spread(false) > 1.2);
   CHECK(spread(true) <= 1.05);
+}
+
+namespace {
+
+struct ContextVariantCase {
+  int64_t ranks;
+  parallel::ContextKind kind;
+  int64_t window;
+  bool sinks;
+  std::vector<int64_t> bounds;  // empty: one sequence of 64 tokens
+  bool blockwise_inner = false;  // Ulysses: around the blockwise kernel rather than the eager one
+};
+
+// The worst relative error of any rank's output and q, k, v gradients against the whole row's,
+// and of the ranks' summed sink gradient.
+double worst_context_variant_error(const ContextVariantCase& c) {
+  constexpr int64_t kSeq = 64, kHeads = 8, kKvHeads = 4, kDim = 8, kValueDim = 6, kBatch = 2;
+  torch::manual_seed(17);
+  const auto q = torch::randn({kBatch, kHeads, kSeq, kDim}), k = torch::randn({kBatch, kKvHeads, kSeq, kDim}),
+             v = torch::randn({kBatch, kKvHeads, kSeq, kValueDim}), w = torch::randn({kBatch, kHeads, kSeq, kValueDim});
+  const auto sinks = torch::randn({kHeads});
+  const auto cu_seqlens = c.bounds.empty() ? torch::Tensor() : torch::tensor(c.bounds, torch::kInt64);
+  auto leaf = [](const torch::Tensor& t) { return t.clone().requires_grad_(true); };
+  const auto qr = leaf(q), kr = leaf(k), vr = leaf(v), sr = leaf(sinks);
+  const auto reference =
+      model::causal_attention(qr, kr, vr, cu_seqlens, {0.4, c.window, c.sinks ? sr : torch::Tensor()});
+  (reference * w).sum().backward();
+
+  const auto comms = parallel::make_thread_comms(c.ranks, "cp");
+  std::vector<double> worst(static_cast<size_t>(c.ranks), 0.0);
+  std::vector<torch::Tensor> sink_grads(static_cast<size_t>(c.ranks));
+  const model::AttentionKernel blockwise = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                              const model::SequenceLayout& layout,
+                                              const model::AttentionVariant& variant) {
+    return model::blockwise_causal_attention(q, k, v, layout.cu_seqlens, 8, variant);
+  };
+  const auto errors = testing::run_ranks(c.ranks, [&](int64_t r) {
+    auto shard = parallel::plan_context_shard(kSeq, c.bounds, c.ranks, r, /*balance=*/true);
+    const auto mine = shard->row_index(r);
+    model::SequenceLayout whole;
+    if (cu_seqlens.defined()) whole = model::packed_layout(cu_seqlens);
+    const auto layout = model::context_layout(whole, shard);
+    auto part = [&](const torch::Tensor& t) { return t.index_select(2, mine).detach().requires_grad_(true); };
+    auto ql = part(q), kl = part(k), vl = part(v);
+    const auto sl = leaf(sinks);
+    const model::AttentionVariant variant{0.4, c.window, c.sinks ? sl : torch::Tensor()};
+    const auto& comm = comms[static_cast<size_t>(r)];
+    const auto out = c.kind == parallel::ContextKind::ring
+                         ? parallel::ring_attention(comm, ql, kl, vl, layout, variant, 16)
+                         : parallel::ulysses_attention(comm, c.blockwise_inner ? blockwise : model::AttentionKernel(),
+                                                       ql, kl, vl, layout, variant);
+    (out * w.index_select(2, mine)).sum().backward();
+    auto gap = [&](const torch::Tensor& a, const torch::Tensor& whole_row) {
+      return testing::max_relative_error(a, whole_row.index_select(2, mine));
+    };
+    worst[static_cast<size_t>(r)] = std::max({gap(out, reference.detach()), gap(ql.grad(), qr.grad()),
+                                              gap(kl.grad(), kr.grad()), gap(vl.grad(), vr.grad())});
+    if (c.sinks) sink_grads[static_cast<size_t>(r)] = sl.grad();
+  });
+  REQUIRE(errors == std::vector<std::string>(static_cast<size_t>(c.ranks), ""));
+  double result = *std::max_element(worst.begin(), worst.end());
+  if (c.sinks) {
+    const auto summed = torch::stack(sink_grads).sum(0);
+    result = std::max(result, testing::max_relative_error(summed, sr.grad()));
+  }
+  return result;
+}
+
+const std::vector<int64_t> kContextVariantDocuments{0, 5, 5, 19, 40, 64};  // two documents longer than the window
+
+}  // namespace
+
+TEST_CASE("ring attention with window, sinks and scale over 2 and 4 ranks equals the whole row's",
+          "[parallel][context][variant]") {
+  double worst = 0;
+  for (int64_t ranks : {2, 4})
+    for (int64_t window : {6, 20})
+      for (bool sinks : {false, true})
+        for (const auto& bounds : {std::vector<int64_t>{}, kContextVariantDocuments}) {
+          CAPTURE(ranks, window, sinks, bounds.size());
+          const double error =
+              worst_context_variant_error({ranks, parallel::ContextKind::ring, window, sinks, bounds});
+          CHECK(error < 1e-5);
+          worst = std::max(worst, error);
+        }
+  WARN("ring variants: worst relative error " << worst);
+}
+
+TEST_CASE("Ulysses attention with window, sinks and scale over 2 and 4 ranks equals the whole row's",
+          "[parallel][context][variant]") {
+  double worst = 0;
+  for (int64_t ranks : {2, 4})
+    for (bool blockwise_inner : {false, true})
+      for (const auto& bounds : {std::vector<int64_t>{}, kContextVariantDocuments}) {
+        CAPTURE(ranks, blockwise_inner, bounds.size());
+        const double error = worst_context_variant_error(
+            {ranks, parallel::ContextKind::ulysses, 6, true, bounds, blockwise_inner});
+        CHECK(error < 1e-5);
+        worst = std::max(worst, error);
+      }
+  WARN("Ulysses variants: worst relative error " << worst);
 }
