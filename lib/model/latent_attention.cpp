@@ -15,7 +15,7 @@ constexpr double kLatentNormEps = 1e-6;
 }  // namespace
 
 LatentAttentionImpl::LatentAttentionImpl(const ModelConfig& config)
-    : latent_(config.latent), num_heads_(config.num_heads), softmax_mscale_(config.rope_scaling.softmax_mscale()) {
+    : latent_(config.latent), num_heads_(config.num_heads), rope_scaling_(config.rope_scaling) {
   const int64_t hidden = config.hidden_size, heads = num_heads_;
   if (latent_.q_lora_rank > 0) {
     q_a_proj = register_module("q_a_proj", Linear(hidden, latent_.q_lora_rank, false));
@@ -91,17 +91,13 @@ std::pair<torch::Tensor, torch::Tensor> LatentAttentionImpl::rotate(const torch:
   return {rotated_q, apply_rotary(k_in, cos, sin)};
 }
 
-// The kernels take v of q's head size: a narrower v is padded with zeros, whose outputs are
-// dropped. YaRN's mscale^2 scales q, which the kernels then scale by 1/sqrt(qk head dim).
-torch::Tensor LatentAttentionImpl::attend(const torch::Tensor& q_in, const torch::Tensor& k, const torch::Tensor& v,
+// The softmax scale is 1/sqrt(qk head dim), times YaRN's mscale^2 where the scaling asks for it.
+torch::Tensor LatentAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                           const SequenceLayout& layout) const {
-  const auto q = softmax_mscale_ == 1.0 ? q_in : q_in * softmax_mscale_;
+  AttentionVariant variant;
+  variant.scale = rope_scaling_.softmax_scale(q.size(-1));
   TORCH_CHECK(kernel || !layout.context, "a row split over context-parallel ranks needs a context-parallel kernel");
-  if (!kernel) return causal_attention(q, k, v, layout.cu_seqlens);
-  const int64_t pad = q.size(-1) - v.size(-1);
-  if (pad <= 0) return kernel(q, k, v, layout);
-  const auto padded = torch::nn::functional::pad(v, torch::nn::functional::PadFuncOptions({0, pad}));
-  return kernel(q, k, padded, layout).narrow(-1, 0, v.size(-1));
+  return kernel ? kernel(q, k, v, layout, variant) : causal_attention(q, k, v, layout.cu_seqlens, variant);
 }
 
 torch::Tensor LatentAttentionImpl::forward(const torch::Tensor& whole, const RotaryTables& rotary,

@@ -54,7 +54,7 @@ class LatentAttentionImpl : public torch::nn::Module {
 
   LatentAttentionConfig latent_;
   int64_t num_heads_;
-  double softmax_mscale_;
+  RopeScaling rope_scaling_;
   std::shared_ptr<TensorParallelOps> tensor_parallel_;
 };
 TORCH_MODULE(LatentAttention);

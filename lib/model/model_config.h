@@ -53,12 +53,14 @@ struct RopeScaling {
     if (mscale > 0 && mscale_all_dim > 0) return yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim);
     return yarn_mscale(factor, 1.0);
   }
-  // DeepSeek's softmax scale multiplier with YaRN: mscale(factor, mscale_all_dim)^2 when
-  // mscale_all_dim is set, else 1 (transformers' yarn_apply_mscale).
-  double softmax_mscale() const {
-    if (!yarn() || mscale_all_dim <= 0) return 1.0;
+  // DeepSeek's softmax scale with YaRN, for heads of `dim` features: 1/sqrt(dim) times
+  // mscale(factor, mscale_all_dim)^2 when mscale_all_dim is set (transformers'
+  // yarn_apply_mscale, in its order of operations).
+  double softmax_scale(int64_t dim) const {
+    const double scale = std::pow(static_cast<double>(dim), -0.5);
+    if (!yarn() || mscale_all_dim <= 0) return scale;
     const double m = yarn_mscale(factor, mscale_all_dim);
-    return m * m;
+    return scale * m * m;
   }
 };
 

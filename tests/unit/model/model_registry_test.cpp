@@ -93,7 +93,7 @@ TEST_CASE("every registered family round-trips through its Hugging Face config",
     CHECK(back.router == config.router);
     CHECK(back.rope_scaling.type == config.rope_scaling.type);
     CHECK(back.rope_scaling.factor == config.rope_scaling.factor);
-    CHECK(back.rope_scaling.softmax_mscale() == config.rope_scaling.softmax_mscale());
+    CHECK(back.rope_scaling.softmax_scale(24) == config.rope_scaling.softmax_scale(24));
     CHECK(back.latent.q_lora_rank == config.latent.q_lora_rank);
     CHECK(back.latent.kv_lora_rank == config.latent.kv_lora_rank);
     CHECK(back.latent.qk_rope_head_dim == config.latent.qk_rope_head_dim);
