@@ -231,6 +231,12 @@ int64_t write_folder(const std::string& checkpoint_dir, const std::string& stage
   }
   auto stored = hf_tensors(tensors, spec.family);
   add_stored_buffers(spec, checkpoint.trainer_state, stored, names);
+  if (spec.hf_copies)
+    for (const auto& [name, source] :
+         spec.hf_copies(model_config_from_hf(checkpoint.model_config, checkpoint_dir + "/config.json"))) {
+      stored[name] = tensors.at(source);
+      names.push_back(name);
+    }
   write_weights(stage, names, stored, max_shard_bytes);
   nlohmann::json config = checkpoint.model_config;
   note_stripped("config.json", strip_code_references(config));

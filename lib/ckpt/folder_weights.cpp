@@ -112,13 +112,16 @@ TensorMap stored_buffers(LocatedTensors& located, const model::CausalLM& model) 
 FolderWeights safetensors_weights(LocatedTensors located, const std::string& description,
                                   const model::CausalLM& model) {
   auto buffers = stored_buffers(located, model);
+  const auto& spec = model::model_spec(model.config().family);
+  if (spec.hf_unused)
+    for (auto it = located.begin(); it != located.end();)
+      it = spec.hf_unused(model.config(), it->first) ? located.erase(it) : std::next(it);
   std::map<std::string, std::pair<std::vector<int64_t>, std::string>> found;
   for (const auto& [name, where] : located) found[name] = {where.entry->shape, where.reader->path()};
   const auto expected = expected_tensors(model, /*hf=*/true);
   check_tensors(found, expected, description);
   // Each parameter's stored tensors, in the order of its flattening.
   auto parts = std::make_shared<std::map<std::string, std::vector<Located>>>();
-  const auto& spec = model::model_spec(model.config().family);
   for (const auto& item : model.named_parameters())
     for (const auto& stored : model::hf_stored_tensors(spec, item.key(), item.value().sizes().vec()))
       (*parts)[item.key()].push_back(located.at(stored.first));

@@ -47,14 +47,19 @@ TensorMap hf_buffers(model::CausalLM& model) {
 
 void save_hf_folder(const std::string& dir, model::CausalLM& model, int64_t eos_token_id) {
   std::filesystem::create_directories(dir);
-  auto tensors = hf_tensors(model_tensors(model), model.config().family);
+  const auto parameters = model_tensors(model);
+  auto tensors = hf_tensors(parameters, model.config().family);
   tensors.merge(hf_buffers(model));
+  const auto& spec = model::model_spec(model.config().family);
+  if (spec.hf_copies)
+    for (const auto& [name, source] : spec.hf_copies(model.config())) tensors[name] = parameters.at(source);
   save_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
   util::write_file_durable(dir + "/config.json", hf_config(model.config(), eos_token_id).dump(2) + "\n");
 }
 
 std::shared_ptr<model::CausalLM> load_hf_folder(const std::string& dir) {
-  const auto config = model_config_from_hf(read_hf_config(dir), dir + "/config.json");
+  auto config = model_config_from_hf(read_hf_config(dir), dir + "/config.json");
+  config.mtp_layers = 0;  // evaluation and generation read the next token alone
   auto model = model::declare_model(config);
   load_hf_weights(*model, dir);  // whole, on the CPU
   return model;

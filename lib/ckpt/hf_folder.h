@@ -23,7 +23,8 @@ TensorMap hf_buffers(model::CausalLM& model);
 void save_hf_folder(const std::string& dir, model::CausalLM& model, int64_t eos_token_id);
 // Loads such a folder, one whose weights save_pretrained split over several files
 // (model.safetensors.index.json), or a sharded training checkpoint (config.json +
-// shard-*.safetensors).
+// shard-*.safetensors), as a model without multi-token prediction (which evaluation and
+// generation do not use; the folder's prediction layers are not read).
 std::shared_ptr<model::CausalLM> load_hf_folder(const std::string& dir);
 // The weights of such a folder into a model built to its config.json and not yet materialised
 // (strict, as ckpt/folder_weights.h checks). Returns the number of tensors read.

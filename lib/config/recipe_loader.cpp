@@ -392,6 +392,23 @@ class RecipeBuilder {
   }
 
   // Each rank's part of a row, and for Ulysses its heads, come out whole.
+  void check_multi_token_prediction() {
+    const auto& m = recipe_.model;
+    const auto& p = recipe_.parallel;
+    if (m.mtp_layers == 0) return;
+    if (const auto* spec = model::find_model_spec(m.family); spec && !spec->capabilities.multi_token_prediction)
+      report(where("model.mtp_layers"), "model.mtp_layers",
+             fmt::format("{}: model.family {} has no multi-token prediction (deepseek_v3 has); leave it at 0",
+                         m.mtp_layers, m.family));
+    for (const auto& [key, degree] : {std::pair<const char*, int64_t>{"parallel.pp", p.pp}, {"parallel.tp", p.tp},
+                                      {"parallel.cp", p.cp}})
+      if (degree > 1)
+        report(where("model.mtp_layers"), "model.mtp_layers",
+               fmt::format("{} with {} {}: multi-token prediction runs under fsdp, dp and ep only for now; leave "
+                           "{} at 1, or mtp_layers at 0",
+                           m.mtp_layers, key, degree, key));
+  }
+
   void check_context_parallel() {
     const auto& m = recipe_.model;
     const auto& p = recipe_.parallel;
@@ -485,6 +502,7 @@ class RecipeBuilder {
     check_tensor_parallel();
     check_pipeline_parallel();
     check_context_parallel();
+    check_multi_token_prediction();
     check_freeze();
     check_objective();
     if (tokenizer_vocab_ > 0 && m.vocab_size < tokenizer_vocab_)

@@ -98,7 +98,7 @@ ModelOutput BertForMaskedLM::forward(const Batch& batch) {
     auto block = [layer, mask](const torch::Tensor& input) { return layer->forward(input, mask); };
     x = block_runner ? block_runner(static_cast<int64_t>(i), x, block) : block(x);
   }
-  return {transform_norm(torch::gelu(transform(x))), {}, {}, {}};
+  return {transform_norm(torch::gelu(transform(x))), {}, {}, {}, {}};
 }
 
 torch::Tensor BertForMaskedLM::output_weight() const { return word_embeddings->weight; }

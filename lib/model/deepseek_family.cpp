@@ -51,7 +51,7 @@ nlohmann::json deepseek_hf_config(const ModelSpec& spec, const ModelConfig& c, i
       {"attention_bias", false},
       {"attention_dropout", 0.0},
       {"initializer_range", c.init_std},
-      {"num_nextn_predict_layers", 0},
+      {"num_nextn_predict_layers", c.mtp_layers},
       {"bos_token_id", eos_token_id},
       {"eos_token_id", eos_token_id},
       {"torch_dtype", "float32"},
@@ -123,6 +123,7 @@ ModelConfig deepseek_config_from_hf(const ModelSpec& spec, const nlohmann::json&
   c.topk_group = f.integer("topk_group", 4);
   c.norm_topk_prob = f.boolean("norm_topk_prob", true);
   c.first_k_dense = f.integer("first_k_dense_replace", 3);
+  c.mtp_layers = f.integer("num_nextn_predict_layers", 0);
   c.router = Router::sigmoid_bias;
   c.router_aux_loss_coef = 0;  // balanced by the expert bias, without an auxiliary loss
   if (json.value("hidden_act", std::string("silu")) != "silu")
@@ -158,9 +159,28 @@ std::vector<std::pair<std::string, std::string>> deepseek_problems(const ModelCo
   if (c.moe_layer_step != 1)
     problems.emplace_back("model.moe_layer_step", "deepseek_v3's layers after first_k_dense are all MoE layers: "
                                                   "leave moe_layer_step at 1");
+  if (c.mtp_layers > 0 && c.num_layers < 1)
+    problems.emplace_back("model.mtp_layers", "multi-token prediction follows the decoder's layers");
   if (c.num_experts > 0 && c.capacity_factor > 0)
     problems.emplace_back("model.capacity_factor", "transformers' DeepseekV3MoE is dropless: leave it at 0");
   return problems;
+}
+
+// The layer index of a name under model.layers.N., or -1.
+int64_t layer_of(const std::string& name) {
+  static const std::string prefix = "model.layers.";
+  if (name.rfind(prefix, 0) != 0) return -1;
+  const auto end = name.find('.', prefix.size());
+  if (end == std::string::npos) return -1;
+  try {
+    return std::stoll(name.substr(prefix.size(), end - prefix.size()));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+bool is_shared_copy(const std::string& name) {
+  return ends_with(name, ".embed_tokens.weight") || ends_with(name, ".shared_head.head.weight");
 }
 
 }  // namespace
@@ -175,6 +195,7 @@ ModelSpec deepseek_v3_spec() {
       "sigmoid-routed experts with shared experts and the expert bias (DeepSeek-V3)";
   spec.capabilities.experts = true;
   spec.capabilities.context_parallel = true;
+  spec.capabilities.multi_token_prediction = true;
   spec.architecture = Architecture::llama_decoder;
   const ModelSpec names = spec;
   spec.to_hf_config = [names](const ModelConfig& config, int64_t eos) { return deepseek_hf_config(names, config, eos); };
@@ -184,6 +205,20 @@ ModelSpec deepseek_v3_spec() {
   spec.to_hf_name = spec.from_hf_name = [](const std::string& name) { return name; };
   spec.hf_parts = [](const std::string& name, int64_t first) { return hf_expert_parts(name, first, false); };
   spec.hf_buffer = [](const std::string& name) { return ends_with(name, ".mlp.gate.e_score_correction_bias"); };
+  spec.hf_unused = [](const ModelConfig& c, const std::string& name) {
+    const int64_t layer = layer_of(name);
+    return layer >= c.num_layers + c.mtp_layers || (layer >= c.num_layers && is_shared_copy(name));
+  };
+  spec.hf_copies = [](const ModelConfig& c) {
+    std::vector<std::pair<std::string, std::string>> copies;
+    for (int64_t i = 0; i < c.mtp_layers; ++i) {
+      const auto prefix = fmt::format("model.layers.{}.", c.num_layers + i);
+      copies.emplace_back(prefix + "embed_tokens.weight", "model.embed_tokens.weight");
+      copies.emplace_back(prefix + "shared_head.head.weight",
+                          c.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+    }
+    return copies;
+  };
   spec.decays = [](const std::string& /*name*/, int64_t dims) { return dims >= 2; };
   spec.check = deepseek_problems;
   return spec;

@@ -75,11 +75,43 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const RotaryTabl
   return losses.defined() ? attach_loss(out, losses, loss_weight) : out;
 }
 
+SharedHeadImpl::SharedHeadImpl(int64_t hidden_size, double eps) {
+  norm = register_module("norm", RMSNorm(hidden_size, eps));
+}
+
+MtpLayerImpl::MtpLayerImpl(const ModelConfig& config, const AttentionFeatures& features, int64_t layer)
+    : DecoderLayerImpl(config, features, layer) {
+  enorm = register_module("enorm", RMSNorm(config.hidden_size, config.norm_eps));
+  hnorm = register_module("hnorm", RMSNorm(config.hidden_size, config.norm_eps));
+  eh_proj = register_module("eh_proj", Linear(2 * config.hidden_size, config.hidden_size, false));
+  shared_head = register_module("shared_head", SharedHead(config.hidden_size, config.norm_eps));
+}
+
+torch::Tensor MtpLayerImpl::forward_ahead(const torch::Tensor& pair, const RotaryTables& rotary,
+                                          const SequenceLayout& layout, double loss_weight,
+                                          const torch::Tensor& balance_coefficients) {
+  const auto halves = pair.chunk(2, -1);
+  const auto combined = eh_proj(torch::cat({enorm(halves[0]), hnorm(halves[1])}, -1));
+  const auto states = forward(combined, rotary, layout, loss_weight, balance_coefficients);
+  return torch::cat({states, shared_head->norm(states)}, -1);
+}
+
+void MtpLayerImpl::describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const {
+  DecoderLayerImpl::describe_init(name, std, output_std, plan);
+  enorm->describe_init(name + ".enorm", plan);
+  hnorm->describe_init(name + ".hnorm", plan);
+  eh_proj->describe_init(name + ".eh_proj", std, plan);
+  shared_head->norm->describe_init(name + ".shared_head.norm", plan);
+}
+
 LlamaBodyImpl::LlamaBodyImpl(const ModelConfig& config, const AttentionFeatures& features)
     : config_(config), rotary_(rotary_tables(config.max_seq_len, config.rotary_dim(), config.rope_theta, config.rope_scaling)) {
   embed_tokens = register_module("embed_tokens", Embedding(config.vocab_size, config.hidden_size));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_layers; ++i) layers->push_back(DecoderLayer(config, features, i));
+  // Multi-token prediction depths follow the decoder's layers, as in DeepSeek's checkpoints.
+  for (int64_t i = 0; i < config.mtp_layers; ++i)
+    layers->push_back(MtpLayer(config, features, config.num_layers + i));
   norm = register_module("norm", RMSNorm(config.hidden_size, config.norm_eps));
   // Buffers, so that the tables follow the module to its device (to() updates them in place).
   register_buffer("rotary_cos", rotary_.cos);
@@ -89,12 +121,15 @@ LlamaBodyImpl::LlamaBodyImpl(const ModelConfig& config, const AttentionFeatures&
 torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids, const SequenceLayout& layout,
                                      const BlockRunner& block_runner, const EmbedRunner& embed_runner,
                                      double loss_weight, const torch::Tensor& balance_coefficients) {
+  check_length(input_ids, layout);
+  const auto x = embed(input_ids, embed_runner);
+  return norm(run_layers(x, layout, block_runner, 0, config_.num_layers, loss_weight, balance_coefficients));
+}
+
+void LlamaBodyImpl::check_length(const torch::Tensor& input_ids, const SequenceLayout& layout) const {
   const int64_t longest = layout.longest > 0 ? layout.longest : input_ids.size(1);
   TORCH_CHECK(longest <= config_.max_seq_len, "sequence of ", longest, " tokens exceeds model.max_seq_len ",
               config_.max_seq_len);
-  const auto x = embed(input_ids, embed_runner);
-  return norm(run_layers(x, layout, block_runner, 0, static_cast<int64_t>(layers->size()), loss_weight,
-                         balance_coefficients));
 }
 
 torch::Tensor LlamaBodyImpl::embed(const torch::Tensor& input_ids, const EmbedRunner& embed_runner) {
@@ -128,6 +163,43 @@ torch::Tensor LlamaForCausalLM::output_weight() const {
   return lm_head ? lm_head->weight : model->embed_tokens->weight;
 }
 
+namespace {
+// [ids; ids moved k to the left for k = 1..depths] along the rows: row block k holds at
+// position i the token i + k (0 past the end, where no target is counted).
+torch::Tensor tokens_ahead(const torch::Tensor& input_ids, int64_t depths) {
+  std::vector<torch::Tensor> blocks = {input_ids};
+  const int64_t length = input_ids.size(1);
+  for (int64_t k = 1; k <= depths; ++k) {
+    auto ahead = torch::zeros_like(input_ids);
+    if (k < length) ahead.narrow(1, 0, length - k).copy_(input_ids.narrow(1, k, length - k));
+    blocks.push_back(ahead);
+  }
+  return torch::cat(blocks, 0);
+}
+}  // namespace
+
+std::vector<torch::Tensor> LlamaForCausalLM::predict_ahead(const Batch& batch, torch::Tensor previous,
+                                                           const torch::Tensor& embedded,
+                                                           const torch::Tensor& balance_coefficients) {
+  std::vector<torch::Tensor> states;
+  const int64_t hidden = previous.size(-1);
+  for (int64_t k = 0; k < config().mtp_layers; ++k) {
+    const int64_t index = config().num_layers + k;
+    auto* layer = (*model->layers)[static_cast<size_t>(index)]->as<MtpLayer>();
+    const auto coefficients = balance_coefficients.defined() ? balance_coefficients[index] : torch::Tensor();
+    // Captures by value: a block runner may keep this callable until backward.
+    auto block = [this, layer, layout = batch.layout, loss_weight = batch.loss_weight,
+                  coefficients](const torch::Tensor& pair) {
+      return layer->forward_ahead(pair, model->rotary(), layout, loss_weight, coefficients);
+    };
+    const auto pair = torch::cat({embedded[k], previous}, -1);
+    const auto out = block_runner ? block_runner(index, pair, block) : block(pair);
+    previous = out.narrow(-1, 0, hidden);
+    states.push_back(out.narrow(-1, hidden, hidden));
+  }
+  return states;
+}
+
 // The balancing loss is deferred when its gradient in one layer depends on more than that
 // layer's forward (every layer's counts, or every rank's): the layers attach it with rows of
 // coefficients that forward() fills in at its end (model/aux_loss.h).
@@ -136,13 +208,26 @@ ModelOutput LlamaForCausalLM::forward(const Batch& batch) {
   const bool deferred = c.num_experts > 0 && c.router_aux_loss_coef > 0 &&
                         (c.router_aux_loss_scope == AuxLossScope::model || c.router_aux_loss_global_average ||
                          sum_over_context_ranks);
+  const auto all_layers = static_cast<int64_t>(model->layers->size());
   const auto coefficients =
-      deferred ? torch::zeros({c.num_layers, c.num_experts}, torch::TensorOptions().device(batch.input_ids.device()))
+      deferred ? torch::zeros({all_layers, c.num_experts}, torch::TensorOptions().device(batch.input_ids.device()))
                : torch::Tensor();
   std::vector<DecoderLayerImpl::RoutingReport> reports(model->layers->size());
   for (size_t i = 0; i < reports.size(); ++i) (*model->layers)[i]->as<DecoderLayer>()->report = &reports[i];
-  ModelOutput output{
-      model(batch.input_ids, batch.layout, block_runner, embed_runner, batch.loss_weight, coefficients), {}, {}, {}};
+  ModelOutput output;
+  if (c.mtp_layers == 0) {
+    output.hidden = model(batch.input_ids, batch.layout, block_runner, embed_runner, batch.loss_weight, coefficients);
+  } else {
+    // One lookup of the tokens and of the tokens each depth looks ahead to, so that a sharded
+    // embedding is gathered once.
+    model->check_length(batch.input_ids, batch.layout);
+    const int64_t depths = c.mtp_layers, rows = batch.input_ids.size(0);
+    auto looked_up = model->embed(tokens_ahead(batch.input_ids, depths), embed_runner);
+    looked_up = looked_up.view({depths + 1, rows, looked_up.size(1), looked_up.size(2)});
+    output.hidden = model->norm(model->run_layers(looked_up[0], batch.layout, block_runner, 0, c.num_layers,
+                                                  batch.loss_weight, coefficients));
+    output.mtp_hidden = predict_ahead(batch, output.hidden, looked_up.narrow(0, 1, depths), coefficients);
+  }
   // The vocabulary-parallel head takes the whole sequence on every rank.
   if (tensor_parallel_) output.hidden = tensor_parallel_->enter(output.hidden);
   for (const auto& layer : *model->layers) layer->as<DecoderLayer>()->report = nullptr;

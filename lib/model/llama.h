@@ -43,7 +43,7 @@ class DecoderLayerImpl : public torch::nn::Module {
   // filled in by the model after its forward (model/aux_loss.h); undefined otherwise.
   torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {},
                         double loss_weight = 1.0, const torch::Tensor& balance_coefficients = {});
-  void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const;
+  virtual void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const;
 
   RMSNorm input_layernorm{nullptr};
   Attention self_attn{nullptr};  // grouped-query attention, registered as "self_attn"
@@ -71,6 +71,38 @@ class DecoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(DecoderLayer);
 
+// The output head's own norm of a multi-token prediction depth (DeepSeek's shared_head.norm;
+// the head's weight is the model's).
+class SharedHeadImpl : public torch::nn::Module {
+ public:
+  SharedHeadImpl(int64_t hidden_size, double eps);
+  RMSNorm norm{nullptr};
+};
+TORCH_MODULE(SharedHead);
+
+// A multi-token prediction depth (DeepSeek-V3 section 2.2, with the names of its checkpoints,
+// model.layers.{num_layers + k - 1}.*): a decoder layer whose input is
+// eh_proj([enorm(embedding of the token k ahead); hnorm(previous depth's states)]), the
+// previous depth being the decoder's final normed states for k = 1, as DeepSeek's inference
+// engines feed it. Its states, normed by shared_head.norm, go through the model's output head.
+class MtpLayerImpl : public DecoderLayerImpl {
+ public:
+  MtpLayerImpl(const ModelConfig& config, const AttentionFeatures& features, int64_t layer);
+  // The states this depth passes on (before shared_head.norm), from the previous depth's and the
+  // embeddings of the tokens k ahead ([B, T, hidden] each).
+  // pair: [embedded; previous] along the features ([B, T, 2 hidden]), one tensor so that a block
+  // runner (FSDP's gather, recompute) wraps the whole depth. Returns [states; shared_head.norm of
+  // them] the same way.
+  torch::Tensor forward_ahead(const torch::Tensor& pair, const RotaryTables& rotary, const SequenceLayout& layout,
+                              double loss_weight, const torch::Tensor& balance_coefficients);
+  void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const override;
+
+  RMSNorm enorm{nullptr}, hnorm{nullptr};
+  Linear eh_proj{nullptr};  // [hidden, 2 hidden]: the embedding's half first
+  SharedHead shared_head{nullptr};
+};
+TORCH_MODULE(MtpLayer);
+
 // The body: embeddings, blocks, final norm (HF's LlamaModel).
 class LlamaBodyImpl : public torch::nn::Module {
  public:
@@ -81,8 +113,12 @@ class LlamaBodyImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& input_ids, const SequenceLayout& layout, const BlockRunner& block_runner,
                         const EmbedRunner& embed_runner, double loss_weight = 1.0,
                         const torch::Tensor& balance_coefficients = {});  // [layers, E], row i layer i's
-  // Its parts, for pipeline chunks: the token lookup, and layers [first, last) on x.
+  // Its parts, for pipeline chunks and multi-token prediction: the token lookup, and layers
+  // [first, last) on x.
   torch::Tensor embed(const torch::Tensor& input_ids, const EmbedRunner& embed_runner);
+  const RotaryTables& rotary() const { return rotary_; }
+  // Refuses documents longer than max_seq_len.
+  void check_length(const torch::Tensor& input_ids, const SequenceLayout& layout) const;
   torch::Tensor run_layers(torch::Tensor x, const SequenceLayout& layout, const BlockRunner& block_runner,
                            int64_t first, int64_t last, double loss_weight, const torch::Tensor& balance_coefficients);
 
@@ -119,6 +155,10 @@ class LlamaForCausalLM final : public CausalLM {
   Linear lm_head{nullptr};  // null when embeddings are tied
 
  private:
+  // Depths 1..mtp_layers of multi-token prediction on the decoder's final states `main`
+  // (model/model_output.h's mtp_hidden), their token lookups `embedded` [D, B, T, hidden].
+  std::vector<torch::Tensor> predict_ahead(const Batch& batch, torch::Tensor previous, const torch::Tensor& embedded,
+                                           const torch::Tensor& balance_coefficients);
   torch::Tensor fill_balance_coefficients(const torch::Tensor& coefficients, const std::vector<int64_t>& moe_layers,
                                           const torch::Tensor& counts, const torch::Tensor& prob_sums,
                                           double tokens) const;

@@ -75,7 +75,7 @@ ModelOutput LlavaForConditionalGeneration::forward(const Batch& batch) {
       return block_runner(offset + layer, input, block);
     };
   x = text.run_layers(x, batch.layout, shifted, 0, config().num_layers, batch.loss_weight, {});
-  return {text.norm(x), {}, {}, {}};
+  return {text.norm(x), {}, {}, {}, {}};
 }
 
 InitPlan LlavaForConditionalGeneration::init_plan() const {

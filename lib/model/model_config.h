@@ -156,6 +156,12 @@ struct ModelConfig {
   double capacity_factor = 0.0;          // 0: dropless; else tokens over capacity are dropped
   DropPolicy drop_policy = DropPolicy::probs;  // which of an expert's tokens are dropped
 
+  // Multi-token prediction (DeepSeek-V3): mtp_layers extra depths after the decoder, depth k
+  // predicting the token k ahead of the next one (model/llama.h, MtpLayer); their mean loss
+  // joins the training loss times mtp_loss_weight. Layers num_layers .. num_layers + mtp_layers - 1.
+  int64_t mtp_layers = 0;
+  double mtp_loss_weight = 0.1;
+
   bool is_moe_layer(int64_t layer) const {
     return num_experts > 0 && layer >= first_k_dense && (layer + 1) % moe_layer_step == 0;
   }

@@ -21,6 +21,10 @@ struct ModelOutput {
   // choices dropped over capacity (fp32 [L]). The trainer sums them over micro batches and
   // ranks for the expert bias and the balance metrics.
   torch::Tensor expert_load, dropped;
+  // Multi-token prediction (ModelConfig::mtp_layers): depth k's states for the shared output
+  // head, [B, T, hidden], in depth order; position i predicts the target k positions after its
+  // own, labels[i + k] (train/training_loss.h). Empty without it.
+  std::vector<torch::Tensor> mtp_hidden;
 };
 
 }  // namespace xtrain::model

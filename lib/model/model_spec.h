@@ -50,6 +50,8 @@ struct Capabilities {
   bool causal = true;
   // model.pad_token_id is part of its shape (an embedding row), taken from config.json.
   bool pad_token = false;
+  // Trains extra depths that predict tokens further ahead (model.mtp_layers; DeepSeek-V3).
+  bool multi_token_prediction = false;
   // Reads images beside its tokens (a vision tower; image-chat data, generate --image).
   bool images = false;
 };
@@ -79,6 +81,13 @@ struct ModelSpec {
   // gate.e_score_correction_bias): written by export, read from a folder that has it. None when
   // not set.
   std::function<bool(const std::string& name)> hf_buffer;
+  // Tensors a folder may hold that a model of this shape does not read (DeepSeek-V3's
+  // multi-token prediction layers beyond model.mtp_layers, and their copies of the shared
+  // embedding and head); none when not set.
+  std::function<bool(const ModelConfig& config, const std::string& hf_name)> hf_unused;
+  // Tensors a folder stores as copies of a parameter, as (HF name, parameter name): written by
+  // export, not read back (DeepSeek-V3's prediction layers hold the shared embedding and head).
+  std::function<std::vector<std::pair<std::string, std::string>>(const ModelConfig& config)> hf_copies;
   // The parts model.freeze can name, each with the prefix of its parameters' names (llava's
   // vision_tower, projector, language_model); none for a family of one part.
   std::vector<std::pair<std::string, std::string>> parts;

@@ -141,7 +141,11 @@ void FullyShardedModel::begin_units(bool last) {
   note_peak();
 }
 
-bool FullyShardedModel::head_gathered_for_whole_pass() const { return tied_ || blocks_.empty(); }
+// A tied table is read by the first unit's lookup and the head; the final norm of a model with
+// multi-token prediction is read before the prediction depths, whose losses use the head too.
+bool FullyShardedModel::head_gathered_for_whole_pass() const {
+  return tied_ || blocks_.empty() || model_->config().mtp_layers > 0;
+}
 
 void FullyShardedModel::before_block_forward(int64_t layer) {
   blocks_[layer]->wait_gather();

@@ -75,8 +75,9 @@ class FullyShardedModel final : public ParallelModel {
   void check_numeric_fault_unit() const;
   // Embedding (when untied), blocks, head: every unit, in model order.
   std::vector<ShardUnit*> units() const;
-  // No embedding unit (tied embeddings, or a root unit used between blocks), or no blocks to hang
-  // the head's gather and release on.
+  // No embedding unit (tied embeddings, or a root unit used between blocks), no blocks to hang
+  // the head's gather and release on, or a final norm read before the last blocks (multi-token
+  // prediction's depths follow it).
   bool head_gathered_for_whole_pass() const;
 
   DeviceMesh mesh_;

@@ -9,9 +9,10 @@ namespace xtrain::train {
 
 ExpertBalance::ExpertBalance(model::CausalLM& model, double rate)
     : rate_(rate) {
-  std::vector<int64_t> moe_layers;  // the model's MoE blocks come in layer order
-  for (int64_t layer = 0; layer < model.config().num_layers; ++layer)
-    if (model.config().is_moe_layer(layer)) moe_layers.push_back(layer);
+  std::vector<int64_t> moe_layers;  // the model's MoE blocks come in layer order, prediction depths last
+  const auto& c = model.config();
+  for (int64_t layer = 0; layer < c.num_layers + c.mtp_layers; ++layer)
+    if (c.is_moe_layer(layer)) moe_layers.push_back(layer);
   for (const auto& [name, block] : model.moe_blocks())
     blocks_.push_back({name + ".gate.e_score_correction_bias", moe_layers.at(blocks_.size()), block});
 }

@@ -4,6 +4,7 @@
 
 #include "data/sample_dataset.h"
 #include "memory/chunked_loss.h"
+#include "model/attention.h"
 
 namespace xtrain::train {
 
@@ -38,12 +39,37 @@ torch::Tensor next_token_loss_of_hidden(model::CausalLM& model, const torch::Ten
   return sum / flat_targets.ne(data::kIgnoreIndex).sum().clamp_min(1).to(sum.scalar_type());
 }
 
+torch::Tensor labels_ahead(const torch::Tensor& labels, int64_t k, const torch::Tensor& cu_seqlens) {
+  const int64_t length = labels.size(1);
+  auto ahead = torch::full_like(labels, data::kIgnoreIndex);
+  if (k >= length) return ahead;
+  ahead.narrow(1, 0, length - k).copy_(labels.narrow(1, k, length - k));
+  if (!cu_seqlens.defined()) return ahead;
+  const auto doc = model::document_ids(cu_seqlens, length).to(labels.device());
+  const auto crosses = doc.narrow(0, 0, length - k).ne(doc.narrow(0, k, length - k));
+  ahead.narrow(1, 0, length - k).masked_fill_(crosses.unsqueeze(0), data::kIgnoreIndex);
+  return ahead;
+}
+
 BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64_t chunk_tokens,
                         memory::WeightGrad output_weight_grad) {
   auto output = model.forward(batch);
-  return {next_token_loss_of_hidden(model, output.hidden, batch.labels, chunk_tokens, output_weight_grad),
-          std::move(output.aux_losses),
-          output.expert_load, output.dropped};
+  // Several losses through one output weight: each adds its gradient in backward, none may take
+  // the weight's fresh gradient buffer for itself.
+  if (!output.mtp_hidden.empty() && output_weight_grad == memory::WeightGrad::into_fresh_grad)
+    output_weight_grad = memory::WeightGrad::into_existing_grad;
+  BatchLoss result{next_token_loss_of_hidden(model, output.hidden, batch.labels, chunk_tokens, output_weight_grad),
+                   std::move(output.aux_losses), output.expert_load, output.dropped, {}};
+  const auto depths = static_cast<int64_t>(output.mtp_hidden.size());
+  for (int64_t k = 1; k <= depths; ++k) {
+    const auto targets = labels_ahead(batch.labels, k, batch.layout.cu_seqlens);
+    const auto loss = next_token_loss_of_hidden(model, output.mtp_hidden[static_cast<size_t>(k - 1)], targets,
+                                                chunk_tokens, output_weight_grad);
+    result.aux_losses.emplace_back("mtp_" + std::to_string(k), loss.detach());
+    const auto weighted = loss * (model.config().mtp_loss_weight / static_cast<double>(depths));
+    result.mtp_loss = result.mtp_loss.defined() ? result.mtp_loss + weighted : weighted;
+  }
+  return result;
 }
 
 model::Batch model_batch(const torch::Tensor& inputs, const torch::Tensor& targets, const torch::Tensor& cu_seqlens,

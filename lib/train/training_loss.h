@@ -19,9 +19,19 @@ int64_t loss_chunk_tokens(const config::Recipe& recipe);
 
 struct BatchLoss {
   torch::Tensor loss;  // mean over the labels that are not -100; 0 when there are none
-  std::vector<std::pair<std::string, torch::Tensor>> aux_losses;  // the model's, by name
+  // The model's, by name; with multi-token prediction also mtp_K, depth K's mean cross-entropy
+  // over its own targets (detached, before mtp_loss_weight).
+  std::vector<std::pair<std::string, torch::Tensor>> aux_losses;
   torch::Tensor expert_load, dropped;  // the model's (model/model_output.h)
+  // Multi-token prediction: mtp_loss_weight x the mean of the depths' losses, to differentiate
+  // beside `loss`; undefined without it.
+  torch::Tensor mtp_loss;
 };
+
+// Depth k's targets of multi-token prediction: position i's is labels[i + k], -100 past the end
+// and where the token k ahead lies in another packed document (cu_seqlens, host int64, or
+// undefined for one sequence per row).
+torch::Tensor labels_ahead(const torch::Tensor& labels, int64_t k, const torch::Tensor& cu_seqlens);
 
 // batch.labels: [B, T], -100 where a token carries no loss (as a SampleDataset's targets()).
 // Differentiate with backward(): the output weight's gradient goes straight into its .grad when

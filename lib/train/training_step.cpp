@@ -134,7 +134,8 @@ MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, i
   MicroBatchLosses losses{loss.detach().to(torch::kFloat64) * targets, {}, output.expert_load, output.dropped, {}};
   for (const auto& [name, aux] : output.aux_losses)
     losses.aux_losses[name] = aux.detach().to(torch::kFloat64) * targets;
-  (loss * loss_weight).backward();
+  const auto objective = output.mtp_loss.defined() ? loss + output.mtp_loss : loss;
+  (objective * loss_weight).backward();
   model_.end_micro_batch();
   return losses;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deepseek_v3 (multi-head latent attention with a low-rank query, YaRN over interleaved rotary
 # features, layer 0 dense and layer 1 four sigmoid-routed experts in two groups beside a shared
-# expert, the expert bias moved every step) trains the same model in every layout it takes: 20
+# expert, the expert bias moved every step, two multi-token prediction depths) trains the same
+# model in every layout it takes (the depths' losses too): 20
 # steps of FSDP 2, expert parallelism over 2 ranks, and EP 2 with its tokens exchanged in 2
 # overlapping parts (Domino-EP) give one process's per-step losses and gradient norms within
 # 1e-5 and its expert bias bit for bit; the export holds that bias. (init_from_hf.sh checks a
@@ -22,13 +23,30 @@ deepseek=(--set model.family=deepseek_v3 --set model.num_kv_heads=0 --set model.
           --set model.num_experts=4 --set model.num_experts_per_tok=2 --set model.moe_intermediate_size=48
           --set model.first_k_dense=1 --set model.router=sigmoid_bias --set model.n_group=2
           --set model.topk_group=1 --set model.num_shared_experts=1 --set model.routed_scaling_factor=2.5
-          --set model.router_bias_update_rate=0.002 --set optim.lr=1e-3)
+          --set model.router_bias_update_rate=0.002 --set model.mtp_layers=2 --set model.mtp_loss_weight=0.3
+          --set optim.lr=1e-3)
 
 train single 1 "${deepseek[@]}"
 train fsdp2 2 "${deepseek[@]}"
 train ep2 2 "${deepseek[@]}" --set parallel.ep=2
 train ep2_domino2 2 "${deepseek[@]}" --set parallel.ep=2 --set parallel.intra_layer_micro_batch=2
 grep -q "deepseek_v3" "$work/single/checkpoints/latest/config.json"
+# Each depth's loss is logged apart, and every layout gives one process's.
+"$python" - "$work" <<'PY'
+import json, sys
+work = sys.argv[1]
+def depths(run):
+    return {r["step"]: (r["aux_loss.mtp_1"], r["aux_loss.mtp_2"]) for r in map(json.loads, open(f"{work}/{run}/metrics.jsonl"))
+            if "aux_loss.mtp_1" in r}
+single = depths("single")
+assert len(single) == 20, sorted(single)
+for run in ("fsdp2", "ep2", "ep2_domino2"):
+    other = depths(run)
+    worst = max(abs(a - b) / a for s in single for a, b in zip(single[s], other[s]))
+    print(f"{run}: multi-token prediction losses (2 depths) within {worst:.2e} of one process's")
+    assert worst < 1e-5, worst
+print(f"depth losses at steps 1 and 20: {single[1]} -> {single[20]}")
+PY
 bias() { "$python" -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["expert_bias"]))' "$1/checkpoints/latest/trainer_state.json"; }
 for run in fsdp2 ep2 ep2_domino2; do
   compare_runs "$work/single" "$work/$run" 1 1e-4

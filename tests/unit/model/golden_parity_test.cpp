@@ -21,6 +21,7 @@
 #include "model/small_llama.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
+#include "train/training_loss.h"
 #include "scratch_dir.h"
 #include "tensor_compare.h"
 
@@ -344,4 +345,81 @@ TEST_CASE("with transformers' load-balancing loss, the loss and every gradient m
   fmt::print("golden parity with transformers' load-balancing loss ({}): balancing loss {:.4f} (coefficient "
              "included), worst relative error: logits {:.2e}, loss {:.2e}, gradients {:.2e}\n",
              family, balance, logits_error, loss_error, grad_error);
+}
+
+TEST_CASE("multi-token prediction matches an independent reference on every depth's loss and every gradient",
+          "[model][golden][mtp]") {
+  // tools/reference/mtp.py: the paper's depths on transformers' main model and decoder layers.
+  const bool tied = GENERATE(false, true);
+  if (!family_selected("deepseek_v3")) return;
+  INFO("tie_embeddings = " << tied);
+  testing::ScratchDir scratch;
+  const std::string dir = (scratch.path() / "model").string();
+  auto config = deepseek_config(tied, /*q_lora=*/true);
+  config.mtp_layers = 2;
+  config.mtp_loss_weight = 0.3;
+  auto model = model::build_model(config, 13);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& [name, block] : model->moe_blocks()) block->expert_bias.normal_(0.0, 0.1);
+  }
+  ckpt::save_hf_folder(dir, *model, 96);
+  torch::manual_seed(13);
+  auto tokens = torch::randint(0, 97, {2, 25}, torch::kInt64);
+  const std::string tokens_path = (scratch.path() / "tokens.safetensors").string();
+  const std::string out_path = (scratch.path() / "mtp.safetensors").string();
+  ckpt::save_safetensors(tokens_path, {{"input_ids", tokens}});
+  const std::string command =
+      fmt::format("{} {}/tools/reference/mtp.py --checkpoint {} --tokens {} --out {} --weight {}", XTRAIN_PYTHON,
+                  XTRAIN_SOURCE_DIR, dir, tokens_path, out_path, config.mtp_loss_weight);
+  REQUIRE(std::system(command.c_str()) == 0);
+  const auto reference = ckpt::load_safetensors(out_path).tensors;
+
+  model::Batch batch;
+  batch.input_ids = tokens.narrow(1, 0, 24);
+  batch.labels = tokens.narrow(1, 1, 24);
+  const auto losses = train::training_loss(*model, batch, /*chunk_tokens=*/0, memory::WeightGrad::to_autograd);
+  const double loss_error = testing::max_relative_error(losses.loss.detach(), reference.at("loss"));
+  CHECK(loss_error < 1e-5);
+  double depth_error = 0;
+  int64_t depths = 0;
+  for (const auto& [name, value] : losses.aux_losses) {
+    if (name.rfind("mtp_", 0) != 0) continue;
+    INFO(name);
+    const double error = testing::max_relative_error(value, reference.at("mtp_loss." + name.substr(4)));
+    CHECK(error < 1e-5);
+    depth_error = std::max(depth_error, error);
+    ++depths;
+  }
+  CHECK(depths == 2);
+  (losses.loss + losses.mtp_loss).backward();
+  double grad_error = 0;
+  int64_t compared = 0;
+  for (const auto& item : model->named_parameters()) {
+    INFO(item.key());
+    REQUIRE(reference.count("grad." + item.key()) == 1);
+    const double error = testing::max_relative_error(item.value().grad(), reference.at("grad." + item.key()));
+    CHECK(error < 1e-5);
+    grad_error = std::max(grad_error, error);
+    ++compared;
+  }
+  int64_t reference_gradients = 0;
+  for (const auto& [name, tensor] : reference) reference_gradients += name.rfind("grad.", 0) == 0 ? 1 : 0;
+  CHECK(compared == reference_gradients);
+
+  // The folder (the prediction layers under DeepSeek's names, with their copies of the shared
+  // embedding and head) imports back into a model with the same depths, weight for weight.
+  auto imported = model::declare_model(config);
+  ckpt::load_hf_weights(*imported, dir);
+  for (const auto& item : model->named_parameters()) {
+    INFO(item.key());
+    CHECK(torch::equal(item.value(), *imported->named_parameters().find(item.key())));
+  }
+  const auto stored = ckpt::load_safetensors(dir + "/model.safetensors").tensors;
+  CHECK(stored.count("model.layers.3.eh_proj.weight") == 1);
+  CHECK(torch::equal(stored.at("model.layers.3.shared_head.head.weight"), model->output_weight()));
+  CHECK(torch::equal(stored.at("model.layers.2.embed_tokens.weight"), stored.at("model.embed_tokens.weight")));
+  fmt::print("multi-token prediction ({}, 2 depths): worst relative error against the reference: loss {:.2e}, "
+             "depth losses {:.2e}, gradients {:.2e} ({} tensors)\n",
+             tied ? "tied" : "untied", loss_error, depth_error, grad_error, compared);
 }
