@@ -214,6 +214,15 @@ class RecipeBuilder {
     take_from_hf(dir, "model.rope_truncate", m.rope_scaling.truncate, hf.rope_scaling.truncate);
     take_choice_from_hf(dir, "model.rope_scaling_type", m.rope_scaling.type, hf.rope_scaling.type);
     take_choice_from_hf(dir, "model.router", m.router, hf.router);
+    take_from_hf(dir, "model.sliding_window", m.sliding_window, hf.sliding_window);
+    take_from_hf(dir, "model.swiglu_limit", m.swiglu_limit, hf.swiglu_limit);
+    take_from_hf(dir, "model.swiglu_alpha", m.swiglu_alpha, hf.swiglu_alpha);
+    if (set_at_.count("model.layer_types") && m.layer_types != hf.layer_types)
+      report(where("model.layer_types"), "model.layer_types",
+             fmt::format("differs from {}/config.json's layer_types; leave it out of the recipe (model.init_from "
+                         "takes the model's shape from config.json)",
+                         dir));
+    m.layer_types = hf.layer_types;
     int64_t given_kv_heads = kv_heads, given_head_dim = head_dim;
     take_from_hf(dir, "model.num_kv_heads", given_kv_heads, hf.num_kv_heads);
     take_from_hf(dir, "model.head_dim", given_head_dim, hf.head_dim());

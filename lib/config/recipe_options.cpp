@@ -148,6 +148,10 @@ void add_model_options(OptionRegistry& r) {
   r.add<int64_t>("model.qk_rope_head_dim", FIELD(model.latent.qk_rope_head_dim), 0, "Latent attention: rotated features of each query head, and of the key part shared by every head.", in_range<int64_t>(0, 4096));
   r.add<int64_t>("model.v_head_dim", FIELD(model.latent.v_head_dim), 0, "Latent attention: features of each value head.", in_range<int64_t>(0, 4096));
   r.add<bool>("model.rope_interleave", FIELD(model.latent.rope_interleave), true, "Latent attention: the rotated features are stored in interleaved pairs, as in DeepSeek's checkpoints (transformers' rope_interleave).");
+  r.add<int64_t>("model.sliding_window", FIELD(model.sliding_window), 0, "Sliding-window attention (gpt_oss): the layers layer_types names sliding_attention see only this many latest keys of their document, the token's own included.", in_range<int64_t>(0, int64_t{1} << 30));
+  r.add<std::vector<std::string>>("model.layer_types", FIELD(model.layer_types), {}, "Each layer's attention, sliding_attention or full_attention (gpt_oss; transformers' layer_types); empty means full attention everywhere.");
+  r.add<double>("model.swiglu_limit", FIELD(model.swiglu_limit), 7.0, "gpt_oss experts: gate clamped above at this, up clamped to +-this.", positive());
+  r.add<double>("model.swiglu_alpha", FIELD(model.swiglu_alpha), 1.702, "gpt_oss experts: the activation is g * sigmoid(alpha g).", positive());
   r.add<int64_t>("model.mtp_layers", FIELD(model.mtp_layers), 0, "Multi-token prediction (deepseek_v3): extra depths after the decoder, depth k predicting the token k ahead of the next from depth k-1's states and the embedding of the token k ahead, through the shared output head; logged as aux_loss.mtp_K. Exported as DeepSeek's layers num_layers + k - 1; 0 means none.", in_range<int64_t>(0, 16));
   r.add<double>("model.mtp_loss_weight", FIELD(model.mtp_loss_weight), 0.1, "Multi-token prediction: the training loss adds this times the mean of the depths' losses (DeepSeek-V3's lambda: 0.3, then 0.1).", at_least<double>(0.0));
   r.add<double>("model.norm_eps", FIELD(model.norm_eps), 1e-5, "RMSNorm epsilon.", positive());

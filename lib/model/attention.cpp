@@ -7,6 +7,7 @@
 
 #include "model/fp16_emulation.h"
 #include "model/fused_rotary.h"
+#include "model/parameter_source.h"
 #include "util/numeric_fault.h"
 
 namespace xtrain::model {
@@ -136,13 +137,17 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
   return outputs.size() == 1 ? outputs.front() : torch::cat(outputs, 2);
 }
 
-AttentionImpl::AttentionImpl(const ModelConfig& config, const AttentionFeatures& features)
-    : num_heads_(config.num_heads), num_kv_heads_(config.num_kv_heads), head_dim_(config.head_dim()) {
+AttentionImpl::AttentionImpl(const ModelConfig& config, const AttentionFeatures& features, int64_t layer)
+    : num_heads_(config.num_heads),
+      num_kv_heads_(config.num_kv_heads),
+      head_dim_(config.head_dim()),
+      window_(config.window_of(layer)) {
   const bool bias = features.qkv_bias;
   q_proj = register_module("q_proj", Linear(config.hidden_size, num_heads_ * head_dim_, bias));
   k_proj = register_module("k_proj", Linear(config.hidden_size, num_kv_heads_ * head_dim_, bias));
   v_proj = register_module("v_proj", Linear(config.hidden_size, num_kv_heads_ * head_dim_, bias));
-  o_proj = register_module("o_proj", Linear(num_heads_ * head_dim_, config.hidden_size, false));
+  o_proj = register_module("o_proj", Linear(num_heads_ * head_dim_, config.hidden_size, features.o_bias));
+  if (features.sinks) sinks = register_parameter("sinks", unmaterialized({num_heads_}));
   if (features.qk_norm) {
     q_norm = register_module("q_norm", RMSNorm(head_dim_, config.norm_eps));
     k_norm = register_module("k_norm", RMSNorm(head_dim_, config.norm_eps));
@@ -154,6 +159,7 @@ void AttentionImpl::describe_init(const std::string& name, double std, double ou
   k_proj->describe_init(name + ".k_proj", std, plan);
   v_proj->describe_init(name + ".v_proj", std, plan);
   o_proj->describe_init(name + ".o_proj", output_std, plan);
+  if (sinks.defined()) plan[name + ".sinks"] = {ParameterInit::Kind::zeros, 0.0};
   if (q_norm) q_norm->describe_init(name + ".q_norm", plan);
   if (k_norm) k_norm->describe_init(name + ".k_norm", plan);
 }
@@ -178,6 +184,7 @@ TensorParallelPlan AttentionImpl::tensor_parallel_plan(int64_t rank, int64_t ran
     return SplitShare{share.first * head_dim_, share.count * head_dim_};
   };
   TensorParallelPlan plan = {{"q_proj.weight", {0, heads(num_heads_)}}, {"o_proj.weight", {1, heads(num_heads_)}}};
+  if (sinks.defined()) plan["sinks"] = {0, split_share(num_heads_, rank, ranks)};
   if (q_proj->bias.defined()) plan["q_proj.bias"] = {0, heads(num_heads_)};
   if (num_kv_heads_ % ranks == 0)
     for (const auto* name : {"k_proj", "v_proj"}) {
@@ -219,10 +226,20 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& whole, const RotaryTab
   std::tie(q, k) = rotate(q, k, rotary, layout, query_shift);
   auto v = heads(key_value(v_proj, x));
   TORCH_CHECK(kernel || !layout.context, "a row split over context-parallel ranks needs a context-parallel kernel");
-  const AttentionVariant plain;  // these families attend causally, unscaled, without sinks
-  auto attended = kernel ? kernel(q, k, v, layout, plain) : causal_attention(q, k, v, layout.cu_seqlens, plain);
-  auto out = o_proj(attended.transpose(1, 2).reshape({batch, seq, -1}));
-  return tensor_parallel_ ? tensor_parallel_->leave(out) : out;
+  AttentionVariant variant;
+  variant.window = window_;
+  variant.sinks = sinks;  // under tensor parallelism, this rank's heads' (the plan splits them)
+  auto attended = kernel ? kernel(q, k, v, layout, variant) : causal_attention(q, k, v, layout.cu_seqlens, variant);
+  return output(attended.transpose(1, 2).reshape({batch, seq, -1}));
+}
+
+// Row-parallel: the ranks' partial sums are added, then the bias, once. With sequence
+// parallelism each rank adds it to its part of the sequence, and its gradient is partial.
+torch::Tensor AttentionImpl::output(const torch::Tensor& attended) {
+  if (!tensor_parallel_) return o_proj(attended);
+  auto out = tensor_parallel_->leave(project(attended, o_proj->weight, torch::Tensor()));
+  if (!o_proj->bias.defined()) return out;
+  return out + (tensor_parallel_->sequence_parallel() ? tensor_parallel_->shared(o_proj->bias) : o_proj->bias);
 }
 
 }  // namespace xtrain::model

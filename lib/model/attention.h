@@ -62,7 +62,8 @@ using AttentionKernel =
 
 class AttentionImpl : public torch::nn::Module {
  public:
-  AttentionImpl(const ModelConfig& config, const AttentionFeatures& features);
+  // layer: its index, which decides its window (ModelConfig::window_of).
+  AttentionImpl(const ModelConfig& config, const AttentionFeatures& features, int64_t layer = 0);
   // x: [B, T, hidden]; rotary tables cover every position of the layout (T when not packed).
   torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {});
   // q, k and v ~ N(0, std^2), their biases 0; o_proj, which writes into the residual stream,
@@ -71,6 +72,7 @@ class AttentionImpl : public torch::nn::Module {
 
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qwen3 only
+  torch::Tensor sinks;  // [heads] sink logits (gpt_oss), or undefined
   AttentionKernel kernel;  // empty: causal_attention
   bool fused_rotary = false;  // q and k rotated by model/fused_rotary.h where it applies
 
@@ -86,7 +88,8 @@ class AttentionImpl : public torch::nn::Module {
                                                  const RotaryTables& rotary, const SequenceLayout& layout,
                                                  int64_t query_shift) const;
 
-  int64_t num_heads_, num_kv_heads_, head_dim_;
+  torch::Tensor output(const torch::Tensor& attended);  // o_proj, its bias once over the tensor-parallel ranks
+  int64_t num_heads_, num_kv_heads_, head_dim_, window_;
   std::shared_ptr<TensorParallelOps> tensor_parallel_;
   int64_t replicated_kv_head_ = -1;  // fewer kv heads than ranks: the one this rank reads
 };

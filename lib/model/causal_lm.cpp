@@ -62,9 +62,9 @@ int64_t CausalLM::num_parameters() const {
 int64_t CausalLM::num_active_parameters() const {
   int64_t idle = 0;
   for (const auto& module : modules())
-    if (const auto* block = module->as<MoeBlockImpl>()) {
+    if (auto* block = module->as<MoeBlockImpl>()) {
       const int64_t experts = config_.num_experts, chosen = config_.num_experts_per_tok;
-      idle += (block->gate_up_proj.numel() + block->down_proj.numel()) / experts * (experts - chosen);
+      for (const auto& [name, weight] : block->expert_weights()) idle += weight->numel() / experts * (experts - chosen);
     }
   return num_parameters() - idle;
 }

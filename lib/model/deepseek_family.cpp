@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "model/hf_fields.h"
 #include "model/llama_family.h"
 #include "util/input_error.h"
 
@@ -58,34 +59,6 @@ nlohmann::json deepseek_hf_config(const ModelSpec& spec, const ModelConfig& c, i
       {"use_cache", true},
   };
 }
-
-// A config.json's fields, each read with an InputError naming the file and the field.
-class HfFields {
- public:
-  HfFields(const nlohmann::json& json, const std::string& source) : json_(json), source_(source) {}
-  int64_t integer(const char* name) const {
-    if (!json_.contains(name) || !json_.at(name).is_number_integer())
-      throw InputError(fmt::format("{}: field \"{}\" must be an integer", source_, name));
-    return json_.at(name).get<int64_t>();
-  }
-  int64_t integer(const char* name, int64_t fallback) const {
-    return json_.contains(name) && !json_.at(name).is_null() ? integer(name) : fallback;
-  }
-  double number(const char* name, double fallback) const {
-    if (!json_.contains(name) || json_.at(name).is_null()) return fallback;
-    if (!json_.at(name).is_number()) throw InputError(fmt::format("{}: field \"{}\" must be a number", source_, name));
-    return json_.at(name).get<double>();
-  }
-  bool boolean(const char* name, bool fallback) const {
-    if (!json_.contains(name) || json_.at(name).is_null()) return fallback;
-    if (!json_.at(name).is_boolean()) throw InputError(fmt::format("{}: field \"{}\" must be true or false", source_, name));
-    return json_.at(name).get<bool>();
-  }
-
- private:
-  const nlohmann::json& json_;
-  const std::string& source_;
-};
 
 // transformers' DeepseekV3Config defaults stand where config.json leaves a field out.
 ModelConfig deepseek_config_from_hf(const ModelSpec& spec, const nlohmann::json& json, const std::string& source) {

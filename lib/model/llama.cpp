@@ -11,7 +11,7 @@
 namespace xtrain::model {
 
 namespace {
-MoeOptions moe_options(const ModelConfig& config) {
+MoeOptions moe_options(const ModelConfig& config, const AttentionFeatures& features) {
   MoeOptions options;
   options.hidden_size = config.hidden_size;
   options.num_experts = config.num_experts;
@@ -26,6 +26,9 @@ MoeOptions moe_options(const ModelConfig& config) {
   options.shared_expert_gate = config.shared_expert_gate;
   options.capacity_factor = config.capacity_factor;
   options.drop_policy = config.drop_policy;
+  options.gpt_oss_experts = features.gpt_oss_experts;
+  options.swiglu_limit = config.swiglu_limit;
+  options.swiglu_alpha = config.swiglu_alpha;
   return options;
 }
 }  // namespace
@@ -35,11 +38,11 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, const AttentionFea
   if (config.latent.enabled())
     latent_attn = register_module("self_attn", LatentAttention(config));
   else
-    self_attn = register_module("self_attn", Attention(config, features));
+    self_attn = register_module("self_attn", Attention(config, features, layer));
   post_attention_layernorm =
       register_module("post_attention_layernorm", RMSNorm(config.hidden_size, config.norm_eps));
   if (config.is_moe_layer(layer)) {
-    moe = register_module("mlp", MoeBlock(moe_options(config)));
+    moe = register_module("mlp", MoeBlock(moe_options(config, features)));
     const auto moe_layers = static_cast<double>(config.num_moe_layers());
     balance_coef_ = config.router_aux_loss_coef / moe_layers;
     z_coef_ = config.router_z_loss_coef / moe_layers;

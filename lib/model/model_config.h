@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/moe_choices.h"
 #include "util/choice.h"
@@ -123,6 +124,13 @@ struct ModelConfig {
   bool tie_embeddings = false;
   double init_std = 0.02;
   int64_t head_dim_override = 0;  // 0: hidden_size / num_heads
+  // Sliding-window attention (gpt_oss): the layers whose layer_types entry is
+  // "sliding_attention" see only the sliding_window latest keys of their document (the token's
+  // own included); "full_attention" layers, and every layer when layer_types is empty, see all.
+  int64_t sliding_window = 0;
+  std::vector<std::string> layer_types;
+  // GPT-OSS's clamped expert activation (MoeOptions::gpt_oss_experts).
+  double swiglu_limit = 7.0, swiglu_alpha = 1.702;
   // Encoders (bert): segment embeddings, and the id whose embedding row takes no gradient from
   // the lookup (transformers' padding_idx).
   int64_t type_vocab_size = 2;
@@ -172,6 +180,11 @@ struct ModelConfig {
   }
 
   int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden_size / num_heads; }
+  // The window of layer `layer`'s attention; 0: the whole document.
+  int64_t window_of(int64_t layer) const {
+    const auto index = static_cast<size_t>(layer);
+    return index < layer_types.size() && layer_types[index] == "sliding_attention" ? sliding_window : 0;
+  }
   // The features of a head that rotate: the rotated part of a latent attention head, else all.
   int64_t rotary_dim() const { return latent.enabled() ? latent.qk_rope_head_dim : head_dim(); }
 };

@@ -8,6 +8,7 @@
 
 #include "model/bert_family.h"
 #include "model/deepseek_family.h"
+#include "model/gpt_oss_family.h"
 #include "model/llama_family.h"
 #include "model/llava_family.h"
 #include "model/model_spec.h"
@@ -17,7 +18,7 @@ namespace xtrain::model {
 
 const std::vector<ModelSpec>& model_specs() {
   static const std::vector<ModelSpec> specs = {llama_spec(), qwen2_spec(), qwen3_spec(), qwen3_moe_spec(),
-                                                 mixtral_spec(), deepseek_v3_spec(), bert_spec(), llava_spec()};
+                                                 mixtral_spec(), deepseek_v3_spec(), gpt_oss_spec(), bert_spec(), llava_spec()};
   return specs;
 }
 

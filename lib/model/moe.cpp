@@ -23,13 +23,19 @@ MoeBlockImpl::MoeBlockImpl(const MoeOptions& options) : options_(options) {
                   options.top_k <= options.topk_group * (e / options.n_group),
               "MoE groups: ", e, " experts in ", options.n_group, " groups, ", options.topk_group,
               " chosen, cannot offer top_k ", options.top_k);
-  auto gate = register_module("gate", std::make_shared<ParameterHolder>());
+  const bool gpt_oss = options.gpt_oss_experts;
+  auto gate = register_module(gpt_oss ? "router" : "gate", std::make_shared<ParameterHolder>());
   gate_weight = gate->register_parameter("weight", unmaterialized({e, h}));
+  if (gpt_oss) router_bias = gate->register_parameter("bias", unmaterialized({e}));
   if (options.router == Router::sigmoid_bias)
     expert_bias = gate->register_buffer("e_score_correction_bias", torch::zeros({e}));
   auto experts = register_module("experts", std::make_shared<ParameterHolder>());
-  gate_up_proj = experts->register_parameter("gate_up_proj", unmaterialized({e, 2 * i, h}));
-  down_proj = experts->register_parameter("down_proj", unmaterialized({e, h, i}));
+  gate_up_proj = experts->register_parameter("gate_up_proj", unmaterialized(gpt_oss ? std::vector<int64_t>{e, h, 2 * i}
+                                                                                     : std::vector<int64_t>{e, 2 * i, h}));
+  if (gpt_oss) gate_up_bias = experts->register_parameter("gate_up_proj_bias", unmaterialized({e, 2 * i}));
+  down_proj = experts->register_parameter("down_proj", unmaterialized(gpt_oss ? std::vector<int64_t>{e, i, h}
+                                                                               : std::vector<int64_t>{e, h, i}));
+  if (gpt_oss) down_bias = experts->register_parameter("down_proj_bias", unmaterialized({e, h}));
   if (options.num_shared_experts > 0)
     shared_experts = register_module("shared_experts", SwiGLU(h, i * options.num_shared_experts));
   if (options.shared_expert_gate) shared_expert_gate = register_module("shared_expert_gate", Linear(h, 1, false));
@@ -45,10 +51,24 @@ torch::Tensor MoeBlockImpl::group_limited(const torch::Tensor& choice) const {
                             -std::numeric_limits<float>::infinity());
 }
 
+std::vector<std::pair<std::string, torch::Tensor*>> MoeBlockImpl::expert_weights() {
+  std::vector<std::pair<std::string, torch::Tensor*>> weights = {{"experts.gate_up_proj", &gate_up_proj},
+                                                                 {"experts.down_proj", &down_proj}};
+  if (gate_up_bias.defined()) weights.emplace_back("experts.gate_up_proj_bias", &gate_up_bias);
+  if (down_bias.defined()) weights.emplace_back("experts.down_proj_bias", &down_bias);
+  return weights;
+}
+
 Routing MoeBlockImpl::route(const torch::Tensor& tokens) const {
   Routing r;
-  r.logits = torch::nn::functional::linear(tokens.to(torch::kFloat32), gate_weight.to(torch::kFloat32));
-  if (options_.router == Router::softmax) {
+  r.logits = torch::nn::functional::linear(tokens.to(torch::kFloat32), gate_weight.to(torch::kFloat32),
+                                           router_bias.defined() ? router_bias.to(torch::kFloat32) : torch::Tensor());
+  if (options_.gpt_oss_experts) {  // the softmax of the chosen logits, as GPT-OSS computes it
+    r.probs = torch::softmax(r.logits, -1);
+    auto [top, experts] = r.logits.topk(options_.top_k, -1);
+    r.weights = torch::softmax(top, -1);
+    r.experts = experts;
+  } else if (options_.router == Router::softmax) {
     r.probs = torch::softmax(r.logits, -1);
     auto [top, experts] = r.probs.topk(options_.top_k, -1);
     r.weights = options_.norm_topk_prob ? top / top.sum(-1, /*keepdim=*/true) : top;
@@ -166,6 +186,11 @@ torch::Tensor MoeBlockImpl::compute_experts(const torch::Tensor& rows, const std
   for (size_t e = 0; e < counts.size(); ++e) {
     const auto segment = rows.narrow(0, offset, counts[e]);
     const auto expert = static_cast<int64_t>(e);
+    if (options_.gpt_oss_experts) {
+      outputs.push_back(gpt_oss_expert(segment, expert));
+      offset += counts[e];
+      continue;
+    }
     const auto gate_up = torch::nn::functional::linear(segment, gate_up_proj[expert]).chunk(2, -1);
     const auto gated = fused && fused_swiglu_applies(gate_up[0], gate_up[1]) ? fused_swiglu(gate_up[0], gate_up[1])
                                                                              : torch::silu(gate_up[0]) * gate_up[1];
@@ -173,6 +198,18 @@ torch::Tensor MoeBlockImpl::compute_experts(const torch::Tensor& rows, const std
     offset += counts[e];
   }
   return torch::cat(outputs);
+}
+
+// transformers' GptOssExperts, in its order of operations.
+torch::Tensor MoeBlockImpl::gpt_oss_expert(const torch::Tensor& rows, int64_t expert) const {
+  using torch::indexing::None;
+  using torch::indexing::Slice;
+  const auto gate_up = torch::matmul(rows, gate_up_proj[expert]) + gate_up_bias[expert];
+  const double limit = options_.swiglu_limit;
+  const auto gate = gate_up.index({"...", Slice(0, None, 2)}).clamp_max(limit);
+  const auto up = gate_up.index({"...", Slice(1, None, 2)}).clamp(-limit, limit);
+  const auto glu = gate * torch::sigmoid(gate * options_.swiglu_alpha);
+  return torch::matmul((up + 1) * glu, down_proj[expert]) + down_bias[expert];
 }
 
 torch::Tensor MoeBlockImpl::forward(const torch::Tensor& x, Routing* routing) {
@@ -188,7 +225,14 @@ torch::Tensor MoeBlockImpl::forward(const torch::Tensor& x, Routing* routing) {
 }
 
 void MoeBlockImpl::describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const {
-  plan[name + ".gate.weight"] = {ParameterInit::Kind::normal, std};
+  if (options_.gpt_oss_experts) {
+    plan[name + ".router.weight"] = {ParameterInit::Kind::normal, std};
+    plan[name + ".router.bias"] = {ParameterInit::Kind::zeros, 0.0};
+    plan[name + ".experts.gate_up_proj_bias"] = {ParameterInit::Kind::zeros, 0.0};
+    plan[name + ".experts.down_proj_bias"] = {ParameterInit::Kind::zeros, 0.0};
+  } else {
+    plan[name + ".gate.weight"] = {ParameterInit::Kind::normal, std};
+  }
   plan[name + ".experts.gate_up_proj"] = {ParameterInit::Kind::normal, std};
   plan[name + ".experts.down_proj"] = {ParameterInit::Kind::normal, output_std};
   if (shared_experts) shared_experts->describe_init(name + ".shared_experts", std, output_std, plan);

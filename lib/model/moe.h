@@ -57,6 +57,13 @@ struct MoeOptions {
   // dropped passes through the residual alone.
   double capacity_factor = 0.0;
   DropPolicy drop_policy = DropPolicy::probs;
+  // GPT-OSS (transformers' GptOssMLP), with its names: the router is `router` (weight [E, H]
+  // and bias [E]; the softmax of the top-k logits weighs the chosen experts), the experts'
+  // experts.gate_up_proj [E, H, 2I] has gate and up in alternate columns, experts.down_proj is
+  // [E, I, H], each with a bias (gate_up_proj_bias [E, 2I], down_proj_bias [E, H]), and the
+  // activation is (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha g), g = min(gate, limit).
+  bool gpt_oss_experts = false;
+  double swiglu_limit = 7.0, swiglu_alpha = 1.702;
 };
 
 struct Routing {
@@ -137,7 +144,13 @@ class MoeBlockImpl : public torch::nn::Module {
   void set_dispatcher(std::shared_ptr<TokenDispatcher> dispatcher) { dispatcher_ = std::move(dispatcher); }
   const std::shared_ptr<TokenDispatcher>& dispatcher() const { return dispatcher_; }
 
-  torch::Tensor gate_weight;              // [E, H], registered as gate.weight
+  // The tensors that hold one slice per expert (first dimension E), with their names under the
+  // block: what expert parallelism splits.
+  std::vector<std::pair<std::string, torch::Tensor*>> expert_weights();
+
+  torch::Tensor gate_weight;              // [E, H], registered as gate.weight (GPT-OSS: router.weight)
+  torch::Tensor router_bias;              // [E], GPT-OSS's router.bias
+  torch::Tensor gate_up_bias, down_bias;  // GPT-OSS's experts.gate_up_proj_bias and down_proj_bias
   torch::Tensor expert_bias;              // [E] buffer gate.e_score_correction_bias (sigmoid_bias)
   torch::Tensor gate_up_proj, down_proj;  // registered under experts.
   SwiGLU shared_experts{nullptr};         // when num_shared_experts > 0
@@ -155,6 +168,7 @@ class MoeBlockImpl : public torch::nn::Module {
                                 std::vector<int64_t>& counts, int64_t tokens) const;
   // rows grouped by expert (of the experts held here), counts per held expert.
   torch::Tensor compute_experts(const torch::Tensor& rows, const std::vector<int64_t>& counts) const;
+  torch::Tensor gpt_oss_expert(const torch::Tensor& rows, int64_t expert) const;
   // sigmoid_bias: the experts each token may choose from, as -inf where it may not.
   torch::Tensor group_limited(const torch::Tensor& choice) const;
   MoeOptions options_;

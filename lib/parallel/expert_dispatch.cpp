@@ -83,7 +83,7 @@ torch::Tensor ExpertDispatcher::finish_combine(Dispatched& dispatched) {
 
 void shard_experts(model::MoeBlockImpl& block, const std::shared_ptr<ExpertDispatcher>& dispatcher) {
   torch::NoGradGuard no_grad;
-  for (auto* weight : {&block.gate_up_proj, &block.down_proj}) {
+  for (auto& [name, weight] : block.expert_weights()) {
     auto mine = weight->narrow(0, dispatcher->first_expert(), dispatcher->local_experts());
     if (model::is_materialized(*weight))
       weight->set_data(mine.clone());

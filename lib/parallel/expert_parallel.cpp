@@ -19,12 +19,10 @@ model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh&
       throw std::invalid_argument(fmt::format("{}: {} experts do not split over parallel.ep = {}", name, experts,
                                               mesh.size(Dim::ep)));
     auto dispatcher = std::make_shared<ExpertDispatcher>(mesh.group(Dim::ep), experts, micro_batches);
-    for (const auto& [weight_name, weight] :
-         {std::pair{"experts.gate_up_proj", block->gate_up_proj}, std::pair{"experts.down_proj", block->down_proj}})
-    {
-      std::vector<int64_t> offsets(static_cast<size_t>(weight.dim()), 0);
+    for (const auto& [weight_name, weight] : block->expert_weights()) {
+      std::vector<int64_t> offsets(static_cast<size_t>(weight->dim()), 0);
       offsets[0] = dispatcher->first_expert();
-      placements[name + "." + weight_name] = {weight.sizes().vec(), offsets};
+      placements[name + "." + weight_name] = {weight->sizes().vec(), offsets};
     }
     shard_experts(*block, dispatcher);
   }

@@ -24,6 +24,7 @@ Outputs (one safetensors file, all float32 unless noted):
     train_grad_norms     float64 [K], global L2 gradient norm before clipping
     final.<hf name>      parameters after the last step
   and with --float64-trajectory, the same K steps from the same weights in float64:
+    grad64.<hf name>     float64 d loss / d parameter at the loaded weights
     final64.<hf name>    float64 parameters after the last step, the yardstick of the
                          float32 runs' own rounding noise (see float64_everywhere)
 
@@ -195,6 +196,9 @@ def main(argv=None):
         if model64._can_set_experts_implementation():
             model64.set_experts_implementation("eager")  # grouped_mm has no float64 kernel
         with Float64Everywhere():
+            _, loss64 = next_token_loss(model64, tokens, args.output_router_logits)
+            loss64.backward()
+            out.update({f"grad64.{name}": p.grad.detach().clone() for name, p in model64.named_parameters()})
             _, _, final64 = train(model64, tokens, args)
         out.update({f"final64.{name}": p for name, p in final64.items()})
 

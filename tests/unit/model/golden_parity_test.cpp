@@ -124,12 +124,20 @@ void check_against_golden(model::CausalLM& llama, const std::string& kernels, co
   const double loss_error = xtrain::testing::max_relative_error(loss.detach(), golden.at("loss"));
   CHECK(loss_error < 1e-5);
   loss.backward();
-  int64_t compared = 0;
+  // A gradient summed from terms that nearly cancel (a biased router's: the softmax of the chosen
+  // logits sums each token's terms to zero) carries more rounding than 1e-5 of its size, in
+  // transformers' float32 too: there the tolerance is kNoiseMultiple x transformers' own distance
+  // from the float64 gradient.
+  int64_t compared = 0, widened = 0;
   double grad_error = 0;
   for (const auto& item : llama.named_parameters()) {
     INFO(item.key());
-    const double error = xtrain::testing::max_relative_error(item.value().grad(), golden.at("grad." + item.key()));
-    CHECK(error < 1e-5);
+    const auto& reference = golden.at("grad." + item.key());
+    const double error = xtrain::testing::max_relative_error(item.value().grad(), reference);
+    const double reference_error = xtrain::testing::max_relative_error(reference, golden.at("grad64." + item.key()));
+    const double tolerance = std::max(1e-5, kNoiseMultiple * reference_error);
+    CHECK(error < tolerance);
+    widened += tolerance > 1e-5 ? 1 : 0;
     grad_error = std::max(grad_error, error);
     ++compared;
   }
@@ -142,7 +150,9 @@ void check_against_golden(model::CausalLM& llama, const std::string& kernels, co
   // deepseek_v3: latent attention's 5 or (low-rank query) 7 tensors in place of 4 in each layer,
   // and layer 1's shared expert.
   const int64_t deepseek = family != "deepseek_v3" ? 0 : (variant == "q_proj" ? 2 : 6) + 3;
-  CHECK(compared == (tied ? 20 : 21) + 2 * per_layer + deepseek);  // mixtral: both layers' routers and experts
+  // gpt_oss: four attention biases and the sinks, the router's bias and two expert biases.
+  const int64_t gpt_oss = family == "gpt_oss" ? 2 * 8 : 0;
+  CHECK(compared == (tied ? 20 : 21) + 2 * per_layer + deepseek + gpt_oss);  // mixtral: both layers' routers and experts
 
   // The same optimizer trajectory: clip + AdamW with decay as the family's spec says (matrices only).
   const auto& spec = model::model_spec(family);
@@ -177,9 +187,10 @@ void check_against_golden(model::CausalLM& llama, const std::string& kernels, co
              name, tied ? "tied" : "untied", kernels, steps, weights.xtrain.max_abs / lr, weights.xtrain.rms / lr,
              weights.reference.max_abs / lr, weights.reference.rms / lr, compared, 100 * weights.share.max_abs,
              100 * weights.share.rms);
-  fmt::print("golden parity ({}, {}, {}): worst relative error: logits {:.2e}, loss {:.2e}, gradients {:.2e} ({} tensors), "
-             "AdamW step losses {:.2e}\n",
-             name, tied ? "tied" : "untied", kernels, logits_error, loss_error, grad_error, compared, step_loss_error);
+  fmt::print("golden parity ({}, {}, {}): worst relative error: logits {:.2e}, loss {:.2e}, gradients {:.2e} ({} tensors, "
+             "{} held to {}x transformers' own float32 error), AdamW step losses {:.2e}\n",
+             name, tied ? "tied" : "untied", kernels, logits_error, loss_error, grad_error, compared, widened,
+             kNoiseMultiple, step_loss_error);
 }
 
 // deepseek_v3's shapes: latent attention with a low-rank query and YaRN (its attention factor
@@ -205,8 +216,33 @@ model::ModelConfig deepseek_config(bool tied, bool q_lora) {
   return c;
 }
 
+// gpt_oss's shape: layer 0 sliding (a window of 5, shorter than the test's 24 tokens), layer 1
+// full; YaRN without truncation; four biased experts with a clamp low enough to act (0.1).
+model::ModelConfig gpt_oss_config(bool tied) {
+  testing::SmallLlama shape{97, 64, 2, 4, 2, 48, 32, tied, "gpt_oss", 16};
+  auto c = shape.with_experts(48).config();
+  c.first_k_dense = 0;
+  c.sliding_window = 5;
+  c.layer_types = {"sliding_attention", "full_attention"};
+  c.swiglu_limit = 0.1;
+  c.rope_scaling.type = model::RopeScalingType::yarn;
+  c.rope_scaling.factor = 4;
+  c.rope_scaling.original_max_len = 8;
+  c.rope_scaling.truncate = false;
+  return c;
+}
+
 std::shared_ptr<model::CausalLM> golden_model(const std::string& family, const std::string& variant, int64_t head_dim,
                                               bool tied, uint64_t seed) {
+  if (family == "gpt_oss") {  // biases and sinks start at 0: give them values, so that they are tested
+    auto model = model::build_model(gpt_oss_config(tied), seed);
+    torch::NoGradGuard no_grad;
+    for (auto& item : model->named_parameters())
+      if (item.value().dim() <= 2 && (item.key().find("bias") != std::string::npos ||
+                                      item.key().find("sinks") != std::string::npos))
+        item.value().normal_(0.0, item.key().find("sinks") != std::string::npos ? 1.0 : 0.1);
+    return model;
+  }
   if (family == "deepseek_v3") {
     auto model = model::build_model(deepseek_config(tied, variant == "q_lora, yarn"), seed);
     torch::NoGradGuard no_grad;
@@ -227,8 +263,8 @@ struct GoldenFamily {
 
 }  // namespace
 
-TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral and "
-          "DeepSeek-V3",
+TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, "
+          "DeepSeek-V3 and GPT-OSS",
           "[model][golden]") {
   // qwen2: biases on q, k and v; qwen3: q and k normalised per head, head_dim 8 set apart from
   // hidden / heads = 16.
@@ -236,7 +272,7 @@ TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qw
                                       GoldenFamily{"qwen3", 8, ""}, GoldenFamily{"qwen3_moe", 8, ""},
                                       GoldenFamily{"mixtral", 0, ""},
                                       GoldenFamily{"deepseek_v3", 0, "q_lora, yarn"},
-                                      GoldenFamily{"deepseek_v3", 0, "q_proj"});
+                                      GoldenFamily{"deepseek_v3", 0, "q_proj"}, GoldenFamily{"gpt_oss", 16, ""});
   const auto& [family, head_dim, variant] = golden_family;
   const bool tied = GENERATE(false, true);
   if (!family_selected(family)) return;
@@ -277,7 +313,8 @@ TEST_CASE("an HF folder written by xtrain loads back into an identical model, of
                                            std::pair<std::string, int64_t>{"qwen3", 8},
                                            std::pair<std::string, int64_t>{"qwen3_moe", 8},
                                            std::pair<std::string, int64_t>{"mixtral", 0},
-                                           std::pair<std::string, int64_t>{"deepseek_v3", 0});
+                                           std::pair<std::string, int64_t>{"deepseek_v3", 0},
+                                           std::pair<std::string, int64_t>{"gpt_oss", 16});
   INFO("family = " << family);
   testing::ScratchDir scratch;
   torch::manual_seed(3);
@@ -286,6 +323,7 @@ TEST_CASE("an HF folder written by xtrain loads back into an identical model, of
   auto loaded = ckpt::load_hf_folder(scratch.path().string());
   CHECK(loaded->config().family == family);
   if (family != "deepseek_v3") CHECK(loaded->config().head_dim() == (head_dim > 0 ? head_dim : 16));
+  CHECK(loaded->config().layer_types == llama->config().layer_types);
   // Every buffer too: deepseek_v3's expert bias, which changes the routing, travels in the folder.
   for (const auto& item : llama->named_buffers()) {
     INFO(item.key());

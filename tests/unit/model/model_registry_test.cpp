@@ -56,7 +56,8 @@ std::set<std::string> parameter_names(const model::ModelSpec& spec) {
 
 TEST_CASE("every registered family round-trips through its Hugging Face config", "[model][registry]") {
   CHECK(model::model_families() ==
-        std::vector<std::string>{"llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3", "bert", "llava"});
+        std::vector<std::string>{"llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3", "gpt_oss", "bert",
+                                 "llava"});
   for (const auto& spec : model::model_specs()) {
     INFO(spec.family);
     // The encoder and the vision-language model have shapes of their own, and their own round
@@ -66,7 +67,7 @@ TEST_CASE("every registered family round-trips through its Hugging Face config",
     shape.family = spec.family;
     shape.head_dim = spec.family == "qwen3" ? 4 : 0;
     if (spec.capabilities.experts) shape.with_experts(24);
-    if (spec.family == "mixtral") shape.first_k_dense = 0;
+    if (spec.family == "mixtral" || spec.family == "gpt_oss") shape.first_k_dense = 0;
     const bool latent = spec.family == "deepseek_v3";
     if (latent) shape.kv_heads = shape.heads;  // every latent head has its key and value
     auto config = shape.config();
@@ -111,8 +112,8 @@ TEST_CASE("a Hugging Face config of another family is an input error naming the 
   CHECK_THROWS_WITH(model::model_spec_for_hf(gpt2, "dir/config.json"),
                     "dir/config.json: model_type \"gpt2\" (GPT2LMHeadModel) is not a family xtrain trains: llama "
                     "(LlamaForCausalLM), qwen2 (Qwen2ForCausalLM), qwen3 (Qwen3ForCausalLM), qwen3_moe "
-                    "(Qwen3MoeForCausalLM), mixtral (MixtralForCausalLM), deepseek_v3 (DeepseekV3ForCausalLM), bert "
-                    "(BertForMaskedLM), llava "
+                    "(Qwen3MoeForCausalLM), mixtral (MixtralForCausalLM), deepseek_v3 (DeepseekV3ForCausalLM), gpt_oss "
+                    "(GptOssForCausalLM), bert (BertForMaskedLM), llava "
                     "(LlavaForConditionalGeneration)");
   CHECK_THROWS_AS(ckpt::model_config_from_hf(nlohmann::json::array(), "dir/config.json"), InputError);
   // Found by the class alone when model_type is absent.
