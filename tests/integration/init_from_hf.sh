@@ -5,7 +5,7 @@
 # 1e-5. Fine-tuned under FSDP 2, the export (split over files with an index) loads back in
 # transformers (AutoTokenizer and AutoModelForCausalLM), whose eval loss is xtrain's final one
 # within 1e-5. The same for a Qwen3-MoE folder (experts stored apart) trained with its experts
-# split over 2 ranks, and for a DeepSeek-V3 folder (its expert bias too) under FSDP 2. A resumed run reads its checkpoint, not the folder. Fails when the Python ($XTRAIN_PYTHON, else
+# split over 2 ranks, and for DeepSeek-V3 (its expert bias too) and GPT-OSS folders under FSDP 2. A resumed run reads its checkpoint, not the folder. Fails when the Python ($XTRAIN_PYTHON, else
 # .venv/bin/python3) has no transformers.
 set -euo pipefail
 xtrain=$1
@@ -153,31 +153,34 @@ assert abs(first - start) <= 1e-5 and abs(last - end) <= 1e-5
 assert last < first - 1e-3, "fine-tuning did not lower the eval loss"
 PY
 
-# DeepSeek-V3 as transformers saves it (latent attention under YaRN, experts stored apart, the
-# expert bias a buffer), split over several files with an index, fine-tuned 4 steps under FSDP 2
-# and exported: transformers computes xtrain's eval loss on the folder before the first step and
-# on the export after the last, expert bias included.
-"$python" "$srcdir/tools/reference/hf_folder.py" make --family deepseek_v3 --tokenizer "$work/tokenizers/qwen2.json" \
-  --out "$work/deepseek_v3" > /dev/null
-[[ -f $work/deepseek_v3/model.safetensors.index.json ]]
-train deepseek_fsdp2 2 --set model.init_from="hf:$work/deepseek_v3"
-grep -q "model: initial weights from hf:$work/deepseek_v3 (" "$work/deepseek_fsdp2.log"
-"$xtrain" export "$work/deepseek_fsdp2/checkpoints/latest" "$work/deepseek_export" > /dev/null
-read -r deepseek_start _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss --model "$work/deepseek_v3" \
-  --data "$work/eval.jsonl" --seq-len 32)
-read -r deepseek_end _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss \
-  --model "$work/deepseek_export" --data "$work/eval.jsonl" --seq-len 32)
-"$python" - "$work/deepseek_fsdp2/metrics.jsonl" "$deepseek_start" "$deepseek_end" <<'PY'
+# DeepSeek-V3 (latent attention under YaRN, experts stored apart, the expert bias a buffer) and
+# GPT-OSS (sinks, a sliding window, biased experts and router) as transformers saves them, split
+# over several files with an index, fine-tuned 4 steps under FSDP 2 and exported: transformers
+# computes xtrain's eval loss on the folder before the first step and on the export after the
+# last.
+for family in deepseek_v3 gpt_oss; do
+  "$python" "$srcdir/tools/reference/hf_folder.py" make --family $family --tokenizer "$work/tokenizers/qwen2.json" \
+    --out "$work/$family" > /dev/null
+  [[ -f $work/$family/model.safetensors.index.json ]]
+  train ${family}_fsdp2 2 --set model.init_from="hf:$work/$family"
+  grep -q "model: initial weights from hf:$work/$family (" "$work/${family}_fsdp2.log"
+  "$xtrain" export "$work/${family}_fsdp2/checkpoints/latest" "$work/${family}_export" > /dev/null
+  read -r family_start _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss --model "$work/$family" \
+    --data "$work/eval.jsonl" --seq-len 32)
+  read -r family_end _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss \
+    --model "$work/${family}_export" --data "$work/eval.jsonl" --seq-len 32)
+  "$python" - "$work/${family}_fsdp2/metrics.jsonl" "$family_start" "$family_end" $family <<'PY'
 import json, sys
 evals = {r["step"]: r["eval_loss"] for r in map(json.loads, open(sys.argv[1])) if "eval_loss" in r}
-start, end = float(sys.argv[2]), float(sys.argv[3])
+start, end, family = float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 first, last = evals[0], evals[max(evals)]
-print(f"init_from hf, deepseek_v3 under FSDP 2: eval loss at step 0 {first:.8f} vs transformers {start:.8f} "
+print(f"init_from hf, {family} under FSDP 2: eval loss at step 0 {first:.8f} vs transformers {start:.8f} "
       f"(difference {abs(first - start) / start:.2e} relative); after {max(evals)} steps {last:.8f} vs transformers "
       f"on the export {end:.8f} (difference {abs(last - end) / end:.2e} relative)")
 assert abs(first - start) <= 1e-5 * start and abs(last - end) <= 1e-5 * end
 assert last < first - 1e-3, "fine-tuning did not lower the eval loss"
 PY
+done
 
 # A shape the recipe sets must agree with config.json.
 set +e

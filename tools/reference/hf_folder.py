@@ -58,6 +58,19 @@ def make(args):
             for name, parameter in model.named_parameters():
                 if name.endswith("mlp.gate.weight"):
                     parameter.copy_(torch.randn_like(parameter) * 0.02)
+    elif args.family == "gpt_oss":  # sliding window of 8 then full, sinks, YaRN; 4 biased experts a layer
+        rope = dict(rope_type="yarn", rope_theta=args.rope_theta, factor=4.0, original_max_position_embeddings=32,
+                    beta_fast=32.0, beta_slow=1.0, truncate=False)
+        shape.update(rope_parameters=rope, intermediate_size=48)
+        model = transformers.GptOssForCausalLM(transformers.GptOssConfig(
+            head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=8, swiglu_limit=1.0,
+            layer_types=["sliding_attention", "full_attention"], **shape))
+        with torch.no_grad():  # sinks and the router start at 0 or small values
+            for name, parameter in model.named_parameters():
+                if name.endswith("sinks") or name.endswith("router.weight"):
+                    parameter.copy_(torch.randn_like(parameter) * (1.0 if name.endswith("sinks") else 0.05))
+                elif name.endswith("_bias"):
+                    parameter.copy_(torch.randn_like(parameter) * 0.05)
     else:
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**shape))
     # Biases and norm gains start at 0 and 1: give them values, so the check covers them.
@@ -102,7 +115,7 @@ def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="command", required=True)
     m = sub.add_parser("make")
-    m.add_argument("--family", choices=["llama", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3"], required=True)
+    m.add_argument("--family", choices=["llama", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3", "gpt_oss"], required=True)
     m.add_argument("--tokenizer", required=True)
     m.add_argument("--out", required=True)
     m.add_argument("--seed", type=int, default=11)
