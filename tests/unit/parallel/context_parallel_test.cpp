@@ -29,6 +29,17 @@ std::ostream& operator<<(std::ostream& out, const TokenSpan& span) {
 
 namespace {
 
+// Rank r's layout of a row of `seq` tokens (packed as cu_seqlens says, when defined) split over
+// `ranks` with balancing, and the row positions of its tokens.
+std::pair<model::SequenceLayout, torch::Tensor> rank_layout(int64_t seq, const std::vector<int64_t>& bounds,
+                                                            const torch::Tensor& cu_seqlens, int64_t ranks, int64_t r) {
+  auto shard = parallel::plan_context_shard(seq, bounds, ranks, r, /*balance=*/true);
+  const auto mine = shard->row_index(r);
+  model::SequenceLayout whole;
+  if (cu_seqlens.defined()) whole = model::packed_layout(cu_seqlens);
+  return {model::context_layout(whole, shard), mine};
+}
+
 struct ContextCase {
   int64_t ranks, heads, kv_heads, batch;
   std::vector<int64_t> bounds;  // empty: one sequence of 64 tokens
@@ -50,11 +61,7 @@ double worst_context_difference(const ContextCase& c) {
   const auto comms = parallel::make_thread_comms(c.ranks, "cp");
   std::vector<double> worst(static_cast<size_t>(c.ranks), 0.0);
   const auto errors = testing::run_ranks(c.ranks, [&](int64_t r) {
-    auto shard = parallel::plan_context_shard(kSeq, c.bounds, c.ranks, r, /*balance=*/true);
-    const auto mine = shard->row_index(r);
-    model::SequenceLayout whole;
-    if (cu_seqlens.defined()) whole = model::packed_layout(cu_seqlens);
-    const auto layout = model::context_layout(whole, shard);
+    const auto [layout, mine] = rank_layout(kSeq, c.bounds, cu_seqlens, c.ranks, r);
     auto part = [&](const torch::Tensor& t) { return t.index_select(2, mine).detach().requires_grad_(true); };
     auto ql = part(q), kl = part(k), vl = part(v);
     const auto out = c.kind == parallel::ContextKind::ring
@@ -154,11 +161,7 @@ double worst_context_variant_error(const ContextVariantCase& c) {
     return model::blockwise_causal_attention(q, k, v, layout.cu_seqlens, 8, variant);
   };
   const auto errors = testing::run_ranks(c.ranks, [&](int64_t r) {
-    auto shard = parallel::plan_context_shard(kSeq, c.bounds, c.ranks, r, /*balance=*/true);
-    const auto mine = shard->row_index(r);
-    model::SequenceLayout whole;
-    if (cu_seqlens.defined()) whole = model::packed_layout(cu_seqlens);
-    const auto layout = model::context_layout(whole, shard);
+    const auto [layout, mine] = rank_layout(kSeq, c.bounds, cu_seqlens, c.ranks, r);
     auto part = [&](const torch::Tensor& t) { return t.index_select(2, mine).detach().requires_grad_(true); };
     auto ql = part(q), kl = part(k), vl = part(v);
     const auto sl = leaf(sinks);
