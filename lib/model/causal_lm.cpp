@@ -42,7 +42,7 @@ void CausalLM::use_tensor_parallel(std::shared_ptr<TensorParallelOps>) {
   missing_capability(config_, "tensor_parallel", "use_tensor_parallel");
 }
 
-torch::Tensor CausalLM::forward_chunk(const Batch&, const torch::Tensor&, int64_t, int64_t, bool, bool) {
+ModelOutput CausalLM::forward_chunk(const Batch&, const torch::Tensor&, int64_t, int64_t, bool, bool) {
   missing_capability(config_, "pipeline", "forward_chunk");
 }
 
