@@ -344,10 +344,19 @@ class RecipeBuilder {
              fmt::format("{} chunks per rank need parallel.pp_schedule interleaved_1f1b (it is {})", v,
                          to_string(p.pp_schedule)));
     if (p.pp <= 1) return;
-    if (m.num_experts > 0)
-      report(where("parallel.pp"), "parallel.pp",
-             fmt::format("a mixture of experts with parallel.pp {} is not supported yet", p.pp));
-    else if (const auto* spec = model::find_model_spec(m.family); spec && !spec->capabilities.pipeline)
+    // Each stage runs its layers only: a balancing loss whose gradient in one layer needs every
+    // layer's counts, or every data rank's, is not computed by any of them.
+    if (m.num_experts > 0 && m.router_aux_loss_coef > 0 && m.router_aux_loss_scope == model::AuxLossScope::model)
+      report(where("model.router_aux_loss_scope"), "model.router_aux_loss_scope",
+             fmt::format("model balances over every layer's routing at once, which parallel.pp {} splits over its "
+                         "stages: set model.router_aux_loss_scope layer (each layer's own balancing loss)",
+                         p.pp));
+    if (m.num_experts > 0 && m.router_aux_loss_coef > 0 && m.router_aux_loss_global_average)
+      report(where("model.router_aux_loss_global_average"), "model.router_aux_loss_global_average",
+             fmt::format("true defers the balancing loss to the end of the forward, which no stage of parallel.pp {} "
+                         "runs whole: set it false (each micro batch's counts)",
+                         p.pp));
+    if (const auto* spec = model::find_model_spec(m.family); spec && !spec->capabilities.pipeline)
       report(where("parallel.pp"), "parallel.pp",
              fmt::format("{}: model.family {} is not split into pipeline stages: leave it at 1 (use FSDP)", p.pp,
                          m.family));
@@ -370,12 +379,7 @@ class RecipeBuilder {
       report(where("parallel.sequence_parallel"), "parallel.sequence_parallel",
              "true splits activations over the tensor-parallel ranks, which needs parallel.tp above 1");
     if (tp <= 1) return;
-    if (m.num_experts > 0)
-      report(where("parallel.tp"), "parallel.tp",
-             fmt::format("{}: tensor parallelism does not split mixture-of-experts layers yet; split the experts with "
-                         "parallel.ep instead",
-                         tp));
-    else if (const auto* spec = model::find_model_spec(m.family); spec && !spec->capabilities.tensor_parallel)
+    if (const auto* spec = model::find_model_spec(m.family); spec && !spec->capabilities.tensor_parallel)
       report(where("parallel.tp"), "parallel.tp",
              fmt::format("{}: model.family {} is not split by tensor parallelism: leave it at 1 (use FSDP)", tp,
                          m.family));
@@ -388,9 +392,10 @@ class RecipeBuilder {
              fmt::format("{} and model.num_kv_heads {}: kv heads are split when tp divides them and replicated when "
                          "they divide tp; neither holds",
                          tp, m.num_kv_heads));
-    if (m.intermediate_size % tp != 0)
+    if (m.num_moe_layers() < m.num_layers && m.intermediate_size % tp != 0)
       report(where("parallel.tp"), "parallel.tp",
              fmt::format("{} does not divide model.intermediate_size {}", tp, m.intermediate_size));
+    check_tensor_parallel_experts();
     if (m.vocab_size > 0 && m.vocab_size < tp)
       report(where("parallel.tp"), "parallel.tp",
              fmt::format("{} is more than the {} rows of the vocabulary", tp, m.vocab_size));
@@ -398,6 +403,27 @@ class RecipeBuilder {
       report(where("parallel.sequence_parallel"), "parallel.sequence_parallel",
              fmt::format("true splits each sequence over parallel.tp {} ranks, which does not divide data.seq_len {}",
                          tp, recipe_.data.seq_len));
+  }
+
+  // Tensor parallelism splits a MoE layer's experts by expert over tp, and ep splits each tp
+  // rank's further (model/moe.h); shared experts split as the dense MLP.
+  void check_tensor_parallel_experts() {
+    const auto& m = recipe_.model;
+    const auto& p = recipe_.parallel;
+    if (m.num_experts == 0) return;
+    if (m.num_experts % (p.tp * p.ep) != 0)
+      report(where("parallel.tp"), "parallel.tp",
+             p.ep > 1 ? fmt::format("{} x parallel.ep {} does not divide model.num_experts {}: each tensor- and "
+                                    "expert-parallel rank holds the same number of experts",
+                                    p.tp, p.ep, m.num_experts)
+                      : fmt::format("{} does not divide model.num_experts {}: each tensor-parallel rank holds the same "
+                                    "number of experts",
+                                    p.tp, m.num_experts));
+    if (m.num_shared_experts > 0 && (m.moe_intermediate_size * m.num_shared_experts) % p.tp != 0)
+      report(where("parallel.tp"), "parallel.tp",
+             fmt::format("{} does not divide the shared experts' width, model.moe_intermediate_size {} x "
+                         "num_shared_experts {}",
+                         p.tp, m.moe_intermediate_size, m.num_shared_experts));
   }
 
   // Each rank's part of a row, and for Ulysses its heads, come out whole.

@@ -42,7 +42,7 @@ void CausalLM::use_tensor_parallel(std::shared_ptr<TensorParallelOps>) {
   missing_capability(config_, "tensor_parallel", "use_tensor_parallel");
 }
 
-torch::Tensor CausalLM::forward_chunk(const Batch&, const torch::Tensor&, int64_t, int64_t, bool, bool) {
+ModelOutput CausalLM::forward_chunk(const Batch&, const torch::Tensor&, int64_t, int64_t, bool, bool) {
   missing_capability(config_, "pipeline", "forward_chunk");
 }
 
@@ -64,7 +64,7 @@ int64_t CausalLM::num_active_parameters() const {
   for (const auto& module : modules())
     if (auto* block = module->as<MoeBlockImpl>()) {
       const int64_t experts = config_.num_experts, chosen = config_.num_experts_per_tok;
-      for (const auto& [name, weight] : block->expert_weights()) idle += weight->numel() / experts * (experts - chosen);
+      for (const auto& [name, weight] : block->expert_weights()) idle += weight.numel() / experts * (experts - chosen);
     }
   return num_parameters() - idle;
 }

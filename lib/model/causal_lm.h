@@ -67,10 +67,13 @@ class CausalLM : public torch::nn::Module {
 
   // A pipeline chunk's forward, for the families whose spec has Capabilities::pipeline: the token
   // embedding of batch.input_ids when `embed` (else `hidden` is the input), layers
-  // [first_layer, last_layer), then when `head` the final norm, giving what forward's
-  // ModelOutput::hidden would be. As above, the base is reached only by a logic error.
-  virtual torch::Tensor forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer,
-                                      int64_t last_layer, bool embed, bool head);
+  // [first_layer, last_layer), then when `head` the final norm. ModelOutput::hidden is the
+  // chunk's output (on the last chunk what forward's would be); the auxiliary losses and expert
+  // figures are the chunk's layers' share of forward's, in the same names and shapes on every
+  // chunk, so that summing them over the chunks gives forward's. As above, the base is reached
+  // only by a logic error.
+  virtual ModelOutput forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer,
+                                    int64_t last_layer, bool embed, bool head);
   int64_t vocab_first() const;
 
   // The model's mixture-of-experts blocks, by module name, in layer order (none in a dense

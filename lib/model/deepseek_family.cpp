@@ -169,6 +169,7 @@ ModelSpec deepseek_v3_spec() {
   spec.capabilities.experts = true;
   spec.capabilities.context_parallel = true;
   spec.capabilities.multi_token_prediction = true;
+  spec.capabilities.tensor_parallel = spec.capabilities.pipeline = true;
   spec.architecture = Architecture::llama_decoder;
   const ModelSpec names = spec;
   spec.to_hf_config = [names](const ModelConfig& config, int64_t eos) { return deepseek_hf_config(names, config, eos); };

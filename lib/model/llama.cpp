@@ -288,37 +288,96 @@ torch::Tensor LlamaForCausalLM::fill_balance_coefficients(const torch::Tensor& c
   return (mine * prob_sums).sum();
 }
 
-torch::Tensor LlamaForCausalLM::forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer,
-                                              int64_t last_layer, bool embed, bool head) {
-  TORCH_CHECK(config().num_experts == 0, "a pipeline chunk of a mixture of experts");
+// A chunk's layers report their routing as the whole model's forward has them report it, and
+// chunk_routing() places the reports among every MoE layer's rows.
+ModelOutput LlamaForCausalLM::forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer,
+                                            int64_t last_layer, bool embed, bool head) {
+  const auto& c = config();
+  TORCH_CHECK(!(c.num_experts > 0 && c.router_aux_loss_coef > 0 &&
+                (c.router_aux_loss_scope == AuxLossScope::model || c.router_aux_loss_global_average)),
+              "a pipeline chunk cannot defer the balancing loss over every layer or the global batch: the recipe "
+              "check refuses model.router_aux_loss_scope model and router_aux_loss_global_average with parallel.pp");
+  std::vector<DecoderLayerImpl::RoutingReport> reports(static_cast<size_t>(last_layer - first_layer));
+  for (size_t i = 0; i < reports.size(); ++i)
+    (*model->layers)[static_cast<size_t>(first_layer) + i]->as<DecoderLayer>()->report = &reports[i];
   auto x = embed ? model->embed(batch.input_ids, embed_runner) : hidden;
   x = model->run_layers(x, batch.layout, block_runner, first_layer, last_layer, batch.loss_weight, {});
-  if (!head) return x;
-  x = model->norm(x);
-  return tensor_parallel_ ? tensor_parallel_->enter(x) : x;
+  for (size_t i = 0; i < reports.size(); ++i)
+    (*model->layers)[static_cast<size_t>(first_layer) + i]->as<DecoderLayer>()->report = nullptr;
+  ModelOutput output;
+  if (c.num_experts > 0) chunk_routing(reports, first_layer, batch.input_ids.device(), output);
+  if (head) {
+    x = model->norm(x);
+    if (tensor_parallel_) x = tensor_parallel_->enter(x);
+  }
+  output.hidden = x;
+  return output;
 }
 
+// Every stage reports the same names and shapes, zeros for what it does not hold, so that the
+// figures sum over the pipeline group at the step's end.
+void LlamaForCausalLM::chunk_routing(const std::vector<DecoderLayerImpl::RoutingReport>& reports, int64_t first_layer,
+                                     const torch::Device& device, ModelOutput& output) const {
+  const auto& c = config();
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  std::vector<int64_t> moe_layers;
+  for (int64_t layer = 0; layer < c.num_layers; ++layer)
+    if (c.is_moe_layer(layer)) moe_layers.push_back(layer);
+  if (moe_layers.empty()) return;
+  output.expert_load = torch::zeros({static_cast<int64_t>(moe_layers.size()), c.num_experts}, options);
+  output.dropped = torch::zeros({static_cast<int64_t>(moe_layers.size())}, options);
+  auto balance = torch::zeros({}, options), z = torch::zeros({}, options);
+  torch::NoGradGuard no_grad;
+  for (size_t row = 0; row < moe_layers.size(); ++row) {
+    const int64_t index = moe_layers[row] - first_layer;
+    if (index < 0 || index >= static_cast<int64_t>(reports.size())) continue;
+    const auto& report = reports[static_cast<size_t>(index)];
+    output.expert_load[static_cast<int64_t>(row)].copy_(report.load);
+    output.dropped[static_cast<int64_t>(row)].fill_(report.dropped);
+    if (report.balance.defined()) balance = balance + report.balance;
+    if (report.z.defined()) z = z + report.z;
+  }
+  if (c.router_aux_loss_coef > 0) output.aux_losses.emplace_back("load_balancing", balance);
+  if (c.router_z_loss_coef > 0) output.aux_losses.emplace_back("router_z", z);
+}
+
+// Mixtures of experts: the experts split over the ranks by expert (model/moe.h), the router
+// replicated, shared experts as a dense MLP.
 TensorParallelPlan LlamaForCausalLM::tensor_parallel_plan(int64_t rank, int64_t ranks) const {
   const auto& c = config();
-  if (c.num_experts > 0)
-    throw std::invalid_argument("tensor parallelism does not split mixture-of-experts layers yet; use parallel.ep");
   TensorParallelPlan plan;
   const auto vocab = TensorSlice{0, split_share(c.vocab_size, rank, ranks)};
   plan["model.embed_tokens.weight"] = vocab;
   if (lm_head) plan["lm_head.weight"] = vocab;
-  if (c.intermediate_size % ranks != 0)
-    throw std::invalid_argument(fmt::format("model.intermediate_size {} does not split over {} tensor-parallel ranks",
-                                            c.intermediate_size, ranks));
-  const auto width = split_share(c.intermediate_size, rank, ranks);
+  auto split = [ranks](int64_t size, const char* key) {
+    if (size % ranks != 0)
+      throw std::invalid_argument(
+          fmt::format("{} {} does not split over {} tensor-parallel ranks (parallel.tp)", key, size, ranks));
+  };
   for (size_t i = 0; i < model->layers->size(); ++i) {
     const auto prefix = "model.layers." + std::to_string(i) + ".";
     const auto& layer = *(*model->layers)[i]->as<DecoderLayer>();
     const auto attention = layer.self_attn ? layer.self_attn->tensor_parallel_plan(rank, ranks)
                                            : layer.latent_attn->tensor_parallel_plan(rank, ranks);
     for (const auto& [name, slice] : attention) plan[prefix + "self_attn." + name] = slice;
-    plan[prefix + "mlp.gate_proj.weight"] = {0, width};
-    plan[prefix + "mlp.up_proj.weight"] = {0, width};
-    plan[prefix + "mlp.down_proj.weight"] = {1, width};
+    auto mlp = [&](const std::string& name, int64_t width) {
+      const auto share = split_share(width, rank, ranks);
+      plan[prefix + name + ".gate_proj.weight"] = {0, share};
+      plan[prefix + name + ".up_proj.weight"] = {0, share};
+      plan[prefix + name + ".down_proj.weight"] = {1, share};
+    };
+    if (!layer.moe) {
+      split(c.intermediate_size, "model.intermediate_size");
+      mlp("mlp", c.intermediate_size);
+      continue;
+    }
+    split(c.num_experts, "model.num_experts");
+    const auto experts = TensorSlice{0, split_share(c.num_experts, rank, ranks)};
+    for (const auto& [name, weight] : layer.moe->expert_weights()) plan[prefix + "mlp." + name] = experts;
+    if (layer.moe->shared_experts) {
+      split(c.moe_intermediate_size * c.num_shared_experts, "model.moe_intermediate_size x num_shared_experts");
+      mlp("mlp.shared_experts", c.moe_intermediate_size * c.num_shared_experts);
+    }
   }
   return plan;
 }
@@ -335,7 +394,10 @@ void LlamaForCausalLM::use_tensor_parallel(std::shared_ptr<TensorParallelOps> op
       layer.self_attn->use_tensor_parallel(ops);
     else
       layer.latent_attn->use_tensor_parallel(ops);
-    layer.mlp->tensor_parallel = ops;
+    if (layer.moe)
+      layer.moe->use_tensor_parallel(ops);
+    else
+      layer.mlp->tensor_parallel = ops;
     layer.input_layernorm->partial_gradient = partial;
     layer.post_attention_layernorm->partial_gradient = partial;
   }

@@ -145,11 +145,15 @@ class LlamaForCausalLM final : public CausalLM {
   ShardPlan shard_plan() override;
   std::vector<AttentionKernel*> attention_kernels() override;
   // Megatron's split: attention by heads, the MLP by its intermediate dimension, the embedding
-  // and the output projection by vocabulary rows; norms replicated (mixtures of experts: none).
+  // and the output projection by vocabulary rows; norms replicated. MoE layers: the experts by
+  // expert, the router replicated, shared experts as the MLP (model/moe.h).
   TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const override;
   void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) override;
-  torch::Tensor forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer,
-                              int64_t last_layer, bool embed, bool head) override;
+  // With experts, the chunk's MoE layers' routing figures as forward() reports them: rows of
+  // every MoE layer of the model (zeros for layers of other chunks) and the chunk's share of
+  // each router loss. The deferred balancing loss needs every layer's counts: refused.
+  ModelOutput forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer, int64_t last_layer,
+                            bool embed, bool head) override;
 
   LlamaBody model{nullptr};
   Linear lm_head{nullptr};  // null when embeddings are tied
@@ -162,6 +166,8 @@ class LlamaForCausalLM final : public CausalLM {
   torch::Tensor fill_balance_coefficients(const torch::Tensor& coefficients, const std::vector<int64_t>& moe_layers,
                                           const torch::Tensor& counts, const torch::Tensor& prob_sums,
                                           double tokens) const;
+  void chunk_routing(const std::vector<DecoderLayerImpl::RoutingReport>& reports, int64_t first_layer,
+                     const torch::Device& device, ModelOutput& output) const;
 };
 
 }  // namespace xtrain::model

@@ -333,13 +333,13 @@ std::vector<std::string> hf_expert_parts(const std::string& name, int64_t expert
 
 namespace {
 
-// One family of the Llama decoder: its names, what its attention adds, and its experts. Dense
-// families split over tensor and pipeline parallelism; mixtures of experts over parallel.ep only.
+// One family of the Llama decoder: its names, what its attention adds, and its experts. Every
+// one splits over tensor and pipeline parallelism, mixtures of experts over parallel.ep too.
 ModelSpec decoder_spec(const char* family, const char* architecture, const char* description,
                        AttentionFeatures features, Experts experts = Experts::none) {
   ModelSpec spec;
   spec.capabilities.experts = experts != Experts::none;
-  spec.capabilities.tensor_parallel = spec.capabilities.pipeline = experts == Experts::none;
+  spec.capabilities.tensor_parallel = spec.capabilities.pipeline = true;
   spec.capabilities.context_parallel = true;
   spec.family = family;
   spec.hf_architecture = architecture;

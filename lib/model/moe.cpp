@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include <torch/torch.h>
 
+#include "model/fp16_emulation.h"
 #include "model/fused_swiglu.h"
 #include "model/parameter_source.h"
 
@@ -16,7 +18,7 @@ struct ParameterHolder : torch::nn::Module {};
 
 }  // namespace
 
-MoeBlockImpl::MoeBlockImpl(const MoeOptions& options) : options_(options) {
+MoeBlockImpl::MoeBlockImpl(const MoeOptions& options) : options_(options), tp_experts_(options.num_experts) {
   const int64_t e = options.num_experts, h = options.hidden_size, i = options.intermediate_size;
   TORCH_CHECK(options.n_group >= 1 && e % options.n_group == 0 && options.topk_group <= options.n_group &&
                   (options.n_group == 1 || e / options.n_group >= 2) &&
@@ -51,11 +53,11 @@ torch::Tensor MoeBlockImpl::group_limited(const torch::Tensor& choice) const {
                             -std::numeric_limits<float>::infinity());
 }
 
-std::vector<std::pair<std::string, torch::Tensor*>> MoeBlockImpl::expert_weights() {
-  std::vector<std::pair<std::string, torch::Tensor*>> weights = {{"experts.gate_up_proj", &gate_up_proj},
-                                                                 {"experts.down_proj", &down_proj}};
-  if (gate_up_bias.defined()) weights.emplace_back("experts.gate_up_proj_bias", &gate_up_bias);
-  if (down_bias.defined()) weights.emplace_back("experts.down_proj_bias", &down_bias);
+std::vector<std::pair<std::string, torch::Tensor>> MoeBlockImpl::expert_weights() const {
+  std::vector<std::pair<std::string, torch::Tensor>> weights = {{"experts.gate_up_proj", gate_up_proj},
+                                                                {"experts.down_proj", down_proj}};
+  if (gate_up_bias.defined()) weights.emplace_back("experts.gate_up_proj_bias", gate_up_bias);
+  if (down_bias.defined()) weights.emplace_back("experts.down_proj_bias", down_bias);
   return weights;
 }
 
@@ -101,6 +103,11 @@ torch::Tensor MoeBlockImpl::run_experts(const torch::Tensor& tokens, Routing& ro
     routing.dropped = order.numel() - kept.numel();
     order = order.index_select(0, kept);
   }
+  if (tp_experts_ < options_.num_experts) {  // this tp rank's experts' rows: a range of `order`
+    const auto before = std::accumulate(counts.begin(), counts.begin() + tp_first_expert_, int64_t{0});
+    counts = tp_counts(counts);
+    order = order.narrow(0, before, std::accumulate(counts.begin(), counts.end(), int64_t{0}));
+  }
   torch::Tensor outputs;
   // The same on every rank, whatever its tokens: each part is an exchange all of them join.
   const int64_t parts = dispatcher_ ? dispatcher_->micro_batches() : 1;
@@ -136,7 +143,7 @@ torch::Tensor MoeBlockImpl::exchange_in_parts(const torch::Tensor& tokens, torch
     const int64_t first = p * count / parts, last = (p + 1) * count / parts;
     const auto part = order.masked_select(token_of.ge(first).logical_and(token_of.lt(last)));
     const auto counted = torch::bincount(flat.index_select(0, part), {}, options_.num_experts).to(torch::kCPU);
-    const std::vector<int64_t> counts(counted.data_ptr<int64_t>(), counted.data_ptr<int64_t>() + counted.numel());
+    const auto counts = tp_counts({counted.data_ptr<int64_t>(), counted.data_ptr<int64_t>() + counted.numel()});
     part_orders.push_back(part);
     dispatched.push_back(dispatcher_->start_dispatch(tokens.index_select(0, part.div(k, "floor")), counts));
   };
@@ -176,6 +183,11 @@ torch::Tensor MoeBlockImpl::within_capacity(const torch::Tensor& order, const to
   return torch::cat(kept);
 }
 
+std::vector<int64_t> MoeBlockImpl::tp_counts(const std::vector<int64_t>& counts) const {
+  const auto first = counts.begin() + tp_first_expert_;
+  return {first, first + tp_experts_};
+}
+
 // Every held expert runs, even on no rows, so that the outputs stay in the autograd graph of
 // the rows (a dispatcher's backward must run on every rank).
 torch::Tensor MoeBlockImpl::compute_experts(const torch::Tensor& rows, const std::vector<int64_t>& counts) const {
@@ -212,16 +224,41 @@ torch::Tensor MoeBlockImpl::gpt_oss_expert(const torch::Tensor& rows, int64_t ex
   return torch::matmul((up + 1) * glu, down_proj[expert]) + down_bias[expert];
 }
 
+// Under tensor parallelism the router sees the whole sequence as whole() gives it (its gradient
+// is the same on every rank), the experts as enter() gives it (their input gradients are partial
+// sums), and the routed outputs, partial over the ranks' experts, leave() summed.
 torch::Tensor MoeBlockImpl::forward(const torch::Tensor& x, Routing* routing) {
-  const auto tokens = x.reshape({-1, options_.hidden_size});
-  auto r = route(tokens);
+  const auto& tp = tensor_parallel_;
+  const auto experts_input = tp ? tp->enter(x) : x;
+  const auto tokens = experts_input.reshape({-1, options_.hidden_size});
+  auto r = route(tp ? tp->whole(x).reshape({-1, options_.hidden_size}) : tokens);
+  if (tp) r.weights = tp->shared(r.weights);
   torch::Tensor shared;
   auto out = run_experts(tokens, r, [&] {
                if (shared_experts) shared = shared_experts(x);
-             }).view(x.sizes());
-  if (shared_experts) out = out + (shared_expert_gate ? torch::sigmoid(shared_expert_gate(x)) * shared : shared);
+             }).view(experts_input.sizes());
+  if (tp) out = tp->leave(out);
+  if (shared_experts) out = out + (shared_expert_gate ? torch::sigmoid(gate_of_shared(x)) * shared : shared);
   if (routing) *routing = std::move(r);
   return out;
+}
+
+// With sequence parallelism x is this rank's part of the sequence: the replicated gate's
+// gradient is partial.
+torch::Tensor MoeBlockImpl::gate_of_shared(const torch::Tensor& x) const {
+  const auto& tp = tensor_parallel_;
+  const auto& weight = shared_expert_gate->weight;
+  return project(x, tp && tp->sequence_parallel() ? tp->shared(weight) : weight, {});
+}
+
+void MoeBlockImpl::use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) {
+  const int64_t experts = options_.num_experts, ranks = ops->size();
+  TORCH_CHECK(experts % ranks == 0 && gate_up_proj.size(0) == experts / ranks, "MoE block under tensor parallelism: ",
+              gate_up_proj.size(0), " experts held of ", experts, " over ", ranks, " ranks");
+  tp_experts_ = experts / ranks;
+  tp_first_expert_ = ops->rank() * tp_experts_;
+  if (shared_experts) shared_experts->tensor_parallel = ops;
+  tensor_parallel_ = std::move(ops);
 }
 
 void MoeBlockImpl::describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const {

@@ -22,6 +22,16 @@
 //     count_e is the number of the T tokens routed to e and P_e the sum of their router
 //     probabilities of e; 1 when balanced. (transformers' load_balancing_loss_func is k times it.)
 //   z-loss: mean over tokens of logsumexp(logits)^2.
+//
+// Under tensor parallelism (use_tensor_parallel) the experts split over the tp ranks by expert,
+// rank r holding [r E / tp, (r + 1) E / tp) (Megatron's MoE parallel folding with expert tensor
+// parallelism 1, its all-gather dispatcher): every rank routes every token of the sequence with
+// the replicated router, so that the routing is one process's, computes its experts' rows and
+// weighs them, and TensorParallelOps::leave sums the ranks' outputs (reduce-scatters them with
+// sequence parallelism, where the tokens were gathered first). The routing weights' gradient on a
+// rank covers its experts' rows only: TensorParallelOps::shared sums it. Shared experts split by
+// their intermediate dimension as a dense MLP does. Expert parallelism then splits a rank's
+// experts further over ep.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -144,9 +154,14 @@ class MoeBlockImpl : public torch::nn::Module {
   void set_dispatcher(std::shared_ptr<TokenDispatcher> dispatcher) { dispatcher_ = std::move(dispatcher); }
   const std::shared_ptr<TokenDispatcher>& dispatcher() const { return dispatcher_; }
 
+  // Tensor parallelism, once the experts' weights are this tp rank's [E / tp, ...] and the
+  // shared experts' their slices (LlamaForCausalLM::tensor_parallel_plan).
+  void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops);
+
   // The tensors that hold one slice per expert (first dimension E), with their names under the
-  // block: what expert parallelism splits.
-  std::vector<std::pair<std::string, torch::Tensor*>> expert_weights();
+  // block: what expert and tensor parallelism split (handles of the parameters: set_data on one
+  // changes the parameter).
+  std::vector<std::pair<std::string, torch::Tensor>> expert_weights() const;
 
   torch::Tensor gate_weight;              // [E, H], registered as gate.weight (GPT-OSS: router.weight)
   torch::Tensor router_bias;              // [E], GPT-OSS's router.bias
@@ -166,13 +181,18 @@ class MoeBlockImpl : public torch::nn::Module {
   // With a capacity: which of the choices, sorted by expert, each expert computes.
   torch::Tensor within_capacity(const torch::Tensor& order, const torch::Tensor& sorted_weights,
                                 std::vector<int64_t>& counts, int64_t tokens) const;
+  // Of the counts of every expert, those of the experts this tp rank computes.
+  std::vector<int64_t> tp_counts(const std::vector<int64_t>& counts) const;
   // rows grouped by expert (of the experts held here), counts per held expert.
   torch::Tensor compute_experts(const torch::Tensor& rows, const std::vector<int64_t>& counts) const;
   torch::Tensor gpt_oss_expert(const torch::Tensor& rows, int64_t expert) const;
+  torch::Tensor gate_of_shared(const torch::Tensor& x) const;
   // sigmoid_bias: the experts each token may choose from, as -inf where it may not.
   torch::Tensor group_limited(const torch::Tensor& choice) const;
   MoeOptions options_;
   std::shared_ptr<TokenDispatcher> dispatcher_;  // none: every expert computed here
+  std::shared_ptr<TensorParallelOps> tensor_parallel_;
+  int64_t tp_first_expert_ = 0, tp_experts_ = 0;  // the experts of this tp rank (all without tp)
 };
 TORCH_MODULE(MoeBlock);
 

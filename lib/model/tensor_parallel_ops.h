@@ -11,6 +11,10 @@
 //   shared(w) a weight replicated over the group whose gradient on each rank is partial (a
 //             norm applied to part of the sequence or part of the heads): identity; backward
 //             all-reduces the gradient.
+//   whole(x)  x whole on every rank for a computation every rank repeats alike on all of it (a
+//             mixture of experts' router): identity, or with sequence parallelism the sequence
+//             all-gathered, whose backward keeps this rank's part of the gradient (each rank's is
+//             the same whole one, so summing them would count it tp times).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -33,6 +37,7 @@ class TensorParallelOps {
   virtual torch::Tensor enter(const torch::Tensor& x) = 0;
   virtual torch::Tensor leave(const torch::Tensor& y) = 0;
   virtual torch::Tensor shared(const torch::Tensor& w) = 0;
+  virtual torch::Tensor whole(const torch::Tensor& x) = 0;
   // In place and outside autograd: the statistics of a vocabulary-parallel loss.
   virtual void all_reduce_sum(torch::Tensor& t) = 0;
   virtual void all_reduce_max(torch::Tensor& t) = 0;

@@ -84,11 +84,11 @@ torch::Tensor ExpertDispatcher::finish_combine(Dispatched& dispatched) {
 void shard_experts(model::MoeBlockImpl& block, const std::shared_ptr<ExpertDispatcher>& dispatcher) {
   torch::NoGradGuard no_grad;
   for (auto& [name, weight] : block.expert_weights()) {
-    auto mine = weight->narrow(0, dispatcher->first_expert(), dispatcher->local_experts());
-    if (model::is_materialized(*weight))
-      weight->set_data(mine.clone());
+    auto mine = weight.narrow(0, dispatcher->first_expert(), dispatcher->local_experts());
+    if (model::is_materialized(weight))
+      weight.set_data(mine.clone());
     else  // a stand-in stays one: whoever materialises the model fills this rank's experts only
-      weight->set_data(torch::zeros({1}, weight->options()).expand(mine.sizes()));
+      weight.set_data(torch::zeros({1}, weight.options()).expand(mine.sizes()));
   }
   block.set_dispatcher(dispatcher);
 }

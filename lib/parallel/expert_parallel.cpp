@@ -10,6 +10,24 @@
 
 namespace xtrain::parallel {
 
+namespace {
+
+// The placement in the whole tensor of this ep rank's experts, out of the tp rank's experts that
+// `tp` places: tensor parallelism splits the experts by expert (model/moe.h), ep those further.
+model::Placement within(const model::Placement& tp, const model::Placement& ep, const std::string& name) {
+  for (size_t d = 1; d < tp.offsets.size(); ++d)
+    if (tp.offsets[d] != 0)
+      throw std::invalid_argument(name + ": tensor parallelism split these experts by more than the expert "
+                                         "dimension, which expert parallelism cannot split further");
+  if (tp.copies != 1)
+    throw std::invalid_argument(name + ": experts replicated over tensor parallelism cannot also split over parallel.ep");
+  model::Placement placement = tp;
+  placement.offsets[0] += ep.offsets[0];
+  return placement;
+}
+
+}  // namespace
+
 model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh& mesh, model::ShardPlan plan,
                                        int64_t micro_batches) {
   std::map<std::string, model::Placement> placements;
@@ -20,9 +38,9 @@ model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh&
                                               mesh.size(Dim::ep)));
     auto dispatcher = std::make_shared<ExpertDispatcher>(mesh.group(Dim::ep), experts, micro_batches);
     for (const auto& [weight_name, weight] : block->expert_weights()) {
-      std::vector<int64_t> offsets(static_cast<size_t>(weight->dim()), 0);
+      std::vector<int64_t> offsets(static_cast<size_t>(weight.dim()), 0);
       offsets[0] = dispatcher->first_expert();
-      placements[name + "." + weight_name] = {weight->sizes().vec(), offsets};
+      placements[name + "." + weight_name] = {weight.sizes().vec(), offsets};
     }
     shard_experts(*block, dispatcher);
   }
@@ -38,12 +56,9 @@ model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh&
         if (earlier != block.front().placements.end()) dense.placements.insert(*earlier);
         continue;
       }
-      // A placement places a part in the whole tensor, not a part of a part: experts that tensor
-      // parallelism has placed (sliced or copied over tp) cannot split over ep as well.
-      if (earlier != block.front().placements.end())
-        throw std::invalid_argument(name + ": experts under tensor parallelism cannot also split over parallel.ep");
       experts.parameters.emplace_back(name, tensor);
-      experts.placements.insert(*placed);
+      experts.placements[name] = earlier == block.front().placements.end() ? placed->second
+                                                                           : within(earlier->second, placed->second, name);
     }
     if (experts.parameters.empty()) continue;
     block = {std::move(dense), std::move(experts)};

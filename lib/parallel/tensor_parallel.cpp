@@ -94,6 +94,14 @@ torch::Tensor reduce_scatter_sequence(const std::shared_ptr<Comm>& group, const 
       [group, dim](const torch::Tensor& g) { return all_gather_along(*group, g, dim); }, "xtrain::ReduceScatterSequence");
 }
 
+torch::Tensor gather_replicated_sequence(const std::shared_ptr<Comm>& group, const torch::Tensor& x, int64_t dim) {
+  const int64_t part = x.size(dim);
+  return mapped(
+      x, [group, dim](const torch::Tensor& t) { return all_gather_along(*group, t, dim); },
+      [group, dim, part](const torch::Tensor& g) { return g.narrow(dim, group->rank() * part, part).contiguous(); },
+      "xtrain::GatherReplicatedSequence");
+}
+
 torch::Tensor column_parallel_linear(const std::shared_ptr<Comm>& group, const torch::Tensor& x,
                                      const torch::Tensor& weight, bool gather_output, int64_t sequence_dim) {
   const auto input = sequence_dim >= 0 ? gather_sequence(group, x, sequence_dim) : copy_to_tensor_parallel(group, x);

@@ -11,6 +11,8 @@
 // and sequence parallelism's pair, along the sequence dimension `dim`:
 //   gather_sequence              all-gather            backward: reduce-scatter (sum)
 //   reduce_scatter_sequence      reduce-scatter (sum)  backward: all-gather
+//   gather_replicated_sequence   all-gather            backward: this rank's part (for a
+//                                computation every rank repeats alike on the whole sequence)
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -28,6 +30,7 @@ torch::Tensor gather_from_tensor_parallel(const std::shared_ptr<Comm>& group, co
 torch::Tensor scatter_to_tensor_parallel(const std::shared_ptr<Comm>& group, const torch::Tensor& x);
 torch::Tensor gather_sequence(const std::shared_ptr<Comm>& group, const torch::Tensor& x, int64_t dim);
 torch::Tensor reduce_scatter_sequence(const std::shared_ptr<Comm>& group, const torch::Tensor& x, int64_t dim);
+torch::Tensor gather_replicated_sequence(const std::shared_ptr<Comm>& group, const torch::Tensor& x, int64_t dim);
 
 // y = x W^T with W split by output rows over the group: weight is this rank's [out / tp, in].
 // The input is whole on every rank (or, with sequence_dim >= 0, this rank's part of the

@@ -30,6 +30,9 @@ class TensorParallelGroup final : public model::TensorParallelOps {
                               : reduce_from_tensor_parallel(group_, y);
   }
   torch::Tensor shared(const torch::Tensor& w) override { return copy_to_tensor_parallel(group_, w); }
+  torch::Tensor whole(const torch::Tensor& x) override {
+    return sequence_parallel_ ? gather_replicated_sequence(group_, x, kSequenceDim) : x;
+  }
 
   void all_reduce_sum(torch::Tensor& t) override {
     group_->all_reduce_sum(t).wait();

@@ -148,10 +148,8 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
       auto out = run_chunk(action.chunk, input, [&](const parallel::PipelineChunk& part, const torch::Tensor& x) {
         return work.forward_chunk(part, batch, m, count, x);
       });
-      if (chunk == last_chunk)
-        total.add(out.losses);
-      else
-        send(out.output, next, kActivationTag);
+      total.add(out.losses);  // the loss on the last chunk, every chunk's router figures
+      if (chunk != last_chunk) send(out.output, next, kActivationTag);
       saved[{action.chunk, m}] = {input, out.output};
       peak_in_flight_ = std::max(peak_in_flight_, static_cast<int64_t>(saved.size()));
       continue;

@@ -34,7 +34,8 @@ struct MicroBatchLosses {
 };
 
 // What a pipeline chunk's forward gives: the activation for the next chunk, or on the model's
-// last chunk the loss to differentiate (weighted for the step) and the micro batch's losses.
+// last chunk the loss to differentiate (weighted for the step) and the micro batch's losses;
+// on every chunk (losses) the router losses and expert loads of its layers.
 struct ChunkOutput {
   torch::Tensor output;
   MicroBatchLosses losses;

@@ -43,6 +43,7 @@ TrainingStep::TrainingStep(parallel::ParallelModel& model, Schedule& schedule, o
                           mesh.coordinate(parallel::Dim::pp) + 1 == mesh.size(parallel::Dim::pp)
                       ? 1.0
                       : 0.0),
+      aux_share_(mesh.coordinate(parallel::Dim::tp) == 0 ? 1.0 : 0.0),
       non_finite_(settings_.max_skipped_steps),
       spikes_(settings_.spike_window, settings_.spike_zscore) {
   for (const auto& p : optimized_)
@@ -96,13 +97,16 @@ StepOutcome TrainingStep::run(const StepInput& input) {
 }
 
 // The auxiliary losses per target over the global batch, and the experts' loads.
+// Under pipeline parallelism each stage holds its layers' share of the router losses and the
+// rows of its layers' loads (zeros elsewhere): summed over the stages too, they are one
+// process's, and every stage moves every layer's expert bias alike.
 void TrainingStep::sum_losses(const MicroBatchLosses& losses, StepOutcome& outcome) {
   for (const auto& [name, value] : losses.aux_losses)
     outcome.aux_losses[name] =
-        step_targets_ > 0 ? sums_.sum(value.item<double>() * data_share_) / step_targets_ : 0.0;
+        step_targets_ > 0 ? sums_.sum(value.item<double>() * aux_share_) / step_targets_ : 0.0;
   if (experts_.active() && losses.expert_load.defined())
-    outcome.experts = experts_.finish_step(losses.expert_load, losses.dropped,
-                                           *mesh_.flatten({parallel::Dim::dp, parallel::Dim::fsdp}));
+    outcome.experts = experts_.finish_step(
+        losses.expert_load, losses.dropped, *mesh_.flatten({parallel::Dim::pp, parallel::Dim::dp, parallel::Dim::fsdp}));
 }
 
 // The weighting of train/micro_batch_weight.h; the divisor is the step's global target count
@@ -160,19 +164,23 @@ ChunkOutput TrainingStep::forward_chunk_only(const parallel::PipelineChunk& part
 }
 
 // The chunk's layers on `input` and, on the model's last chunk, the micro batch's mean loss
-// (times loss_factor, an injected spike) times loss_weight, and its loss sum to report.
+// (times loss_factor, an injected spike) times loss_weight, and its loss sum to report; on
+// every chunk its layers' router losses and expert loads, summed over the pipeline at the
+// step's end (sum_losses).
 ChunkOutput TrainingStep::run_chunk_layers(const parallel::PipelineChunk& part, const data::MicroBatch& batch,
                                            const torch::Tensor& input, double loss_weight, double loss_factor) {
   PrecisionScope precision(settings_.dtype, settings_.device.type());
   auto model_input = model_batch(batch, settings_.device);
   model_input.loss_weight = loss_weight;
   auto& model = model_.model();
-  auto hidden = model.forward_chunk(model_input, input, part.first_layer, part.last_layer, part.embedding, part.head);
-  if (!part.head) return {hidden, {}};
-  auto loss = next_token_loss_of_hidden(model, hidden, model_input.labels, settings_.loss_chunk);
+  auto out = model.forward_chunk(model_input, input, part.first_layer, part.last_layer, part.embedding, part.head);
+  const auto targets = static_cast<double>(batch.target_count);
+  MicroBatchLosses losses{{}, {}, out.expert_load, out.dropped, {}};
+  for (const auto& [name, aux] : out.aux_losses) losses.aux_losses[name] = aux.detach().to(torch::kFloat64) * targets;
+  if (!part.head) return {out.hidden, losses};
+  auto loss = next_token_loss_of_hidden(model, out.hidden, model_input.labels, settings_.loss_chunk);
   if (loss_factor != 1.0) loss = loss * loss_factor;
-  MicroBatchLosses losses;
-  losses.loss_sum = loss.detach().to(torch::kFloat64) * static_cast<double>(batch.target_count);
+  losses.loss_sum = loss.detach().to(torch::kFloat64) * targets;
   return {loss * loss_weight, losses};
 }
 

@@ -117,6 +117,9 @@ class TrainingStep final : private MicroBatchWork {
   // 1 on the ranks whose losses and target counts stand for their data rank's (tensor-parallel
   // rank 0 of the last pipeline stage, which computes the loss: its peers computed the same), else 0.
   double data_share_ = 1.0;
+  // 1 on the ranks whose router losses stand for their data rank's layers: tensor-parallel rank 0
+  // of every pipeline stage (each stage's are those of its layers).
+  double aux_share_ = 1.0;
 
   NonFiniteGuard non_finite_;
   SpikeDetector spikes_;

@@ -171,13 +171,14 @@ expect sequence_parallel_without_tp "sequence_parallel_without_tp.yaml:5:3: para
 "${head}parallel:
   sequence_parallel: true
 "
-expect tp_with_experts "tp_with_experts.yaml:10:3: parallel.tp: 2: tensor parallelism does not split mixture-of-experts layers yet; split the experts with parallel.ep instead" \
+expect tp_ep_not_dividing_experts "tp_ep_not_dividing_experts.yaml:11:3: parallel.tp: 2 x parallel.ep 2 does not divide model.num_experts 6: each tensor- and expert-parallel rank holds the same number of experts" \
 "${head}model:
   family: qwen3_moe
-  num_experts: 4
+  num_experts: 6
   num_experts_per_tok: 2
   moe_intermediate_size: 64
 parallel:
+  ep: 2
   tp: 2
 "
 expect virtual_stages_without_interleaving "virtual_stages_without_interleaving.yaml:7:3: parallel.pp_virtual_stages: 2 chunks per rank need parallel.pp_schedule interleaved_1f1b (it is 1f1b)" \
@@ -186,12 +187,25 @@ expect virtual_stages_without_interleaving "virtual_stages_without_interleaving.
   fsdp: 1
   pp_virtual_stages: 2
 "
-expect pp_with_experts "pp_with_experts.yaml:10:3: parallel.pp: a mixture of experts with parallel.pp 2 is not supported yet" \
+expect pp_with_model_scope_balancing "pp_with_model_scope_balancing.yaml:10:3: model.router_aux_loss_scope: model balances over every layer's routing at once, which parallel.pp 2 splits over its stages: set model.router_aux_loss_scope layer (each layer's own balancing loss)" \
 "${head}model:
   family: qwen3_moe
   num_experts: 4
   num_experts_per_tok: 2
   moe_intermediate_size: 64
+  router_aux_loss_coef: 0.01
+  router_aux_loss_scope: model
+parallel:
+  pp: 2
+"
+expect pp_with_global_balancing "pp_with_global_balancing.yaml:10:3: model.router_aux_loss_global_average: true defers the balancing loss to the end of the forward, which no stage of parallel.pp 2 runs whole: set it false (each micro batch's counts)" \
+"${head}model:
+  family: qwen3_moe
+  num_experts: 4
+  num_experts_per_tok: 2
+  moe_intermediate_size: 64
+  router_aux_loss_coef: 0.01
+  router_aux_loss_global_average: true
 parallel:
   pp: 2
 "

@@ -241,11 +241,10 @@ TEST_CASE("each family declares what its models support", "[model][registry]") {
     CHECK((can.tensor_parallel && can.pipeline && can.causal));
     CHECK_FALSE((can.experts || can.images || can.pad_token));
   }
-  for (const char* moe : {"qwen3_moe", "mixtral"}) {
+  for (const char* moe : {"qwen3_moe", "mixtral", "deepseek_v3"}) {
     const auto& can = model::model_spec(moe).capabilities;
     INFO(moe);
-    CHECK((can.experts && can.causal));
-    CHECK_FALSE((can.tensor_parallel || can.pipeline));
+    CHECK((can.experts && can.causal && can.tensor_parallel && can.pipeline));
   }
   const auto& bert = model::model_spec("bert").capabilities;
   CHECK_FALSE((bert.causal || bert.tensor_parallel || bert.pipeline || bert.experts));

@@ -16,8 +16,8 @@ TEST_CASE("placement: tp and HSDP's shard groups stay inside a node, fsdp and dp
 
   const auto hsdp = group_spans({2, 2, 1, 1, 1}, 4, 2);
   REQUIRE(hsdp.size() == 2);
-  CHECK((hsdp[0].dimension == parallel::Dim::dp && hsdp[0].crossing == 2 && hsdp[0].first_ranks == std::vector<int64_t>{0, 2}));
-  CHECK((hsdp[1].dimension == parallel::Dim::fsdp && hsdp[1].crossing == 0 && hsdp[1].first_ranks == std::vector<int64_t>{0, 1}));
+  CHECK((hsdp[0].dimension == Dim::dp && hsdp[0].crossing == 2 && hsdp[0].first_ranks == std::vector<int64_t>{0, 2}));
+  CHECK((hsdp[1].dimension == Dim::fsdp && hsdp[1].crossing == 0 && hsdp[1].first_ranks == std::vector<int64_t>{0, 1}));
 
   const auto fsdp4 = group_spans({1, 4, 1, 1, 1}, 4, 2);
   REQUIRE(fsdp4.size() == 1);
@@ -33,7 +33,7 @@ TEST_CASE("placement: tensor- and expert-parallel groups that cross nodes are wa
 
   // Experts fold into the data ranks: ep 2 of FSDP 4 is ranks 0,1 and 2,3, each on one node.
   const auto ep2 = group_spans({1, 4, 1, 1, 2}, 4, 2);
-  REQUIRE(ep2.back().dimension == parallel::Dim::ep);
+  REQUIRE(ep2.back().dimension == Dim::ep);
   CHECK((ep2.back().groups == 2 && ep2.back().crossing == 0));
   CHECK_FALSE(placement_warning({1, 4, 1, 1, 2}, 4, 2));
   CHECK_THAT(placement_warning({1, 4, 1, 1, 4}, 4, 2).value_or(""), Catch::StartsWith("parallel.ep 4 crosses nodes"));
