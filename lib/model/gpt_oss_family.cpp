@@ -147,6 +147,7 @@ ModelSpec gpt_oss_spec() {
       "and in every layer a mixture of biased, clamped experts under a biased router (GPT-OSS)";
   spec.capabilities.experts = true;
   spec.capabilities.context_parallel = true;
+  spec.capabilities.tensor_parallel = spec.capabilities.pipeline = true;
   spec.architecture = Architecture::llama_decoder;
   spec.attention.qkv_bias = spec.attention.o_bias = spec.attention.sinks = spec.attention.gpt_oss_experts = true;
   const ModelSpec names = spec;

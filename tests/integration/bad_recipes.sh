@@ -61,7 +61,7 @@ expect heads_vs_hidden "heads_vs_hidden.yaml:6:3: model.num_heads: 5 heads do no
   hidden_size: 128
   num_heads: 5
 "
-expect unknown_family "unknown_family.yaml:5:11: model.family: must be one of llama, qwen2, qwen3, qwen3_moe, mixtral, bert, llava, got 'gpt2'" \
+expect unknown_family "unknown_family.yaml:5:11: model.family: must be one of llama, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3, gpt_oss, bert, llava, got 'gpt2'" \
 "${head}model:
   family: gpt2
 "
@@ -108,8 +108,8 @@ expect init_from_missing "init_from_missing.yaml:5:3: model.init_from: hf_missin
 mkdir -p hf_rope
 printf '%s' '{"model_type": "llama", "vocab_size": 300, "hidden_size": 64, "intermediate_size": 128,
   "num_hidden_layers": 1, "num_attention_heads": 4, "max_position_embeddings": 256,
-  "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0}}' > hf_rope/config.json
-expect init_from_rope_type "init_from_rope_type.yaml:5:3: model.init_from: hf_rope/config.json: rope type \"yarn\" ({\"factor\":4.0,\"rope_theta\":10000.0,\"rope_type\":\"yarn\"}); xtrain computes the default rotary embedding and llama3's scaling (a model trained with another would compute other logits here)" \
+  "rope_parameters": {"rope_type": "longrope", "factor": 4.0, "rope_theta": 10000.0}}' > hf_rope/config.json
+expect init_from_rope_type "init_from_rope_type.yaml:5:3: model.init_from: hf_rope/config.json: rope type \"longrope\" ({\"factor\":4.0,\"rope_theta\":10000.0,\"rope_type\":\"longrope\"}); xtrain computes the default rotary embedding, llama3's scaling and yarn (a model trained with another would compute other logits here)" \
 "${head}model:
   init_from: hf:hf_rope
 "

@@ -3,7 +3,9 @@
 # logit per head, biases on every projection, YaRN; 4 biased, clamped experts per layer, 2 per
 # token, under a biased router with the load-balancing loss) trains the same model in every
 # layout it takes: 20 steps of FSDP 2, expert parallelism over 2 ranks, EP 2 with Domino-EP's
-# overlapping parts, and context parallelism over 2 ranks (ring and Ulysses, the window and the
+# overlapping parts, tensor parallelism over 2 ranks (with and without sequence parallelism: the
+# sinks split with the heads, the output bias added once), pipeline parallelism over 2 stages,
+# and context parallelism over 2 ranks (ring and Ulysses, the window and the
 # sinks inside the split attention), on packed documents as well, give one process's per-step
 # losses and gradient norms within 1e-5.
 set -euo pipefail
@@ -25,10 +27,13 @@ train single 1 "${gpt_oss[@]}"
 train fsdp2 2 "${gpt_oss[@]}"
 train ep2 2 "${gpt_oss[@]}" --set parallel.ep=2
 train ep2_domino2 2 "${gpt_oss[@]}" --set parallel.ep=2 --set parallel.intra_layer_micro_batch=2
+train tp2 2 "${gpt_oss[@]}" --set parallel.tp=2
+train tp2_sp 2 "${gpt_oss[@]}" --set parallel.tp=2 --set parallel.sequence_parallel=true
+train pp2 2 "${gpt_oss[@]}" --set parallel.pp=2
 train ring2 2 "${gpt_oss[@]}" --set parallel.cp=2
 train ulysses2 2 "${gpt_oss[@]}" --set parallel.cp=2 --set parallel.cp_kind=ulysses
 grep -q '"aux_loss.load_balancing":' "$work/ep2/metrics.jsonl"
-for run in fsdp2 ep2 ep2_domino2 ring2 ulysses2; do compare_runs "$work/single" "$work/$run" 1 1e-4; done
+for run in fsdp2 ep2 ep2_domino2 tp2 tp2_sp pp2 ring2 ulysses2; do compare_runs "$work/single" "$work/$run" 1 1e-4; done
 
 # Packed documents: the window and the sinks stop at each document's start, in the split
 # attention too.
