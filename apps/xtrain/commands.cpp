@@ -21,6 +21,7 @@
 #include "train/balance_report.h"
 #include "train/batch_dump.h"
 #include "train/generate.h"
+#include "train/health_check.h"
 #include "train/generate_prompt.h"
 #include "train/model_factory.h"
 #include "train/non_finite_guard.h"
@@ -108,6 +109,40 @@ std::string parameter_summary(const config::Recipe& recipe) {
   return fmt::format("# parameters: {} in all, {} active per token ({} of {} experts in {} MoE layers)",
                      count(model->num_parameters()), count(model->num_active_parameters()), m.num_experts_per_tok,
                      m.num_experts, m.num_moe_layers());
+}
+
+// Rank checks and link rates on the mesh a recipe trains on; launched like training.
+Command add_health(CLI::App& app) {
+  struct HealthArgs {
+    RecipeArgs recipe;
+    train::HealthOptions options;
+    double slow_fraction = -1;  // the recipe's dist.health_slow_fraction unless given
+    std::string on_problem;     // the recipe's dist.health_action unless given
+  };
+  auto args = storage<HealthArgs>();
+  auto* command = app.add_subcommand(
+      "health",
+      "Check every rank (a seeded matmul chain each healthy rank reproduces bit for bit, its matmul rate) and the "
+      "collectives of every mesh group of RECIPE's layout; start it as training starts (xtrain launch, torchrun, srun)");
+  args->recipe.declare(command);
+  command->add_option("--slow-fraction", args->slow_fraction,
+                      "Name a rank whose matmul rate is below the median by more than this share (default: the "
+                      "recipe's dist.health_slow_fraction)")
+      ->check(CLI::Range(0.0, 1.0));
+  command->add_option("--on-problem", args->on_problem, "stop (exit 3) or warn (exit 0) when a rank is named "
+                                                        "(default: the recipe's dist.health_action)")
+      ->check(CLI::IsMember({"stop", "warn"}));
+  command->add_option("--matmul-size", args->options.matmul_size, "n of the n x n matmuls")->check(CLI::Range(16, 8192));
+  command->add_option("--message-bytes", args->options.message_bytes, "Bytes per rank of each timed collective")
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 32));
+  return {command, [args] {
+            const auto recipe = args->recipe.load();
+            auto options = args->options;
+            options.slow_fraction = args->slow_fraction >= 0 ? args->slow_fraction : recipe.dist.health_slow_fraction;
+            const bool stop = args->on_problem.empty() ? recipe.dist.health_action == config::HealthAction::stop
+                                                       : args->on_problem == "stop";
+            return train::run_health_check(recipe, options, stop);
+          }};
 }
 
 Command add_validate(CLI::App& app) {
@@ -373,7 +408,8 @@ std::string version_text() {
 }
 
 std::vector<Command> add_commands(CLI::App& app, launch::LaunchOptions& launch_options, char** argv) {
-  std::vector<Command> commands{add_train(app, argv), add_validate(app), add_eval(app, argv), add_generate(app),
+  std::vector<Command> commands{add_train(app, argv), add_validate(app), add_health(app), add_eval(app, argv),
+                                add_generate(app),
                                 add_export(app), add_tokenize(app)};
   auto* data = app.add_subcommand("data", "Data tools: prepare, balance, batch");
   data->require_subcommand(1);

@@ -102,11 +102,18 @@ struct ParallelSection {
   bool reshard_after_forward = true;
 };
 
+// dist.health_check as a step interval: -1 off, 0 at start only, N also after every N steps; -2
+// for text that is none of off, start and every_N.
+int64_t health_interval(const std::string& value);
+
 struct DistSection {
   double timeout_s = 0;
   double init_timeout_s = 0;
   double watchdog_s = 0;
   Backend backend = Backend::automatic;
+  std::string health_check = "off";  // off, start or every_N (train/health_check.h)
+  HealthAction health_action = HealthAction::stop;
+  double health_slow_fraction = 0.25;
 };
 
 struct PrecisionSection {

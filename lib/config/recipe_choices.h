@@ -16,6 +16,7 @@ enum class Objective { clm, mlm };                             // data.objective
 enum class Optimizer { adamw };                                // optim.name
 enum class PpSchedule { gpipe, one_f_one_b, interleaved_1f1b };  // parallel.pp_schedule
 enum class Backend { automatic, gloo, nccl };                  // dist.backend
+enum class HealthAction { stop, warn };                        // dist.health_action
 
 // checkpoint.resume: one of its words, or a checkpoint folder (then `folder` holds the path).
 enum class ResumeKind { automatic, strict, never, folder };
@@ -93,6 +94,13 @@ constexpr const char* to_string(ResumeKind value) {
     case ResumeKind::strict: return "strict";
     case ResumeKind::never: return "never";
     case ResumeKind::folder: return "folder";
+  }
+  return nullptr;
+}
+constexpr const char* to_string(HealthAction value) {
+  switch (value) {
+    case HealthAction::stop: return "stop";
+    case HealthAction::warn: return "warn";
   }
   return nullptr;
 }

@@ -636,6 +636,17 @@ Recipe load_recipe(const std::string& path, const LoadOptions& options) {
   return load_recipe_text(text, path, options);
 }
 
+int64_t health_interval(const std::string& value) {
+  if (value == "off") return -1;
+  if (value == "start") return 0;
+  static const std::string prefix = "every_";
+  if (value.rfind(prefix, 0) != 0 || value.size() == prefix.size()) return -2;
+  const auto digits = value.substr(prefix.size());
+  if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return -2;
+  const int64_t n = std::stoll(digits);
+  return n >= 1 ? n : -2;
+}
+
 std::string dump_recipe(const Recipe& recipe) {
   std::string text;
   std::string section;

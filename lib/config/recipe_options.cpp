@@ -107,6 +107,13 @@ Check<std::string> init_source() {
   };
 }
 
+Check<std::string> health_schedule() {
+  return [](const std::string& value) -> std::optional<std::string> {
+    if (config::health_interval(value) >= -1) return std::nullopt;
+    return fmt::format("expected off, start or every_N (N steps, N >= 1), got '{}'", value);
+  };
+}
+
 Check<std::string> chat_template() {
   return [](const std::string& value) { return text::check_chat_template(value); };
 }
@@ -261,6 +268,9 @@ void add_parallel_and_dist_options(OptionRegistry& r) {
   r.add<double>("dist.timeout_s", FIELD(dist.timeout_s), 600.0, "Seconds a collective may take before the job ends with an error naming it (a dead or stalled rank).", positive());
   r.add<double>("dist.init_timeout_s", FIELD(dist.init_timeout_s), 300.0, "Seconds to wait at start for every rank to join; the error names the ranks that never arrived.", positive());
   r.add<double>("dist.watchdog_s", FIELD(dist.watchdog_s), 1800.0, "End the job when a rank completes no step for this many seconds (a hang outside any collective), after printing every rank's last step and collective; 0 turns the watchdog off.", at_least(0.0));
+  r.add<std::string>("dist.health_check", FIELD(dist.health_check), "off", "Check every rank and link (xtrain health: a seeded matmul chain every healthy rank reproduces bit for bit, the matmul rate, the collectives of each mesh group): off, start (before the first step) or every_N (also after every N steps). A rank with another result, or slower than the median by dist.health_slow_fraction, is named; dist.health_action says what follows.", health_schedule());
+  add_choice<HealthAction>(r, "dist.health_action", FIELD(dist.health_action), HealthAction::stop, "When a health check names a rank: stop (the run ends with the check's message) or warn (it goes on).");
+  r.add<double>("dist.health_slow_fraction", FIELD(dist.health_slow_fraction), 0.25, "A rank whose matmul rate is below the median by more than this share is slow (health checks); during training, a rank slowest in most of the last 20 steps, by more than this share over the mean, is warned of.", in_range(0.0, 1.0));
   add_choice<Backend>(r, "dist.backend", FIELD(dist.backend), Backend::automatic, "Collective backend: gloo, nccl (CUDA only), or auto (nccl on cuda, gloo on cpu).");
 }
 

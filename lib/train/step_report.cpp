@@ -24,6 +24,11 @@ std::string format_rate(double tokens_per_s) {
   return fmt::format("{:.0f}", tokens_per_s);
 }
 
+namespace {
+// Steps over which a persistently slow rank is looked for (train/slow_rank_watch.h).
+constexpr int64_t kSlowRankWindow = 20;
+}  // namespace
+
 StepReport::StepReport(const config::Recipe& recipe, const parallel::ParallelDegrees& degrees, int64_t last_step,
                        torch::Device device, bool distributed, bool chief)
     : recipe_(recipe),
@@ -32,7 +37,8 @@ StepReport::StepReport(const config::Recipe& recipe, const parallel::ParallelDeg
       tokens_per_step_(recipe.train.global_batch_size * recipe.data.seq_len),
       device_(device),
       distributed_(distributed),
-      chief_(chief) {}
+      chief_(chief),
+      slow_ranks_(kSlowRankWindow, recipe.dist.health_slow_fraction) {}
 
 void StepReport::open_metrics(int64_t resume_step, const std::string& recipe_yaml) {
   if (!chief_) return;
@@ -115,6 +121,16 @@ void StepReport::write_metrics(int64_t step, int64_t samples_consumed, const Ste
     record["busy_s_mean"] = outcome.busy.mean;
     record["busy_s_max"] = outcome.busy.max;
     record["slowest_rank"] = outcome.busy.argmax;
+    if (const auto slow = slow_ranks_.add(outcome.busy)) {
+      record["persistent_slow_rank"] = slow->rank;
+      record["persistent_slow_ratio"] = slow->ratio;
+      if (slow->rank != warned_slow_rank_)
+        fmt::print(stderr,
+                   "warning: rank {} was the slowest in {} of the last {} steps, busy {:.2f} x the mean rank "
+                   "(dist.health_slow_fraction {}); `xtrain health` measures each rank and link\n",
+                   slow->rank, slow->steps, slow->window, slow->ratio, recipe_.dist.health_slow_fraction);
+      warned_slow_rank_ = slow->rank;
+    }
   }
   if (recipe_.train.dtype == config::Dtype::fp16) record["loss_scale"] = outcome.loss_scale;
   record["skipped"] = outcome.skipped;

@@ -14,6 +14,7 @@
 #include "train/evaluate.h"
 #include "train/metrics_log.h"
 #include "train/non_finite_guard.h"
+#include "train/slow_rank_watch.h"
 #include "train/tensorboard_log.h"
 #include "train/training_step.h"
 
@@ -51,6 +52,8 @@ class StepReport {
   bool distributed_, chief_;
   std::optional<MetricsLog> metrics_;
   std::optional<TensorBoardLog> tensorboard_;
+  SlowRankWatch slow_ranks_;
+  int64_t warned_slow_rank_ = -1;  // the rank last warned of, until another is found
 
   int64_t steps_run_ = 0;  // in this process, rollbacks included
   double data_wait_total_ = 0;

@@ -8,6 +8,7 @@
 #include "data/micro_batch.h"
 #include "train/context_split.h"
 #include "train/evaluate.h"
+#include "train/health_check.h"
 #include "train/resume_check.h"
 #include "train/stop_signal.h"
 #include "util/exit_codes.h"
@@ -38,6 +39,8 @@ int TrainingRun::run() {
     mesh_->group(parallel::Dim::world)->barrier();
     return 0;
   }
+  const int64_t health_every = config::health_interval(recipe_.dist.health_check);
+  if (health_every >= 0) check_health(state_->step);
   if (t_.eval_at_start && state_->step == 0) run_eval(0);
   if (recipe_.checkpoint.at_start && state_->step == 0) save(0);
   batch_schedule_ = std::make_unique<data::BatchSchedule>(
@@ -51,9 +54,38 @@ int TrainingRun::run() {
                   training_step_->non_finite());
     stop_if_diverging(outcome);
     if (outcome.spike && handle_spike(*outcome.spike)) continue;  // rolled back
+    if (health_every > 0 && state_->step % health_every == 0 && state_->step < last_step_) check_health(state_->step);
     if (auto exit_code = checkpoint_evaluate_or_stop()) return *exit_code;
   }
   return finish();
+}
+
+void TrainingRun::check_health(int64_t at_step) {
+  HealthOptions options;
+  options.slow_fraction = recipe_.dist.health_slow_fraction;
+  const auto report = train::check_health(*mesh_, device_, options);
+  const auto problems = report.problems(options);
+  if (chief_) {
+    if (at_step == 0 || !problems.empty()) fmt::print("health check at step {}:\n{}", at_step, report.table());
+    nlohmann::ordered_json record = {{"step", at_step}, {"health.matmul_gflops_median", report.median_gflops}};
+    std::vector<int64_t> slow, differs;
+    for (const auto& r : report.ranks) {
+      if (r.slow) slow.push_back(r.rank);
+      if (r.wrong_result) differs.push_back(r.rank);
+    }
+    record["health.slow_ranks"] = slow;
+    record["health.result_differs"] = differs;
+    for (const auto& link : report.links)
+      record["health." + link.group + "." + link.collective + "_bus_gbps"] = link.bus_gbps;
+    report_->record(record);
+  }
+  if (problems.empty()) return;
+  const std::string joined = fmt::format("{}", fmt::join(problems, "; "));
+  if (recipe_.dist.health_action == config::HealthAction::stop)
+    throw std::runtime_error(fmt::format("health check at step {}: {}; stopping (dist.health_action: stop; warn goes "
+                                         "on)",
+                                         at_step, joined));
+  if (chief_) fmt::print(stderr, "warning: health check at step {}: {}\n", at_step, joined);
 }
 
 // The next global batch's share of this rank, from the loader, through the step.

@@ -65,6 +65,9 @@ class TrainingRun {
   void print_summary() const;
 
   StepOutcome train_step();
+  // dist.health_check: the ranks and links checked (train/health_check.h) before the first step
+  // and every N steps; a named rank stops the run or is warned of, as dist.health_action says.
+  void check_health(int64_t at_step);
   void stop_if_diverging(const StepOutcome& outcome) const;
   bool handle_spike(const Spike& spike);
   bool roll_back(const Spike& spike);

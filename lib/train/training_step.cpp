@@ -4,9 +4,12 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
+
+#include "train/health_check.h"
 
 #include "memory/chunked_loss.h"
 #include "train/micro_batch_weight.h"
@@ -48,6 +51,7 @@ TrainingStep::TrainingStep(parallel::ParallelModel& model, Schedule& schedule, o
       spikes_(settings_.spike_window, settings_.spike_zscore) {
   for (const auto& p : optimized_)
     if (!p.frozen) trainable_.push_back(p.tensor);
+  slow_fault_ = health_fault().slow_rank == mesh.coordinate(parallel::Dim::world);
 }
 
 namespace {
@@ -78,6 +82,7 @@ StepOutcome TrainingStep::run(const StepInput& input) {
   const auto busy_started = Clock::now();
   const double blocked_before = model_.comm_seconds().blocked;
   MicroBatchLosses losses = schedule_.run(micro_batches, *this);
+  if (slow_fault_) std::this_thread::sleep_for(std::chrono::milliseconds(40));
   model_.finish_gradients();
   outcome.pipeline_idle = schedule_.last_idle_seconds();
   outcome.pipeline_in_flight = static_cast<double>(schedule_.last_peak_in_flight());

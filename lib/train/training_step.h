@@ -114,6 +114,8 @@ class TrainingStep final : private MicroBatchWork {
   const parallel::DeviceMesh& mesh_;
   RankSums& sums_;
   StepSettings settings_;
+  // XTRAIN_HEALTH_FAULT=slow:R names this rank: each step takes 40 ms longer (train/health_check.h).
+  bool slow_fault_ = false;
   // 1 on the ranks whose losses and target counts stand for their data rank's (tensor-parallel
   // rank 0 of the last pipeline stage, which computes the loss: its peers computed the same), else 0.
   double data_share_ = 1.0;
