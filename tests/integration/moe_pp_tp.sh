@@ -6,8 +6,9 @@
 # gradient norms within 1e-5, and under PP the logged router losses and expert loads, gathered
 # from the stages, are one process's. The sigmoid router's expert bias, moved by every stage from
 # the loads of its layers summed over the pipeline, ends bit-identical under PP 2 and TP 2;
-# deepseek_v3 (latent attention, a dense first layer, then shared and routed experts) trains the
-# same under PP 2 and TP 2, its first stage holding no MoE layer. Then
+# deepseek_v3 (latent attention with a low-rank query under YaRN, a dense first layer, then shared
+# and routed experts) trains the same under PP 2, TP 2 and TP 2 with sequence parallelism (the
+# heads split after the replicated low-rank projections), its first stage holding no MoE layer. Then
 # resharding: PP 2's step-10 checkpoint resumed as TP 2 and as one process continues its losses.
 set -euo pipefail
 xtrain=$1
@@ -88,13 +89,16 @@ for run in sigmoid_pp2 sigmoid_tp2; do
 done
 echo "expert bias after 20 steps, 1 process, PP 2 and TP 2 with sequence parallelism: identical ($(bias "$work/sigmoid_single"))"
 
-deepseek=(--set model.family=deepseek_v3 --set model.kv_lora_rank=32 --set model.qk_nope_head_dim=16
-          --set model.qk_rope_head_dim=8 --set model.v_head_dim=16 --set model.router=sigmoid_bias
+deepseek=(--set model.family=deepseek_v3 --set model.q_lora_rank=24 --set model.kv_lora_rank=32
+          --set model.qk_nope_head_dim=16 --set model.qk_rope_head_dim=8 --set model.v_head_dim=16
+          --set model.rope_scaling_type=yarn --set model.rope_scaling_factor=4 --set model.rope_original_max_len=16
+          --set model.rope_mscale=1 --set model.rope_mscale_all_dim=1 --set model.router=sigmoid_bias
           --set model.num_shared_experts=1 --set model.num_kv_heads=0 --set model.first_k_dense=1)
 train deepseek_single 1 "${moe[@]}" "${deepseek[@]}"
 train deepseek_pp2 2 "${moe[@]}" "${deepseek[@]}" --set parallel.pp=2
 train deepseek_tp2 2 "${moe[@]}" "${deepseek[@]}" --set parallel.tp=2
-for run in deepseek_pp2 deepseek_tp2; do
+train deepseek_tp2_sp 2 "${moe[@]}" "${deepseek[@]}" --set parallel.tp=2 --set parallel.sequence_parallel=true
+for run in deepseek_pp2 deepseek_tp2 deepseek_tp2_sp; do
   compare_runs "$work/deepseek_single" "$work/$run" 1 1e-4
   [[ "$(bias "$work/deepseek_single")" == "$(bias "$work/$run")" ]]
 done
