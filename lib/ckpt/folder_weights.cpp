@@ -109,8 +109,10 @@ TensorMap stored_buffers(LocatedTensors& located, const model::CausalLM& model) 
   return buffers;
 }
 
+// hf: the tensors under the family's Hugging Face names (experts stored apart); else the model's
+// own names, whole (a training checkpoint of one process).
 FolderWeights safetensors_weights(LocatedTensors located, const std::string& description,
-                                  const model::CausalLM& model) {
+                                  const model::CausalLM& model, bool hf = true) {
   auto buffers = stored_buffers(located, model);
   const auto& spec = model::model_spec(model.config().family);
   if (spec.hf_unused)
@@ -118,13 +120,16 @@ FolderWeights safetensors_weights(LocatedTensors located, const std::string& des
       it = spec.hf_unused(model.config(), it->first) ? located.erase(it) : std::next(it);
   std::map<std::string, std::pair<std::vector<int64_t>, std::string>> found;
   for (const auto& [name, where] : located) found[name] = {where.entry->shape, where.reader->path()};
-  const auto expected = expected_tensors(model, /*hf=*/true);
+  const auto expected = expected_tensors(model, hf);
   check_tensors(found, expected, description);
   // Each parameter's stored tensors, in the order of its flattening.
   auto parts = std::make_shared<std::map<std::string, std::vector<Located>>>();
   for (const auto& item : model.named_parameters())
-    for (const auto& stored : model::hf_stored_tensors(spec, item.key(), item.value().sizes().vec()))
-      (*parts)[item.key()].push_back(located.at(stored.first));
+    if (!hf)
+      (*parts)[item.key()].push_back(located.at(item.key()));
+    else
+      for (const auto& stored : model::hf_stored_tensors(spec, item.key(), item.value().sizes().vec()))
+        (*parts)[item.key()].push_back(located.at(stored.first));
   FolderWeights weights;
   weights.tensors = static_cast<int64_t>(found.size());
   weights.description = description;
@@ -173,7 +178,9 @@ FolderWeights folder_weights(const std::string& dir, const model::CausalLM& mode
     // A sharded training checkpoint: pieces of the flattened parameters, under HF names.
     auto checkpoint = std::make_shared<CheckpointReader>(dir);
     std::map<std::string, std::pair<std::vector<int64_t>, std::string>> found;
-    for (const auto& name : checkpoint->names()) found[name] = {checkpoint->shape(name), dir};
+    const auto& spec = model::model_spec(model.config().family);
+    for (const auto& name : checkpoint->names())
+      if (!spec.hf_unused || !spec.hf_unused(model.config(), name)) found[name] = {checkpoint->shape(name), dir};
     check_tensors(found, expected_tensors(model, /*hf=*/false), dir);
     return {[checkpoint](const std::string& name, int64_t begin, int64_t count) {
               return checkpoint->read("model", name, begin, count);
@@ -182,7 +189,9 @@ FolderWeights folder_weights(const std::string& dir, const model::CausalLM& mode
   }
   if (!std::filesystem::exists(weights_path) && std::filesystem::exists(index_path))
     return safetensors_weights(indexed_tensors(dir, index_path), index_path, model);
-  return safetensors_weights(file_tensors(weights_path), weights_path, model);
+  // A training checkpoint of one process holds the model's tensors under its own names.
+  const bool checkpoint = std::filesystem::exists(dir + "/trainer_state.json");
+  return safetensors_weights(file_tensors(weights_path), weights_path, model, /*hf=*/!checkpoint);
 }
 
 void load_buffers(model::CausalLM& model, const TensorMap& buffers) {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "ckpt/folder_weights.h"
@@ -65,10 +66,31 @@ std::shared_ptr<model::CausalLM> load_hf_folder(const std::string& dir) {
   return model;
 }
 
+namespace {
+// A training checkpoint keeps the expert bias in trainer_state.json (train/expert_balance.h), by
+// buffer name; a model whose layers it does not name (no prediction depths) skips them.
+void load_checkpoint_buffers(model::CausalLM& model, const std::string& dir) {
+  const std::string path = dir + "/trainer_state.json";
+  if (!std::filesystem::exists(path)) return;
+  nlohmann::json state;
+  try {
+    state = nlohmann::json::parse(util::read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: invalid JSON: {}", path, e.what()));
+  }
+  if (!state.contains("expert_bias")) return;
+  TensorMap buffers;
+  for (const auto& [name, values] : state.at("expert_bias").items())
+    buffers[name] = torch::tensor(values.get<std::vector<float>>(), torch::kFloat32);
+  load_buffers(model, buffers);
+}
+}  // namespace
+
 int64_t load_hf_weights(model::CausalLM& model, const std::string& dir) {
   const auto weights = folder_weights(dir, model);
   model::materialize(model, weights.source);
   load_buffers(model, weights.buffers);
+  load_checkpoint_buffers(model, dir);
   return weights.tensors;
 }
 

@@ -54,7 +54,13 @@ for run in fsdp2 ep2 ep2_domino2; do
 done
 echo "expert bias after 20 steps: identical in every layout ($(bias "$work/single"))"
 
-# The export holds the expert bias the run moved; transformers computes xtrain's loss with it.
+# The one-process checkpoint (stacked experts, the bias in its trainer state, two prediction
+# depths) generates as its export does.
+from_checkpoint=$("$xtrain" generate "$work/single/checkpoints/latest" --prompt "The" --max-new-tokens 12 --temperature 0)
+from_export=$("$xtrain" generate "$work/single/export" --prompt "The" --max-new-tokens 12 --temperature 0)
+[[ -n $from_export && $from_export == "$from_checkpoint" ]] || { echo "'$from_export' vs '$from_checkpoint'"; exit 1; }
+
+# The export holds the expert bias the run moved.
 "$python" - "$work/single/export" "$work/single/checkpoints/latest/trainer_state.json" <<'PY'
 import json, sys
 from safetensors.torch import load_file
