@@ -9,6 +9,7 @@
 #include "config/recipe_choices.h"
 #include "memory/memory_choices.h"
 #include "parallel/mesh_dim.h"
+#include "model/float8_scaling.h"
 #include "model/model_config.h"
 #include "optim/lr_schedule.h"
 #include "util/device_setting.h"
@@ -119,6 +120,9 @@ struct DistSection {
 struct PrecisionSection {
   double loss_scale_initial = 0;           // fp16 only
   int64_t loss_scale_growth_interval = 0;  // fp16 only
+  model::Float8Scaling fp8 = model::Float8Scaling::off;
+  Float8GradFormat fp8_grad = Float8GradFormat::automatic;
+  Float8AllGather fp8_all_gather = Float8AllGather::automatic;
 };
 
 struct CheckpointSection {

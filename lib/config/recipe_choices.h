@@ -17,6 +17,8 @@ enum class Optimizer { adamw };                                // optim.name
 enum class PpSchedule { gpipe, one_f_one_b, interleaved_1f1b };  // parallel.pp_schedule
 enum class Backend { automatic, gloo, nccl };                  // dist.backend
 enum class HealthAction { stop, warn };                        // dist.health_action
+enum class Float8GradFormat { automatic, e4m3, e5m2 };         // precision.fp8_grad
+enum class Float8AllGather { automatic, on, off };             // precision.fp8_all_gather
 
 // checkpoint.resume: one of its words, or a checkpoint folder (then `folder` holds the path).
 enum class ResumeKind { automatic, strict, never, folder };
@@ -97,6 +99,24 @@ constexpr const char* to_string(ResumeKind value) {
   }
   return nullptr;
 }
+constexpr const char* to_string(Float8GradFormat value) {
+  switch (value) {
+    case Float8GradFormat::automatic: return "auto";
+    case Float8GradFormat::e4m3: return "e4m3";
+    case Float8GradFormat::e5m2: return "e5m2";
+  }
+  return nullptr;
+}
+
+constexpr const char* to_string(Float8AllGather value) {
+  switch (value) {
+    case Float8AllGather::automatic: return "auto";
+    case Float8AllGather::on: return "on";
+    case Float8AllGather::off: return "off";
+  }
+  return nullptr;
+}
+
 constexpr const char* to_string(HealthAction value) {
   switch (value) {
     case HealthAction::stop: return "stop";

@@ -444,6 +444,34 @@ class RecipeBuilder {
                            m.mtp_layers, key, degree, key));
   }
 
+  void check_float8() {
+    const auto& m = recipe_.model;
+    const auto& f = recipe_.precision;
+    if (f.fp8_all_gather == Float8AllGather::on && f.fp8 == model::Float8Scaling::rowwise)
+      report(where("precision.fp8_all_gather"), "precision.fp8_all_gather",
+             "on with precision.fp8 rowwise: a rowwise weight is quantized per output row for the forward and per "
+             "input column for the input gradient, so no one fp8 copy serves both; use tensorwise or blockwise, or "
+             "fp8_all_gather auto");
+    if (f.fp8 == model::Float8Scaling::off) return;
+    if (recipe_.train.dtype == Dtype::fp16)
+      report(where("precision.fp8"), "precision.fp8",
+             fmt::format("{} with train.dtype fp16: FP8 scales every operand from its own amax, and fp16's loss "
+                         "scaling would rescale the gradients it quantizes; use train.dtype bf16 (or fp32)",
+                         to_string(f.fp8)));
+    const int64_t tp = recipe_.parallel.tp;
+    if (f.fp8 != model::Float8Scaling::blockwise || tp <= 1) return;
+    // Each tensor-parallel part must hold whole 128 x 128 blocks of the whole weight, or its
+    // blocks, and so its scales, would not be the one-process run's.
+    const int64_t attention_width = m.num_heads * m.head_dim();
+    for (const auto& [name, width] : {std::pair<const char*, int64_t>{"model.num_heads x head_dim", attention_width},
+                                      {"model.intermediate_size", m.intermediate_size}})
+      if (width > 0 && (width % tp != 0 || (width / tp) % model::kFloat8BlockEdge != 0))
+        report(where("precision.fp8"), "precision.fp8",
+               fmt::format("blockwise with parallel.tp {}: {} = {} splits into parts of {} columns, not whole "
+                           "{}-wide blocks; use tensorwise or rowwise, or a tp whose parts are multiples of {}",
+                           tp, name, width, width / tp, model::kFloat8BlockEdge, model::kFloat8BlockEdge));
+  }
+
   void check_context_parallel() {
     const auto& m = recipe_.model;
     const auto& p = recipe_.parallel;
@@ -538,6 +566,7 @@ class RecipeBuilder {
     check_pipeline_parallel();
     check_context_parallel();
     check_multi_token_prediction();
+    check_float8();
     check_freeze();
     check_objective();
     if (tokenizer_vocab_ > 0 && m.vocab_size < tokenizer_vocab_)

@@ -249,6 +249,9 @@ void add_memory_options(OptionRegistry& r) {
 void add_precision_options(OptionRegistry& r) {
   r.add<double>("precision.loss_scale_initial", FIELD(precision.loss_scale_initial), 65536.0, "fp16: the first loss scale; halved on every step whose gradients overflow (that step is skipped).", positive());
   r.add<int64_t>("precision.loss_scale_growth_interval", FIELD(precision.loss_scale_growth_interval), 2000, "fp16: double the loss scale after this many steps in a row without overflow.", at_least<int64_t>(1));
+  add_choice<model::Float8Scaling>(r, "precision.fp8", FIELD(precision.fp8), model::Float8Scaling::off, "FP8 GEMMs in the linear layers and experts (not the embedding, output head, router or norms), scales from the current amax: off; tensorwise (one scale per tensor); rowwise (per row of the input, per output row of the weight, power-of-two scales: torchao's recipes); blockwise (DeepSeek-V3's 1x128 activation tiles and 128x128 weight blocks). Master weights and optimizer state stay fp32.");
+  add_choice<Float8GradFormat>(r, "precision.fp8_grad", FIELD(precision.fp8_grad), Float8GradFormat::automatic, "Format of the output gradients under precision.fp8: e4m3, e5m2, or auto (e5m2 for tensorwise as torchao's default, e4m3 for rowwise and blockwise as torchao's rowwise recipe and DeepSeek-V3).");
+  add_choice<Float8AllGather>(r, "precision.fp8_all_gather", FIELD(precision.fp8_all_gather), Float8AllGather::automatic, "FSDP units gather their FP8 weights as fp8 bytes plus scales (scales from the whole tensor's amax, one collective per unit): auto (with tensorwise and blockwise scaling, when parallel.fsdp > 1), on (the same, refusing rowwise, whose weight is quantized twice), off.");
 }
 
 void add_parallel_and_dist_options(OptionRegistry& r) {

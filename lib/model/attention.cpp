@@ -203,13 +203,14 @@ void AttentionImpl::use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) 
 }
 
 torch::Tensor AttentionImpl::key_value(const Linear& projection, const torch::Tensor& x) const {
-  if (replicated_kv_head_ < 0) return project(x, projection->weight, projection->bias);
+  if (replicated_kv_head_ < 0) return projection->project_with(x, projection->weight, projection->bias);
   // Every rank holds every kv head and uses one: the others' gradients come from the ranks that
   // use them, summed by shared().
   const auto rows = [&](const torch::Tensor& t) {
     return tensor_parallel_->shared(t).narrow(0, replicated_kv_head_ * head_dim_, head_dim_);
   };
-  return project(x, rows(projection->weight), projection->bias.defined() ? rows(projection->bias) : torch::Tensor());
+  return projection->project_with(x, rows(projection->weight),
+                                  projection->bias.defined() ? rows(projection->bias) : torch::Tensor());
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& whole, const RotaryTables& rotary,
@@ -237,7 +238,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& whole, const RotaryTab
 // parallelism each rank adds it to its part of the sequence, and its gradient is partial.
 torch::Tensor AttentionImpl::output(const torch::Tensor& attended) {
   if (!tensor_parallel_) return o_proj(attended);
-  auto out = tensor_parallel_->leave(project(attended, o_proj->weight, torch::Tensor()));
+  auto out = tensor_parallel_->leave(o_proj->project_with(attended, o_proj->weight, torch::Tensor()));
   if (!o_proj->bias.defined()) return out;
   return out + (tensor_parallel_->sequence_parallel() ? tensor_parallel_->shared(o_proj->bias) : o_proj->bias);
 }

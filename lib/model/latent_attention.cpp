@@ -69,7 +69,7 @@ void LatentAttentionImpl::use_tensor_parallel(std::shared_ptr<TensorParallelOps>
 // gradient on each rank comes from its heads only.
 torch::Tensor LatentAttentionImpl::replicated(Linear& projection, const torch::Tensor& x) const {
   if (!tensor_parallel_) return projection(x);
-  return torch::nn::functional::linear(x, tensor_parallel_->shared(projection->weight));
+  return projection->project_with(x, tensor_parallel_->shared(projection->weight), torch::Tensor());
 }
 
 torch::Tensor LatentAttentionImpl::queries(const torch::Tensor& x) {

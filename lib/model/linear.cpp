@@ -12,7 +12,12 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias
   if (with_bias) bias = register_parameter("bias", unmaterialized({out_features}));
 }
 
-torch::Tensor LinearImpl::forward(const torch::Tensor& x) { return project(x, weight, bias); }
+torch::Tensor LinearImpl::forward(const torch::Tensor& x) { return project_with(x, weight, bias); }
+
+torch::Tensor LinearImpl::project_with(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
+  if (float8) return float8_linear(x, w, b, *float8, gathered_float8_scales(w));
+  return project(x, w, b);
+}
 
 void LinearImpl::describe_init(const std::string& name, double std, InitPlan& plan) const {
   plan[name + ".weight"] = {ParameterInit::Kind::normal, std};

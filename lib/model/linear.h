@@ -1,6 +1,7 @@
 // Linear: y = x W^T + b, with its parameters declared without storage (model/parameter_source.h)
 // until the model is materialised. Under an Fp16EmulationScope the input, weight and output
-// round through fp16 (model/fp16_emulation.h).
+// round through fp16 (model/fp16_emulation.h); with a Float8Recipe set (model::apply_float8) the
+// product runs in FP8 (model/float8_linear.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -8,6 +9,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "model/float8_linear.h"
 #include "model/parameter_init.h"
 #include "model/tensor_parallel_ops.h"
 
@@ -17,11 +19,15 @@ class LinearImpl : public torch::nn::Module {
  public:
   LinearImpl(int64_t in_features, int64_t out_features, bool bias);
   torch::Tensor forward(const torch::Tensor& x);
+  // The layer's product with another form of its weight and bias (a tensor-parallel slice or a
+  // wrapper of it), in the layer's precision.
+  torch::Tensor project_with(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const;
   // weight ~ N(0, std^2), bias 0, under the module's full name.
   void describe_init(const std::string& name, double std, InitPlan& plan) const;
 
   torch::Tensor weight;  // [out, in]
   torch::Tensor bias;    // [out], or undefined
+  std::shared_ptr<const Float8Recipe> float8;  // null: high precision
 };
 TORCH_MODULE(Linear);
 

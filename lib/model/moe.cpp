@@ -203,10 +203,10 @@ torch::Tensor MoeBlockImpl::compute_experts(const torch::Tensor& rows, const std
       offset += counts[e];
       continue;
     }
-    const auto gate_up = torch::nn::functional::linear(segment, gate_up_proj[expert]).chunk(2, -1);
+    const auto gate_up = expert_product(segment, gate_up_proj, expert, false).chunk(2, -1);
     const auto gated = fused && fused_swiglu_applies(gate_up[0], gate_up[1]) ? fused_swiglu(gate_up[0], gate_up[1])
                                                                              : torch::silu(gate_up[0]) * gate_up[1];
-    outputs.push_back(torch::nn::functional::linear(gated, down_proj[expert]));
+    outputs.push_back(expert_product(gated, down_proj, expert, false));
     offset += counts[e];
   }
   return torch::cat(outputs);
@@ -216,12 +216,21 @@ torch::Tensor MoeBlockImpl::compute_experts(const torch::Tensor& rows, const std
 torch::Tensor MoeBlockImpl::gpt_oss_expert(const torch::Tensor& rows, int64_t expert) const {
   using torch::indexing::None;
   using torch::indexing::Slice;
-  const auto gate_up = torch::matmul(rows, gate_up_proj[expert]) + gate_up_bias[expert];
+  const auto gate_up = expert_product(rows, gate_up_proj, expert, true) + gate_up_bias[expert];
   const double limit = options_.swiglu_limit;
   const auto gate = gate_up.index({"...", Slice(0, None, 2)}).clamp_max(limit);
   const auto up = gate_up.index({"...", Slice(1, None, 2)}).clamp(-limit, limit);
   const auto glu = gate * torch::sigmoid(gate * options_.swiglu_alpha);
-  return torch::matmul((up + 1) * glu, down_proj[expert]) + down_bias[expert];
+  return expert_product((up + 1) * glu, down_proj, expert, true) + down_bias[expert];
+}
+
+torch::Tensor MoeBlockImpl::expert_product(const torch::Tensor& rows, const torch::Tensor& weight, int64_t expert,
+                                           bool transposed) const {
+  const auto matrix = weight[expert];
+  if (!float8) return transposed ? torch::matmul(rows, matrix) : torch::nn::functional::linear(rows, matrix);
+  auto scales = gathered_float8_scales(weight);
+  if (scales.defined()) scales = transposed ? scales[expert].t() : scales[expert];
+  return float8_linear(rows, transposed ? matrix.t() : matrix, {}, *float8, scales);
 }
 
 // Under tensor parallelism the router sees the whole sequence as whole() gives it (its gradient

@@ -171,6 +171,7 @@ class MoeBlockImpl : public torch::nn::Module {
   SwiGLU shared_experts{nullptr};         // when num_shared_experts > 0
   Linear shared_expert_gate{nullptr};     // [1, H], when shared_expert_gate
   bool fused = false;  // the experts' silu(gate) * up by model/fused_swiglu.h where it applies
+  std::shared_ptr<const Float8Recipe> float8;  // the experts' products in FP8 (model/float8_linear.h)
 
  private:
   // between: what to compute while the last combines are in flight (the shared experts).
@@ -186,6 +187,10 @@ class MoeBlockImpl : public torch::nn::Module {
   // rows grouped by expert (of the experts held here), counts per held expert.
   torch::Tensor compute_experts(const torch::Tensor& rows, const std::vector<int64_t>& counts) const;
   torch::Tensor gpt_oss_expert(const torch::Tensor& rows, int64_t expert) const;
+  // rows [T, K] times one expert's matrix [N, K] (`transposed`: held [K, N]), in the block's
+  // precision; `weight` is gate_up_proj or down_proj.
+  torch::Tensor expert_product(const torch::Tensor& rows, const torch::Tensor& weight, int64_t expert,
+                               bool transposed) const;
   torch::Tensor gate_of_shared(const torch::Tensor& x) const;
   // sigmoid_bias: the experts each token may choose from, as -inf where it may not.
   torch::Tensor group_limited(const torch::Tensor& choice) const;

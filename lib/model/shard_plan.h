@@ -23,6 +23,7 @@
 
 #include <torch/types.h>
 
+#include "model/float8.h"
 #include "parallel/mesh_dim.h"
 
 namespace xtrain::model {
@@ -44,6 +45,9 @@ struct ShardPlan {
   std::optional<Unit> embedding;  // none when tied: the one table then lives in the head's unit
   std::vector<std::vector<Unit>> blocks;  // each block's units
   Unit head;
+  // Weights the units gather in FP8, by full name, with the blocks their scales cover
+  // (parallel/float8_gather.h); empty unless precision.fp8_all_gather applies.
+  std::map<std::string, ScaleBlock> float8_gathered;
 };
 
 }  // namespace xtrain::model

@@ -45,9 +45,9 @@ FullyShardedModel::FullyShardedModel(std::shared_ptr<model::CausalLM> model, Dev
   // No embedding unit: the root unit holds the table (tied embeddings), or parameters used
   // between blocks (a vision-language model's tower embeddings and projector); it stays gathered.
   tied_ = !plan.embedding;
-  auto unit = [this, &source](model::ShardPlan::Unit& u) {
+  auto unit = [this, &source, &plan](model::ShardPlan::Unit& u) {
     return std::make_unique<ShardUnit>(u.name, std::move(u.parameters), mesh_.shard_group(u.shard_over),
-                                       mesh_.group(u.replicate_over), source, u.placements);
+                                       mesh_.group(u.replicate_over), source, u.placements, plan.float8_gathered);
   };
   if (plan.embedding) embed_ = unit(*plan.embedding);
   for (auto& block : plan.blocks) {
@@ -252,6 +252,12 @@ void FullyShardedModel::end_inference() { head_->reshard(); }
 int64_t FullyShardedModel::resident_bytes() const {
   int64_t bytes = 0;
   for (const auto* unit : units()) bytes += unit->resident_bytes();
+  return bytes;
+}
+
+int64_t FullyShardedModel::gathered_bytes() const {
+  int64_t bytes = 0;
+  for (const auto* unit : units()) bytes += unit->gathered_bytes();
   return bytes;
 }
 

@@ -60,6 +60,7 @@ class FullyShardedModel final : public ParallelModel {
 
   int64_t resident_bytes() const override;
   int64_t peak_resident_bytes() const override { return peak_bytes_; }
+  int64_t gathered_bytes() const override;
 
   // Hooks for the block runner.
   void before_block_forward(int64_t layer);

@@ -10,6 +10,7 @@
 //   zero_grad(), clip_grad_norm() over every rank's pieces;
 //   begin/end_inference()        around forwards outside training (evaluation);
 //   resident_bytes()             the parameters, gradients and gathered buffers held;
+//   gathered_bytes()             what the parameter gathers have received so far;
 //   comm_seconds()               the time blocked on the mesh's groups and the expert exchanges.
 #pragma once
 #include <cstdint>
@@ -79,6 +80,8 @@ class ParallelModel {
   // Bytes of parameters, gradients and gathered buffers held now, and the most held at once.
   virtual int64_t resident_bytes() const = 0;
   virtual int64_t peak_resident_bytes() const { return resident_bytes(); }
+  // Bytes the parameter gathers so far have brought from other ranks (FSDP units).
+  virtual int64_t gathered_bytes() const { return 0; }
 
   CommSeconds comm_seconds() const;
 

@@ -13,6 +13,7 @@ namespace xtrain::parallel {
 
 std::unique_ptr<ParallelModel> parallelize(std::shared_ptr<model::CausalLM> model, const DeviceMesh& mesh,
                                            const ParallelizeOptions& options, const model::ParameterSource& source) {
+  const auto float8_weights = model::apply_float8(*model, options.float8);
   const bool ring = mesh.size(Dim::cp) > 1 && options.context_kind == ContextKind::ring;
   const auto ring_times = ring ? std::make_shared<RingTimes>() : nullptr;
   const auto context_kernel =
@@ -41,6 +42,7 @@ std::unique_ptr<ParallelModel> parallelize(std::shared_ptr<model::CausalLM> mode
   model::ShardPlan plan = model->shard_plan();
   if (mesh.size(Dim::tp) > 1) plan = apply_tensor_parallel(*model, mesh, std::move(plan), options.sequence_parallel);
   if (mesh.size(Dim::ep) > 1) plan = apply_expert_parallel(*model, mesh, std::move(plan), options.expert_micro_batches);
+  if (options.float8_all_gather) plan.float8_gathered = float8_weights;
 
   if (mesh.size(Dim::pp) > 1)
     laid_out = std::make_unique<PipelineStage>(std::move(model), std::move(plan), mesh, options.virtual_stages,

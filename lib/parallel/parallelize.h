@@ -1,5 +1,6 @@
 // parallelize(): lays a single-device model out over the mesh, in one fixed order that reads top
 // to bottom (torchtitan's parallelize_llama):
+//   0. precision: FP8 on the linear layers and experts (model::apply_float8);
 //   1. the memory policy: recompute, activation offload, the attention kernel, which context
 //      parallelism (cp > 1) wraps for attention over the whole row;
 //   2. tensor (and sequence) parallelism, which turns the model's shard plan into slices;
@@ -15,6 +16,7 @@
 
 #include "memory/memory_policy.h"
 #include "model/causal_lm.h"
+#include "model/float8_linear.h"
 #include "model/parameter_source.h"
 #include "parallel/device_mesh.h"
 #include "parallel/parallel_model.h"
@@ -29,6 +31,8 @@ struct ParallelizeOptions {
   bool reshard_after_forward = true;       // parallel.reshard_after_forward
   bool router_aux_loss_global_average = false;  // model.router_aux_loss_global_average
   ContextKind context_kind = ContextKind::ring;  // parallel.cp_kind (cp > 1)
+  model::Float8Recipe float8;                    // precision.fp8
+  bool float8_all_gather = false;                // precision.fp8_all_gather, where it applies
 };
 
 std::unique_ptr<ParallelModel> parallelize(std::shared_ptr<model::CausalLM> model, const DeviceMesh& mesh,

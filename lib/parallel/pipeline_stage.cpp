@@ -55,7 +55,8 @@ PipelineStage::PipelineStage(std::shared_ptr<model::CausalLM> model, model::Shar
   const auto all = pipeline_chunks(static_cast<int64_t>(plan.blocks.size()), stages_ * virtual_stages);
   auto keep = [&](model::ShardPlan::Unit& unit) {
     units_.push_back(std::make_unique<ShardUnit>(unit.name, std::move(unit.parameters), mesh.shard_group(unit.shard_over),
-                                                 mesh.group(unit.replicate_over), source, unit.placements));
+                                                 mesh.group(unit.replicate_over), source, unit.placements,
+                                                 plan.float8_gathered));
     return units_.back().get();
   };
   auto tied_table = split_tied_table(plan, mesh);
@@ -208,6 +209,12 @@ double PipelineStage::clip_grad_norm(double max_norm) {
 int64_t PipelineStage::resident_bytes() const {
   int64_t bytes = 0;
   for (const auto& unit : units_) bytes += unit->resident_bytes();
+  return bytes;
+}
+
+int64_t PipelineStage::gathered_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& unit : units_) bytes += unit->gathered_bytes();
   return bytes;
 }
 

@@ -55,6 +55,7 @@ class PipelineStage final : public ParallelModel {
   void finish_gradients() override;  // completes every reduction
   double clip_grad_norm(double max_norm) override;
   int64_t resident_bytes() const override;
+  int64_t gathered_bytes() const override;
 
  private:
   std::optional<model::ShardPlan::Unit> split_tied_table(model::ShardPlan& plan, const DeviceMesh& mesh);

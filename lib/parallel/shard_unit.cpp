@@ -22,7 +22,8 @@ void read_piece(const model::ParameterSource& source, ParameterShard& shard) {
 
 ShardUnit::ShardUnit(std::string name, std::vector<std::pair<std::string, torch::Tensor>> params,
                      std::shared_ptr<Comm> shard_group, std::shared_ptr<Comm> replica_group,
-                     const model::ParameterSource& source, const std::map<std::string, model::Placement>& placements)
+                     const model::ParameterSource& source, const std::map<std::string, model::Placement>& placements,
+                     const std::map<std::string, model::ScaleBlock>& float8_gathered)
     : name_(std::move(name)), shard_group_(std::move(shard_group)), replica_group_(std::move(replica_group)) {
   torch::NoGradGuard no_grad;
   for (auto& [param_name, param] : params) {
@@ -63,6 +64,12 @@ ShardUnit::ShardUnit(std::string name, std::vector<std::pair<std::string, torch:
     shards_.push_back(std::move(piece));
   }
   if (sharded()) {
+    std::vector<Float8Gather::Weight> float8_weights;
+    for (const auto& m : members_)
+      if (const auto found = float8_gathered.find(m.name); found != float8_gathered.end())
+        float8_weights.push_back({m.param, m.shape, m.offset, m.numel, found->second});
+    if (!float8_weights.empty())
+      float8_ = std::make_unique<Float8Gather>(std::move(float8_weights), padded_, shard_group_);
     for (auto& m : members_) m.param.set_data(torch::empty({0}, torch::kFloat32));
   } else {
     // One rank holds everything: the shard is the full buffer, for good; gradients accumulate
@@ -74,6 +81,10 @@ ShardUnit::ShardUnit(std::string name, std::vector<std::pair<std::string, torch:
   }
 }
 
+ShardUnit::~ShardUnit() {
+  if (float8_) float8_->release();
+}
+
 void ShardUnit::point_parameters_at(const torch::Tensor& flat) {
   for (auto& m : members_) m.param.set_data(flat.narrow(0, m.offset, m.numel).view(m.shape));
 }
@@ -81,7 +92,13 @@ void ShardUnit::point_parameters_at(const torch::Tensor& flat) {
 void ShardUnit::start_gather() {
   if (gathered_ || gathering_) return;
   full_ = torch::empty({padded_}, options_);
-  gather_ = shard_group_->all_gather(full_, shard_);
+  if (float8_) {
+    gather_ = float8_->start(shard_);
+    gathered_bytes_ += float8_->received_bytes();
+  } else {
+    gather_ = shard_group_->all_gather(full_, shard_);
+    gathered_bytes_ += (shard_group_->size() - 1) * shard_.numel() * static_cast<int64_t>(sizeof(float));
+  }
   gathering_ = true;
 }
 
@@ -89,6 +106,7 @@ void ShardUnit::wait_gather() {
   if (gathered_) return;
   start_gather();
   gather_.wait();
+  if (float8_) float8_->finish(full_);
   point_parameters_at(full_);
   gathering_ = false;
   gathered_ = true;
@@ -98,6 +116,7 @@ void ShardUnit::reshard() {
   if (!sharded()) return;
   if (gathering_) wait_gather();
   for (auto& m : members_) m.param.set_data(torch::empty({0}, torch::kFloat32));
+  if (float8_) float8_->release();
   full_ = torch::Tensor();
   gathered_ = false;
 }

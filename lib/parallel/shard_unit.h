@@ -15,6 +15,9 @@
 // its own stream, ordered after the compute stream by an event and waited for by the compute
 // stream (not the host) in wait(), so a gather prefetched for the next block overlaps this one.
 //
+// With `float8_gathered` naming some of its weights (precision.fp8_all_gather), a sharded unit
+// gathers those as fp8 bytes and their scales (parallel/float8_gather.h).
+//
 // The groups are the unit's own: dense units shard over the FSDP group, while a unit of expert
 // weights can shard over a different one.
 #pragma once
@@ -29,6 +32,7 @@
 #include "model/parameter_source.h"
 #include "model/shard_plan.h"
 #include "parallel/comm.h"
+#include "parallel/float8_gather.h"
 
 namespace xtrain::parallel {
 
@@ -57,7 +61,9 @@ class ShardUnit {
   // asked for, and the shard describes, the whole's elements.
   ShardUnit(std::string name, std::vector<std::pair<std::string, torch::Tensor>> params,
             std::shared_ptr<Comm> shard_group, std::shared_ptr<Comm> replica_group,
-            const model::ParameterSource& source = {}, const std::map<std::string, model::Placement>& placements = {});
+            const model::ParameterSource& source = {}, const std::map<std::string, model::Placement>& placements = {},
+            const std::map<std::string, model::ScaleBlock>& float8_gathered = {});
+  ~ShardUnit();
 
   const std::string& name() const { return name_; }
   bool sharded() const { return shard_group_->size() > 1; }
@@ -92,6 +98,8 @@ class ShardUnit {
   int64_t shard_numel() const { return shard_.numel(); }
   // Bytes this unit holds now: shard, its gradient, gathered parameters and full gradients.
   int64_t resident_bytes() const;
+  // Bytes its gathers so far have brought from the other ranks of the sharding group.
+  int64_t gathered_bytes() const { return gathered_bytes_; }
 
  private:
   struct Member {
@@ -115,6 +123,8 @@ class ShardUnit {
   torch::Tensor shard_, shard_grad_;
   torch::Tensor full_, full_grad_;  // defined while gathered / while gradients accumulate
   PendingCollective gather_, reduce_;
+  std::unique_ptr<Float8Gather> float8_;  // when some weights gather in FP8
+  int64_t gathered_bytes_ = 0;
   torch::Tensor reduce_out_;
   bool gathered_ = false, gathering_ = false, reducing_ = false;
 };

@@ -141,6 +141,19 @@ void apply_threads(const config::Recipe& recipe, int64_t local_ranks) {
 }
 
 
+model::Float8Recipe float8_recipe(const config::PrecisionSection& precision) {
+  model::Float8Recipe recipe{precision.fp8};
+  switch (precision.fp8_grad) {
+    case config::Float8GradFormat::e4m3: recipe.grad_format = c10::ScalarType::Float8_e4m3fn; break;
+    case config::Float8GradFormat::e5m2: recipe.grad_format = c10::ScalarType::Float8_e5m2; break;
+    case config::Float8GradFormat::automatic:  // torchao's tensorwise default; its rowwise recipe and DeepSeek-V3
+      recipe.grad_format = precision.fp8 == model::Float8Scaling::tensorwise ? c10::ScalarType::Float8_e5m2
+                                                                             : c10::ScalarType::Float8_e4m3fn;
+      break;
+  }
+  return recipe;
+}
+
 parallel::ParallelizeOptions parallelize_options(const config::Recipe& recipe, const torch::Device& device) {
   parallel::ParallelizeOptions options;
   options.memory = memory_options(recipe, device);
@@ -150,6 +163,10 @@ parallel::ParallelizeOptions parallelize_options(const config::Recipe& recipe, c
   options.reshard_after_forward = recipe.parallel.reshard_after_forward;
   options.router_aux_loss_global_average = recipe.model.router_aux_loss_global_average;
   options.context_kind = recipe.parallel.cp_kind;
+  options.float8 = float8_recipe(recipe.precision);
+  const auto scaling = recipe.precision.fp8;
+  options.float8_all_gather = recipe.precision.fp8_all_gather != config::Float8AllGather::off &&
+                              (scaling == model::Float8Scaling::tensorwise || scaling == model::Float8Scaling::blockwise);
   return options;
 }
 

@@ -41,6 +41,8 @@ parallel::CommBackend comm_backend(config::Backend setting, const torch::Device&
 
 // The recipe's memory policy and parallel layout options (memory.attention auto resolved).
 memory::MemoryOptions memory_options(const config::Recipe& recipe, const torch::Device& device);
+// precision.fp8 and precision.fp8_grad resolved (auto: torchao's and DeepSeek-V3's formats).
+model::Float8Recipe float8_recipe(const config::PrecisionSection& precision);
 parallel::ParallelizeOptions parallelize_options(const config::Recipe& recipe, const torch::Device& device);
 
 // train.threads 0: the cores shared among this machine's ranks, unless OMP_NUM_THREADS (set by

@@ -88,6 +88,7 @@ void StepReport::write_metrics(int64_t step, int64_t samples_consumed, const Ste
                                    {"data_wait_s", outcome.data_wait},
                                    {"data_read_s", outcome.data_read}};
   for (const auto& [name, value] : outcome.aux_losses) record["aux_loss." + name] = value;
+  if (outcome.gathered_bytes > 0) record["fsdp.gathered_bytes"] = outcome.gathered_bytes;
   if (degrees_.tp > 1) record["tp.collective_s"] = outcome.comm.tensor_parallel;
   if (degrees_.cp > 1) {
     record["cp.attention_cost_max_over_mean"] = outcome.context_cost_spread;

@@ -92,6 +92,7 @@ void TrainingRun::check_health(int64_t at_step) {
 StepOutcome TrainingRun::train_step() {
   const auto started = Clock::now();
   const parallel::CommSeconds comm_before = parallel_->comm_seconds();
+  const int64_t gathered_before = parallel_->gathered_bytes();
   const int64_t step = ++state_->step;
   progress_.step = step;
   inject_fault(fault_, step);
@@ -109,6 +110,7 @@ StepOutcome TrainingRun::train_step() {
   state_->samples_consumed += t_.global_batch_size;
   outcome.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   outcome.comm = parallel_->comm_seconds() - comm_before;
+  outcome.gathered_bytes = parallel_->gathered_bytes() - gathered_before;
   return outcome;
 }
 

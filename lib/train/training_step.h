@@ -68,6 +68,7 @@ struct StepOutcome {
   std::map<std::string, double> aux_losses;   // per target, over the global batch
   std::optional<ExpertBalanceStats> experts;  // mixtures of experts
   parallel::CommSeconds comm;                 // blocked on collectives during the step
+  int64_t gathered_bytes = 0;                 // received by the step's parameter gathers
   double context_cost_spread = 0;             // cp > 1: max / mean causal attention work of the cp ranks
   double pipeline_idle = 0;                   // seconds waiting on pipeline neighbours (pp > 1)
   double pipeline_in_flight = 0;              // most micro batches held at once (pp > 1)

@@ -19,7 +19,7 @@ using namespace xtrain;
 
 namespace {
 
-struct GoldenRun {
+struct MoeGoldenRun {
   model::MoeBlock block{nullptr};
   torch::Tensor x, grad_out;
   ckpt::TensorMap golden;
@@ -27,8 +27,8 @@ struct GoldenRun {
 
 // The block with seeded weights (and, with the sigmoid router, a random expert bias), and the
 // reference's outputs for it from tools/reference/moe_block.py.
-GoldenRun golden_run(const model::MoeOptions& options, const std::string& reference_args) {
-  GoldenRun run;
+MoeGoldenRun golden_run(const model::MoeOptions& options, const std::string& reference_args) {
+  MoeGoldenRun run;
   run.block = model::MoeBlock(options);
   model::InitPlan plan;
   run.block->describe_init("mlp", 0.3, 0.2, plan);
@@ -57,7 +57,7 @@ GoldenRun golden_run(const model::MoeOptions& options, const std::string& refere
 
 // The worst relative error of the output and of every gradient of sum(y * grad_out) (+ the
 // load-balancing loss, times top_k as transformers scales it, with aux).
-std::pair<double, double> compare(GoldenRun& run, const model::MoeOptions& options, bool aux) {
+std::pair<double, double> compare(MoeGoldenRun& run, const model::MoeOptions& options, bool aux) {
   const auto input = run.x.clone().requires_grad_(true);
   model::Routing routing;
   const auto y = run.block(input, &routing);

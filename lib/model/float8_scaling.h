@@ -1,0 +1,27 @@
+// precision.fp8: how FP8 operands are scaled (model/float8.h), apart from the tensor code so that
+// the recipe schema can name it.
+#pragma once
+#include <cstdint>
+
+#include "util/choice.h"
+
+namespace xtrain::model {
+
+enum class Float8Scaling { off, tensorwise, rowwise, blockwise };  // precision.fp8
+
+XTRAIN_CHOICES_BEGIN
+constexpr const char* to_string(Float8Scaling value) {
+  switch (value) {
+    case Float8Scaling::off: return "off";
+    case Float8Scaling::tensorwise: return "tensorwise";
+    case Float8Scaling::rowwise: return "rowwise";
+    case Float8Scaling::blockwise: return "blockwise";
+  }
+  return nullptr;
+}
+XTRAIN_CHOICES_END
+
+// DeepSeek-V3's tile and block edge (blockwise scaling).
+inline constexpr int64_t kFloat8BlockEdge = 128;
+
+}  // namespace xtrain::model
