@@ -280,6 +280,7 @@ void TrainingRun::print_summary() const {
   fmt::print("parallel: {}{}{}\n", mesh_->describe(),
              degrees_.cp > 1 ? fmt::format(", {} attention", to_string(recipe_.parallel.cp_kind)) : "",
              recipe_.parallel.sequence_parallel ? " with sequence parallelism" : "");
+  if (recipe_.precision.fp8 != model::Float8Scaling::off) print_float8_line();
   if (world_.size > world_.local_size) {  // more than one node: say where each group falls
     fmt::print("{}\n", parallel::describe_placement(degrees_, world_.size, world_.local_size));
     if (const auto warning = parallel::placement_warning(degrees_, world_.size, world_.local_size))
@@ -295,6 +296,16 @@ void TrainingRun::print_summary() const {
              t_.steps, t_.global_batch_size, t_.global_batch_size / data_ranks_, accumulation_, t_.micro_batch_size,
              tokens_per_step_, to_string(t_.dtype), torch::get_num_threads(), wait_policy ? wait_policy : "default");
   if (const auto warning = lr_schedule_.warmup_warning(); !warning.empty()) fmt::print("warning: {}\n", warning);
+}
+
+// Which FP8 GEMM runs (model/float8_linear.h), in which formats, and how FSDP gathers.
+void TrainingRun::print_float8_line() const {
+  const auto options = parallelize_options(recipe_, device_);
+  const bool gathers = options.float8_all_gather && mesh_->size(parallel::Dim::fsdp) > 1;
+  fmt::print("fp8: {} ({}), output gradients {}{}\n", to_string(options.float8.scaling),
+             model::float8_gemm_path(options.float8.scaling, device_.type()),
+             options.float8.grad_format == c10::ScalarType::Float8_e5m2 ? "e5m2" : "e4m3",
+             gathers ? ", FSDP gathers weights in fp8" : "");
 }
 
 }  // namespace xtrain::train

@@ -63,6 +63,7 @@ class TrainingRun {
   void check_resumed_schedule(const std::string& dir) const;
   void open_outputs();
   void print_summary() const;
+  void print_float8_line() const;
 
   StepOutcome train_step();
   // dist.health_check: the ranks and links checked (train/health_check.h) before the first step
