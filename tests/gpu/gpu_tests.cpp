@@ -23,6 +23,7 @@
 #include "parallel/shard_unit.h"
 #include "memory/activation_offload.h"
 #include "model/blockwise_attention.h"
+#include "model/float8_linear.h"
 #include "model/fused_kernels.h"
 #include "model/llama.h"
 #include "model/rotary.h"
@@ -502,6 +503,41 @@ TEST_CASE("a decoder layer on CUDA matches itself unfused with the fused kernels
     for (size_t i = 0; i < fused.size(); ++i) {
       INFO("output " << i << " (the layer's output, then its parameters' gradients)");
       CHECK(relative_error(fused[i], unfused[i]) < tolerance);
+    }
+  }
+}
+
+// FP8 GEMMs through at::_scaled_mm (tensorwise: fp32 out; rowwise: bf16 out) against the same
+// fp8 operands dequantized and multiplied in fp32, which is what the CPU runs; and a whole FP8
+// linear layer, forward and both gradients, on CUDA against the same layer on the CPU.
+TEST_CASE("FP8 GEMMs through _scaled_mm match the dequantized operands' product", "[gpu][float8]") {
+  torch::manual_seed(23);
+  const auto e4m3 = c10::ScalarType::Float8_e4m3fn;
+  const auto x = torch::randn({256, 512}, torch::TensorOptions().device(kCuda));
+  const auto w = 0.1 * torch::randn({384, 512}, torch::TensorOptions().device(kCuda));
+  const auto dy = torch::randn({256, 384}, torch::TensorOptions().device(kCuda));
+  for (const auto scaling : {model::Float8Scaling::tensorwise, model::Float8Scaling::rowwise}) {
+    INFO(to_string(scaling));
+    CHECK(model::float8_gemm_path(scaling, c10::DeviceType::CUDA) == "at::_scaled_mm");
+    const auto blocks = model::scaling_blocks(scaling).forward;
+    const bool p2 = scaling == model::Float8Scaling::rowwise;
+    const auto qx = model::quantize_float8(x, e4m3, blocks.a, p2);
+    const auto qw = model::quantize_float8(w, e4m3, blocks.b, p2);
+    const model::Float8Operand qwt{qw.data.t(), qw.scale.t()};
+    const auto scaled = model::float8_mm(qx, qwt);
+    const auto emulated = torch::mm(qx.dequantize(), qwt.dequantize());
+    CHECK(relative_error(scaled, emulated) < (p2 ? 1e-2 : 1e-5));
+    const model::Float8Recipe recipe{scaling, c10::ScalarType::Float8_e5m2};
+    auto run = [&](const torch::Device& device) {
+      const auto xi = x.to(device).requires_grad_(true), wi = w.to(device).requires_grad_(true);
+      const auto y = model::float8_linear(xi, wi, {}, recipe);
+      (y * dy.to(device)).sum().backward();
+      return std::vector<torch::Tensor>{y.detach().cpu(), xi.grad().cpu(), wi.grad().cpu()};
+    };
+    const auto on_gpu = run(kCuda), on_cpu = run(torch::kCPU);
+    for (size_t i = 0; i < on_gpu.size(); ++i) {
+      INFO("output " << i << " (y, dx, dW)");
+      CHECK(relative_error(on_gpu[i], on_cpu[i]) < (p2 ? 1e-2 : 1e-4));
     }
   }
 }
