@@ -16,6 +16,7 @@
 #include "data/data_prepare.h"
 #include "model/model_spec.h"
 #include "omp_wait_policy.h"
+#include "plan/plan_report.h"
 #include "parallel/tcp_agent_store.h"
 #include "text/tokenizer.h"
 #include "train/balance_report.h"
@@ -23,6 +24,7 @@
 #include "train/generate.h"
 #include "train/health_check.h"
 #include "train/generate_prompt.h"
+#include "train/model_census.h"
 #include "train/model_factory.h"
 #include "train/non_finite_guard.h"
 #include "train/trainer.h"
@@ -142,6 +144,31 @@ Command add_health(CLI::App& app) {
             const bool stop = args->on_problem.empty() ? recipe.dist.health_action == config::HealthAction::stop
                                                        : args->on_problem == "stop";
             return train::run_health_check(recipe, options, stop);
+          }};
+}
+
+// Memory and step time of a recipe on a cluster, without running it; exit 3 when its own layout
+// does not fit.
+Command add_plan(CLI::App& app) {
+  struct PlanArgs {
+    RecipeArgs recipe;
+    plan::PlanRequest request;
+  };
+  auto args = storage<PlanArgs>();
+  auto* command = app.add_subcommand(
+      "plan", "Estimate RECIPE's memory per rank and step time on a cluster (exit 3 when it does not fit); "
+              "--search ranks the layouts that fit");
+  args->recipe.declare(command);
+  command->add_option("--nodes", args->request.nodes, "Nodes")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  command->add_option("--gpus-per-node", args->request.gpus_per_node, "Devices a node (an NVLink domain)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  command->add_option("--hardware", args->request.hardware,
+                      "A profile of data/hardware (h100-sxm, h200, h800, a100, b200, gb200, cpu-here) or a YAML file");
+  command->add_flag("--search", args->request.search, "Also rank the layouts that fit, fastest first");
+  command->add_option("--top", args->request.top, "Layouts --search prints")->check(CLI::Range(1, 50));
+  return {command, [args] {
+            const auto recipe = args->recipe.load();
+            return plan::print_plan(train::model_census(recipe), recipe, args->request) ? 0 : 3;
           }};
 }
 
@@ -408,7 +435,7 @@ std::string version_text() {
 }
 
 std::vector<Command> add_commands(CLI::App& app, launch::LaunchOptions& launch_options, char** argv) {
-  std::vector<Command> commands{add_train(app, argv), add_validate(app), add_health(app), add_eval(app, argv),
+  std::vector<Command> commands{add_train(app, argv), add_validate(app), add_health(app), add_plan(app), add_eval(app, argv),
                                 add_generate(app),
                                 add_export(app), add_tokenize(app)};
   auto* data = app.add_subcommand("data", "Data tools: prepare, balance, batch");

@@ -1,0 +1,34 @@
+// A device and its links, as the planner sees them: peak GEMM rates by dtype, memory and its
+// bandwidth, the bandwidth of the links inside and between nodes, and the fractions of peak
+// that each kind of work reaches. Profiles are YAML files (data/hardware/NAME.yaml) that name
+// the source of every figure; the datasheet figures are kept apart from the efficiencies, which
+// are fitted to measured runs (docs/plan.md says which).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace xtrain::plan {
+
+inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct HardwareProfile {
+  std::string name, description;
+  std::vector<std::string> sources;
+  double peak_tflops_fp32 = 0, peak_tflops_bf16 = 0, peak_tflops_fp8 = 0;
+  double memory_gib = 0;
+  double memory_gbs = 0;      // device memory bandwidth, GB/s
+  double intra_node_gbs = 0;  // per device, one direction, GB/s (NVLink; shared memory on a CPU)
+  double inter_node_gbs = 0;  // per device, one direction, GB/s (its NIC)
+  double runtime_gib = 0;     // what every process holds beside the tensors (context, comm buffers)
+  // Fractions of peak: large dense GEMMs, attention kernels, experts' grouped GEMMs; and of
+  // link bandwidth that collectives reach.
+  double gemm_efficiency = 0, attention_efficiency = 0, expert_efficiency = 0, link_efficiency = 0;
+};
+
+// NAME (a file data/hardware/NAME.yaml under the source tree or beside the executable's) or a
+// path to a YAML file. Throws util::InputError naming the file and the field.
+HardwareProfile load_hardware_profile(const std::string& name_or_file);
+// The names of the profiles shipped in data/hardware.
+std::vector<std::string> hardware_profile_names();
+
+}  // namespace xtrain::plan

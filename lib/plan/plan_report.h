@@ -1,0 +1,24 @@
+// `xtrain plan`: a recipe's memory and step time on a cluster (plan/memory_estimate.h,
+// plan/step_time_estimate.h) printed as two tables, and with --search the layouts that fit,
+// fastest first (plan/layout_search.h). A plan that does not fit says by how much, which term is
+// the largest, and which options shrink it.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "config/recipe.h"
+#include "plan/model_census.h"
+
+namespace xtrain::plan {
+
+struct PlanRequest {
+  int64_t nodes = 1, gpus_per_node = 8;
+  std::string hardware = "h100-sxm";
+  bool search = false;
+  int64_t top = 3;  // layouts --search prints
+};
+
+// Prints the plan to stdout; returns whether the recipe's own layout fits in the device memory.
+bool print_plan(const ModelCensus& census, const config::Recipe& recipe, const PlanRequest& request);
+
+}  // namespace xtrain::plan

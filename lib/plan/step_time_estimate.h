@@ -1,0 +1,48 @@
+// One optimizer step's time on one rank, term by term, for a recipe on a cluster layout:
+//   GEMMs           6 FLOPs a parameter a token (forward and both gradients) of the matrices a
+//                   token passes through on this rank, at peak x the profile's GEMM efficiency,
+//                   experts at its grouped-GEMM efficiency, plus full recompute's second forward;
+//   attention       the causal score and value products (half the full square), at its
+//                   attention efficiency (selective and full recompute add a forward);
+//   elementwise     norms, rotary, activations and residuals, bound by memory bandwidth;
+//   optimizer       AdamW over this rank's shard, bound by memory bandwidth;
+//   communication   each collective's bytes over the link its group uses (inside a node or
+//                   across nodes), ring algorithms, less what overlaps compute: FSDP's gathers
+//                   and reductions (prefetched), data-parallel all-reduce (behind backward),
+//                   tensor parallelism (exposed), ring attention (behind attention), the experts'
+//                   all-to-all (behind their GEMMs with Domino-EP), pipeline sends;
+//   pipeline bubble (pp - 1) / (micro batches x virtual stages) of the compute.
+// MFU counts the model's FLOPs as Megatron and torchtitan do (6 per parameter per token plus
+// the full attention square, no recompute) over the step time and the dtype's peak.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "config/recipe.h"
+#include "plan/cluster_layout.h"
+#include "plan/hardware_profile.h"
+#include "plan/model_census.h"
+
+namespace xtrain::plan {
+
+struct TimeTerm {
+  std::string name;
+  double seconds = 0;  // what the step waits for (exposed)
+  std::string detail;
+};
+
+struct StepTimeEstimate {
+  std::vector<TimeTerm> terms;
+  double model_flops = 0;  // per rank per step
+  double peak_flops = 0;   // per rank, the dtype's
+  double tokens_per_step = 0;  // whole job
+  int64_t world = 1;
+  double seconds() const;
+  double mfu() const { return model_flops / (seconds() * peak_flops); }
+  double tokens_per_second_per_device() const { return tokens_per_step / seconds() / static_cast<double>(world); }
+};
+
+StepTimeEstimate estimate_step_time(const ModelCensus& census, const config::Recipe& recipe,
+                                    const ClusterLayout& layout, const HardwareProfile& hardware);
+
+}  // namespace xtrain::plan

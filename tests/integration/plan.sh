@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# `xtrain plan`: a recipe that fits prints its memory and step-time tables and exits 0; one that
+# does not says by how much, its largest term and what shrinks it, and exits 3; --search lists
+# layouts that fit; an unknown profile or a layout the cluster cannot hold exits 2 with the fix.
+set -euo pipefail
+xtrain=$1
+srcdir=$2
+source "$srcdir/tests/integration/lib/expect.sh"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+expect_exit 0 "$work/fits.log" "$xtrain" plan "$srcdir/recipes/llama-3-70b.yaml" --nodes 8 --gpus-per-node 8
+expect_line "$work/fits.log" "layout: 8 nodes x 8 = 64 ranks: fsdp 8 tp 8 with SP"
+expect_text "$work/fits.log" "memory per rank (the fullest pipeline stage)"
+expect_text "$work/fits.log" "step time per rank"
+grep -E "^  total +[0-9.]+  of 79.6 GiB on a h100-sxm" "$work/fits.log" > /dev/null || fail "no total line"
+
+expect_exit 3 "$work/too_big.log" "$xtrain" plan "$srcdir/recipes/llama-3-405b.yaml" --nodes 1 --set parallel.pp=1
+expect_text "$work/too_big.log" "does not fit: "
+expect_text "$work/too_big.log" "The largest term is model state (dense)"
+expect_text "$work/too_big.log" "to shrink it: parallel.fsdp (more shards), parallel.tp or parallel.pp"
+
+expect_exit 0 "$work/search.log" "$xtrain" plan "$srcdir/recipes/moe-1t.yaml" --nodes 128 --hardware h200 --search
+expect_text "$work/search.log" "the fastest 3 that fit:"
+[[ $(grep -c "^     --set parallel.tp=" "$work/search.log") -eq 3 ]] || { cat "$work/search.log"; fail "not 3 layouts"; }
+
+expect_exit 2 "$work/unknown.log" "$xtrain" plan "$srcdir/recipes/llama-3-70b.yaml" --hardware tpu-v9
+expect_text "$work/unknown.log" "--hardware tpu-v9: no such profile or file; the profiles are a100, b200, cpu-here"
+expect_exit 2 "$work/ranks.log" "$xtrain" plan "$srcdir/recipes/llama-3-405b.yaml" --nodes 1
+expect_text "$work/ranks.log" "parallel.dp 1 x cp 1 x tp 8 x pp 8 = 64 does not divide the 8 ranks of 1 x 8"
+echo "plan: ok"
