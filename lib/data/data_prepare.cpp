@@ -59,25 +59,16 @@ std::vector<DocumentInput> prepare_inputs(const PrepareOptions& options) {
 
 }  // namespace
 
-PrepareResult prepare_indexed_dataset(const PrepareOptions& options, util::ProgressLine* progress) {
-  const auto started = Clock::now();
-  const auto tokenizer = text::make_tokenizer(options.tokenizer);
-  const DocumentEncoder encoder(*tokenizer, text::ChatTemplate::parse(options.chat_template));
-  DocumentReader reader(prepare_inputs(options));
-  if (options.output_prefix.empty()) throw InputError("no output prefix (--output PREFIX)");
-  const fs::path parent = fs::path(options.output_prefix).parent_path();
-  if (!parent.empty()) fs::create_directories(parent);
-
+PrepareResult write_indexed_dataset(DocumentReader& reader, RecordForm form, const DocumentEncoder& encoder,
+                                    int workers, const std::string& prefix, IndexedDType dtype,
+                                    const std::function<void(const PrepareResult&)>& on_chunk) {
   PrepareResult result;
-  result.dtype = token_dtype_for_vocab(tokenizer->vocab_size());
-  result.workers = resolve_workers(options.workers);
-  IndexedDatasetWriter tokens(options.output_prefix, result.dtype);
+  result.dtype = dtype;
+  IndexedDatasetWriter tokens(prefix, dtype);
   // Written alongside in case a conversation comes; dropped unwritten when none does.
-  IndexedDatasetWriter loss_mask(IndexedTokenStream::loss_mask_prefix(options.output_prefix), IndexedDType::UInt8);
+  IndexedDatasetWriter loss_mask(IndexedTokenStream::loss_mask_prefix(prefix), IndexedDType::UInt8);
   std::vector<int64_t> mask;
-  const double total_mb = static_cast<double>(reader.total_bytes()) / 1e6;
-
-  encode_documents(reader, record_form(options.format), encoder, options.workers, [&](EncodedChunk&& chunk) {
+  encode_documents(reader, form, encoder, workers, [&](EncodedChunk&& chunk) {
     for (const auto& document : chunk.documents) {
       tokens.add_document(document.tokens);
       mask.assign(document.tokens.size(), 1);
@@ -89,26 +80,46 @@ PrepareResult prepare_indexed_dataset(const PrepareOptions& options, util::Progr
     }
     result.documents += static_cast<int64_t>(chunk.documents.size());
     result.bytes += chunk.bytes;
-    if (progress && progress->due()) {
-      const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
-      const double mb = static_cast<double>(result.bytes) / 1e6;
-      const double rate = seconds > 0 ? mb / seconds : 0.0;
-      progress->update(fmt::format("{} documents | {} tokens | {:.1f}/{:.1f} MB | {:.1f} MB/s | eta {}",
-                                   format_count(static_cast<double>(result.documents)),
-                                   format_count(static_cast<double>(tokens.num_tokens())), mb, total_mb, rate,
-                                   rate > 0 ? format_duration((total_mb - mb) / rate) : "?"));
-    }
+    result.tokens = tokens.num_tokens();
+    if (on_chunk) on_chunk(result);
   });
   tokens.finish();
   if (result.loss_mask) {
     loss_mask.finish();
   } else {
     // A mask left by an earlier run over the same prefix would be read with these tokens.
-    const std::string stale = IndexedTokenStream::loss_mask_prefix(options.output_prefix);
+    const std::string stale = IndexedTokenStream::loss_mask_prefix(prefix);
     fs::remove(index_path(stale));
     fs::remove(data_path(stale));
   }
   result.tokens = tokens.num_tokens();
+  return result;
+}
+
+PrepareResult prepare_indexed_dataset(const PrepareOptions& options, util::ProgressLine* progress) {
+  const auto started = Clock::now();
+  const auto tokenizer = text::make_tokenizer(options.tokenizer);
+  const DocumentEncoder encoder(*tokenizer, text::ChatTemplate::parse(options.chat_template));
+  DocumentReader reader(prepare_inputs(options));
+  if (options.output_prefix.empty()) throw InputError("no output prefix (--output PREFIX)");
+  const fs::path parent = fs::path(options.output_prefix).parent_path();
+  if (!parent.empty()) fs::create_directories(parent);
+
+  const double total_mb = static_cast<double>(reader.total_bytes()) / 1e6;
+  auto report = [&](const PrepareResult& so_far) {
+    if (!progress || !progress->due()) return;
+    const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    const double mb = static_cast<double>(so_far.bytes) / 1e6;
+    const double rate = seconds > 0 ? mb / seconds : 0.0;
+    progress->update(fmt::format("{} documents | {} tokens | {:.1f}/{:.1f} MB | {:.1f} MB/s | eta {}",
+                                 format_count(static_cast<double>(so_far.documents)),
+                                 format_count(static_cast<double>(so_far.tokens)), mb, total_mb, rate,
+                                 rate > 0 ? format_duration((total_mb - mb) / rate) : "?"));
+  };
+  PrepareResult result = write_indexed_dataset(reader, record_form(options.format), encoder, options.workers,
+                                               options.output_prefix, token_dtype_for_vocab(tokenizer->vocab_size()),
+                                               report);
+  result.workers = resolve_workers(options.workers);
   result.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   if (progress)
     progress->finish(fmt::format("{} documents | {} tokens | {:.1f} MB | {:.1f} MB/s | done in {}",

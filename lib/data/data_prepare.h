@@ -8,9 +8,12 @@
 // files are byte-identical for any number of workers.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "data/document_encoder.h"
+#include "data/document_reader.h"
 #include "data/indexed_dataset_format.h"
 
 namespace xtrain::util {
@@ -43,5 +46,13 @@ struct PrepareResult {
 // Bad input (unreadable files, bad records, an unknown tokenizer) is an InputError; on any
 // error no output file is left behind. progress may be null.
 PrepareResult prepare_indexed_dataset(const PrepareOptions& options, util::ProgressLine* progress);
+
+// The encoding and writing of prepare_indexed_dataset, for any documents: every document of
+// reader goes to the indexed dataset at prefix, and its loss mask to PREFIX.loss_mask when a
+// conversation comes (a stale one is removed otherwise). on_chunk, when set, sees the counts
+// after each chunk (tokens included). Sets documents, tokens, bytes, dtype and loss_mask.
+PrepareResult write_indexed_dataset(DocumentReader& reader, RecordForm form, const DocumentEncoder& encoder,
+                                    int workers, const std::string& prefix, IndexedDType dtype,
+                                    const std::function<void(const PrepareResult&)>& on_chunk = {});
 
 }  // namespace xtrain::data

@@ -1,6 +1,8 @@
 #include "data/dataset_loader.h"
 
 #include "data/blended_dataset.h"
+#include "data/cache_key.h"
+#include "data/cached_token_stream.h"
 #include "data/encoding_pipeline.h"
 #include "data/indexed_token_stream.h"
 #include "data/source_list.h"
@@ -15,6 +17,8 @@ std::shared_ptr<const TokenStream> load_token_stream(const std::string& source, 
   if (auto problem = check_source(source)) throw InputError(*problem);
   if (is_megatron_source(source))
     return std::make_shared<IndexedTokenStream>(megatron_prefix(source), tokenizer.vocab_size());
+  if (!options.cache_dir.empty() && is_cacheable_source(source))
+    return load_cached_token_stream(source, tokenizer, options);
   DocumentReader reader(document_inputs(source));
   const DocumentEncoder encoder(tokenizer, text::ChatTemplate::parse(options.chat_template));
   auto stream = std::make_shared<InMemoryTokenStream>();

@@ -19,6 +19,11 @@ struct DatasetOptions {
   bool shuffle = true;
   std::string chat_template = "chatml";  // renders conversation records (chat_template.h)
   int workers = 0;                       // tokenizing threads; 0: one per core
+  // Non-empty: text sources are read through this data cache (cached_token_stream.h); the
+  // tokenizer spec, objective and seq_len are part of its keys.
+  std::string cache_dir;
+  std::string tokenizer_spec;
+  std::string objective = "clm";
 };
 
 std::unique_ptr<SampleDataset> load_dataset(const std::string& spec, const text::Tokenizer& tokenizer,
