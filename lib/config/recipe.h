@@ -43,6 +43,7 @@ struct DataSection {
   int64_t balance_window = 0;
   int64_t prefetch = 0;
   bool skip_bad_images = false;
+  std::string cache_dir;  // "" : text sources are tokenized on every start
 };
 
 struct TrainSection {

@@ -202,6 +202,7 @@ void add_data_options(OptionRegistry& r) {
   r.add<int64_t>("data.balance_window", FIELD(data.balance_window), 0, "Balance attention cost across data-parallel ranks over windows of N steps (0: off); see docs/data.md.", at_least<int64_t>(0));
   r.add<int64_t>("data.prefetch", FIELD(data.prefetch), 2, "Steps of micro batches a background thread reads ahead of training.", at_least<int64_t>(1));
   r.add<bool>("data.skip_bad_images", FIELD(data.skip_bad_images), false, "Image chat (llava): leave out, and count, the records whose images are missing or do not decode; off, such a record stops the run before its first step, named with its file and line.");
+  r.add<std::string>("data.cache_dir", FIELD(data.cache_dir), "", "Keep tokenized text sources in this folder as memory-mapped entries keyed by the sources' content, the tokenizer, the chat template, the objective and data.seq_len, so that later runs, restarts and the other ranks read them instead of tokenizing again; empty: tokenize on every start. See docs/data.md, The data cache.");
 }
 
 void add_train_options(OptionRegistry& r) {

@@ -63,6 +63,9 @@ std::unique_ptr<data::SampleDataset> load_recipe_dataset(const std::string& key,
   options.shuffle = shuffle;
   options.chat_template = recipe.data.chat_template;
   options.workers = torch::get_num_threads();
+  options.cache_dir = recipe.data.cache_dir;
+  options.tokenizer_spec = recipe.data.tokenizer;
+  options.objective = config::to_string(recipe.data.objective);
   std::unique_ptr<data::SampleDataset> dataset;
   try {
     if (recipe.model.vision.enabled()) return load_image_chat(source, tokenizer, recipe, shuffle);

@@ -27,7 +27,7 @@ bool free_to_change(const std::string& path) {
   static const char* const kPrefixes[] = {"parallel.", "memory.", "checkpoint.", "dist."};
   static const char* const kKeys[] = {"name",           "run.dir",        "train.log_every",      "train.eval_every",
                                       "train.eval_batches", "train.threads", "train.omp_wait_policy", "train.device",
-                                      "train.stop_signals", "data.prefetch", "data.eval"};
+                                      "train.stop_signals", "data.prefetch", "data.eval", "data.cache_dir"};
   return std::any_of(std::begin(kPrefixes), std::end(kPrefixes), [&](const char* p) { return starts_with(path, p); }) ||
          std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* key) { return path == key; });
 }
