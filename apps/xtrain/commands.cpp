@@ -14,6 +14,7 @@
 #include "ckpt/hf_folder.h"
 #include "config/recipe_loader.h"
 #include "data/data_prepare.h"
+#include "data_cache_command.h"
 #include "model/model_spec.h"
 #include "omp_wait_policy.h"
 #include "plan/plan_report.h"
@@ -438,11 +439,12 @@ std::vector<Command> add_commands(CLI::App& app, launch::LaunchOptions& launch_o
   std::vector<Command> commands{add_train(app, argv), add_validate(app), add_health(app), add_plan(app), add_eval(app, argv),
                                 add_generate(app),
                                 add_export(app), add_tokenize(app)};
-  auto* data = app.add_subcommand("data", "Data tools: prepare, balance, batch");
+  auto* data = app.add_subcommand("data", "Data tools: prepare, balance, batch, cache");
   data->require_subcommand(1);
   commands.push_back(add_data_prepare(*data));
   commands.push_back(add_data_balance(*data));
   commands.push_back(add_data_batch(*data));
+  for (auto& command : add_data_cache(*data)) commands.push_back(std::move(command));
   commands.push_back(add_launch(app, launch_options));
   commands.push_back({app.add_subcommand("options", "Print every recipe key as a Markdown table"), [] {
                         fmt::print("{}", config::options_markdown());
