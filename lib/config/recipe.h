@@ -75,6 +75,7 @@ struct OptimSection {
   double eps = 0;
   double weight_decay = 0;
   double grad_clip = 0;
+  int64_t freeze_step = 0;  // onebit_adam
 };
 
 struct MemorySection {

@@ -13,7 +13,7 @@ enum class Dtype { fp32, bf16, fp16 };                         // train.dtype
 enum class OmpWaitPolicy { automatic, library_default, passive, active };  // train.omp_wait_policy
 enum class Spike { off, skip, rollback };                      // train.spike
 enum class Objective { clm, mlm };                             // data.objective
-enum class Optimizer { adamw };                                // optim.name
+enum class Optimizer { adamw, onebit_adam };                   // optim.name
 enum class PpSchedule { gpipe, one_f_one_b, interleaved_1f1b };  // parallel.pp_schedule
 enum class Backend { automatic, gloo, nccl };                  // dist.backend
 enum class HealthAction { stop, warn };                        // dist.health_action
@@ -67,6 +67,7 @@ constexpr const char* to_string(Objective value) {
 constexpr const char* to_string(Optimizer value) {
   switch (value) {
     case Optimizer::adamw: return "adamw";
+    case Optimizer::onebit_adam: return "onebit_adam";
   }
   return nullptr;
 }

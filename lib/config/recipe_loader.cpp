@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -505,6 +506,27 @@ class RecipeBuilder {
   }
 
   // model.freeze names parts of the family, and leaves one to train.
+  // 1-bit Adam compresses what the data-parallel replicas exchange; the layouts it is exact on.
+  void check_onebit_adam() {
+    if (recipe_.optim.name != Optimizer::onebit_adam) return;
+    const auto& p = recipe_.parallel;
+    if (p.dp == 1)
+      report(where("parallel.dp"), "parallel.dp",
+             "1: optim.name onebit_adam compresses the momentum exchanged between data-parallel replicas, and there "
+             "is one. Pure FSDP's reduce-scatter already moves each gradient element once and its optimizer state is "
+             "sharded, so there is nothing to replace: use parallel.dp above 1 (DDP, or HSDP with parallel.fsdp)");
+    for (const auto& [key, degree, why] :
+         {std::tuple<const char*, int64_t, const char*>{"parallel.tp", p.tp, "tensor-parallel slices"},
+          {"parallel.pp", p.pp, "pipeline stages (and a tied table's copies)"},
+          {"parallel.cp", p.cp, "context-parallel ranks, whose gradients reduce inside the shard group"},
+          {"parallel.ep", p.ep, "expert units, which reduce over groups of their own"}})
+      if (degree > 1)
+        report(where(key), key,
+               fmt::format("{}: optim.name onebit_adam is defined over the replicas of DDP and HSDP only, not over {}; "
+                           "leave it at 1 or use optim.name adamw",
+                           degree, why));
+  }
+
   void check_freeze() {
     const auto* spec = model::find_model_spec(recipe_.model.family);
     if (!spec) return;
@@ -568,6 +590,7 @@ class RecipeBuilder {
     check_multi_token_prediction();
     check_float8();
     check_freeze();
+    check_onebit_adam();
     check_objective();
     if (tokenizer_vocab_ > 0 && m.vocab_size < tokenizer_vocab_)
       report(where("model.vocab_size"), "model.vocab_size",

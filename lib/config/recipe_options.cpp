@@ -225,7 +225,8 @@ void add_train_options(OptionRegistry& r) {
 }
 
 void add_optim_options(OptionRegistry& r) {
-  add_choice<Optimizer>(r, "optim.name", FIELD(optim.name), Optimizer::adamw, "Optimizer.");
+  add_choice<Optimizer>(r, "optim.name", FIELD(optim.name), Optimizer::adamw, "Optimizer: adamw; or onebit_adam (1-bit Adam: AdamW for optim.freeze_step steps, then the variance frozen and the momentum averaged over the data-parallel replicas as signs and a scale per chunk, with error feedback: about 1/32 of AdamW's gradient traffic; DDP and HSDP only, docs/distributed.md).");
+  r.add<int64_t>("optim.freeze_step", FIELD(optim.freeze_step), 100, "onebit_adam: steps of plain AdamW (gradients all-reduced) before the variance freezes and the compressed momentum exchange starts. The paper warms up for 15-25% of the run; the variance must have settled.", at_least<int64_t>(1));
   r.add<double>("optim.lr", FIELD(optim.lr), 3e-4, "Peak learning rate.", positive());
   r.add<double>("optim.min_lr", FIELD(optim.min_lr), 0.0, "Learning rate at the end of the decay.", at_least(0.0));
   r.add<int64_t>("optim.warmup_steps", FIELD(optim.warmup_steps), 0, "Linear warmup steps from 0 to optim.lr. Longer than train.steps (a smoke run of a real recipe) trains with a warning: the schedule, cut short, never decays.", at_least<int64_t>(0));

@@ -33,17 +33,23 @@ struct NamedParameter {
 class AdamW {
  public:
   AdamW(std::vector<NamedParameter> parameters, AdamWOptions options);
+  virtual ~AdamW() = default;
 
   // One update with learning rate lr from the parameters' current .grad().
-  void step(double lr);
+  virtual void step(double lr);
   int64_t steps_taken() const { return step_; }
 
   // "exp_avg.<name>", "exp_avg_sq.<name>" and "step" (int64 scalar).
   std::map<std::string, torch::Tensor> state() const;
   // Restores state(); a missing or mis-shaped entry is an InputError naming it.
-  void load_state(const std::map<std::string, torch::Tensor>& state);
+  virtual void load_state(const std::map<std::string, torch::Tensor>& state);
 
- private:
+  // State that differs from rank to rank (none for AdamW; 1-bit Adam's error feedback), which a
+  // checkpoint keeps in a file per rank; `where` names that file in errors.
+  virtual std::map<std::string, torch::Tensor> rank_state() const { return {}; }
+  virtual void load_rank_state(const std::map<std::string, torch::Tensor>& /*state*/, const std::string& /*where*/) {}
+
+ protected:
   struct Slot {
     NamedParameter parameter;
     torch::Tensor exp_avg;

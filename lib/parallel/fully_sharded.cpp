@@ -215,6 +215,10 @@ double FullyShardedModel::clip_grad_norm(double max_norm) {
   return clip_units_grad_norm(units(), *mesh_.group(Dim::world), max_norm);
 }
 
+void FullyShardedModel::set_replica_reduction(bool on) {
+  for (auto* unit : units()) unit->set_replica_reduction(on);
+}
+
 double clip_units_grad_norm(const std::vector<ShardUnit*>& units, Comm& world, double max_norm,
                             const std::vector<ShardUnit*>& duplicates) {
   torch::NoGradGuard no_grad;

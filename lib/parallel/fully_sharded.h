@@ -51,6 +51,9 @@ class FullyShardedModel final : public ParallelModel {
   // The head's gradient buffers are fresh when sharded.
   bool fresh_head_gradients() const override { return head_->sharded(); }
 
+  // Every unit's replica all-reduce on or off (ShardUnit::set_replica_reduction).
+  void set_replica_reduction(bool on);
+
   void zero_grad() override;
   double clip_grad_norm(double max_norm) override;
 

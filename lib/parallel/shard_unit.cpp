@@ -148,6 +148,10 @@ void ShardUnit::start_reduce(bool last_micro_batch) {
     if (!last_micro_batch) return;
     inject_gradient_fault(shard_grad_);
     if (replica_group_->size() == 1) return;
+    if (!replica_reduction_) {
+      shard_grad_.mul_(static_cast<double>(replicas()));
+      return;
+    }
     reduce_ = replica_group_->all_reduce_sum(shard_grad_);
     reducing_ = true;
     return;
@@ -171,7 +175,8 @@ void ShardUnit::finish_reduce() {
   reduce_.wait();
   reducing_ = false;
   if (!sharded()) return;
-  if (replica_group_->size() > 1) replica_group_->all_reduce_sum(reduce_out_).wait();
+  if (replica_group_->size() > 1 && replica_reduction_) replica_group_->all_reduce_sum(reduce_out_).wait();
+  if (replica_group_->size() > 1 && !replica_reduction_) reduce_out_.mul_(static_cast<double>(replicas()));
   shard_grad_.add_(reduce_out_);
   reduce_out_ = torch::Tensor();
   full_grad_ = torch::Tensor();

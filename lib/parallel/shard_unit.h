@@ -89,6 +89,11 @@ class ShardUnit {
   // Completes the reduction into the shard's gradient and frees the full gradient buffer.
   void finish_reduce();
 
+  // Off: the replica all-reduce is skipped and the shard's gradient holds this replica's own
+  // estimate of the global one (its sum times replicas()), for an optimizer that exchanges
+  // something else over the replicas instead (1-bit Adam's compressed momentum).
+  void set_replica_reduction(bool on) { replica_reduction_ = on; }
+
   void zero_shard_grad();
   torch::Tensor shard() const { return shard_; }
   torch::Tensor shard_grad() const { return shard_grad_; }
@@ -127,6 +132,7 @@ class ShardUnit {
   int64_t gathered_bytes_ = 0;
   torch::Tensor reduce_out_;
   bool gathered_ = false, gathering_ = false, reducing_ = false;
+  bool replica_reduction_ = true;
 };
 
 }  // namespace xtrain::parallel

@@ -1,6 +1,7 @@
 #include "train/run_state.h"
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 
 #include <fmt/format.h>
@@ -37,6 +38,8 @@ torch::Tensor from_hex(const std::string& hex) {
 
 }  // namespace
 
+std::string rank_state_file(int64_t rank) { return fmt::format("optimizer-rank-{}.safetensors", rank); }
+
 RunState::RunState(parallel::ParallelModel& model, TrainedParameters& parameters, optim::AdamW& optimizer,
                    optim::DynamicLossScaler* loss_scaler, ExpertBalance& experts, const parallel::DeviceMesh& mesh,
                    RankSums& sums, torch::Device device, RunIdentity identity)
@@ -67,6 +70,11 @@ void RunState::load(const ckpt::CheckpointReader& checkpoint, const std::string&
   }
   optimizer_state["step"] = torch::tensor(checkpoint.optimizer_step(), torch::kInt64);
   optimizer_.load_state(optimizer_state);
+  // An optimizer's per-rank state (1-bit Adam's errors), when the checkpoint has it: one from
+  // another optimizer starts that state afresh.
+  const auto rank_file = dir + "/" + rank_state_file(mesh_.world().rank);
+  if (std::filesystem::exists(rank_file))
+    optimizer_.load_rank_state(ckpt::load_safetensors(rank_file).tensors, rank_file);
   const auto& state = checkpoint.trainer_state;
   try {
     step = state.at("step").get<int64_t>();
@@ -171,6 +179,8 @@ CheckpointWriter::WriteFiles RunState::write_shard(CheckpointWriter& writer, con
                                                    const std::optional<Fault>& fault, int64_t at_step) {
   const bool writes_shard = mesh_.group(parallel::Dim::dp)->rank() == 0;
   const auto optimizer_state = optimizer_.state();
+  auto rank_state = optimizer_.rank_state();
+  for (auto& [name, tensor] : rank_state) tensor = snapshot(writer, tensor);
   std::vector<ckpt::ParameterPiece> pieces;
   if (writes_shard)
     for (size_t i = 0; i < parameters_.optimized.size(); ++i) {
@@ -180,10 +190,11 @@ CheckpointWriter::WriteFiles RunState::write_shard(CheckpointWriter& writer, con
                         snapshot(writer, optimizer_state.at("exp_avg." + name)),
                         snapshot(writer, optimizer_state.at("exp_avg_sq." + name))});
     }
-  return [pieces, rank = mesh_.world().rank, writes_shard, steps = optimizer_.steps_taken(),
+  return [pieces, rank_state, rank = mesh_.world().rank, writes_shard, steps = optimizer_.steps_taken(),
           chief = mesh_.world().rank == 0, model_config, state, recipe_yaml, &fault,
           at_step](const std::string& folder) {
     if (writes_shard) ckpt::write_checkpoint_shard(folder, rank, pieces, steps);
+    if (!rank_state.empty()) ckpt::save_safetensors(folder + "/" + rank_state_file(rank), rank_state);
     inject_fault_in_save(fault, at_step);
     if (chief) ckpt::write_metadata_files(folder, model_config, state, recipe_yaml);
   };

@@ -61,6 +61,9 @@ struct Rollback {
   int64_t skipped_from = 0, skipped_to = 0;
 };
 
+// The file of a checkpoint that holds world rank `rank`'s optimizer state of its own, if any.
+std::string rank_state_file(int64_t rank);
+
 class RunState {
  public:
   RunState(parallel::ParallelModel& model, TrainedParameters& parameters, optim::AdamW& optimizer,

@@ -16,6 +16,9 @@
 #include "config/recipe_loader.h"
 #include "model/model_spec.h"
 #include "model/parameter_source.h"
+#include "optim/onebit_adam.h"
+#include "parallel/compressed_allreduce.h"
+#include "parallel/fully_sharded.h"
 #include "parallel/parallelize.h"
 #include "parallel/placement.h"
 #include "train/micro_batch_memory.h"
@@ -134,10 +137,7 @@ void TrainingRun::parallelize_model() {
     return spec.decays(name, static_cast<int64_t>(dims));
   });
   freeze_parts();
-  optimizer_ = std::make_unique<optim::AdamW>(
-      trained_.optimized,
-      optim::AdamWOptions{recipe_.optim.betas[0], recipe_.optim.betas[1], recipe_.optim.eps,
-                          recipe_.optim.weight_decay, recipe_.memory.fused_kernels != memory::FusedKernels::off});
+  make_optimizer();
   if (t_.dtype == config::Dtype::fp16) {
     optim::LossScalerOptions scaling;
     scaling.initial_scale = recipe_.precision.loss_scale_initial;
@@ -171,6 +171,32 @@ void TrainingRun::parallelize_model() {
                "whole model's state {:.0f} MiB\n",
                rss.max, rss.argmax, rss.mean, static_cast<double>(state_bytes()) / (1 << 20), whole_state_mib);
   initial_weights_ = {};  // closes the folder's files
+}
+
+// AdamW, or 1-bit Adam over the data-parallel replicas (the recipe loader refused other layouts;
+// a replica count of 1 shows only once -1 degrees are resolved).
+void TrainingRun::make_optimizer() {
+  const optim::AdamWOptions options{recipe_.optim.betas[0], recipe_.optim.betas[1], recipe_.optim.eps,
+                                    recipe_.optim.weight_decay,
+                                    recipe_.memory.fused_kernels != memory::FusedKernels::off};
+  if (recipe_.optim.name == config::Optimizer::adamw) {
+    optimizer_ = std::make_unique<optim::AdamW>(trained_.optimized, options);
+    return;
+  }
+  auto* sharded = dynamic_cast<parallel::FullyShardedModel*>(parallel_.get());
+  if (!sharded || mesh_->size(parallel::Dim::dp) < 2)
+    throw InputError(fmt::format("optim.name: onebit_adam compresses the momentum exchanged between data-parallel "
+                                 "replicas, and this layout has {} (world size {}): set parallel.dp above 1",
+                                 sharded ? mesh_->size(parallel::Dim::dp) : 1, mesh_->world().size));
+  auto replicas = mesh_->group(parallel::Dim::dp);
+  const auto device = device_;
+  optimizer_ = std::make_unique<optim::OnebitAdam>(
+      trained_.optimized, options, recipe_.optim.freeze_step,
+      [replicas, device](const std::vector<int64_t>& sizes) {
+        return std::make_unique<parallel::CompressedAllReduce>(replicas, sizes,
+                                                               torch::TensorOptions().dtype(torch::kFloat32).device(device));
+      },
+      [sharded](bool compressing) { sharded->set_replica_reduction(!compressing); });
 }
 
 // model.freeze: the frozen parts' parameters take no gradient (autograd skips them) and the

@@ -58,6 +58,7 @@ class TrainingRun {
   void check_micro_batch_memory() const;
   void build_model();
   void parallelize_model();
+  void make_optimizer();
   void freeze_parts();
   void resume();
   void check_resumed_schedule(const std::string& dir) const;

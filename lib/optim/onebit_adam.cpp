@@ -1,0 +1,115 @@
+#include "optim/onebit_adam.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "util/input_error.h"
+
+namespace xtrain::optim {
+
+OnebitAdam::OnebitAdam(std::vector<NamedParameter> parameters, AdamWOptions options, int64_t freeze_step,
+                       const ExchangeFactory& make_exchange, std::function<void(bool)> set_compressing)
+    : AdamW(std::move(parameters), options), freeze_step_(freeze_step), set_compressing_(std::move(set_compressing)) {
+  std::vector<int64_t> sizes;
+  for (auto* slot : trained()) sizes.push_back(slot->parameter.tensor.numel());
+  exchange_ = make_exchange(sizes);
+  set_stage(false);
+}
+
+std::vector<AdamW::Slot*> OnebitAdam::trained() {
+  std::vector<Slot*> slots;
+  for (auto& slot : slots_)
+    if (!slot.parameter.frozen) slots.push_back(&slot);
+  return slots;
+}
+
+void OnebitAdam::set_stage(bool compressing) {
+  compressing_ = compressing;
+  if (set_compressing_) set_compressing_(compressing);
+}
+
+void OnebitAdam::step(double lr) {
+  if (!compressing_) {
+    AdamW::step(lr);
+    if (step_ >= freeze_step_) set_stage(true);
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  ++step_;
+  const double bias_correction1 = 1.0 - std::pow(options_.beta1, static_cast<double>(step_));
+  const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(options_.beta2, static_cast<double>(freeze_step_)));
+  const auto slots = trained();
+  std::vector<torch::Tensor> momenta;
+  for (auto* slot : slots) {
+    auto& p = slot->parameter;
+    if (p.decay && options_.weight_decay != 0.0) p.tensor.mul_(1.0 - lr * options_.weight_decay);
+    // Every rank exchanges every momentum, a parameter without a gradient this step included.
+    slot->exp_avg.mul_(options_.beta1);
+    if (p.tensor.grad().defined()) slot->exp_avg.add_(p.tensor.grad(), 1.0 - options_.beta1);
+    momenta.push_back(slot->exp_avg);
+  }
+  exchange_->average(momenta);
+  for (auto* slot : slots) {
+    auto denom = slot->exp_avg_sq.sqrt();
+    denom.div_(bias_correction2_sqrt).add_(options_.eps);
+    slot->parameter.tensor.addcdiv_(slot->exp_avg, denom, -lr / bias_correction1);
+  }
+}
+
+void OnebitAdam::load_state(const std::map<std::string, torch::Tensor>& state) {
+  AdamW::load_state(state);
+  set_stage(step_ >= freeze_step_);
+}
+
+std::map<std::string, torch::Tensor> OnebitAdam::rank_state() const {
+  auto errors = exchange_->state();
+  std::map<std::string, torch::Tensor> state;
+  size_t index = 0;
+  for (const auto& slot : slots_) {
+    if (slot.parameter.frozen) continue;
+    for (const char* kind : {"worker_error", "server_error"})
+      state[fmt::format("{}.{}", kind, slot.parameter.name)] = errors.at(fmt::format("{}.{}", kind, index));
+    ++index;
+  }
+  state["onebit.replicas"] = torch::tensor(exchange_->replicas(), torch::kInt64);
+  state["onebit.replica_rank"] = torch::tensor(exchange_->replica_rank(), torch::kInt64);
+  state["onebit.compressing"] = torch::tensor(int64_t{compressing_ ? 1 : 0}, torch::kInt64);
+  return state;
+}
+
+void OnebitAdam::load_rank_state(const std::map<std::string, torch::Tensor>& state, const std::string& where) {
+  auto scalar = [&](const std::string& key) {
+    const auto found = state.find(key);
+    if (found == state.end()) throw InputError(fmt::format("{}: no entry '{}'", where, key));
+    return found->second.item<int64_t>();
+  };
+  if (scalar("onebit.compressing") == 0) return;  // errors are zero until the freeze, on any layout
+  const int64_t replicas = scalar("onebit.replicas");
+  if (replicas != exchange_->replicas() || scalar("onebit.replica_rank") != exchange_->replica_rank())
+    throw InputError(fmt::format(
+        "{}: 1-bit Adam's error feedback was saved by replica {} of {}; this rank is replica {} of {}. Each replica's "
+        "errors are its own, so the compressed stage resumes only on the same number of replicas (parallel.dp {}); "
+        "a checkpoint from before optim.freeze_step resumes on any",
+        where, scalar("onebit.replica_rank"), replicas, exchange_->replica_rank(), exchange_->replicas(), replicas));
+  std::map<std::string, torch::Tensor> errors;
+  size_t index = 0;
+  for (const auto& slot : slots_) {
+    if (slot.parameter.frozen) continue;
+    for (const char* kind : {"worker_error", "server_error"}) {
+      const auto key = fmt::format("{}.{}", kind, slot.parameter.name);
+      const auto found = state.find(key);
+      if (found == state.end()) throw InputError(fmt::format("{}: no entry '{}'", where, key));
+      errors[fmt::format("{}.{}", kind, index)] = found->second;
+    }
+    ++index;
+  }
+  try {
+    exchange_->load_state(errors);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", where, e.what()));
+  }
+}
+
+}  // namespace xtrain::optim

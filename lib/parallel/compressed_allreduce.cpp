@@ -1,0 +1,144 @@
+#include "parallel/compressed_allreduce.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "util/input_error.h"
+
+namespace xtrain::parallel {
+namespace {
+
+torch::Tensor bit_weights(const torch::Device& device) {
+  return torch::tensor({128, 64, 32, 16, 8, 4, 2, 1}, torch::TensorOptions().dtype(torch::kUInt8).device(device));
+}
+
+// sign(x) with zero counted positive, as +1 / -1 (DeepSpeed's sign().add_(1).bool() * 2 - 1).
+torch::Tensor signs_of(const torch::Tensor& x) { return x.ge(0).to(x.scalar_type()).mul_(2.0).sub_(1.0); }
+
+// ||x|| / sqrt(numel): the scale that keeps the l2 norm of scale * signs equal to x's.
+torch::Tensor scale_of(const torch::Tensor& x) {
+  return at::linalg_vector_norm(x, 2).div(std::sqrt(static_cast<double>(x.numel())));
+}
+
+}  // namespace
+
+torch::Tensor pack_signs(const torch::Tensor& x) {
+  TORCH_CHECK(x.numel() % 8 == 0, "pack_signs: ", x.numel(), " elements are not a multiple of 8");
+  const auto bits = x.ge(0).to(torch::kUInt8).view({-1, 8});
+  return bits.mul(bit_weights(x.device())).sum(1, false, torch::kUInt8);
+}
+
+torch::Tensor unpack_signs(const torch::Tensor& bytes) {
+  const auto shifts = torch::tensor({7, 6, 5, 4, 3, 2, 1, 0}, bytes.options());
+  const auto bits = bytes.reshape({-1, 1}).bitwise_right_shift(shifts).bitwise_and(1);
+  return bits.reshape({-1}).to(torch::kFloat32).mul_(2.0).sub_(1.0);
+}
+
+CompressedAllReduce::CompressedAllReduce(std::shared_ptr<Comm> comm, std::vector<int64_t> sizes,
+                                         torch::TensorOptions options)
+    : comm_(std::move(comm)), sizes_(std::move(sizes)) {
+  const int64_t w = comm_->size(), unit = 8 * w;
+  for (const int64_t n : sizes_) {
+    const int64_t padded = (n + unit - 1) / unit * unit;
+    chunks_.push_back(padded / w);
+    chunk_total_ += padded / w;
+    worker_error_.push_back(torch::zeros({padded}, options));
+    server_error_.push_back(torch::zeros({padded / w}, options));
+  }
+}
+
+void CompressedAllReduce::average(const std::vector<torch::Tensor>& tensors) {
+  TORCH_CHECK(tensors.size() == sizes_.size(), "compressed all-reduce of ", tensors.size(), " tensors, made for ",
+              sizes_.size());
+  torch::NoGradGuard no_grad;
+  const int64_t w = comm_->size(), p = static_cast<int64_t>(sizes_.size());
+  const auto float_options = worker_error_.empty() ? torch::TensorOptions() : worker_error_.front().options();
+  // Phase 1: each tensor compressed with its worker error; the bytes for rank r are every
+  // tensor's chunk r, tensor after tensor.
+  std::vector<torch::Tensor> packed(static_cast<size_t>(p));
+  auto worker_scales = torch::empty({p}, float_options);
+  for (int64_t i = 0; i < p; ++i) {
+    const auto& t = tensors[static_cast<size_t>(i)];
+    TORCH_CHECK(t.numel() == sizes_[static_cast<size_t>(i)], "compressed all-reduce: tensor ", i, " has ",
+                t.numel(), " elements, made for ", sizes_[static_cast<size_t>(i)]);
+    auto& error = worker_error_[static_cast<size_t>(i)];
+    auto buffer = torch::zeros_like(error);
+    buffer.narrow(0, 0, t.numel()).copy_(t.reshape({-1}));
+    buffer.add_(error);
+    const auto scale = scale_of(buffer);
+    error.copy_(buffer - scale * signs_of(buffer));
+    worker_scales[i] = scale;
+    packed[static_cast<size_t>(i)] = pack_signs(buffer).view({w, -1});
+  }
+  const auto send = torch::cat(packed, 1).reshape({-1});
+  auto received = torch::empty_like(send);
+  comm_->all_to_all(received, send, {}, {}).wait();
+  auto all_worker_scales = torch::empty({w * p}, float_options);
+  comm_->all_gather(all_worker_scales, worker_scales).wait();
+  const auto worker_signs = unpack_signs(received).view({w, chunk_total_});
+  all_worker_scales = all_worker_scales.view({w, p});
+
+  // Phase 2: this rank's chunk of each tensor averaged, compressed with its server error.
+  std::vector<torch::Tensor> server_packed(static_cast<size_t>(p));
+  auto server_scales = torch::empty({p}, float_options);
+  int64_t at = 0;
+  for (int64_t i = 0; i < p; ++i) {
+    const int64_t c = chunks_[static_cast<size_t>(i)];
+    const auto signs = worker_signs.narrow(1, at, c).contiguous();
+    const auto scales = all_worker_scales.select(1, i).contiguous().mul(1.0 / static_cast<double>(w)).unsqueeze(1);
+    auto server = signs.mul(scales).sum(0);
+    auto& error = server_error_[static_cast<size_t>(i)];
+    server.add_(error);
+    const auto scale = scale_of(server);
+    error.copy_(server - scale * signs_of(server));
+    server_scales[i] = scale;
+    server_packed[static_cast<size_t>(i)] = pack_signs(server);
+    at += c;
+  }
+  const auto server_send = torch::cat(server_packed);
+  auto server_received = torch::empty({w * server_send.numel()}, server_send.options());
+  comm_->all_gather(server_received, server_send).wait();
+  auto all_server_scales = torch::empty({w * p}, float_options);
+  comm_->all_gather(all_server_scales, server_scales).wait();
+
+  // Every rank's chunks of each tensor, decompressed in rank order.
+  const auto server_signs = unpack_signs(server_received).view({w, chunk_total_});
+  all_server_scales = all_server_scales.view({w, p});
+  at = 0;
+  for (int64_t i = 0; i < p; ++i) {
+    const int64_t c = chunks_[static_cast<size_t>(i)];
+    const auto values = server_signs.narrow(1, at, c).mul(all_server_scales.select(1, i).unsqueeze(1)).reshape({-1});
+    const auto& t = tensors[static_cast<size_t>(i)];
+    t.view({-1}).copy_(values.narrow(0, 0, t.numel()));
+    at += c;
+  }
+}
+
+std::map<std::string, torch::Tensor> CompressedAllReduce::state() const {
+  std::map<std::string, torch::Tensor> state;
+  for (size_t i = 0; i < sizes_.size(); ++i) {
+    state[fmt::format("worker_error.{}", i)] = worker_error_[i];
+    state[fmt::format("server_error.{}", i)] = server_error_[i];
+  }
+  return state;
+}
+
+void CompressedAllReduce::load_state(const std::map<std::string, torch::Tensor>& state) {
+  torch::NoGradGuard no_grad;
+  auto restore = [&](const std::string& key, torch::Tensor& into) {
+    const auto found = state.find(key);
+    if (found == state.end()) throw InputError(fmt::format("1-bit Adam state has no entry '{}'", key));
+    if (found->second.numel() != into.numel())
+      throw InputError(fmt::format("1-bit Adam state '{}' has {} elements, this layout needs {}", key,
+                                   found->second.numel(), into.numel()));
+    into.copy_(found->second.reshape({-1}));
+  };
+  for (size_t i = 0; i < sizes_.size(); ++i) {
+    restore(fmt::format("worker_error.{}", i), worker_error_[i]);
+    restore(fmt::format("server_error.{}", i), server_error_[i]);
+  }
+}
+
+}  // namespace xtrain::parallel
