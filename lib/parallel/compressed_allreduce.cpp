@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include "util/input_error.h"
@@ -15,7 +16,10 @@ torch::Tensor bit_weights(const torch::Device& device) {
 }
 
 // sign(x) with zero counted positive, as +1 / -1 (DeepSpeed's sign().add_(1).bool() * 2 - 1).
-torch::Tensor signs_of(const torch::Tensor& x) { return x.ge(0).to(x.scalar_type()).mul_(2.0).sub_(1.0); }
+torch::Tensor signs_of(const torch::Tensor& x) {
+  if (x.device().is_cpu() && x.scalar_type() == torch::kFloat32) return unpack_signs(pack_signs(x));
+  return x.ge(0).to(x.scalar_type()).mul_(2.0).sub_(1.0);
+}
 
 // ||x|| / sqrt(numel): the scale that keeps the l2 norm of scale * signs equal to x's.
 torch::Tensor scale_of(const torch::Tensor& x) {
@@ -24,13 +28,40 @@ torch::Tensor scale_of(const torch::Tensor& x) {
 
 }  // namespace
 
+// On the CPU one pass each way: the tensor ops below take several passes and temporaries over
+// every element, which cost as much as the exchange they save on a slow link.
 torch::Tensor pack_signs(const torch::Tensor& x) {
   TORCH_CHECK(x.numel() % 8 == 0, "pack_signs: ", x.numel(), " elements are not a multiple of 8");
+  if (x.device().is_cpu() && x.scalar_type() == torch::kFloat32) {
+    const auto in = x.contiguous();
+    auto out = torch::empty({x.numel() / 8}, torch::kUInt8);
+    const float* v = in.data_ptr<float>();
+    uint8_t* b = out.data_ptr<uint8_t>();
+    at::parallel_for(0, out.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        uint8_t byte = 0;
+        for (int64_t k = 0; k < 8; ++k) byte = static_cast<uint8_t>(byte << 1 | (v[8 * i + k] >= 0.0f ? 1 : 0));
+        b[i] = byte;
+      }
+    });
+    return out;
+  }
   const auto bits = x.ge(0).to(torch::kUInt8).view({-1, 8});
   return bits.mul(bit_weights(x.device())).sum(1, false, torch::kUInt8);
 }
 
 torch::Tensor unpack_signs(const torch::Tensor& bytes) {
+  if (bytes.device().is_cpu()) {
+    const auto in = bytes.contiguous();
+    auto out = torch::empty({bytes.numel() * 8}, torch::kFloat32);
+    const uint8_t* b = in.data_ptr<uint8_t>();
+    float* v = out.data_ptr<float>();
+    at::parallel_for(0, in.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        for (int64_t k = 0; k < 8; ++k) v[8 * i + k] = (b[i] >> (7 - k)) & 1 ? 1.0f : -1.0f;
+    });
+    return out;
+  }
   const auto shifts = torch::tensor({7, 6, 5, 4, 3, 2, 1, 0}, bytes.options());
   const auto bits = bytes.reshape({-1, 1}).bitwise_right_shift(shifts).bitwise_and(1);
   return bits.reshape({-1}).to(torch::kFloat32).mul_(2.0).sub_(1.0);
