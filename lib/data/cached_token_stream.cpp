@@ -1,6 +1,7 @@
 #include "data/cached_token_stream.h"
 
 #include <chrono>
+#include <cstdio>
 
 #include <fmt/format.h>
 
@@ -39,6 +40,8 @@ std::shared_ptr<const TokenStream> load_cached_token_stream(const std::string& s
 
   auto build = [&](const std::string& prefix) {
     const auto build_started = Clock::now();
+    fmt::print("data cache: tokenizing {} into {} on {} threads\n", source, cache.entry_dir(key), resolve_workers(0));
+    std::fflush(stdout);
     DocumentReader reader(document_inputs(source));
     const DocumentEncoder encoder(tokenizer, text::ChatTemplate::parse(options.chat_template));
     // The node's other ranks wait for this entry, so its tokenizing takes every core.

@@ -126,6 +126,8 @@ TokenCache::Opened TokenCache::open(const std::string& key, const nlohmann::json
   auto lock = util::FileLock::try_acquire(lock_path);
   if (!lock) {
     opened.waited = true;
+    fmt::print("data cache: waiting for another process, which holds {}, to write {}\n", lock_path, opened.dir);
+    std::fflush(stdout);
     lock.emplace(util::FileLock::acquire(lock_path));
   }
   if (fs::exists(opened.dir, error)) {
