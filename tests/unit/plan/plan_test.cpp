@@ -109,7 +109,7 @@ TEST_CASE("collectives take the link their group lies on, and the bubble follows
   CHECK(seconds_of(e, "pipeline bubble") == Approx(compute / 8));
 }
 
-TEST_CASE("--search returns only layouts that fit, fastest first", "[plan]") {
+TEST_CASE("the layout search returns only layouts that fit, fastest first", "[plan]") {
   const auto c = four_layers();
   int64_t tried = 0;
   const auto best = plan::search_layouts(c, recipe_for(16, 1, 32), 2, 4, device(), 5, &tried);
