@@ -1,5 +1,6 @@
 #include "parallel/compressed_allreduce.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -24,6 +25,37 @@ torch::Tensor signs_of(const torch::Tensor& x) {
 // ||x|| / sqrt(numel): the scale that keeps the l2 norm of scale * signs equal to x's.
 torch::Tensor scale_of(const torch::Tensor& x) {
   return at::linalg_vector_norm(x, 2).div(std::sqrt(static_cast<double>(x.numel())));
+}
+
+bool plain_cpu(const torch::Tensor& x) {
+  return x.device().is_cpu() && x.scalar_type() == torch::kFloat32 && x.is_contiguous();
+}
+
+// error <- x - scale sign(x), and x's signs packed, in one pass over a CPU x (the same float
+// arithmetic as the tensor ops: scale * (+-1) is exact, the subtraction rounds once).
+torch::Tensor compress(const torch::Tensor& x, const torch::Tensor& scale, torch::Tensor& error) {
+  if (!plain_cpu(x) || !plain_cpu(error)) {
+    error.copy_(x - scale * signs_of(x));
+    return pack_signs(x);
+  }
+  auto out = torch::empty({x.numel() / 8}, torch::kUInt8);
+  const float s = scale.item<float>();
+  const float* v = x.data_ptr<float>();
+  float* e = error.data_ptr<float>();
+  uint8_t* b = out.data_ptr<uint8_t>();
+  at::parallel_for(0, out.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      uint8_t byte = 0;
+      for (int64_t k = 0; k < 8; ++k) {
+        const float value = v[8 * i + k];
+        const bool positive = value >= 0.0f;
+        e[8 * i + k] = value - (positive ? s : -s);
+        byte = static_cast<uint8_t>(byte << 1 | (positive ? 1 : 0));
+      }
+      b[i] = byte;
+    }
+  });
+  return out;
 }
 
 }  // namespace
@@ -99,9 +131,8 @@ void CompressedAllReduce::average(const std::vector<torch::Tensor>& tensors) {
     buffer.narrow(0, 0, t.numel()).copy_(t.reshape({-1}));
     buffer.add_(error);
     const auto scale = scale_of(buffer);
-    error.copy_(buffer - scale * signs_of(buffer));
     worker_scales[i] = scale;
-    packed[static_cast<size_t>(i)] = pack_signs(buffer).view({w, -1});
+    packed[static_cast<size_t>(i)] = compress(buffer, scale, error).view({w, -1});
   }
   const auto send = torch::cat(packed, 1).reshape({-1});
   auto received = torch::empty_like(send);
@@ -123,9 +154,8 @@ void CompressedAllReduce::average(const std::vector<torch::Tensor>& tensors) {
     auto& error = server_error_[static_cast<size_t>(i)];
     server.add_(error);
     const auto scale = scale_of(server);
-    error.copy_(server - scale * signs_of(server));
     server_scales[i] = scale;
-    server_packed[static_cast<size_t>(i)] = pack_signs(server);
+    server_packed[static_cast<size_t>(i)] = compress(server, scale, error);
     at += c;
   }
   const auto server_send = torch::cat(server_packed);
@@ -135,14 +165,41 @@ void CompressedAllReduce::average(const std::vector<torch::Tensor>& tensors) {
   comm_->all_gather(all_server_scales, server_scales).wait();
 
   // Every rank's chunks of each tensor, decompressed in rank order.
-  const auto server_signs = unpack_signs(server_received).view({w, chunk_total_});
   all_server_scales = all_server_scales.view({w, p});
+  if (std::all_of(tensors.begin(), tensors.end(), plain_cpu)) {
+    expand(server_received, all_server_scales, tensors);
+    return;
+  }
+  const auto server_signs = unpack_signs(server_received).view({w, chunk_total_});
   at = 0;
   for (int64_t i = 0; i < p; ++i) {
     const int64_t c = chunks_[static_cast<size_t>(i)];
     const auto values = server_signs.narrow(1, at, c).mul(all_server_scales.select(1, i).unsqueeze(1)).reshape({-1});
     const auto& t = tensors[static_cast<size_t>(i)];
     t.view({-1}).copy_(values.narrow(0, 0, t.numel()));
+    at += c;
+  }
+}
+
+// tensors[i] <- rank r's scale for it times its signs, chunk r after chunk r, straight from the
+// bytes: one pass.
+void CompressedAllReduce::expand(const torch::Tensor& bytes, const torch::Tensor& scales,
+                                 const std::vector<torch::Tensor>& tensors) const {
+  const int64_t w = comm_->size(), row = chunk_total_ / 8;
+  const auto scale = scales.contiguous();
+  const uint8_t* b = bytes.data_ptr<uint8_t>();
+  int64_t at = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const int64_t c = chunks_[i], n = tensors[i].numel();
+    float* out = tensors[i].data_ptr<float>();
+    for (int64_t r = 0; r < w; ++r) {
+      const float s = scale[r][static_cast<int64_t>(i)].item<float>();
+      const uint8_t* chunk = b + r * row + at / 8;
+      const int64_t first = r * c, count = std::min(c, n - first);
+      at::parallel_for(0, std::max<int64_t>(count, 0), 1 << 16, [&](int64_t begin, int64_t end) {
+        for (int64_t j = begin; j < end; ++j) out[first + j] = (chunk[j / 8] >> (7 - j % 8)) & 1 ? s : -s;
+      });
+    }
     at += c;
   }
 }

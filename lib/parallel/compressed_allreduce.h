@@ -41,6 +41,8 @@ class CompressedAllReduce final : public optim::MomentumExchange {
   void load_state(const std::map<std::string, torch::Tensor>& state) override;
 
  private:
+  void expand(const torch::Tensor& bytes, const torch::Tensor& scales, const std::vector<torch::Tensor>& tensors) const;
+
   std::shared_ptr<Comm> comm_;
   std::vector<int64_t> sizes_, chunks_;  // per tensor: elements, and elements of each chunk
   int64_t chunk_total_ = 0;              // sum of chunks_: a multiple of 8

@@ -56,6 +56,7 @@ train:
   global_batch_size: 2
   micro_batch_size: 1
   log_every: 100
+  threads: 1
 optim:
   lr: 1.0e-3
   warmup_steps: 2

@@ -197,3 +197,20 @@ TEST_CASE("1-bit Adam resumes from its saved state bit for bit, and refuses anot
   CHECK_THROWS_WITH(four[0]->optimizer->load_rank_state(first[0]->optimizer->rank_state(), "saved"),
                     Catch::Contains("resumes only on the same number of replicas"));
 }
+
+// Not run by default: the time of one compressed exchange of ~24M elements over 2 thread ranks.
+TEST_CASE("compressed exchange time", "[.][onebit_bench]") {
+  const auto comms = parallel::make_thread_comms(2, "dp");
+  std::vector<int64_t> sizes(56, 3 * 512 * 512 / 2 * 2);
+  testing::run_ranks(2, [&](int64_t r) {
+    parallel::CompressedAllReduce exchange(comms[r], sizes, torch::TensorOptions());
+    std::vector<torch::Tensor> tensors;
+    for (auto n : sizes) tensors.push_back(torch::randn({n}));
+    for (int i = 0; i < 3; ++i) {
+      const auto started = std::chrono::steady_clock::now();
+      exchange.average(tensors);
+      if (r == 0)
+        WARN("exchange " << std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() << " s");
+    }
+  });
+}
