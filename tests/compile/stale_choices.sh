@@ -16,7 +16,7 @@ headers=$(cd "$srcdir/lib" && grep -l '^XTRAIN_CHOICES_BEGIN' -r . | sed 's|^\./
 checked=0
 for header in $headers; do
   compile "$header" || { echo "FAIL: $header does not compile as it is"; exit 1; }
-  for enum in $(grep -oE '^enum class [A-Za-z]+' "$srcdir/lib/$header" | awk '{print $3}'); do
+  for enum in $(grep -oE '^enum class [A-Za-z_][A-Za-z0-9_]*' "$srcdir/lib/$header" | awk '{print $3}'); do
     mkdir -p "$work/include/$(dirname "$header")"
     sed -E "s/^(enum class $enum \{[^}]*)\}/\1, $probe }/" "$srcdir/lib/$header" > "$work/include/$header"
     grep -q "enum class $enum {.*$probe" "$work/include/$header" || { echo "FAIL: cannot extend $enum in $header"; exit 1; }

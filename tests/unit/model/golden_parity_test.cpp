@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 #include <torch/torch.h>
+#include <ATen/Version.h>
 
 #include "ckpt/hf_folder.h"
 #include "ckpt/safetensors.h"
@@ -276,6 +277,12 @@ TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qw
   const auto& [family, head_dim, variant] = golden_family;
   const bool tied = GENERATE(false, true);
   if (!family_selected(family)) return;
+  static const bool kernels_reported = [] {  // what a kernel variant set reaches this process
+    fmt::print("golden kernels: ATen CPU capability {}, intra-op threads {}\n", at::get_cpu_capability(),
+               torch::get_num_threads());
+    return true;
+  }();
+  (void)kernels_reported;
   INFO("family = " << family << " " << variant << ", tie_embeddings = " << tied);
   testing::ScratchDir scratch;
   const std::string dir = (scratch.path() / "model").string();
