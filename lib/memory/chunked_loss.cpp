@@ -5,6 +5,8 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include "model/widened_gemm.h"
+
 namespace xtrain::memory {
 namespace {
 
@@ -64,7 +66,7 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
 
       // The chunk's [rows, V] logits: the only large buffer. Everything below works on it in
       // place (at::logsumexp would allocate a second one).
-      auto z = torch::mm(h, w.t()).to(compute);
+      auto z = model::widened_mm(h, w.t()).to(compute);
       if (has_bias) z.add_(bias.to(compute));
       auto target_logit = z.gather(1, index);
       auto max = z.amax(1, /*keepdim=*/true);
@@ -86,12 +88,12 @@ class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy
       z.scatter_add_(1, index, vocab.ops ? -row_weight * here.unsqueeze(1).to(compute) : -row_weight);
       if (want_bias) grad_bias.add_(z.sum(0));
       const auto dz = z.to(matmul_type);
-      if (want_hidden) grad_hidden.narrow(0, start, rows).copy_(torch::mm(dz, w));
+      if (want_hidden) grad_hidden.narrow(0, start, rows).copy_(model::widened_mm(dz, w));
       if (want_weight) {
         if (matmul_type == compute)
           grad_weight.addmm_(dz.t(), h);
         else
-          grad_weight.add_(torch::mm(dz.t(), h));
+          grad_weight.add_(model::widened_mm(dz.t(), h));
       }
     }
 

@@ -8,6 +8,7 @@
 #include "model/fp16_emulation.h"
 #include "model/fused_rotary.h"
 #include "model/parameter_source.h"
+#include "model/widened_gemm.h"
 #include "util/numeric_fault.h"
 
 namespace xtrain::model {
@@ -53,7 +54,7 @@ torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, c
   // The scores are scaled after the product, in transformers' eager order: with a head size
   // whose 1/sqrt is not a power of two (qwen3's head_dim 128 is one), scaling q first rounds
   // differently. The fused kernels (sdpa, blockwise) are the fast paths.
-  auto scores = torch::matmul(q, keys.transpose(-2, -1)) * variant.softmax_scale(q.size(-1));
+  auto scores = widened_matmul(q, keys.transpose(-2, -1)) * variant.softmax_scale(q.size(-1));
   scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity());
   // Softmax in at least fp32: bf16/fp16 scores lose too much in the exponent sum.
   const auto stats_type = at::promote_types(scores.scalar_type(), torch::kFloat32);
@@ -64,7 +65,7 @@ torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, c
   } else {
     probs = torch::softmax(scores, -1, stats_type);
   }
-  return torch::matmul(probs.to(q.scalar_type()), values);
+  return widened_matmul(probs.to(q.scalar_type()), values);
 }
 
 // [T, T] on `device`: true where the key is after the query or, with a window, `window` or

@@ -2,6 +2,8 @@
 
 #include <torch/nn/functional/linear.h>
 
+#include "model/widened_gemm.h"
+
 namespace xtrain::model {
 namespace {
 thread_local bool emulating = false;
@@ -18,7 +20,7 @@ torch::Tensor round_to_fp16(const torch::Tensor& x) {
 
 torch::Tensor project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   namespace F = torch::nn::functional;
-  if (!emulating) return F::linear(x, weight, bias);
+  if (!emulating) return widened_linear(x, weight, bias);
   const auto rounded_bias = bias.defined() ? round_to_fp16(bias) : torch::Tensor();
   return round_to_fp16(F::linear(round_to_fp16(x), round_to_fp16(weight), rounded_bias));
 }

@@ -9,6 +9,7 @@
 #include "model/fp16_emulation.h"
 #include "model/fused_swiglu.h"
 #include "model/parameter_source.h"
+#include "model/widened_gemm.h"
 
 namespace xtrain::model {
 namespace {
@@ -227,7 +228,7 @@ torch::Tensor MoeBlockImpl::gpt_oss_expert(const torch::Tensor& rows, int64_t ex
 torch::Tensor MoeBlockImpl::expert_product(const torch::Tensor& rows, const torch::Tensor& weight, int64_t expert,
                                            bool transposed) const {
   const auto matrix = weight[expert];
-  if (!float8) return transposed ? torch::matmul(rows, matrix) : torch::nn::functional::linear(rows, matrix);
+  if (!float8) return transposed ? widened_matmul(rows, matrix) : widened_linear(rows, matrix, {});
   auto scales = gathered_float8_scales(weight);
   if (scales.defined()) scales = transposed ? scales[expert].t() : scales[expert];
   return float8_linear(rows, transposed ? matrix.t() : matrix, {}, *float8, scales);

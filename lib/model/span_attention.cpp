@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include "model/widened_gemm.h"
+
 namespace xtrain::model {
 namespace {
 
@@ -135,7 +137,7 @@ void attend_tiles(const SpanTiles& tiles, const torch::Tensor& qs, const torch::
     auto acc = torch::zeros({batch, kv_heads, groups * q.length, dim}, options);
     for (const auto& key : tiles.key_tiles()) {
       if (!tiles.visits(q, key)) continue;
-      auto p = torch::matmul(qb, k.narrow(2, key.local, key.length).transpose(-2, -1)).to(stats_type);
+      auto p = widened_matmul(qb, k.narrow(2, key.local, key.length).transpose(-2, -1)).to(stats_type);
       mask_tile(p, tiles, q, key);
       auto new_max = torch::maximum(row_max, p.amax(-1));
       // A row that has seen no visible key yet keeps a -inf max; shifting it by 0 instead makes
@@ -144,7 +146,7 @@ void attend_tiles(const SpanTiles& tiles, const torch::Tensor& qs, const torch::
       p.sub_(shift.unsqueeze(-1)).exp_();
       auto rescale = (row_max - shift).exp_();
       row_sum.mul_(rescale).add_(p.sum(-1));
-      acc.mul_(rescale.unsqueeze(-1)).add_(torch::matmul(p.to(matmul_type), v.narrow(2, key.local, key.length)));
+      acc.mul_(rescale.unsqueeze(-1)).add_(widened_matmul(p.to(matmul_type), v.narrow(2, key.local, key.length)));
       row_max = new_max;
     }
     // A row that saw a key has row_sum >= 1 (its largest term is exp(0)); one that saw none has
@@ -168,16 +170,16 @@ void attend_tiles_backward(const SpanTiles& tiles, const torch::Tensor& qs, cons
     for (const auto& q : tiles.query_tiles()) {
       if (!tiles.visits(q, key)) continue;
       auto qb = group_rows(qs, q.local, q.length), dob = group_rows(dout, q.local, q.length);
-      auto p = torch::matmul(qb, kb.transpose(-2, -1)).to(stats_type);
+      auto p = widened_matmul(qb, kb.transpose(-2, -1)).to(stats_type);
       mask_tile(p, tiles, q, key);
       p.sub_(group_rows(lse, q.local, q.length).unsqueeze(-1)).exp_();
-      dvb.add_(torch::matmul(p.to(matmul_type).transpose(-2, -1), dob));
+      dvb.add_(widened_matmul(p.to(matmul_type).transpose(-2, -1), dob));
       // dS = P (dP - delta): delta is the term of the softmax Jacobian shared by a whole row.
-      auto ds = torch::matmul(dob, vb.transpose(-2, -1)).to(stats_type);
+      auto ds = widened_matmul(dob, vb.transpose(-2, -1)).to(stats_type);
       ds.sub_(group_rows(delta, q.local, q.length).unsqueeze(-1)).mul_(p);
       auto ds_mm = ds.to(matmul_type);
-      dkb.add_(torch::matmul(ds_mm.transpose(-2, -1), qb));
-      dq.narrow(3, q.local, q.length).add_(torch::matmul(ds_mm, kb).view({batch, kv_heads, -1, q.length, dim}));
+      dkb.add_(widened_matmul(ds_mm.transpose(-2, -1), qb));
+      dq.narrow(3, q.local, q.length).add_(widened_matmul(ds_mm, kb).view({batch, kv_heads, -1, q.length, dim}));
     }
   }
 }
