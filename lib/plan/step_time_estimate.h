@@ -12,6 +12,8 @@
 //                   tensor parallelism (exposed), ring attention (behind attention), the experts'
 //                   all-to-all (behind their GEMMs with Domino-EP), pipeline sends;
 //   pipeline bubble (pp - 1) / (micro batches x virtual stages) of the compute.
+// A group that spans nodes with k of its ranks in each node drives k NICs at once (one NIC a
+// device, rail-aligned), so its ring runs at min(NVLink, k x NIC).
 // MFU counts the model's FLOPs as Megatron and torchtitan do (6 per parameter per token plus
 // the full attention square, no recompute) over the step time and the dtype's peak.
 #pragma once
@@ -24,6 +26,21 @@
 #include "plan/model_census.h"
 
 namespace xtrain::plan {
+
+// How the engine that runs the recipe overlaps its communication, where it differs from xtrain's
+// own: the planner's defaults describe xtrain; published runs of other engines state theirs.
+struct CommunicationOverlap {
+  // Tensor-parallel collectives run behind the GEMMs they feed (Megatron's --tp-comm-overlap,
+  // torchtitan's async TP) instead of being exposed.
+  bool tp_behind_gemms = false;
+  // Data parallelism with a distributed optimizer (ZeRO-1, Megatron's): fp32 gradients are
+  // reduce-scattered behind the last micro batch's backward and the updated parameters
+  // all-gathered behind the next step's first forward, instead of one fp32 all-reduce.
+  bool distributed_optimizer = false;
+  // FSDP gathers each unit once a step and reduce-scatters once, keeping it gathered across the
+  // micro batches (torchtitan under pipeline parallelism), instead of once a micro batch.
+  bool fsdp_once_per_step = false;
+};
 
 struct TimeTerm {
   std::string name;
@@ -43,6 +60,7 @@ struct StepTimeEstimate {
 };
 
 StepTimeEstimate estimate_step_time(const ModelCensus& census, const config::Recipe& recipe,
-                                    const ClusterLayout& layout, const HardwareProfile& hardware);
+                                    const ClusterLayout& layout, const HardwareProfile& hardware,
+                                    const CommunicationOverlap& overlap = {});
 
 }  // namespace xtrain::plan
