@@ -20,16 +20,6 @@ double peak_tflops(const config::Recipe& recipe, const HardwareProfile& hw) {
   return recipe.train.dtype == config::Dtype::fp32 ? hw.peak_tflops_fp32 : hw.peak_tflops_bf16;
 }
 
-// The bandwidth (bytes/s) one rank of a group of `ranks`, `stride` apart in rank order, reaches
-// in a ring: NVLink inside a node; across nodes, the group's ranks in one node each drive their own
-// NIC (one a device, rail-aligned), so a ring with k ranks a node moves k NICs' worth between
-// nodes, and NVLink carries it inside: min(NVLink, k x NIC).
-double ring_bandwidth(int64_t ranks, int64_t stride, const ClusterLayout& layout, const HardwareProfile& hw) {
-  if (layout.inside_node(ranks, stride)) return hw.intra_node_gbs * hw.link_efficiency * 1e9;
-  const int64_t per_node = std::clamp<int64_t>(layout.gpus_per_node / std::max<int64_t>(1, stride), 1, ranks);
-  return std::min(hw.intra_node_gbs, static_cast<double>(per_node) * hw.inter_node_gbs) * hw.link_efficiency * 1e9;
-}
-
 // Seconds a ring collective over `ranks` needs for `bytes` per rank's whole buffer
 // (all-gather, reduce-scatter: (n - 1) / n of it cross a link; all-reduce twice that).
 double ring_seconds(double bytes, int64_t ranks, int64_t stride, const ClusterLayout& layout,
@@ -128,6 +118,17 @@ void add_pipeline(StepTimeEstimate& e, const ModelCensus& c, const config::Recip
 }
 
 }  // namespace
+
+// The bandwidth (bytes/s) one rank of a group of `ranks`, `stride` apart in rank order, reaches
+// in a ring: NVLink inside a node; across nodes, the group's ranks in one node each drive their own
+// NIC (one a device, rail-aligned), so a ring with k ranks a node moves k NICs' worth between
+// nodes, and NVLink carries it inside: min(NVLink, k x NIC).
+double ring_bandwidth(int64_t ranks, int64_t stride, const ClusterLayout& layout, const HardwareProfile& hw) {
+  if (layout.inside_node(ranks, stride)) return hw.intra_node_gbs * hw.link_efficiency * 1e9;
+  const int64_t per_node = std::clamp<int64_t>(layout.gpus_per_node / std::max<int64_t>(1, stride), 1, ranks);
+  return std::min(hw.intra_node_gbs, static_cast<double>(per_node) * hw.inter_node_gbs) * hw.link_efficiency * 1e9;
+}
+
 
 double StepTimeEstimate::seconds() const {
   double sum = 0;

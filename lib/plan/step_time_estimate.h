@@ -2,21 +2,24 @@
 //   GEMMs           6 FLOPs a parameter a token (forward and both gradients) of the matrices a
 //                   token passes through on this rank, at peak x the profile's GEMM efficiency,
 //                   experts at its grouped-GEMM efficiency, plus full recompute's second forward;
+//                   under FP8 the linear layers at the fp8 peak x its own efficiency;
 //   attention       the causal score and value products (half the full square), at its
 //                   attention efficiency (selective and full recompute add a forward);
 //   elementwise     norms, rotary, activations and residuals, bound by memory bandwidth;
 //   optimizer       AdamW over this rank's shard, bound by memory bandwidth;
 //   communication   each collective's bytes over the link its group uses (inside a node or
 //                   across nodes), ring algorithms, less what overlaps compute: FSDP's gathers
-//                   and reductions (prefetched), data-parallel all-reduce (behind backward),
-//                   tensor parallelism (exposed), ring attention (behind attention), the experts'
-//                   all-to-all (behind their GEMMs with Domino-EP), pipeline sends;
+//                   and reductions (prefetched), data-parallel gradients (behind the last
+//                   backward), tensor parallelism (exposed), ring attention (behind attention),
+//                   the experts' all-to-all (behind their GEMMs with Domino-EP), pipeline sends;
+//                   CommunicationOverlap states where another engine overlaps more;
 //   pipeline bubble (pp - 1) / (micro batches x virtual stages) of the compute.
 // A group that spans nodes with k of its ranks in each node drives k NICs at once (one NIC a
 // device, rail-aligned), so its ring runs at min(NVLink, k x NIC).
 // MFU counts the model's FLOPs as Megatron and torchtitan do (6 per parameter per token plus
 // the full attention square, no recompute) over the step time and the dtype's peak.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -58,6 +61,10 @@ struct StepTimeEstimate {
   double mfu() const { return model_flops / (seconds() * peak_flops); }
   double tokens_per_second_per_device() const { return tokens_per_step / seconds() / static_cast<double>(world); }
 };
+
+// The bandwidth (bytes/s) one rank of a ring over `ranks` ranks, `stride` apart in rank order,
+// reaches: NVLink inside a node; across nodes min(NVLink, k x NIC) with k of its ranks a node.
+double ring_bandwidth(int64_t ranks, int64_t stride, const ClusterLayout& layout, const HardwareProfile& hardware);
 
 StepTimeEstimate estimate_step_time(const ModelCensus& census, const config::Recipe& recipe,
                                     const ClusterLayout& layout, const HardwareProfile& hardware,
