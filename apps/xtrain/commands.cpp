@@ -18,6 +18,7 @@
 #include "model/model_spec.h"
 #include "omp_wait_policy.h"
 #include "plan/plan_report.h"
+#include "plan/published_runs.h"
 #include "parallel/tcp_agent_store.h"
 #include "text/tokenizer.h"
 #include "train/balance_report.h"
@@ -148,12 +149,36 @@ Command add_health(CLI::App& app) {
           }};
 }
 
+// Every run of a published-runs file planned against its published figure; exit 1 when a run that
+// is not a calibration row misses by more than its tolerance. With `run_name`, that run's whole plan.
+int check_published_runs(const std::string& file, double max_error_percent, const std::string& run_name) {
+  const auto runs = plan::load_published_runs(file);
+  if (!run_name.empty()) {
+    for (const auto& run : runs.runs) {
+      if (run.name != run_name) continue;
+      const auto recipe = plan::recipe_of(runs, run);
+      plan::PlanRequest request;
+      request.nodes = run.nodes;
+      request.gpus_per_node = run.gpus_per_node;
+      request.hardware = run.hardware;
+      request.overlap = run.overlap;
+      return plan::print_plan(train::model_census(recipe), recipe, request) ? 0 : 3;
+    }
+    throw InputError(fmt::format("--run {}: {} has no such run", run_name, file));
+  }
+  std::vector<plan::PublishedCheck> checks;
+  for (const auto& run : runs.runs) checks.push_back(plan::check_published_run(runs, run, train::model_census));
+  return plan::print_published_checks(runs, checks, max_error_percent / 100) == 0 ? 0 : 1;
+}
+
 // Memory and step time of a recipe on a cluster, without running it; exit 3 when its own layout
-// does not fit.
+// does not fit. --validate plans a file of published runs instead and compares.
 Command add_plan(CLI::App& app) {
   struct PlanArgs {
     RecipeArgs recipe;
     plan::PlanRequest request;
+    std::string published, run_name;
+    double max_error_percent = 15;
   };
   auto args = storage<PlanArgs>();
   auto* command = app.add_subcommand(
@@ -164,10 +189,21 @@ Command add_plan(CLI::App& app) {
   command->add_option("--gpus-per-node", args->request.gpus_per_node, "Devices a node (an NVLink domain)")
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
   command->add_option("--hardware", args->request.hardware,
-                      "A profile of data/hardware (h100-sxm, h200, h800, a100, b200, gb200, cpu-here) or a YAML file");
+                      "A profile of data/hardware (h100-sxm, h100-sxm-500w, h200, h800, a100, b200, gb200, cpu-here) or a YAML file");
   command->add_flag("--search", args->request.search, "Also rank the layouts that fit, fastest first");
   command->add_option("--top", args->request.top, "Layouts --search prints")->check(CLI::Range(1, 50));
+  command->get_option("recipe")->required(false);
+  command->add_option("--validate", args->published,
+                      "Plan each run of a published-runs file (tests/data/plan/published.yaml) instead of RECIPE and "
+                      "print predicted against published; exit 1 when a run that is not a calibration row misses")
+      ->excludes(command->get_option("recipe"));
+  command->add_option("--max-error", args->max_error_percent, "--validate: the error allowed, percent")
+      ->check(CLI::Range(0.0, 1000.0));
+  command->add_option("--run", args->run_name, "--validate: print this run's whole plan instead of the table");
   return {command, [args] {
+            if (!args->published.empty())
+              return check_published_runs(args->published, args->max_error_percent, args->run_name);
+            if (args->recipe.path.empty()) throw InputError("plan: give a RECIPE (or --validate FILE)");
             const auto recipe = args->recipe.load();
             return plan::print_plan(train::model_census(recipe), recipe, args->request) ? 0 : 3;
           }};

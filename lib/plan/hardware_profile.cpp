@@ -14,9 +14,11 @@ namespace {
 
 std::filesystem::path profile_folder() { return std::filesystem::path(XTRAIN_SOURCE_DIR) / "data" / "hardware"; }
 
-double positive(const YAML::Node& node, const std::string& file, const char* key, bool required = true) {
+// `key`'s value, or what the profile it is based on holds (`inherited`, 0 when none).
+double positive(const YAML::Node& node, const std::string& file, const char* key, double inherited,
+                bool required = true) {
   if (!node[key]) {
-    if (!required) return 0;
+    if (inherited > 0 || !required) return inherited;
     throw InputError(fmt::format("{}: hardware profile has no '{}': add it (see data/hardware/h100-sxm.yaml)", file, key));
   }
   double value = 0;
@@ -59,25 +61,35 @@ HardwareProfile load_hardware_profile(const std::string& name_or_file) {
   } catch (const YAML::Exception& e) {
     throw InputError(fmt::format("{}: {}", file, e.what()));
   }
+  // A variant of a device (another power limit, other memory) names the profile it is based on
+  // and lists only what differs; the rest, the fitted efficiencies among them, comes from there.
   HardwareProfile p;
+  if (node["based_on"]) {
+    const auto base = node["based_on"].as<std::string>();
+    if (base == path.stem().string())
+      throw InputError(fmt::format("{}: 'based_on: {}' names the profile itself", file, base));
+    p = load_hardware_profile(base);
+    p.sources.clear();
+  }
   p.name = node["name"] ? node["name"].as<std::string>() : path.stem().string();
-  p.description = node["description"] ? node["description"].as<std::string>() : "";
+  p.description = node["description"] ? node["description"].as<std::string>() : p.description;
   if (node["sources"])
     for (const auto& source : node["sources"]) p.sources.push_back(source.as<std::string>());
   if (p.sources.empty())
     throw InputError(fmt::format("{}: hardware profile names no 'sources': list where each figure comes from", file));
-  p.peak_tflops_fp32 = positive(node, file, "peak_tflops_fp32");
-  p.peak_tflops_bf16 = positive(node, file, "peak_tflops_bf16");
-  p.peak_tflops_fp8 = positive(node, file, "peak_tflops_fp8", false);
-  p.memory_gib = positive(node, file, "memory_gib");
-  p.memory_gbs = positive(node, file, "memory_gbs");
-  p.intra_node_gbs = positive(node, file, "intra_node_gbs");
-  p.inter_node_gbs = positive(node, file, "inter_node_gbs");
-  p.runtime_gib = positive(node, file, "runtime_gib");
-  p.gemm_efficiency = positive(node, file, "gemm_efficiency");
-  p.attention_efficiency = positive(node, file, "attention_efficiency");
-  p.expert_efficiency = positive(node, file, "expert_efficiency");
-  p.link_efficiency = positive(node, file, "link_efficiency");
+  p.peak_tflops_fp32 = positive(node, file, "peak_tflops_fp32", p.peak_tflops_fp32);
+  p.peak_tflops_bf16 = positive(node, file, "peak_tflops_bf16", p.peak_tflops_bf16);
+  p.peak_tflops_fp8 = positive(node, file, "peak_tflops_fp8", p.peak_tflops_fp8, false);
+  p.memory_gib = positive(node, file, "memory_gib", p.memory_gib);
+  p.memory_gbs = positive(node, file, "memory_gbs", p.memory_gbs);
+  p.intra_node_gbs = positive(node, file, "intra_node_gbs", p.intra_node_gbs);
+  p.inter_node_gbs = positive(node, file, "inter_node_gbs", p.inter_node_gbs);
+  p.runtime_gib = positive(node, file, "runtime_gib", p.runtime_gib);
+  p.gemm_efficiency = positive(node, file, "gemm_efficiency", p.gemm_efficiency);
+  p.attention_efficiency = positive(node, file, "attention_efficiency", p.attention_efficiency);
+  p.expert_efficiency = positive(node, file, "expert_efficiency", p.expert_efficiency);
+  p.link_efficiency = positive(node, file, "link_efficiency", p.link_efficiency);
+  p.fp8_gemm_efficiency = positive(node, file, "fp8_gemm_efficiency", p.fp8_gemm_efficiency, false);
   return p;
 }
 

@@ -23,6 +23,10 @@ struct HardwareProfile {
   // Fractions of peak: large dense GEMMs, attention kernels, experts' grouped GEMMs; and of
   // link bandwidth that collectives reach.
   double gemm_efficiency = 0, attention_efficiency = 0, expert_efficiency = 0, link_efficiency = 0;
+  // Fraction of the fp8 peak that the linear layers' FP8 GEMMs reach, their scaling casts
+  // included; 0 when the profile does not give one (the GEMM efficiency then stands in).
+  double fp8_gemm_efficiency = 0;
+  double fp8_efficiency() const { return fp8_gemm_efficiency > 0 ? fp8_gemm_efficiency : gemm_efficiency; }
 };
 
 // NAME (a file data/hardware/NAME.yaml under the source tree or beside the executable's) or a

@@ -67,7 +67,7 @@ bool print_plan(const ModelCensus& census, const config::Recipe& recipe, const P
     fmt::print("layout: {}\n", layout.describe());
     const auto memory = estimate_memory(census, recipe, layout, hw);
     print_memory(memory, hw);
-    print_time(estimate_step_time(census, recipe, layout, hw));
+    print_time(estimate_step_time(census, recipe, layout, hw, request.overlap));
     fits = memory.total() <= hw.memory_gib * kGiB;
     if (!fits) print_does_not_fit(memory, hw);
   } catch (const std::exception& e) {

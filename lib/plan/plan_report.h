@@ -8,6 +8,7 @@
 
 #include "config/recipe.h"
 #include "plan/model_census.h"
+#include "plan/step_time_estimate.h"
 
 namespace xtrain::plan {
 
@@ -16,6 +17,7 @@ struct PlanRequest {
   std::string hardware = "h100-sxm";
   bool search = false;
   int64_t top = 3;  // layouts --search prints
+  CommunicationOverlap overlap;  // the engine's, where it is not xtrain (published runs)
 };
 
 // Prints the plan to stdout; returns whether the recipe's own layout fits in the device memory.

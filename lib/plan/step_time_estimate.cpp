@@ -22,13 +22,113 @@ double peak_tflops(const config::Recipe& recipe, const HardwareProfile& hw) {
 
 // Seconds a ring collective over `ranks` needs for `bytes` per rank's whole buffer
 // (all-gather, reduce-scatter: (n - 1) / n of it cross a link; all-reduce twice that).
-double ring_seconds(double bytes, int64_t ranks, bool inside_node, const HardwareProfile& hw, double passes = 1) {
+double ring_seconds(double bytes, int64_t ranks, int64_t stride, const ClusterLayout& layout,
+                    const HardwareProfile& hw, double passes = 1) {
   if (ranks <= 1) return 0;
-  const double gbs = (inside_node ? hw.intra_node_gbs : hw.inter_node_gbs) * hw.link_efficiency;
-  return passes * bytes * static_cast<double>(ranks - 1) / static_cast<double>(ranks) / (gbs * 1e9);
+  return passes * bytes * static_cast<double>(ranks - 1) / static_cast<double>(ranks) /
+         ring_bandwidth(ranks, stride, layout, hw);
+}
+
+// What the communication terms need of the step's shape and its compute.
+struct StepShape {
+  double micro_batches = 1, micro_tokens = 0, layers = 0, element = 2;
+  double dense_s = 0, expert_s = 0, attention_s = 0;
+  double compute() const { return dense_s + expert_s + attention_s; }
+};
+
+// Bytes of one micro batch's activations of `width` on a rank.
+double micro_tokens_bytes(const StepShape& step, double width) { return step.micro_tokens * width * step.element; }
+
+void add_communication(StepTimeEstimate& e, const ModelCensus& c, const config::Recipe& recipe,
+                       const ClusterLayout& layout, const HardwareProfile& hw, const CommunicationOverlap& overlap,
+                       const StepShape& step) {
+  const auto share = stage_share(c, layout);
+  const double compute = step.compute(), micro_batches = step.micro_batches, layers = step.layers;
+  const double element = step.element, hidden = static_cast<double>(c.hidden);
+  // FSDP: each unit is gathered for forward and again for backward and its gradients
+  // reduce-scattered, every micro batch (fp32, xtrain's) or once a step (the compute dtype
+  // gathered, fp32 reduced); prefetch hides them behind the compute except the first unit's.
+  const int64_t shards = layout.fsdp * layout.cp;
+  const double fsdp_bytes_a_parameter = overlap.fsdp_once_per_step ? element + 4 : 3 * 4 * micro_batches;
+  const double fsdp_s =
+      ring_seconds(fsdp_bytes_a_parameter * share.dense, shards, layout.tp, layout, hw) +
+      ring_seconds(fsdp_bytes_a_parameter * share.experts, layout.expert_shards(), layout.tp, layout, hw);
+  const double fsdp_exposed = fsdp_s > 0 ? std::max(0.0, fsdp_s - compute) + fsdp_s / std::max(1.0, layers) : 0;
+  if (fsdp_s > 0)
+    e.terms.push_back({"FSDP gathers and reductions", fsdp_exposed, fmt::format("{:.3g} s in all, prefetched", fsdp_s)});
+  // Data parallelism: the replicas' gradients, once a step, behind the last micro batch's
+  // backward (two thirds of its compute) as their buckets fill; a distributed optimizer also
+  // hides the parameters' all-gather behind the next step's first forward.
+  const double shard_parameters = share.dense / static_cast<double>(shards) +
+                                  share.experts / static_cast<double>(layout.expert_shards());
+  const int64_t dp_stride = layout.tp * layout.cp * layout.fsdp;
+  const double micro_compute = compute / micro_batches;
+  const double dp_s = overlap.distributed_optimizer
+                          ? ring_seconds((4 + element) * shard_parameters, layout.dp, dp_stride, layout, hw)
+                          : ring_seconds(4 * shard_parameters, layout.dp, dp_stride, layout, hw, 2);
+  const double dp_window = overlap.distributed_optimizer ? micro_compute : micro_compute * 2 / 3;
+  if (dp_s > 0)
+    e.terms.push_back({"data-parallel gradients", std::max(0.0, dp_s - dp_window),
+                       fmt::format("{:.3g} s in all, behind {}", dp_s,
+                                   overlap.distributed_optimizer ? "the last backward and the first forward"
+                                                                 : "the last backward")});
+  // TP: two all-reduces (or all-gather + reduce-scatter pairs) a layer forward, two backward, and
+  // the forward's two again where full recompute runs it twice.
+  const double recomputed = recipe.memory.recompute == memory::Recompute::full ? recipe.memory.recompute_ratio : 0;
+  const double tp_s = ring_seconds(micro_tokens_bytes(step, hidden), layout.tp, 1, layout, hw, 2) *
+                      (4 + 2 * recomputed) * layers * micro_batches;
+  if (tp_s > 0)
+    e.terms.push_back({"tensor-parallel collectives", overlap.tp_behind_gemms ? std::max(0.0, tp_s - step.dense_s) : tp_s,
+                       overlap.tp_behind_gemms ? fmt::format("{:.3g} s in all, behind the GEMMs", tp_s) : "exposed"});
+  // Ring attention passes every other rank's keys and values forward, and them and their
+  // gradients backward, behind the attention.
+  const double tp = static_cast<double>(layout.tp), cp = static_cast<double>(layout.cp);
+  const double kv_bytes = step.micro_tokens * static_cast<double>(2 * c.key_width) / tp * element;
+  const double cp_s = layout.cp > 1 ? 3 * kv_bytes * (cp - 1) / ring_bandwidth(layout.cp, layout.tp, layout, hw) *
+                                          layers * micro_batches
+                                    : 0;
+  if (cp_s > 0)
+    e.terms.push_back({"context-parallel ring", std::max(0.0, cp_s - step.attention_s), fmt::format("{:.3g} s in all", cp_s)});
+  // Experts: dispatch and combine forward and backward.
+  const double a2a_bytes = step.micro_tokens * static_cast<double>(c.top_k) * hidden * element;
+  const double ep_s = ring_seconds(a2a_bytes, layout.ep, layout.tp * layout.cp, layout, hw, 4) *
+                      static_cast<double>(share.moe_layers) * micro_batches;
+  const bool domino = recipe.parallel.intra_layer_micro_batch > 1;
+  if (ep_s > 0)
+    e.terms.push_back({"expert all-to-all", domino ? std::max(0.0, ep_s - step.expert_s) : ep_s,
+                       domino ? "behind the experts (Domino-EP)" : "exposed"});
+}
+
+void add_pipeline(StepTimeEstimate& e, const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout,
+                  const HardwareProfile& hw, const StepShape& step) {
+  if (layout.pp <= 1) return;
+  const double v = recipe.parallel.pp_schedule == config::PpSchedule::interleaved_1f1b
+                       ? static_cast<double>(layout.virtual_stages)
+                       : 1;
+  // Each of a rank's v chunks sends a micro batch's activations forward and receives their
+  // gradients back, point to point (one NIC across nodes); sequence parallelism sends each rank's
+  // 1/tp of the sequence.
+  const double width = static_cast<double>(c.hidden) / (layout.sequence_parallel ? static_cast<double>(layout.tp) : 1);
+  const double sends = 2 * v * micro_tokens_bytes(step, width) * step.micro_batches /
+                       ring_bandwidth(2, layout.world() / layout.pp, layout, hw);
+  e.terms.push_back({"pipeline sends", sends, "activations forward, gradients backward"});
+  e.terms.push_back({"pipeline bubble", step.compute() * static_cast<double>(layout.pp - 1) / (step.micro_batches * v),
+                     fmt::format("{} stages, {:.0f} micro batches{}", layout.pp, step.micro_batches,
+                                 v > 1 ? fmt::format(", {:.0f} virtual stages", v) : "")});
 }
 
 }  // namespace
+
+// The bandwidth (bytes/s) one rank of a group of `ranks`, `stride` apart in rank order, reaches
+// in a ring: NVLink inside a node; across nodes, the group's ranks in one node each drive their own
+// NIC (one a device, rail-aligned), so a ring with k ranks a node moves k NICs' worth between
+// nodes, and NVLink carries it inside: min(NVLink, k x NIC).
+double ring_bandwidth(int64_t ranks, int64_t stride, const ClusterLayout& layout, const HardwareProfile& hw) {
+  if (layout.inside_node(ranks, stride)) return hw.intra_node_gbs * hw.link_efficiency * 1e9;
+  const int64_t per_node = std::clamp<int64_t>(layout.gpus_per_node / std::max<int64_t>(1, stride), 1, ranks);
+  return std::min(hw.intra_node_gbs, static_cast<double>(per_node) * hw.inter_node_gbs) * hw.link_efficiency * 1e9;
+}
+
 
 double StepTimeEstimate::seconds() const {
   double sum = 0;
@@ -37,7 +137,7 @@ double StepTimeEstimate::seconds() const {
 }
 
 StepTimeEstimate estimate_step_time(const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout,
-                                    const HardwareProfile& hw) {
+                                    const HardwareProfile& hw, const CommunicationOverlap& overlap) {
   const auto share = stage_share(c, layout);
   const auto& t = recipe.train;
   const auto& m = recipe.memory;
@@ -63,11 +163,18 @@ StepTimeEstimate estimate_step_time(const ModelCensus& c, const config::Recipe& 
 
   const double dense_matrices = share.token_matrices - share.expert_matrices;
   const double gemm_passes = 6 + 2 * full_recompute;  // a recomputed layer runs its forward twice
-  const double dense_s = rank_tokens * gemm_passes * dense_matrices / (peak * hw.gemm_efficiency);
-  const double expert_s = rank_tokens * gemm_passes * share.expert_matrices / (peak * hw.expert_efficiency);
+  // FP8 runs the linear layers' and experts' GEMMs at the fp8 rate and its own efficiency; the
+  // output head and attention stay in the compute dtype.
+  const bool fp8 = recipe.precision.fp8 != model::Float8Scaling::off && hw.peak_tflops_fp8 > 0;
+  const double dtype_peak = (t.dtype == config::Dtype::fp32 ? hw.peak_tflops_fp32 : hw.peak_tflops_bf16) * 1e12;
+  const double linear_rate = fp8 ? hw.peak_tflops_fp8 * 1e12 * hw.fp8_efficiency() : dtype_peak * hw.gemm_efficiency;
+  const double expert_rate = fp8 ? hw.peak_tflops_fp8 * 1e12 * hw.fp8_efficiency() : dtype_peak * hw.expert_efficiency;
+  const double dense_s = rank_tokens * gemm_passes *
+                         ((dense_matrices - share.head) / linear_rate + share.head / (dtype_peak * hw.gemm_efficiency));
+  const double expert_s = rank_tokens * gemm_passes * share.expert_matrices / expert_rate;
   const bool recompute_attention = m.recompute != memory::Recompute::none;
   const double attention_s = rank_tokens * attention_model / 2 * (recompute_attention ? 4.0 / 3 : 1) /
-                             (peak * hw.attention_efficiency);  // causal: half the square
+                             (dtype_peak * hw.attention_efficiency);  // causal: half the square
   e.terms.push_back({"GEMMs (dense)", dense_s, fmt::format("{:.3g} matrix parameters a token here", dense_matrices)});
   if (share.expert_matrices > 0)
     e.terms.push_back({"GEMMs (experts)", expert_s, fmt::format("{:.3g} active expert parameters a token here", share.expert_matrices)});
@@ -79,53 +186,20 @@ StepTimeEstimate estimate_step_time(const ModelCensus& c, const config::Recipe& 
   e.terms.push_back({"elementwise", elementwise_bytes / (hw.memory_gbs * 1e9), "norms, rotary, activations, residuals"});
   const double shard_parameters = share.dense / static_cast<double>(layout.fsdp * layout.cp) +
                                   share.experts / static_cast<double>(layout.expert_shards());
-  e.terms.push_back({"optimizer", shard_parameters * kAdamBytes / (hw.memory_gbs * 1e9), "AdamW over this rank's shard"});
-  const double compute = dense_s + expert_s + attention_s;
+  // A distributed optimizer updates only the replica's 1/dp of the shard.
+  const double updated = shard_parameters / (overlap.distributed_optimizer ? static_cast<double>(layout.dp) : 1);
+  e.terms.push_back({"optimizer", updated * kAdamBytes / (hw.memory_gbs * 1e9), "AdamW over this rank's shard"});
 
-  // FSDP: every micro batch gathers each unit for forward and again for backward, and
-  // reduce-scatters its gradients; prefetch hides them behind the compute except the first.
-  const int64_t shards = layout.fsdp * layout.cp;
-  const double fsdp_bytes = 4 * share.dense * 3 * micro_batches;
-  const double expert_bytes = 4 * share.experts * 3 * micro_batches;
-  const double fsdp_s = ring_seconds(fsdp_bytes, shards, layout.inside_node(shards, layout.tp), hw) +
-                        ring_seconds(expert_bytes, layout.expert_shards(), layout.inside_node(layout.expert_shards(), layout.tp), hw);
-  const double fsdp_exposed = fsdp_s > 0 ? std::max(0.0, fsdp_s - compute) + fsdp_s / std::max(1.0, layers) : 0;
-  if (fsdp_s > 0)
-    e.terms.push_back({"FSDP gathers and reductions", fsdp_exposed, fmt::format("{:.3g} s in all, prefetched", fsdp_s)});
-  const double dp_s = ring_seconds(4 * shard_parameters, layout.dp, layout.dp_inside(), hw, 2);
-  if (dp_s > 0)
-    e.terms.push_back({"data-parallel all-reduce", std::max(0.0, dp_s - compute / micro_batches / 2),
-                       fmt::format("{:.3g} s in all, behind the last backward", dp_s)});
-  // TP: two all-reduces (or all-gather + reduce-scatter pairs) a layer forward, two backward.
-  const double tp_s = ring_seconds(4 * micro_tokens * static_cast<double>(c.hidden) * element, layout.tp,
-                                   layout.tp_inside(), hw, 2) * layers * micro_batches;
-  if (tp_s > 0) e.terms.push_back({"tensor-parallel collectives", tp_s, "exposed"});
-  // Ring attention passes every other rank's keys and values forward, and them and their
-  // gradients backward, behind the attention.
-  const double kv_bytes = micro_tokens * static_cast<double>(2 * c.key_width) / tp * element;
-  const double cp_s = layout.cp > 1 ? 3 * kv_bytes * (cp - 1) / ((layout.cp_inside() ? hw.intra_node_gbs : hw.inter_node_gbs) *
-                                                                 hw.link_efficiency * 1e9) * layers * micro_batches
-                                    : 0;
-  if (cp_s > 0) e.terms.push_back({"context-parallel ring", std::max(0.0, cp_s - attention_s), fmt::format("{:.3g} s in all", cp_s)});
-  // Experts: dispatch and combine forward and backward.
-  const double a2a_bytes = micro_tokens * static_cast<double>(c.top_k * c.hidden) * element;
-  const double ep_s = ring_seconds(a2a_bytes, layout.ep, layout.ep_inside(), hw, 4) *
-                      static_cast<double>(share.moe_layers) * micro_batches;
-  if (ep_s > 0)
-    e.terms.push_back({"expert all-to-all", recipe.parallel.intra_layer_micro_batch > 1 ? std::max(0.0, ep_s - expert_s) : ep_s,
-                       recipe.parallel.intra_layer_micro_batch > 1 ? "behind the experts (Domino-EP)" : "exposed"});
-  if (layout.pp > 1) {
-    const double sends = 2 * micro_tokens * static_cast<double>(c.hidden) * element * micro_batches /
-                         ((layout.inside_node(layout.pp, layout.world() / layout.pp) ? hw.intra_node_gbs : hw.inter_node_gbs) *
-                          hw.link_efficiency * 1e9);
-    const double v = recipe.parallel.pp_schedule == config::PpSchedule::interleaved_1f1b
-                         ? static_cast<double>(layout.virtual_stages)
-                         : 1;
-    e.terms.push_back({"pipeline sends", sends, "activations forward, gradients backward"});
-    e.terms.push_back({"pipeline bubble", compute * static_cast<double>(layout.pp - 1) / (micro_batches * v),
-                       fmt::format("{} stages, {:.0f} micro batches{}", layout.pp, micro_batches,
-                                   v > 1 ? fmt::format(", {:.0f} virtual stages", v) : "")});
-  }
+  StepShape step;
+  step.micro_batches = micro_batches;
+  step.micro_tokens = micro_tokens;
+  step.layers = layers;
+  step.element = element;
+  step.dense_s = dense_s;
+  step.expert_s = expert_s;
+  step.attention_s = attention_s;
+  add_communication(e, c, recipe, layout, hw, overlap, step);
+  add_pipeline(e, c, recipe, layout, hw, step);
   return e;
 }
 

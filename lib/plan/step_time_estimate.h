@@ -2,19 +2,24 @@
 //   GEMMs           6 FLOPs a parameter a token (forward and both gradients) of the matrices a
 //                   token passes through on this rank, at peak x the profile's GEMM efficiency,
 //                   experts at its grouped-GEMM efficiency, plus full recompute's second forward;
+//                   under FP8 the linear layers at the fp8 peak x its own efficiency;
 //   attention       the causal score and value products (half the full square), at its
 //                   attention efficiency (selective and full recompute add a forward);
 //   elementwise     norms, rotary, activations and residuals, bound by memory bandwidth;
 //   optimizer       AdamW over this rank's shard, bound by memory bandwidth;
 //   communication   each collective's bytes over the link its group uses (inside a node or
 //                   across nodes), ring algorithms, less what overlaps compute: FSDP's gathers
-//                   and reductions (prefetched), data-parallel all-reduce (behind backward),
-//                   tensor parallelism (exposed), ring attention (behind attention), the experts'
-//                   all-to-all (behind their GEMMs with Domino-EP), pipeline sends;
+//                   and reductions (prefetched), data-parallel gradients (behind the last
+//                   backward), tensor parallelism (exposed), ring attention (behind attention),
+//                   the experts' all-to-all (behind their GEMMs with Domino-EP), pipeline sends;
+//                   CommunicationOverlap states where another engine overlaps more;
 //   pipeline bubble (pp - 1) / (micro batches x virtual stages) of the compute.
+// A group that spans nodes with k of its ranks in each node drives k NICs at once (one NIC a
+// device, rail-aligned), so its ring runs at min(NVLink, k x NIC).
 // MFU counts the model's FLOPs as Megatron and torchtitan do (6 per parameter per token plus
 // the full attention square, no recompute) over the step time and the dtype's peak.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,6 +29,21 @@
 #include "plan/model_census.h"
 
 namespace xtrain::plan {
+
+// How the engine that runs the recipe overlaps its communication, where it differs from xtrain's
+// own: the planner's defaults describe xtrain; published runs of other engines state theirs.
+struct CommunicationOverlap {
+  // Tensor-parallel collectives run behind the GEMMs they feed (Megatron's --tp-comm-overlap,
+  // torchtitan's async TP) instead of being exposed.
+  bool tp_behind_gemms = false;
+  // Data parallelism with a distributed optimizer (ZeRO-1, Megatron's): fp32 gradients are
+  // reduce-scattered behind the last micro batch's backward and the updated parameters
+  // all-gathered behind the next step's first forward, instead of one fp32 all-reduce.
+  bool distributed_optimizer = false;
+  // FSDP gathers each unit once a step and reduce-scatters once, keeping it gathered across the
+  // micro batches (torchtitan under pipeline parallelism), instead of once a micro batch.
+  bool fsdp_once_per_step = false;
+};
 
 struct TimeTerm {
   std::string name;
@@ -42,7 +62,12 @@ struct StepTimeEstimate {
   double tokens_per_second_per_device() const { return tokens_per_step / seconds() / static_cast<double>(world); }
 };
 
+// The bandwidth (bytes/s) one rank of a ring over `ranks` ranks, `stride` apart in rank order,
+// reaches: NVLink inside a node; across nodes min(NVLink, k x NIC) with k of its ranks a node.
+double ring_bandwidth(int64_t ranks, int64_t stride, const ClusterLayout& layout, const HardwareProfile& hardware);
+
 StepTimeEstimate estimate_step_time(const ModelCensus& census, const config::Recipe& recipe,
-                                    const ClusterLayout& layout, const HardwareProfile& hardware);
+                                    const ClusterLayout& layout, const HardwareProfile& hardware,
+                                    const CommunicationOverlap& overlap = {});
 
 }  // namespace xtrain::plan

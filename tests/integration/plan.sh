@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `xtrain plan`: a recipe that fits prints its memory and step-time tables and exits 0; one that
 # does not says by how much, its largest term and what shrinks it, and exits 3; --search lists
-# layouts that fit; an unknown profile or a layout the cluster cannot hold exits 2 with the fix.
+# layouts that fit; an unknown profile or a layout the cluster cannot hold exits 2 with the fix;
+# --validate plans the published runs against their published figures.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -28,4 +29,16 @@ expect_exit 2 "$work/unknown.log" "$xtrain" plan "$srcdir/recipes/llama-3-70b.ya
 expect_text "$work/unknown.log" "--hardware tpu-v9: no such profile or file; the profiles are a100, b200, cpu-here"
 expect_exit 2 "$work/ranks.log" "$xtrain" plan "$srcdir/recipes/llama-3-405b.yaml" --nodes 1
 expect_text "$work/ranks.log" "parallel.dp 1 x cp 1 x tp 8 x pp 8 = 64 does not divide the 8 ranks of 1 x 8"
+# The published runs: every run that is not a calibration row within 15% (or the tolerance its
+# row states, with its reason), three calibration rows; one run's whole plan with its engine's
+# overlap; a bound no plan meets exits 1.
+published="$srcdir/tests/data/plan/published.yaml"
+expect_exit 0 "$work/published.log" "$xtrain" plan --validate "$published"
+expect_text "$work/published.log" "8 of the 9 runs that are not calibration rows lie within 15%"
+[[ $(grep -c " calibration$" "$work/published.log") -eq 3 ]] || { cat "$work/published.log"; fail "not 3 calibration rows"; }
+expect_exit 0 "$work/published_run.log" "$xtrain" plan --validate "$published" --run megatron-gpt-32b
+expect_text "$work/published_run.log" "behind the last backward and the first forward"
+expect_exit 1 "$work/published_tight.log" "$xtrain" plan --validate "$published" --max-error 0.1
+expect_exit 2 "$work/published_none.log" "$xtrain" plan --validate "$published" --run gpt-5
+expect_text "$work/published_none.log" "--run gpt-5: $published has no such run"
 echo "plan: ok"

@@ -1,0 +1,65 @@
+// Published training throughputs as the planner's yardstick: a YAML file of runs (a model shape
+// as a recipe plus --set overrides, a cluster, a hardware profile, how the engine that ran it
+// overlaps its communication, the published figure, its unit and its source), each planned and
+// compared with what was published. Rows marked `calibration` are those the hardware profile's
+// efficiencies were fitted on; the others test the model. Format: tests/data/plan/published.yaml.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config/recipe.h"
+#include "plan/model_census.h"
+#include "plan/step_time_estimate.h"
+
+namespace xtrain::plan {
+
+enum class PublishedUnit { tflops_per_device, tokens_per_second_per_device };
+
+struct PublishedRun {
+  std::string name;
+  std::string recipe;               // path, relative to the runs' file
+  std::vector<std::string> overrides;  // --set KEY=VALUE
+  int64_t nodes = 1, gpus_per_node = 8;
+  std::string hardware;
+  CommunicationOverlap overlap;
+  double published = 0;
+  PublishedUnit unit = PublishedUnit::tflops_per_device;
+  bool calibration = false;
+  // The error this run may show when it cannot reach the command's --max-error, and why (0: none).
+  double tolerance = 0;
+  std::string tolerance_reason;
+  std::string source;
+};
+
+struct PublishedRuns {
+  std::string file, date;
+  std::vector<PublishedRun> runs;
+};
+
+struct PublishedCheck {
+  PublishedRun run;
+  double predicted = 0;
+  double error() const { return (predicted - run.published) / run.published; }
+};
+
+// Throws InputError naming the file, the row and the field.
+PublishedRuns load_published_runs(const std::string& file);
+
+// A recipe's census (train::model_census: the model built without storage).
+using CensusOf = std::function<ModelCensus(const config::Recipe&)>;
+
+// The run's recipe with its overrides.
+config::Recipe recipe_of(const PublishedRuns& runs, const PublishedRun& run);
+
+// The run planned: its recipe loaded with its overrides, its step time on its cluster, in the
+// published figure's unit (TFLOP/s per device as Megatron counts them, or tokens/s per device).
+PublishedCheck check_published_run(const PublishedRuns& runs, const PublishedRun& run, const CensusOf& census_of);
+
+// Prints every run's predicted and published figure and their error; returns how many runs that
+// are not calibration rows miss by more than `max_error` (a fraction), or than their own
+// tolerance where they state one.
+int64_t print_published_checks(const PublishedRuns& runs, const std::vector<PublishedCheck>& checks, double max_error);
+
+}  // namespace xtrain::plan
