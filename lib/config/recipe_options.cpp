@@ -209,7 +209,7 @@ void add_train_options(OptionRegistry& r) {
   r.add<int64_t>("train.steps", FIELD(train.steps), 1000, "Optimizer steps.", at_least<int64_t>(1));
   r.add<int64_t>("train.global_batch_size", FIELD(train.global_batch_size), 8, "Sequences per optimizer step, over all ranks.", at_least<int64_t>(1));
   r.add<int64_t>("train.micro_batch_size", FIELD(train.micro_batch_size), 8, "Sequences per forward/backward pass; the rest is gradient accumulation.", at_least<int64_t>(1));
-  add_choice<Dtype>(r, "train.dtype", FIELD(train.dtype), Dtype::fp32, "Compute dtype: fp32; bf16 (autocast, fp32 master weights and optimizer state); or fp16 (fp32 master weights, dynamic loss scaling; on CPU emulated by fp16 rounding around fp32 matmuls).");
+  add_choice<Dtype>(r, "train.dtype", FIELD(train.dtype), Dtype::fp32, "Compute dtype: fp32; bf16 (autocast, fp32 master weights and optimizer state; on CPUs without AVX-512 each GEMM multiplies the bf16 operands in fp32 and rounds once); or fp16 (fp32 master weights, dynamic loss scaling; on CPU emulated by fp16 rounding around fp32 matmuls).");
   r.add<int64_t>("train.log_every", FIELD(train.log_every), 10, "Print a progress line every N steps.", at_least<int64_t>(1));
   r.add<int64_t>("train.eval_every", FIELD(train.eval_every), 0, "Evaluate on data.eval every N steps; 0 means only at the end (if data.eval is set).", at_least<int64_t>(0));
   r.add<int64_t>("train.eval_batches", FIELD(train.eval_batches), 16, "Micro batches per evaluation; 0 means the whole eval set.", at_least<int64_t>(0));
