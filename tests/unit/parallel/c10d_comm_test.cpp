@@ -42,7 +42,9 @@ TEST_CASE("collectives over a one-rank Gloo backend", "[parallel]") {
 namespace {
 
 // Rank r's Comm over a Gloo backend of `ranks` ranks meeting in `store`; every rank must call it
-// at the same time (the backend connects to all its peers).
+// at the same time (the backend connects to all its peers). The tests keep each rank's comm until
+// every rank has finished and tear them down one by one on the main thread: a Gloo backend torn
+// down while a peer in the same process still runs collectives can crash that peer's loop.
 std::shared_ptr<parallel::Comm> gloo_comm(const c10::intrusive_ptr<c10d::Store>& store, int64_t rank, int64_t ranks) {
   auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
   options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
@@ -59,8 +61,10 @@ TEST_CASE("Gloo all-to-all with uneven and zero splits, over 3 ranks", "[paralle
   const testing::UnevenAllToAll uneven;
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<torch::Tensor> out(uneven.kRanks);
+  std::vector<std::shared_ptr<parallel::Comm>> comms(uneven.kRanks);
   auto errors = testing::run_ranks(uneven.kRanks, [&](int64_t r) {
-    out[r] = uneven.run(*gloo_comm(store, r, uneven.kRanks), r);
+    comms[r] = gloo_comm(store, r, uneven.kRanks);
+    out[r] = uneven.run(*comms[r], r);
   });
   CHECK(errors == std::vector<std::string>(uneven.kRanks, ""));
   for (int64_t r = 0; r < uneven.kRanks; ++r) CHECK(torch::equal(out[r], uneven.expected(r)));
@@ -70,8 +74,9 @@ TEST_CASE("Gloo batched send and recv in a ring, over 4 ranks", "[parallel][comm
   const int64_t n = 4;
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<torch::Tensor> from_left(n), from_right(n);
+  std::vector<std::shared_ptr<parallel::Comm>> comms(n);
   auto errors = testing::run_ranks(n, [&](int64_t r) {
-    auto comm = gloo_comm(store, r, n);
+    auto& comm = comms[r] = gloo_comm(store, r, n);
     const int64_t right = (r + 1) % n, left = (r + n - 1) % n;
     from_left[r] = torch::empty({3});
     from_right[r] = torch::empty({3});
@@ -96,8 +101,9 @@ TEST_CASE("each group's clock counts the time its collectives blocked this rank"
   const int64_t n = 2;
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<double> blocked(n), idle_group(n);
+  std::vector<std::shared_ptr<parallel::Comm>> comms(n);
   auto errors = testing::run_ranks(n, [&](int64_t r) {
-    auto comm = gloo_comm(store, r, n);
+    auto& comm = comms[r] = gloo_comm(store, r, n);
     auto unused = parallel::make_single_process_comm("self");
     if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     auto gathered = torch::empty({2 * 3});

@@ -27,12 +27,15 @@ TEST_CASE("a started all-to-all's backward runs while later work computes", "[pa
   bool overlapped = false;
   parallel::BlockedClock backward_clock;
   std::vector<torch::Tensor> grads0(kRanks), grads1(kRanks);
+  // Torn down on this thread once both ranks are done: a Gloo backend torn down while its peer
+  // in this process still exchanges can crash the peer.
+  std::vector<std::shared_ptr<parallel::Comm>> comms(kRanks);
 
   const auto errors = testing::run_ranks(kRanks, [&](int64_t r) {
     auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
     auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, static_cast<int>(r), kRanks, options);
-    auto comm = parallel::make_backend_comm(backend, "ep", {0, 1}, std::chrono::seconds(30));
+    auto& comm = comms[r] = parallel::make_backend_comm(backend, "ep", {0, 1}, std::chrono::seconds(30));
     const std::vector<int64_t> splits = {2, 3};  // rank r sends 2 rows to rank 0 and 3 to rank 1
     const std::vector<int64_t> arriving = {splits[static_cast<size_t>(r)], splits[static_cast<size_t>(r)]};
     const auto leaf0 = torch::randn({5, 3}).requires_grad_(true), leaf1 = torch::randn({5, 3}).requires_grad_(true);
