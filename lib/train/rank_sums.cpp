@@ -24,17 +24,32 @@ std::vector<double> RankSums::sum(std::vector<double> values) {
 }
 
 std::pair<double, RankSpread> RankSums::sum_and_spread(double summed, double per_rank) {
+  auto [sum, spreads] = sum_and_spreads(summed, {per_rank});
+  return {sum, spreads.front()};
+}
+
+std::pair<double, std::vector<RankSpread>> RankSums::sum_and_spreads(double summed,
+                                                                     const std::vector<double>& per_rank) {
   const int64_t size = world_->size();
-  if (size == 1) return {summed, RankSpread{per_rank, per_rank, 0}};
-  auto host = torch::zeros({size + 1}, torch::kFloat64);
+  const auto figures = static_cast<int64_t>(per_rank.size());
+  if (size == 1) {
+    std::vector<RankSpread> spreads;
+    for (const double value : per_rank) spreads.push_back({value, value, 0});
+    return {summed, spreads};
+  }
+  // [summed, figure 0 of every rank, figure 1 of every rank, ...]
+  auto host = torch::zeros({1 + figures * size}, torch::kFloat64);
   host[0] = summed;
-  host[world_->rank() + 1] = per_rank;
+  for (int64_t f = 0; f < figures; ++f) host[1 + f * size + world_->rank()] = per_rank[static_cast<size_t>(f)];
   auto values = host.to(device_);
   world_->all_reduce_sum(values).wait();
   values = values.to(torch::kCPU);
-  const auto ranks = values.narrow(0, 1, size);
-  return {values[0].item<double>(),
-          RankSpread{ranks.mean().item<double>(), ranks.max().item<double>(), ranks.argmax().item<int64_t>()}};
+  std::vector<RankSpread> spreads;
+  for (int64_t f = 0; f < figures; ++f) {
+    const auto ranks = values.narrow(0, 1 + f * size, size);
+    spreads.push_back({ranks.mean().item<double>(), ranks.max().item<double>(), ranks.argmax().item<int64_t>()});
+  }
+  return {values[0].item<double>(), spreads};
 }
 
 }  // namespace xtrain::train

@@ -28,6 +28,8 @@ class RankSums {
   std::vector<double> sum(std::vector<double> values);
   // The sum of `summed`, and the spread of `per_rank`.
   std::pair<double, RankSpread> sum_and_spread(double summed, double per_rank);
+  // The sum of `summed`, and the spread of each figure of `per_rank`, in one all-reduce.
+  std::pair<double, std::vector<RankSpread>> sum_and_spreads(double summed, const std::vector<double>& per_rank);
 
   int64_t ranks() const { return world_->size(); }
 

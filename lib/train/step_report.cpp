@@ -122,6 +122,9 @@ void StepReport::write_metrics(int64_t step, int64_t samples_consumed, const Ste
     record["busy_s_mean"] = outcome.busy.mean;
     record["busy_s_max"] = outcome.busy.max;
     record["slowest_rank"] = outcome.busy.argmax;
+    // The fullest rank's peak resident memory (peak_rss_mib is this rank's), before the update.
+    record["peak_rss_mib_max"] = outcome.peak_rss_mib.max;
+    record["peak_rss_rank"] = outcome.peak_rss_mib.argmax;
     if (const auto slow = slow_ranks_.add(outcome.busy)) {
       record["persistent_slow_rank"] = slow->rank;
       record["persistent_slow_ratio"] = slow->ratio;

@@ -65,6 +65,7 @@ struct StepOutcome {
   bool skipped = false;
   std::optional<Spike> spike;
   RankSpread busy;
+  RankSpread peak_rss_mib;                    // each rank's peak resident memory so far
   std::map<std::string, double> aux_losses;   // per target, over the global batch
   std::optional<ExpertBalanceStats> experts;  // mixtures of experts
   parallel::CommSeconds comm;                 // blocked on collectives during the step
