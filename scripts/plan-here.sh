@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# `xtrain plan` against runs on this machine: for each configuration (a dense llama and a
+# qwen3_moe, tests/data/plan/here-*.yaml, under FSDP, HSDP, TP + SP, PP, CP and EP with Domino,
+# recompute and the chunked loss on and off) trains a few steps as 2 or 4 ranks under
+# `xtrain launch` and compares the fullest rank's peak resident memory and the median step time
+# (after 2 warm-up steps) with the plan of the same recipe and overrides.
+#
+# The profile each plan uses is measured in the same invocation (these machines are shared and
+# their speed moves by 2x within minutes): a core's fp32 matmul rate, `xtrain health` on as many
+# ranks as cores (2048^3, one thread a rank, every rank at once) just before and just after each
+# run, the mean of the two, which R ranks share (4 ranks on 2 cores: half a core each); for each
+# rank count R, once, the all-gather bus bandwidth over Gloo (`xtrain health` on R ranks) and the
+# process baseline: the peak resident memory of the fullest rank of the same launch training a
+# model of 58K parameters (hidden 64, one block) for 3 steps, which holds the executable,
+# LibTorch, the communicator, the data and the autograd machinery and almost no tensors. Each
+# run's profile is written to OUT/NAME.yaml (based on data/hardware/cpu-here.yaml, whose
+# efficiencies and allocator overhead stay) and given to `xtrain plan --hardware FILE`.
+#
+# Memory is compared as peak minus baseline against the plan's total minus its runtime term
+# (which is that baseline); time as the median step against the plan's step.
+#   scripts/plan-here.sh [--quick] [--only NAME[,NAME...]] [--steps N] [--out DIR] [--xtrain PATH]
+#   scripts/plan-here.sh --replan DIR     plans DIR's runs again with this planner and their own
+#                                         profiles (after a change to the planner), runs nothing
+# --quick runs 4 configurations (the ctest's); exit 1 when a configuration misses 10% memory or
+# 20% time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+xtrain=$PWD/build/xtrain
+python=${XTRAIN_PYTHON:-$PWD/.venv/bin/python3}
+[[ -x $python ]] || python=python3
+steps=8
+out=""
+only=""
+quick=0
+replan=""
+while (($#)); do
+  case $1 in
+    --quick) quick=1; shift ;;
+    --only) only=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --xtrain) xtrain=$2; shift 2 ;;
+    --replan) replan=$2; shift 2 ;;
+    *) echo "scripts/plan-here.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+if [[ -z $out && -z $replan ]]; then
+  out=$(mktemp -d)
+  trap 'rm -rf "$out"' EXIT
+fi
+[[ -n $replan ]] || mkdir -p "$out"
+dense=tests/data/plan/here-dense.yaml
+cores=$(nproc)
+moe=tests/data/plan/here-moe.yaml
+
+# name | recipe | ranks | overrides
+configurations="
+dense-fsdp2|$dense|2|
+dense-fsdp2-recompute|$dense|2|memory.recompute=full
+dense-fsdp2-loss-unchunked|$dense|2|memory.chunked_loss=off
+dense-fsdp4|$dense|4|
+dense-hsdp-2x2|$dense|4|parallel.dp=2 parallel.fsdp=2
+dense-tp2-sp|$dense|2|parallel.tp=2 parallel.sequence_parallel=true parallel.fsdp=1
+dense-pp2-1f1b|$dense|2|parallel.pp=2 parallel.fsdp=1
+dense-pp2-interleaved|$dense|2|parallel.pp=2 parallel.fsdp=1 parallel.pp_schedule=interleaved_1f1b parallel.pp_virtual_stages=2
+dense-cp2|$dense|2|parallel.cp=2 parallel.fsdp=1
+moe-fsdp2|$moe|2|
+moe-ep2-domino|$moe|2|parallel.ep=2 parallel.intra_layer_micro_batch=2
+moe-ep2-domino-recompute-unchunked|$moe|2|parallel.ep=2 parallel.intra_layer_micro_batch=2 memory.recompute=full memory.chunked_loss=off
+"
+quick_set="dense-fsdp2 dense-fsdp2-recompute dense-hsdp-2x2 moe-ep2-domino-recompute-unchunked"
+
+selected() {
+  local name=$1
+  if [[ -n $only ]]; then [[ ",$only," == *",$name,"* ]]; return; fi
+  ((quick == 0)) || [[ " $quick_set " == *" $name "* ]]
+}
+
+port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# launch RANKS LOG ARGS...: xtrain launch, the output to LOG, shown on failure.
+launch() {
+  local ranks=$1 log=$2
+  shift 2
+  "$xtrain" launch --nproc-per-node "$ranks" --master-port "$(port)" -- "$@" > "$log" 2>&1 || {
+    cat "$log" >&2
+    echo "scripts/plan-here.sh: failed: xtrain launch --nproc-per-node $ranks -- $*" >&2
+    exit 1
+  }
+}
+
+# measure_rank_count RANKS: the all-gather bandwidth over RANKS ranks (xtrain health) and the
+# process baseline (a tiny model's run on RANKS ranks), into OUT/ranks-RANKS.json.
+measure_rank_count() {
+  local ranks=$1
+  launch "$ranks" "$out/health-$ranks.log" health "$dense" --on-problem warn
+  launch "$ranks" "$out/baseline-$ranks.log" train "$dense" --set run.dir="$out/baseline-$ranks" \
+    --set train.steps=3 --set model.hidden_size=64 --set model.num_layers=1 --set model.num_heads=2 \
+    --set model.num_kv_heads=1 --set model.intermediate_size=64 --set model.vocab_size=0
+  "$python" - "$out" "$ranks" <<'PY'
+import json, re, sys
+out, ranks = sys.argv[1], int(sys.argv[2])
+gather = float(re.search(r"world +\d+ +all_gather +[0-9.]+ +([0-9.]+)", open(f"{out}/health-{ranks}.log").read()).group(1))
+records = [json.loads(l) for l in open(f"{out}/baseline-{ranks}/metrics.jsonl") if '"step_s"' in l]
+baseline = max(r.get("peak_rss_mib_max", r["peak_rss_mib"]) for r in records)
+json.dump({"all_gather_gbs": gather, "baseline_mib": baseline}, open(f"{out}/ranks-{ranks}.json", "w"))
+print(f"{ranks} ranks: all_gather {gather:.3f} GB/s bus bandwidth, process baseline {baseline:.0f} MiB")
+PY
+}
+
+# measure_rate LOG: a core's fp32 matmul rate, every core's rank at once (xtrain health: six
+# matmuls of 2048^3, about half a second each, the median; shorter ones catch a moment's load).
+measure_rate() { launch "$cores" "$1" health "$dense" --matmul-size 2048 --on-problem warn; }
+
+# write_profile NAME RANKS: OUT/NAME.yaml, the profile for NAME's run: the matmul rate measured
+# just before and just after it, shared by RANKS ranks on the cores, and RANKS's links and baseline.
+write_profile() {
+  "$python" - "$out" "$1" "$2" "$cores" <<'PY'
+import json, re, statistics, sys
+out, name, ranks, cores = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+def core_rate(log):
+    rates = [float(m) for m in re.findall(r"^\[rank 0\]: +\d+ +\S+ +([0-9.]+) +agrees", open(log).read(), re.M)]
+    return statistics.median(rates)
+before, after = core_rate(f"{out}/{name}.rate-before"), core_rate(f"{out}/{name}.rate-after")
+core = (before + after) / 2
+rank = core * min(1, cores / ranks)
+links = json.load(open(f"{out}/ranks-{ranks}.json"))
+with open(f"{out}/{name}.yaml", "w") as f:
+    f.write(f"""# Measured by scripts/plan-here.sh around the run it is checked against.
+based_on: cpu-here
+name: cpu-here-{name}
+description: this machine, {ranks} ranks on its {cores} cores, as measured around the run
+sources:
+  - "xtrain health on {cores} ranks: fp32 matmul 2048^3 {before:.1f} GFLOP/s a core before the run, {after:.1f} after; {ranks} ranks on {cores} cores: {rank:.1f} a rank"
+  - "xtrain health on {ranks} ranks: all_gather {links['all_gather_gbs']:.3f} GB/s bus bandwidth"
+  - "runtime: peak resident memory of the fullest rank training a 58K-parameter model, {links['baseline_mib']:.0f} MiB"
+peak_tflops_fp32: {rank / 1000:.6f}
+intra_node_gbs: {links['all_gather_gbs']:.4f}
+runtime_gib: {links['baseline_mib'] / 1024:.4f}
+""")
+PY
+}
+
+# replan: each run of a finished table planned again (its overrides from runs.txt).
+replan_runs() {
+  local name ranks sets recipe
+  while IFS='|' read -r name ranks sets; do
+    recipe=$dense
+    [[ $name == moe-* ]] && recipe=$moe
+    set_args=(--set train.steps="$steps")
+    for s in $sets; do set_args+=(--set "$s"); done
+    "$xtrain" plan "$recipe" "${set_args[@]}" --nodes 1 --gpus-per-node "$ranks" \
+      --hardware "$out/$name.yaml" > "$out/$name.plan" 2>&1 || { cat "$out/$name.plan" >&2; exit 1; }
+  done < "$out/runs.txt"
+}
+
+if [[ -n $replan ]]; then
+  out=$replan
+  replan_runs
+else
+rank_counts=$(echo "$configurations" | while IFS='|' read -r name recipe ranks sets; do
+  if [[ -n $name ]] && selected "$name"; then echo "$ranks"; fi; done | sort -u)
+for ranks in $rank_counts; do measure_rank_count "$ranks"; done
+
+: > "$out/runs.txt"
+echo "$configurations" | while IFS='|' read -r name recipe ranks sets; do
+  if [[ -z $name ]] || ! selected "$name"; then continue; fi
+  set_args=(--set train.steps="$steps")
+  for s in $sets; do set_args+=(--set "$s"); done
+  measure_rate "$out/$name.rate-before"
+  launch "$ranks" "$out/$name.log" train "$recipe" --set run.dir="$out/$name" "${set_args[@]}"
+  measure_rate "$out/$name.rate-after"
+  write_profile "$name" "$ranks"
+  "$xtrain" plan "$recipe" "${set_args[@]}" --nodes 1 --gpus-per-node "$ranks" \
+    --hardware "$out/$name.yaml" > "$out/$name.plan" 2>&1 || { cat "$out/$name.plan" >&2; exit 1; }
+  echo "$name|$ranks|$sets" >> "$out/runs.txt"
+  echo "ran $name" >&2
+done
+fi
+
+"$python" - "$out" <<'PY'
+import json, re, statistics, sys
+out = sys.argv[1]
+memory_bound, time_bound = 0.10, 0.20
+rows, misses = [], []
+for line in open(f"{out}/runs.txt"):
+    name, ranks, sets = line.rstrip("\n").split("|")
+    plan = open(f"{out}/{name}.plan").read()
+    total = float(re.search(r"^  total +([0-9.]+)", plan, re.M).group(1)) * 1024
+    runtime = float(re.search(r"^  runtime +([0-9.]+)", plan, re.M).group(1)) * 1024
+    planned_s = float(re.search(r"^  step +([0-9.]+)", plan, re.M).group(1))
+    records = [json.loads(l) for l in open(f"{out}/{name}/metrics.jsonl") if '"step_s"' in l]
+    peak = max(r.get("peak_rss_mib_max", r["peak_rss_mib"]) for r in records)
+    if "pp.peak_rss_mib_by_stage" in records[-1]:
+        peak = max(peak, max(max(r["pp.peak_rss_mib_by_stage"]) for r in records))
+    measured_s = statistics.median(r["step_s"] for r in records[2:])
+    memory_error = (total - runtime) / (peak - runtime) - 1
+    time_error = planned_s / measured_s - 1
+    missed = abs(memory_error) > memory_bound or abs(time_error) > time_bound
+    if missed: misses.append(name)
+    rows.append((name, ranks, total - runtime, peak - runtime, memory_error, planned_s, measured_s, time_error, missed))
+print(f"| configuration | ranks | memory planned MiB | measured MiB | error | step planned s | measured s | error | |")
+print("|---|---|---|---|---|---|---|---|---|")
+for name, ranks, pm, mm, me, ps, ms, te, missed in rows:
+    print(f"| {name} | {ranks} | {pm:.0f} | {mm:.0f} | {100 * me:+.1f}% | {ps:.3f} | {ms:.3f} | {100 * te:+.1f}% | "
+          f"{'MISSES' if missed else ''} |")
+print(f"memory: peak resident memory of the fullest rank less the process baseline; time: the median step after 2 "
+      f"warm-up steps. {len(rows) - len(misses)} of {len(rows)} within 10% memory and 20% time.")
+sys.exit(1 if misses else 0)
+PY
