@@ -85,6 +85,7 @@ HardwareProfile load_hardware_profile(const std::string& name_or_file) {
   p.intra_node_gbs = positive(node, file, "intra_node_gbs", p.intra_node_gbs);
   p.inter_node_gbs = positive(node, file, "inter_node_gbs", p.inter_node_gbs);
   p.runtime_gib = positive(node, file, "runtime_gib", p.runtime_gib);
+  p.allocator_overhead = positive(node, file, "allocator_overhead", p.allocator_overhead, false);
   p.gemm_efficiency = positive(node, file, "gemm_efficiency", p.gemm_efficiency);
   p.attention_efficiency = positive(node, file, "attention_efficiency", p.attention_efficiency);
   p.expert_efficiency = positive(node, file, "expert_efficiency", p.expert_efficiency);

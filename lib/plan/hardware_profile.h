@@ -20,6 +20,9 @@ struct HardwareProfile {
   double intra_node_gbs = 0;  // per device, one direction, GB/s (NVLink; shared memory on a CPU)
   double inter_node_gbs = 0;  // per device, one direction, GB/s (its NIC)
   double runtime_gib = 0;     // what every process holds beside the tensors (context, comm buffers)
+  // What the allocator holds beyond the live tensors, as a fraction of the memory a step
+  // allocates and frees (freed blocks it keeps, fragmentation); 0 when the profile gives none.
+  double allocator_overhead = 0;
   // Fractions of peak: large dense GEMMs, attention kernels, experts' grouped GEMMs; and of
   // link bandwidth that collectives reach.
   double gemm_efficiency = 0, attention_efficiency = 0, expert_efficiency = 0, link_efficiency = 0;

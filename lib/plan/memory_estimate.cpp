@@ -61,10 +61,18 @@ MemoryEstimate estimate_memory(const ModelCensus& c, const config::Recipe& recip
     e.terms.push_back({"model state (experts)", share.experts * kStateBytes / expert_shards,
                        fmt::format("{:.3g} parameters x 16 B / {} expert shards", share.experts, expert_shards),
                        "parallel.ep, or more data ranks to shard the experts over"});
-  if (dense_shards > 1 || expert_shards > 1)
-    e.terms.push_back({"gathered units", 2 * 8 * share.largest_layer + 8 * share.head,
+  if (dense_shards > 1 || expert_shards > 1) {
+    // Only what is sharded is gathered: experts that ep alone splits stay whole on their rank.
+    double largest_unit = 0;
+    for (const auto& layer : c.layers) {
+      const double dense = static_cast<double>(layer.total() - layer.experts) / static_cast<double>(layout.tp);
+      const double experts = static_cast<double>(layer.experts) / static_cast<double>(layout.tp * layout.ep);
+      largest_unit = std::max(largest_unit, (dense_shards > 1 ? dense : 0) + (expert_shards > 1 ? experts : 0));
+    }
+    e.terms.push_back({"gathered units", 2 * 8 * largest_unit + (dense_shards > 1 ? 8 * share.head : 0),
                        "two layers' full fp32 parameters and gradients (running and prefetched), the head's",
                        "parallel.tp or parallel.ep (smaller units)"});
+  }
 
   // Activations: the tokens of one micro batch on this rank, through the stage's layers, times
   // the micro batches a stage holds at once.
@@ -107,6 +115,26 @@ MemoryEstimate estimate_memory(const ModelCensus& c, const config::Recipe& recip
   e.terms.push_back({"logits and loss", share.head > 0 ? logits : 0,
                      chunked ? "the chunked loss's chunk (at most 256 MiB)" : "the whole micro batch's logits",
                      "memory.chunked_loss auto"});
+  // A MoE layer's experts are one stacked weight; each expert's slice of it passes autograd a
+  // gradient the size of the whole stack (a slice's backward), summed into the stack's: two
+  // fp32 stacks at once during the layer's backward.
+  double largest_experts = 0;
+  for (const auto& layer : c.layers)
+    largest_experts = std::max(largest_experts, static_cast<double>(layer.experts) /
+                                                    static_cast<double>(layout.tp * layout.ep));
+  if (largest_experts > 0)
+    e.terms.push_back({"expert gradient sums", 2 * 4 * largest_experts,
+                       "two fp32 gradients of a layer's stacked experts during its backward", "parallel.ep"});
+  // What the allocator holds beyond the live tensors: freed blocks kept for reuse (a caching
+  // allocator's, or a heap's that keeps freed memory), a fraction of the memory that comes and
+  // goes within a step; model state lives for the whole run.
+  double transient = 0;
+  for (const auto& term : e.terms)
+    if (term.name.rfind("model state", 0) != 0) transient += term.bytes;
+  if (hardware.allocator_overhead > 0)
+    e.terms.push_back({"allocator", hardware.allocator_overhead * transient,
+                       fmt::format("{:.0f}% of the memory a step allocates and frees", 100 * hardware.allocator_overhead),
+                       ""});
   e.terms.push_back({"runtime", hardware.runtime_gib * kGiB, "the hardware profile's fixed footprint", ""});
   return e;
 }

@@ -23,8 +23,8 @@ void print_memory(const MemoryEstimate& memory, const HardwareProfile& hw) {
   fmt::print("\nmemory per rank (the fullest pipeline stage)\n");
   fmt::print("  {:<30} {:>10}  {}\n", "term", "GiB", "counted as");
   for (const auto& term : memory.terms)
-    fmt::print("  {:<30} {:>10.2f}  {}\n", term.name, term.bytes / kGiB, term.detail);
-  fmt::print("  {:<30} {:>10.2f}  of {:.1f} GiB on a {} ({:.0f}%)\n", "total", memory.total() / kGiB, hw.memory_gib,
+    fmt::print("  {:<30} {:>10.3f}  {}\n", term.name, term.bytes / kGiB, term.detail);
+  fmt::print("  {:<30} {:>10.3f}  of {:.1f} GiB on a {} ({:.0f}%)\n", "total", memory.total() / kGiB, hw.memory_gib,
              hw.name, 100 * memory.total() / (hw.memory_gib * kGiB));
 }
 

@@ -33,9 +33,14 @@ StageShare stage_share(const ModelCensus& c, const ClusterLayout& layout) {
     }
     stages.push_back(s);
   }
-  return *std::max_element(stages.begin(), stages.end(), [](const StageShare& a, const StageShare& b) {
+  auto fullest = *std::max_element(stages.begin(), stages.end(), [](const StageShare& a, const StageShare& b) {
     return a.dense + a.experts < b.dense + b.experts;
   });
+  for (const auto& s : stages) {
+    fullest.all_token_matrices += s.token_matrices;
+    fullest.all_layers += s.layers;
+  }
+  return fullest;
 }
 
 }  // namespace xtrain::plan

@@ -17,6 +17,9 @@ struct StageShare {
   double largest_layer = 0;    // the largest layer's parameters here (an FSDP unit)
   double head = 0;             // the output projection's parameters here (0 off the last stage)
   int64_t layers = 0, moe_layers = 0;
+  // Every stage's together, on a tp rank: what the pipeline's other stages compute too.
+  double all_token_matrices = 0;
+  int64_t all_layers = 0;
 };
 
 StageShare stage_share(const ModelCensus& census, const ClusterLayout& layout);

@@ -112,7 +112,16 @@ void add_pipeline(StepTimeEstimate& e, const ModelCensus& c, const config::Recip
   const double sends = 2 * v * micro_tokens_bytes(step, width) * step.micro_batches /
                        ring_bandwidth(2, layout.world() / layout.pp, layout, hw);
   e.terms.push_back({"pipeline sends", sends, "activations forward, gradients backward"});
-  e.terms.push_back({"pipeline bubble", step.compute() * static_cast<double>(layout.pp - 1) / (step.micro_batches * v),
+  // 1F1B runs the fullest stage's micro batches back to back; the step waits besides for the
+  // first micro batch to reach it and the last to drain from it through the other stages: their
+  // compute for one micro batch, (pp - 1) x the fullest's when the stages are even (Megatron's
+  // (pp - 1) / (m v)), less where the fullest stage is the slowest by far; interleaving divides it by v.
+  const auto share = stage_share(c, layout);
+  const double others = step.dense_s * std::max(0.0, share.all_token_matrices / share.token_matrices - 1) +
+                        step.expert_s * std::max(0.0, share.all_token_matrices / share.token_matrices - 1) +
+                        step.attention_s * std::max(0.0, static_cast<double>(share.all_layers) /
+                                                              static_cast<double>(std::max<int64_t>(1, share.layers)) - 1);
+  e.terms.push_back({"pipeline bubble", others / (step.micro_batches * v),
                      fmt::format("{} stages, {:.0f} micro batches{}", layout.pp, step.micro_batches,
                                  v > 1 ? fmt::format(", {:.0f} virtual stages", v) : "")});
 }

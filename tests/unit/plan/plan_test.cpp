@@ -4,6 +4,7 @@
 // --search's ranking of the layouts that fit; and the plan against the published runs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -91,6 +92,37 @@ TEST_CASE("model state, activations and runtime add up as counted", "[plan]") {
   CHECK(memory.terms.back().bytes == Approx(0.25 * plan::kGiB));
 }
 
+TEST_CASE("the allocator's overhead grows with what a step allocates, not with the model state", "[plan]") {
+  const auto c = four_layers();
+  const auto recipe = recipe_for(8, 2, 32);
+  plan::ClusterLayout layout;
+  layout.fsdp = 4;
+  auto hw = device();
+  const auto without = plan::estimate_memory(c, recipe, layout, hw);
+  hw.allocator_overhead = 0.25;
+  const auto with = plan::estimate_memory(c, recipe, layout, hw);
+  double transient = 0;  // gathered units, activations, logits: every term but the state and runtime
+  for (size_t i = 1; i + 1 < without.terms.size(); ++i) transient += without.terms[i].bytes;
+  REQUIRE(with.terms.size() == without.terms.size() + 1);
+  CHECK(with.terms[with.terms.size() - 2].name == "allocator");
+  CHECK(with.terms[with.terms.size() - 2].bytes == Approx(0.25 * transient));
+  CHECK(with.total() == Approx(without.total() + 0.25 * transient));
+}
+
+TEST_CASE("a MoE layer's backward holds two fp32 gradients of its stacked experts", "[plan]") {
+  auto c = four_layers();
+  for (auto& layer : c.layers) layer.experts = 8000, layer.active_experts = 2000, layer.dense = 0;
+  c.experts = 8, c.top_k = 2, c.moe_intermediate = 16;
+  const auto recipe = recipe_for(8, 2, 32);
+  plan::ClusterLayout layout;
+  layout.fsdp = 4, layout.ep = 2;
+  const auto memory = plan::estimate_memory(c, recipe, layout, device());
+  const auto sums = std::find_if(memory.terms.begin(), memory.terms.end(),
+                                 [](const plan::MemoryTerm& t) { return t.name == "expert gradient sums"; });
+  REQUIRE(sums != memory.terms.end());
+  CHECK(sums->bytes == Approx(2 * 4 * 8000 / 2.0));  // ep 2 holds half of each layer's experts
+}
+
 TEST_CASE("collectives take the link their group lies on, and the bubble follows the schedule", "[plan]") {
   const auto c = four_layers();
   const auto recipe = recipe_for(8, 1, 32);
@@ -110,9 +142,17 @@ TEST_CASE("collectives take the link their group lies on, and the bubble follows
   auto pipelined = recipe;
   pipelined.parallel.pp = 2;
   const auto e = plan::estimate_step_time(c, pipelined, piped, device());
-  // 8 micro batches over 2 stages: a bubble of 1/8 of the compute.
-  const double compute = seconds_of(e, "GEMMs (dense)") + seconds_of(e, "attention");
-  CHECK(seconds_of(e, "pipeline bubble") == Approx(compute / 8));
+  // 8 micro batches over 2 stages: the bubble is the other stage's compute for one micro batch,
+  // 1/8 of its step. The fullest stage (the last) has 2 layers and the head, 10000 matrix
+  // parameters a token; the first, 2 layers, 8000 of them and the same attention.
+  const double others = seconds_of(e, "GEMMs (dense)") * 8000 / 10000 + seconds_of(e, "attention");
+  CHECK(seconds_of(e, "pipeline bubble") == Approx(others / 8));
+  // Even stages: (pp - 1) / m of the fullest stage's compute, Megatron's.
+  auto even = c;
+  even.head = even.embedding = 0;  // no head: two layers a stage, nothing more
+  const auto balanced = plan::estimate_step_time(even, pipelined, piped, device());
+  const double compute = seconds_of(balanced, "GEMMs (dense)") + seconds_of(balanced, "attention");
+  CHECK(seconds_of(balanced, "pipeline bubble") == Approx(compute / 8));
 }
 
 TEST_CASE("the layout search returns only layouts that fit, fastest first", "[plan]") {
