@@ -50,9 +50,10 @@ wait_state() {
 # its checkpoint's step).
 # (grep -c prints 0 and fails on a file not yet written to: one count either way.)
 steps_logged() { if [[ -f $1/metrics.jsonl ]]; then grep -c '"step"' "$1/metrics.jsonl" || true; else echo 0; fi; }
-# wait_steps RUN N: until RUN has logged N steps.
+# wait_steps RUN N: until RUN has logged N steps; a deadline for a run that is stuck, not a
+# measure of speed (a requeue and a restart on a loaded machine take a minute or more).
 wait_steps() {
-  for _ in $(seq 600); do
+  for _ in $(seq 3000); do
     (($(steps_logged "$1") >= $2)) && return 0
     sleep 0.1
   done
