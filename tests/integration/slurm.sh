@@ -90,9 +90,15 @@ report "2 tasks: xtrain launch's losses, bit for bit" "$start"
 start=$(date +%s)
 job=$(submit preempt --)
 for attempt in 1 2 3; do
-  wait_steps "$work/preempt" $((8 * attempt))
+  # 4 steps of this attempt: an attempt runs on for a step or more past its signal, so a count
+  # fixed in advance could be reached before the next attempt starts, and signal nothing.
+  wait_steps "$work/preempt" $(($(steps_logged "$work/preempt") + 4))
   scancel --signal=USR1 "$job"
   wait_state "$job" PENDING 30  # requeued by the script; the hold SLURM puts on it is released here
+  # slurmd revokes the killed attempt's credential with a time in whole seconds, and refuses a
+  # launch whose credential bears that same second ("Job credential revoked"): start the next
+  # attempt in a later second.
+  sleep 1
   scontrol update JobId="$job" StartTime=now
 done
 wait_state "$job" COMPLETED 120
