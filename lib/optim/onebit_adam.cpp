@@ -68,7 +68,7 @@ std::map<std::string, torch::Tensor> OnebitAdam::rank_state() const {
   std::map<std::string, torch::Tensor> state;
   size_t index = 0;
   for (const auto& slot : slots_) {
-    if (slot.parameter.frozen) continue;
+    if (slot.parameter.frozen || errors.empty()) continue;  // an exchange without error feedback
     for (const char* kind : {"worker_error", "server_error"})
       state[fmt::format("{}.{}", kind, slot.parameter.name)] = errors.at(fmt::format("{}.{}", kind, index));
     ++index;
@@ -93,6 +93,7 @@ void OnebitAdam::load_rank_state(const std::map<std::string, torch::Tensor>& sta
         "errors are its own, so the compressed stage resumes only on the same number of replicas (parallel.dp {}); "
         "a checkpoint from before optim.freeze_step resumes on any",
         where, scalar("onebit.replica_rank"), replicas, exchange_->replica_rank(), exchange_->replicas(), replicas));
+  if (exchange_->state().empty()) return;  // an exchange without error feedback
   std::map<std::string, torch::Tensor> errors;
   size_t index = 0;
   for (const auto& slot : slots_) {

@@ -18,6 +18,7 @@
 #include "model/parameter_source.h"
 #include "optim/onebit_adam.h"
 #include "parallel/compressed_allreduce.h"
+#include "parallel/exact_momentum_average.h"
 #include "parallel/fully_sharded.h"
 #include "parallel/parallelize.h"
 #include "parallel/placement.h"
@@ -36,6 +37,17 @@ namespace xtrain::train {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+
+// XTRAIN_ONEBIT_EXCHANGE: "compressed" (the default) or "exact" (parallel/exact_momentum_average.h).
+bool exact_momentum_exchange() {
+  const char* value = std::getenv("XTRAIN_ONEBIT_EXCHANGE");
+  const std::string choice = value ? value : "compressed";
+  if (choice != "compressed" && choice != "exact")
+    throw InputError(fmt::format("environment: XTRAIN_ONEBIT_EXCHANGE is '{}'; set it to compressed (the default) or "
+                                 "exact, or unset it",
+                                 choice));
+  return choice == "exact";
+}
 }  // namespace
 
 TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& options, RunProgress& progress)
@@ -190,9 +202,14 @@ void TrainingRun::make_optimizer() {
                                  sharded ? mesh_->size(parallel::Dim::dp) : 1, mesh_->world().size));
   auto replicas = mesh_->group(parallel::Dim::dp);
   const auto device = device_;
+  const bool exact = exact_momentum_exchange();
+  if (exact && chief_)
+    fmt::print("notice: XTRAIN_ONEBIT_EXCHANGE=exact: 1-bit Adam's momenta are averaged uncompressed (an ablation, as "
+               "many bytes as AdamW)\n");
   optimizer_ = std::make_unique<optim::OnebitAdam>(
       trained_.optimized, options, recipe_.optim.freeze_step,
-      [replicas, device](const std::vector<int64_t>& sizes) {
+      [replicas, device, exact](const std::vector<int64_t>& sizes) -> std::unique_ptr<optim::MomentumExchange> {
+        if (exact) return std::make_unique<parallel::ExactMomentumAverage>(replicas);
         return std::make_unique<parallel::CompressedAllReduce>(replicas, sizes,
                                                                torch::TensorOptions().dtype(torch::kFloat32).device(device));
       },

@@ -11,6 +11,7 @@
 #include "ckpt/safetensors.h"
 #include "optim/onebit_adam.h"
 #include "parallel/compressed_allreduce.h"
+#include "parallel/exact_momentum_average.h"
 #include "parallel/rank_threads.h"
 #include "parallel/thread_comm.h"
 #include "scratch_dir.h"
@@ -199,6 +200,30 @@ TEST_CASE("1-bit Adam resumes from its saved state bit for bit, and refuses anot
 }
 
 // Not run by default: the time of one compressed exchange of ~24M elements over 2 thread ranks.
+TEST_CASE("the exact exchange (an ablation) gives every rank the mean, and keeps no error state",
+          "[optim][onebit_adam]") {
+  constexpr int64_t workers = 3;
+  const auto comms = parallel::make_thread_comms(workers, "dp");
+  std::vector<std::vector<torch::Tensor>> tensors(workers);
+  torch::manual_seed(7);
+  for (int64_t r = 0; r < workers; ++r)
+    for (const auto& shape : kShapes) tensors[r].push_back(torch::randn(shape));
+  std::vector<torch::Tensor> expected;
+  for (size_t i = 0; i < kShapes.size(); ++i) {
+    std::vector<torch::Tensor> all;
+    for (int64_t r = 0; r < workers; ++r) all.push_back(tensors[r][i]);
+    expected.push_back(torch::stack(all).mean(0));
+  }
+  const auto errors = testing::run_ranks(workers, [&](int64_t r) {
+    parallel::ExactMomentumAverage exchange(comms[r]);
+    exchange.average(tensors[r]);
+    CHECK(exchange.state().empty());
+  });
+  for (const auto& e : errors) REQUIRE(e.empty());
+  for (int64_t r = 0; r < workers; ++r)
+    for (size_t i = 0; i < kShapes.size(); ++i) CHECK(testing::max_relative_error(tensors[r][i], expected[i]) <= 1e-6);
+}
+
 TEST_CASE("compressed exchange time", "[.][onebit_bench]") {
   const auto comms = parallel::make_thread_comms(2, "dp");
   std::vector<int64_t> sizes(56, 3 * 512 * 512 / 2 * 2);
