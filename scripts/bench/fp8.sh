@@ -70,15 +70,24 @@ for recipe in recipes:
     spread = {m: (max(f[0] for f in runs[m]) - min(f[0] for f in runs[m]),
                   max(f[1] for f in runs[m]) - min(f[1] for f in runs[m])) for m in modes}
     base_train, base_eval = mean["bf16"]
-    print(f"\n{recipe}, {runs['bf16'][0][3]} steps, seeds {', '.join(seeds)} (mean over seeds; spread: largest minus smallest)\n")
+
+    def paired(mode, column):
+        # Each seed's run against bf16's of the same seed: the mean difference and, over several
+        # seeds, its standard error (what the mean would move by with other seeds).
+        diffs = [100 * (runs[mode][i][column] / runs["bf16"][i][column] - 1) for i in range(len(seeds))]
+        error = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else None
+        return f"{statistics.mean(diffs):+.2f}%" + (f" ± {error:.2f}" if error is not None else "")
+
+    print(f"\n{recipe}, {runs['bf16'][0][3]} steps, seeds {', '.join(seeds)} (mean over seeds; spread: largest minus "
+          "smallest; vs bf16: the mean of each seed's difference from bf16's run of the same seed, ± its standard error)\n")
     print("| precision | final train loss (mean of last 20) | spread | vs bf16 | held-out loss | spread | vs bf16 | s/step |")
     print("|---|---|---|---|---|---|---|---|")
     for mode in modes:
         final, held_out = mean[mode]
         step_s = statistics.median(f[2] for f in runs[mode])
         name = mode if mode in ("fp32", "bf16") else f"bf16 + fp8 {mode}"
-        print(f"| {name} | {final:.4f} | {spread[mode][0]:.4f} | {100 * (final / base_train - 1):+.2f}% | "
-              f"{held_out:.4f} | {spread[mode][1]:.4f} | {100 * (held_out / base_eval - 1):+.2f}% | {step_s:.3f} |")
+        print(f"| {name} | {final:.4f} | {spread[mode][0]:.4f} | {paired(mode, 0)} | "
+              f"{held_out:.4f} | {spread[mode][1]:.4f} | {paired(mode, 1)} | {step_s:.3f} |")
         if mode not in ("fp32", "bf16"):
             worst = max(worst, abs(final / base_train - 1), abs(held_out / base_eval - 1))
     if len(seeds) > 1:
