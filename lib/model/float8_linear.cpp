@@ -3,6 +3,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include <ATen/autocast_mode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/torch.h>
 
@@ -125,8 +126,24 @@ class Float8Matmul : public torch::autograd::Function<Float8Matmul> {
 
 }  // namespace
 
-torch::Tensor float8_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+namespace {
+
+// Under autocast, F::linear computes in the autocast dtype and returns it; torchao's Float8Linear
+// casts its input the same way. So the FP8 path takes x in that dtype too (quantized from it),
+// and its output, and the gradient it returns for x, are what a bf16 run's linear layer rounds
+// them to, not fp32.
+torch::Tensor in_autocast_dtype(const torch::Tensor& x) {
+  const auto device = x.device().type();
+  if (!x.is_floating_point() || !at::autocast::is_autocast_enabled(device)) return x;
+  const auto dtype = at::autocast::get_autocast_dtype(device);
+  return x.scalar_type() == dtype ? x : x.to(dtype);
+}
+
+}  // namespace
+
+torch::Tensor float8_linear(const torch::Tensor& input, const torch::Tensor& weight, const torch::Tensor& bias,
                             const Float8Recipe& recipe, const torch::Tensor& weight_scales) {
+  const auto x = in_autocast_dtype(input);
   const int64_t in = x.size(-1);
   auto out_shape = x.sizes().vec();
   out_shape.back() = weight.size(0);

@@ -44,7 +44,8 @@ torch::Tensor float8_mm(const Float8Operand& a, const Float8Operand& b);
 // Which GEMM float8_mm runs for this scaling on this device, for the start-up line and docs.
 std::string float8_gemm_path(Float8Scaling scaling, c10::DeviceType device);
 
-// x [..., K] W^T [N, K] + bias in FP8, in x's dtype. `weight_scales`, when defined, are W's
+// x [..., K] W^T [N, K] + bias in FP8, in x's dtype (under autocast, the autocast dtype, as
+// F::linear and torchao's Float8Linear return). `weight_scales`, when defined, are W's
 // block scales to use as they are (a weight gathered in FP8, below).
 torch::Tensor float8_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                             const Float8Recipe& recipe, const torch::Tensor& weight_scales = {});

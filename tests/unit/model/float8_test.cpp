@@ -5,6 +5,7 @@
 // thread ranks: its weights come back as the one-process layer quantizes them, with its scales.
 #include <cstdlib>
 
+#include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -79,6 +80,38 @@ TEST_CASE("tensorwise and rowwise FP8 linear layers compute torchao's Float8Line
       }
     }
   WARN("worst relative error against torchao: " << worst);
+}
+
+TEST_CASE("under bf16 autocast an FP8 linear layer takes and returns bf16, as F::linear and torchao do",
+          "[model][float8]") {
+  const auto c = linear_case(48, 96, 80);
+  for (const auto scaling : {model::Float8Scaling::tensorwise, model::Float8Scaling::rowwise,
+                             model::Float8Scaling::blockwise}) {
+    INFO(to_string(scaling));
+    const model::Float8Recipe recipe{scaling, c10::ScalarType::Float8_e4m3fn};
+    // Without autocast, on the input rounded to bf16 first: what the autocast run must compute.
+    const auto x16 = c.x.to(torch::kBFloat16).requires_grad_(true);
+    const auto w16 = c.weight.clone().requires_grad_(true);
+    const auto y16 = model::float8_linear(x16, w16, {}, recipe);
+    (y16.to(torch::kFloat32) * c.grad_out).sum().backward();
+
+    const auto x = c.x.clone().requires_grad_(true);
+    const auto w = c.weight.clone().requires_grad_(true);
+    torch::Tensor y;
+    {
+      at::autocast::set_autocast_dtype(c10::DeviceType::CPU, at::kBFloat16);
+      at::autocast::set_autocast_enabled(c10::DeviceType::CPU, true);
+      y = model::float8_linear(x, w, {}, recipe);
+      at::autocast::set_autocast_enabled(c10::DeviceType::CPU, false);
+      at::autocast::clear_cache();
+    }
+    CHECK(y.scalar_type() == torch::kBFloat16);
+    CHECK(torch::equal(y, y16));
+    (y.to(torch::kFloat32) * c.grad_out).sum().backward();
+    CHECK(x.grad().scalar_type() == torch::kFloat32);
+    CHECK(torch::equal(x.grad(), x16.grad().to(torch::kFloat32)));
+    CHECK(torch::equal(w.grad(), w16.grad()));
+  }
 }
 
 TEST_CASE("blockwise FP8 quantizes DeepSeek-V3's tiles and blocks byte for byte", "[model][float8]") {
