@@ -11,24 +11,35 @@
 # smallest seed's). A finished run (its metrics.jsonl has the final evaluation) is not run again,
 # so an interrupted invocation continues with WORK_DIR=the same folder. Also prints s/step (CPU:
 # the FP8 GEMMs dequantize and multiply in fp32, so this checks numerics, not speed).
+# --modes picks the precisions (bf16, the baseline, always runs), e.g. to rerun only the FP8 kinds
+# after a change to them.
 #   scripts/bench/fp8.sh [--steps N] [--recipes "demo moe-demo"] [--seeds "1234 1 2"]
+#                        [--modes "fp32 tensorwise rowwise blockwise"]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 steps=480
 recipes="demo moe-demo"
 seeds=1234
+modes="fp32 bf16 tensorwise rowwise blockwise"
 while (($#)); do
   case $1 in
     --steps) steps=$2; shift 2 ;;
     --recipes) recipes=$2; shift 2 ;;
     --seeds) seeds=$2; shift 2 ;;
+    --modes) modes=$2; shift 2 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
+for mode in $modes; do
+  case $mode in
+    fp32 | bf16 | tensorwise | rowwise | blockwise) ;;
+    *) echo "--modes: unknown precision '$mode' (fp32, bf16, tensorwise, rowwise or blockwise)" >&2; exit 2 ;;
+  esac
+done
+[[ " $modes " == *" bf16 "* ]] || modes="bf16 $modes"
 bash scripts/build.sh > /dev/null
 python=${XTRAIN_PYTHON:-.venv/bin/python3}
 work=${WORK_DIR:-$(mktemp -d)}
-modes="fp32 bf16 tensorwise rowwise blockwise"
 finished() {  # RUN_DIR: its metrics.jsonl holds the evaluation at the last step
   [[ -f $1/metrics.jsonl ]] && grep -q "\"step\": *$steps, *\"eval_loss\"" "$1/metrics.jsonl"
 }
