@@ -12,7 +12,8 @@
 # so an interrupted invocation continues with WORK_DIR=the same folder. Also prints s/step (CPU:
 # the FP8 GEMMs dequantize and multiply in fp32, so this checks numerics, not speed).
 # --modes picks the precisions (bf16, the baseline, always runs), e.g. to rerun only the FP8 kinds
-# after a change to them.
+# after a change to them; KIND-e4m3 or KIND-e5m2 (rowwise-e5m2) sets the output gradients' format
+# (precision.fp8_grad) instead of the kind's default.
 #   scripts/bench/fp8.sh [--steps N] [--recipes "demo moe-demo"] [--seeds "1234 1 2"]
 #                        [--modes "fp32 tensorwise rowwise blockwise"]
 set -euo pipefail
@@ -33,7 +34,8 @@ done
 for mode in $modes; do
   case $mode in
     fp32 | bf16 | tensorwise | rowwise | blockwise) ;;
-    *) echo "--modes: unknown precision '$mode' (fp32, bf16, tensorwise, rowwise or blockwise)" >&2; exit 2 ;;
+    tensorwise-e4m3 | tensorwise-e5m2 | rowwise-e4m3 | rowwise-e5m2 | blockwise-e4m3 | blockwise-e5m2) ;;
+    *) echo "--modes: unknown precision '$mode' (fp32, bf16, tensorwise, rowwise or blockwise, the FP8 kinds also as KIND-e4m3 or KIND-e5m2)" >&2; exit 2 ;;
   esac
 done
 [[ " $modes " == *" bf16 "* ]] || modes="bf16 $modes"
@@ -53,6 +55,7 @@ for recipe in $recipes; do
       case $mode in
         fp32) settings=(--set train.dtype=fp32) ;;
         bf16) settings=(--set train.dtype=bf16) ;;
+        *-e*) settings=(--set train.dtype=bf16 --set precision.fp8="${mode%-*}" --set precision.fp8_grad="${mode##*-}") ;;
         *) settings=(--set train.dtype=bf16 --set precision.fp8="$mode") ;;
       esac
       # Evaluation at the end only, on the recipe's held-out set.
