@@ -33,6 +33,15 @@ double positive(const YAML::Node& node, const std::string& file, const char* key
   return value;
 }
 
+bool flag(const YAML::Node& node, const std::string& file, const char* key, bool inherited) {
+  if (!node[key]) return inherited;
+  try {
+    return node[key].as<bool>();
+  } catch (const YAML::Exception&) {
+    throw InputError(fmt::format("{}:{}: '{}' must be true or false", file, node[key].Mark().line + 1, key));
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> hardware_profile_names() {
@@ -91,6 +100,8 @@ HardwareProfile load_hardware_profile(const std::string& name_or_file) {
   p.expert_efficiency = positive(node, file, "expert_efficiency", p.expert_efficiency);
   p.link_efficiency = positive(node, file, "link_efficiency", p.link_efficiency);
   p.fp8_gemm_efficiency = positive(node, file, "fp8_gemm_efficiency", p.fp8_gemm_efficiency, false);
+  p.communication_overlaps_compute =
+      flag(node, file, "communication_overlaps_compute", p.communication_overlaps_compute);
   return p;
 }
 

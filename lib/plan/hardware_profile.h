@@ -29,6 +29,10 @@ struct HardwareProfile {
   // Fraction of the fp8 peak that the linear layers' FP8 GEMMs reach, their scaling casts
   // included; 0 when the profile does not give one (the GEMM efficiency then stands in).
   double fp8_gemm_efficiency = 0;
+  // Whether collectives run beside the compute (a GPU's copy engines and NCCL's own SMs) or on
+  // the cores that compute (Gloo on a CPU: its threads copy every byte through the sockets on the
+  // rank's own core), where a prefetch or a bucket hides nothing and every collective adds.
+  bool communication_overlaps_compute = true;
   double fp8_efficiency() const { return fp8_gemm_efficiency > 0 ? fp8_gemm_efficiency : gemm_efficiency; }
 };
 

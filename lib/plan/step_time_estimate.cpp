@@ -29,6 +29,17 @@ double ring_seconds(double bytes, int64_t ranks, int64_t stride, const ClusterLa
          ring_bandwidth(ranks, stride, layout, hw);
 }
 
+// What of `total` seconds of communication the step waits for, where `window` seconds of compute
+// could hide it; on a device whose collectives run on its compute cores, all of it.
+double exposed(double total, double window, const HardwareProfile& hw) {
+  return hw.communication_overlaps_compute ? std::max(0.0, total - window) : total;
+}
+
+// How a communication term's note says it overlaps: `behind` where it can, else that it does not.
+std::string overlap_note(const HardwareProfile& hw, const std::string& behind) {
+  return hw.communication_overlaps_compute ? behind : "on the compute cores, not hidden";
+}
+
 // What the communication terms need of the step's shape and its compute.
 struct StepShape {
   double micro_batches = 1, micro_tokens = 0, layers = 0, element = 2;
@@ -53,9 +64,11 @@ void add_communication(StepTimeEstimate& e, const ModelCensus& c, const config::
   const double fsdp_s =
       ring_seconds(fsdp_bytes_a_parameter * share.dense, shards, layout.tp, layout, hw) +
       ring_seconds(fsdp_bytes_a_parameter * share.experts, layout.expert_shards(), layout.tp, layout, hw);
-  const double fsdp_exposed = fsdp_s > 0 ? std::max(0.0, fsdp_s - compute) + fsdp_s / std::max(1.0, layers) : 0;
+  // The first unit's gather precedes all compute; the rest runs behind it.
+  const double fsdp_first = fsdp_s / std::max(1.0, layers);
   if (fsdp_s > 0)
-    e.terms.push_back({"FSDP gathers and reductions", fsdp_exposed, fmt::format("{:.3g} s in all, prefetched", fsdp_s)});
+    e.terms.push_back({"FSDP gathers and reductions", fsdp_first + exposed(fsdp_s - fsdp_first, compute, hw),
+                       fmt::format("{:.3g} s in all, {}", fsdp_s, overlap_note(hw, "prefetched"))});
   // Data parallelism: the replicas' gradients, once a step, behind the last micro batch's
   // backward (two thirds of its compute) as their buckets fill; a distributed optimizer also
   // hides the parameters' all-gather behind the next step's first forward.
@@ -68,18 +81,21 @@ void add_communication(StepTimeEstimate& e, const ModelCensus& c, const config::
                           : ring_seconds(4 * shard_parameters, layout.dp, dp_stride, layout, hw, 2);
   const double dp_window = overlap.distributed_optimizer ? micro_compute : micro_compute * 2 / 3;
   if (dp_s > 0)
-    e.terms.push_back({"data-parallel gradients", std::max(0.0, dp_s - dp_window),
-                       fmt::format("{:.3g} s in all, behind {}", dp_s,
-                                   overlap.distributed_optimizer ? "the last backward and the first forward"
-                                                                 : "the last backward")});
+    e.terms.push_back({"data-parallel gradients", exposed(dp_s, dp_window, hw),
+                       fmt::format("{:.3g} s in all, {}", dp_s,
+                                   overlap_note(hw, overlap.distributed_optimizer
+                                                        ? "behind the last backward and the first forward"
+                                                        : "behind the last backward"))});
   // TP: two all-reduces (or all-gather + reduce-scatter pairs) a layer forward, two backward, and
   // the forward's two again where full recompute runs it twice.
   const double recomputed = recipe.memory.recompute == memory::Recompute::full ? recipe.memory.recompute_ratio : 0;
   const double tp_s = ring_seconds(micro_tokens_bytes(step, hidden), layout.tp, 1, layout, hw, 2) *
                       (4 + 2 * recomputed) * layers * micro_batches;
   if (tp_s > 0)
-    e.terms.push_back({"tensor-parallel collectives", overlap.tp_behind_gemms ? std::max(0.0, tp_s - step.dense_s) : tp_s,
-                       overlap.tp_behind_gemms ? fmt::format("{:.3g} s in all, behind the GEMMs", tp_s) : "exposed"});
+    e.terms.push_back({"tensor-parallel collectives", overlap.tp_behind_gemms ? exposed(tp_s, step.dense_s, hw) : tp_s,
+                       overlap.tp_behind_gemms
+                           ? fmt::format("{:.3g} s in all, {}", tp_s, overlap_note(hw, "behind the GEMMs"))
+                           : "exposed"});
   // Ring attention passes every other rank's keys and values forward, and them and their
   // gradients backward, behind the attention.
   const double tp = static_cast<double>(layout.tp), cp = static_cast<double>(layout.cp);
@@ -88,15 +104,16 @@ void add_communication(StepTimeEstimate& e, const ModelCensus& c, const config::
                                           layers * micro_batches
                                     : 0;
   if (cp_s > 0)
-    e.terms.push_back({"context-parallel ring", std::max(0.0, cp_s - step.attention_s), fmt::format("{:.3g} s in all", cp_s)});
+    e.terms.push_back({"context-parallel ring", exposed(cp_s, step.attention_s, hw),
+                       fmt::format("{:.3g} s in all, {}", cp_s, overlap_note(hw, "behind the attention"))});
   // Experts: dispatch and combine forward and backward.
   const double a2a_bytes = step.micro_tokens * static_cast<double>(c.top_k) * hidden * element;
   const double ep_s = ring_seconds(a2a_bytes, layout.ep, layout.tp * layout.cp, layout, hw, 4) *
                       static_cast<double>(share.moe_layers) * micro_batches;
   const bool domino = recipe.parallel.intra_layer_micro_batch > 1;
   if (ep_s > 0)
-    e.terms.push_back({"expert all-to-all", domino ? std::max(0.0, ep_s - step.expert_s) : ep_s,
-                       domino ? "behind the experts (Domino-EP)" : "exposed"});
+    e.terms.push_back({"expert all-to-all", domino ? exposed(ep_s, step.expert_s, hw) : ep_s,
+                       domino ? overlap_note(hw, "behind the experts (Domino-EP)") : "exposed"});
 }
 
 void add_pipeline(StepTimeEstimate& e, const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout,

@@ -6,7 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
+
+#include <fmt/format.h>
+#include <unistd.h>
 
 #include "plan/hardware_profile.h"
 #include "plan/layout_search.h"
@@ -198,6 +203,39 @@ TEST_CASE("a distributed optimizer hides more of the data-parallel reduction", "
   REQUIRE(seconds_of(plain, "data-parallel gradients") > 0);
   CHECK(seconds_of(sharded, "data-parallel gradients") < seconds_of(plain, "data-parallel gradients"));
   CHECK(seconds_of(sharded, "optimizer") == Approx(seconds_of(plain, "optimizer") / 8));
+}
+
+TEST_CASE("where collectives run on the compute cores, no prefetch or bucket hides them", "[plan]") {
+  const auto c = four_layers();
+  auto recipe = recipe_for(16, 1, 32);
+  plan::ClusterLayout layout;
+  layout.nodes = 1, layout.gpus_per_node = 4, layout.dp = 2, layout.fsdp = 2;
+  auto term_of = [](const plan::StepTimeEstimate& e, const std::string& name) {
+    for (const auto& term : e.terms)
+      if (term.name == name) return term;
+    FAIL("no term " << name);
+    return plan::TimeTerm{};
+  };
+  auto cpu = device();
+  cpu.intra_node_gbs = 1e-4;  // slow enough that the FSDP traffic outlasts the compute
+  const auto hidden = plan::estimate_step_time(c, recipe, layout, cpu);
+  cpu.communication_overlaps_compute = false;
+  const auto added = plan::estimate_step_time(c, recipe, layout, cpu);
+  for (const char* name : {"FSDP gathers and reductions", "data-parallel gradients"}) {
+    CHECK(term_of(added, name).seconds > term_of(hidden, name).seconds);
+    CHECK_THAT(term_of(added, name).detail, Catch::Contains("on the compute cores, not hidden"));
+  }
+  // All of each collective's time, "X s in all" of its note, is in the step.
+  const auto& dp = term_of(added, "data-parallel gradients");
+  CHECK(dp.detail == fmt::format("{:.3g} s in all, on the compute cores, not hidden", dp.seconds));
+  CHECK(plan::load_hardware_profile("cpu-here").communication_overlaps_compute == false);
+  CHECK(plan::load_hardware_profile("h100-sxm").communication_overlaps_compute == true);
+
+  const auto file = std::filesystem::temp_directory_path() / fmt::format("overlap-{}.yaml", ::getpid());
+  std::ofstream(file) << "based_on: cpu-here\nsources: [a test]\ncommunication_overlaps_compute: sometimes\n";
+  CHECK_THROWS_WITH(plan::load_hardware_profile(file.string()),
+                    file.string() + ":3: 'communication_overlaps_compute' must be true or false");
+  std::filesystem::remove(file);
 }
 
 TEST_CASE("FP8 runs the linear layers at the fp8 rate, the head in the compute dtype", "[plan]") {
