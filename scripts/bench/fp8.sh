@@ -67,15 +67,10 @@ for recipe in $recipes; do
   done
 done
 "$python" - "$work" "$recipes" "$modes" "$seeds" <<'PY'
-import json, statistics, sys
+import statistics, sys
+sys.path.insert(0, "scripts/lib")
+from convergence import final_losses as figures, paired_difference
 work, recipes, modes, seeds = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4].split()
-
-def figures(run):
-    records = [json.loads(l) for l in open(f"{run}/metrics.jsonl")]
-    train = [r for r in records if "loss" in r]
-    evals = [r for r in records if "eval_loss" in r]
-    return (statistics.mean(r["loss"] for r in train[-20:]), evals[-1]["eval_loss"],
-            statistics.median(r["step_s"] for r in train), len(train))
 
 worst = 0.0
 for recipe in recipes:
@@ -88,9 +83,8 @@ for recipe in recipes:
     def paired(mode, column):
         # Each seed's run against bf16's of the same seed: the mean difference and, over several
         # seeds, its standard error (what the mean would move by with other seeds).
-        diffs = [100 * (runs[mode][i][column] / runs["bf16"][i][column] - 1) for i in range(len(seeds))]
-        error = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else None
-        return f"{statistics.mean(diffs):+.2f}%" + (f" ± {error:.2f}" if error is not None else "")
+        mean, error = paired_difference([f[column] for f in runs[mode]], [f[column] for f in runs["bf16"]])
+        return f"{100 * mean:+.2f}%" + (f" ± {100 * error:.2f}" if error is not None else "")
 
     print(f"\n{recipe}, {runs['bf16'][0][3]} steps, seeds {', '.join(seeds)} (mean over seeds; spread: largest minus "
           "smallest; vs bf16: the mean of each seed's difference from bf16's run of the same seed, ± its standard error)\n")

@@ -40,28 +40,20 @@ for seed in $seeds; do
   done
 done
 "$python" - "$work" "$seeds" <<'PY'
-import json, statistics, sys
+import sys
+sys.path.insert(0, "scripts/lib")
+from convergence import final_losses as figures, paired_difference
 work, seeds = sys.argv[1], sys.argv[2].split()
-def figures(run):
-    records = [json.loads(line) for line in open(f"{run}/metrics.jsonl")]
-    losses = [r["loss"] for r in records if "loss" in r and "eval_loss" not in r]
-    evals = [r["eval_loss"] for r in records if "eval_loss" in r]
-    return sum(losses[-20:]) / 20, evals[-1]
 print("seed  | optimizer    | train loss (mean of last 20) | held-out loss | against AdamW")
-diffs = []
-for seed in seeds:
-    a, b = figures(f"{work}/seed-{seed}/adamw"), figures(f"{work}/seed-{seed}/onebit_adam")
-    diffs.append(((b[0] - a[0]) / a[0], (b[1] - a[1]) / a[1]))
+runs = {name: [figures(f"{work}/seed-{seed}/{name}") for seed in seeds] for name in ("adamw", "onebit_adam")}
+for seed, a, b in zip(seeds, runs["adamw"], runs["onebit_adam"]):
     print(f"{seed:<5} | adamw        | {a[0]:.4f}                       | {a[1]:.4f}        |")
     print(f"{seed:<5} | onebit_adam  | {b[0]:.4f}                       | {b[1]:.4f}        | "
-          f"train {diffs[-1][0]:+.2%}, held-out {diffs[-1][1]:+.2%}")
-train_diff = statistics.mean(d[0] for d in diffs)
-eval_diff = statistics.mean(d[1] for d in diffs)
-errors = ""
-if len(diffs) > 1:
-    errors = (f" (standard errors {statistics.stdev(d[0] for d in diffs) / len(diffs) ** 0.5:.2%}, "
-              f"{statistics.stdev(d[1] for d in diffs) / len(diffs) ** 0.5:.2%})")
-print(f"1-bit Adam against AdamW, mean over {len(diffs)} seed(s): train {train_diff:+.2%}, held-out {eval_diff:+.2%}{errors}")
+          f"train {b[0] / a[0] - 1:+.2%}, held-out {b[1] / a[1] - 1:+.2%}")
+(train_diff, train_error), (eval_diff, eval_error) = (
+    paired_difference([f[column] for f in runs["onebit_adam"]], [f[column] for f in runs["adamw"]]) for column in (0, 1))
+errors = f" (standard errors {train_error:.2%}, {eval_error:.2%})" if train_error is not None else ""
+print(f"1-bit Adam against AdamW, mean over {len(seeds)} seed(s): train {train_diff:+.2%}, held-out {eval_diff:+.2%}{errors}")
 ok = abs(train_diff) <= 0.02 and abs(eval_diff) <= 0.02
 print("within 2%" if ok else "NOT within 2%")
 sys.exit(0 if ok else 1)
