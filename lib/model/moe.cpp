@@ -194,40 +194,45 @@ std::vector<int64_t> MoeBlockImpl::tp_counts(const std::vector<int64_t>& counts)
 torch::Tensor MoeBlockImpl::compute_experts(const torch::Tensor& rows, const std::vector<int64_t>& counts) const {
   TORCH_CHECK(static_cast<int64_t>(counts.size()) == gate_up_proj.size(0), "MoE block: ", counts.size(),
               " expert counts for ", gate_up_proj.size(0), " experts held");
+  // Each expert's matrices as views taken at once: the backward of one view a call (weight[e])
+  // zero-fills a whole stacked gradient for every expert and adds them up; unbind's writes one.
+  const ExpertMatrices matrices{gate_up_proj.unbind(0), down_proj.unbind(0)};
   std::vector<torch::Tensor> outputs;
   int64_t offset = 0;
   for (size_t e = 0; e < counts.size(); ++e) {
     const auto segment = rows.narrow(0, offset, counts[e]);
     const auto expert = static_cast<int64_t>(e);
     if (options_.gpt_oss_experts) {
-      outputs.push_back(gpt_oss_expert(segment, expert));
+      outputs.push_back(gpt_oss_expert(segment, matrices, expert));
       offset += counts[e];
       continue;
     }
-    const auto gate_up = expert_product(segment, gate_up_proj, expert, false).chunk(2, -1);
+    const auto gate_up = expert_product(segment, gate_up_proj, matrices.gate_up[e], expert, false).chunk(2, -1);
     const auto gated = fused && fused_swiglu_applies(gate_up[0], gate_up[1]) ? fused_swiglu(gate_up[0], gate_up[1])
                                                                              : torch::silu(gate_up[0]) * gate_up[1];
-    outputs.push_back(expert_product(gated, down_proj, expert, false));
+    outputs.push_back(expert_product(gated, down_proj, matrices.down[e], expert, false));
     offset += counts[e];
   }
   return torch::cat(outputs);
 }
 
 // transformers' GptOssExperts, in its order of operations.
-torch::Tensor MoeBlockImpl::gpt_oss_expert(const torch::Tensor& rows, int64_t expert) const {
+torch::Tensor MoeBlockImpl::gpt_oss_expert(const torch::Tensor& rows, const ExpertMatrices& matrices,
+                                           int64_t expert) const {
   using torch::indexing::None;
   using torch::indexing::Slice;
-  const auto gate_up = expert_product(rows, gate_up_proj, expert, true) + gate_up_bias[expert];
+  const auto gate_up = expert_product(rows, gate_up_proj, matrices.gate_up[static_cast<size_t>(expert)], expert, true) +
+                       gate_up_bias[expert];
   const double limit = options_.swiglu_limit;
   const auto gate = gate_up.index({"...", Slice(0, None, 2)}).clamp_max(limit);
   const auto up = gate_up.index({"...", Slice(1, None, 2)}).clamp(-limit, limit);
   const auto glu = gate * torch::sigmoid(gate * options_.swiglu_alpha);
-  return expert_product((up + 1) * glu, down_proj, expert, true) + down_bias[expert];
+  return expert_product((up + 1) * glu, down_proj, matrices.down[static_cast<size_t>(expert)], expert, true) +
+         down_bias[expert];
 }
 
-torch::Tensor MoeBlockImpl::expert_product(const torch::Tensor& rows, const torch::Tensor& weight, int64_t expert,
-                                           bool transposed) const {
-  const auto matrix = weight[expert];
+torch::Tensor MoeBlockImpl::expert_product(const torch::Tensor& rows, const torch::Tensor& weight,
+                                           const torch::Tensor& matrix, int64_t expert, bool transposed) const {
   if (!float8) return transposed ? widened_matmul(rows, matrix) : widened_linear(rows, matrix, {});
   auto scales = gathered_float8_scales(weight);
   if (scales.defined()) scales = transposed ? scales[expert].t() : scales[expert];

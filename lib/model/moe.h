@@ -186,11 +186,15 @@ class MoeBlockImpl : public torch::nn::Module {
   std::vector<int64_t> tp_counts(const std::vector<int64_t>& counts) const;
   // rows grouped by expert (of the experts held here), counts per held expert.
   torch::Tensor compute_experts(const torch::Tensor& rows, const std::vector<int64_t>& counts) const;
-  torch::Tensor gpt_oss_expert(const torch::Tensor& rows, int64_t expert) const;
-  // rows [T, K] times one expert's matrix [N, K] (`transposed`: held [K, N]), in the block's
-  // precision; `weight` is gate_up_proj or down_proj.
-  torch::Tensor expert_product(const torch::Tensor& rows, const torch::Tensor& weight, int64_t expert,
-                               bool transposed) const;
+  // Every held expert's matrices, views of gate_up_proj and down_proj.
+  struct ExpertMatrices {
+    std::vector<torch::Tensor> gate_up, down;
+  };
+  torch::Tensor gpt_oss_expert(const torch::Tensor& rows, const ExpertMatrices& matrices, int64_t expert) const;
+  // rows [T, K] times one expert's `matrix` [N, K] (`transposed`: held [K, N]) of `weight`
+  // (gate_up_proj or down_proj, whose FP8 scales it takes), in the block's precision.
+  torch::Tensor expert_product(const torch::Tensor& rows, const torch::Tensor& weight, const torch::Tensor& matrix,
+                               int64_t expert, bool transposed) const;
   torch::Tensor gate_of_shared(const torch::Tensor& x) const;
   // sigmoid_bias: the experts each token may choose from, as -inf where it may not.
   torch::Tensor group_limited(const torch::Tensor& choice) const;
