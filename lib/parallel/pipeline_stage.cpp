@@ -6,18 +6,6 @@
 
 namespace xtrain::parallel {
 
-std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks) {
-  TORCH_CHECK(chunks >= 1 && layers + 2 >= chunks, layers, " layers and the embedding and head do not fill ", chunks,
-              " pipeline chunks");
-  const int64_t slots = layers + 2;
-  std::vector<PipelineChunk> all;
-  for (int64_t k = 0; k < chunks; ++k) {
-    const int64_t begin = k * slots / chunks, end = (k + 1) * slots / chunks;
-    // Slot 0 is the embedding, slot j in 1..L layer j - 1, slot L + 1 the head.
-    all.push_back({std::max<int64_t>(begin, 1) - 1, std::min(end, layers + 1) - 1, begin == 0, end == slots});
-  }
-  return all;
-}
 
 // One chunk's units: its ends (the embedding and the head, when it has them), gathered for the
 // whole chunk, and its blocks by layer, each gathered just around its own computation.

@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "config/pipeline_layout.h"
 #include "model/causal_lm.h"
 #include "model/parameter_source.h"
 #include "model/shard_plan.h"
@@ -22,14 +23,8 @@
 
 namespace xtrain::parallel {
 
-struct PipelineChunk {
-  int64_t first_layer = 0, last_layer = 0;  // layers [first, last)
-  bool embedding = false, head = false;
-};
-
-// The `chunks` chunks of a model of `layers` layers: chunk k takes slots [k S / chunks,
-// (k + 1) S / chunks) of the S = layers + 2 slots embedding, layer 0, ..., layer L-1, head.
-std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks);
+using config::PipelineChunk;  // which layers a chunk holds: config/pipeline_layout.h
+using config::pipeline_chunks;
 
 class ChunkUnits;  // one chunk's units
 

@@ -14,6 +14,9 @@ struct ClusterLayout {
   int64_t nodes = 1, gpus_per_node = 1;
   int64_t dp = 1, fsdp = 1, cp = 1, tp = 1, pp = 1, ep = 1, virtual_stages = 1;
   bool sequence_parallel = false;
+  // How pipeline stages are cut: xtrain counts the embedding and the head as a layer each
+  // (config/pipeline_layout.h); Megatron splits the layers evenly and puts the ends beside them.
+  bool ends_as_layers = true;
   config::PpSchedule schedule = config::PpSchedule::one_f_one_b;
 
   int64_t world() const { return nodes * gpus_per_node; }

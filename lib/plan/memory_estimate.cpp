@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "config/pipeline_layout.h"
 #include "plan/stage_share.h"
 
 namespace xtrain::plan {
@@ -47,9 +50,11 @@ const MemoryTerm& MemoryEstimate::largest() const {
 
 double activation_bytes(const config::Recipe& recipe) { return recipe.train.dtype == config::Dtype::fp32 ? 4 : 2; }
 
-MemoryEstimate estimate_memory(const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout,
-                               const HardwareProfile& hardware) {
-  const auto share = stage_share(c, layout);
+namespace {
+
+// The memory of the pipeline rank whose share is `share`.
+MemoryEstimate rank_memory(const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout,
+                           const HardwareProfile& hardware, const StageShare& share) {
   const double element = activation_bytes(recipe);
   const double dense_shards = static_cast<double>(layout.fsdp * layout.cp);
   const double expert_shards = static_cast<double>(layout.expert_shards());
@@ -81,29 +86,45 @@ MemoryEstimate estimate_memory(const ModelCensus& c, const config::Recipe& recip
   const int64_t data_ranks = layout.data_ranks();
   const double micro_batches = std::max<double>(1, static_cast<double>(t.global_batch_size) /
                                                        static_cast<double>(data_ranks * t.micro_batch_size));
-  double in_flight = 1;
-  if (layout.pp > 1) {
-    const double pp = static_cast<double>(layout.pp), v = static_cast<double>(layout.virtual_stages);
-    in_flight = recipe.parallel.pp_schedule == config::PpSchedule::gpipe ? micro_batches : std::min(micro_batches, pp);
-    if (recipe.parallel.pp_schedule == config::PpSchedule::interleaved_1f1b) in_flight *= 1 + (pp - 1) / (pp * v);
-  }
   const auto& m = recipe.memory;
   const double recompute = m.recompute == memory::Recompute::full ? m.recompute_ratio : 0;
-  const int64_t per_stage = (static_cast<int64_t>(c.layers.size()) + layout.pp - 1) / layout.pp;
-  double kept = 0, widest = 0;
-  for (int64_t i = 0; i < std::min<int64_t>(per_stage, static_cast<int64_t>(c.layers.size())); ++i) {
-    const double full = layer_activation_bytes(c, c.layers[static_cast<size_t>(i)], layout, element) * tokens;
-    widest = std::max(widest, full);
-    const bool recomputes = static_cast<double>(i) < recompute * static_cast<double>(per_stage);
-    const double input = tokens * element *
-                         (layout.sequence_parallel ? static_cast<double>(c.hidden) / static_cast<double>(layout.tp)
-                                                   : static_cast<double>(c.hidden));
-    kept += recomputes ? (m.offload_activations ? 0 : input) : full;
+  // What a micro batch keeps for backward in each of the rank's chunks; recompute keeps only the
+  // input of its first share of the rank's layers, and one layer's whole set while it reruns.
+  std::vector<double> chunk_kept;
+  double widest = 0;
+  int64_t ordinal = 0;
+  for (const auto& [first, last] : share.chunk_layers) {
+    double kept = 0;
+    for (int64_t i = first; i < last; ++i, ++ordinal) {
+      const double full = layer_activation_bytes(c, c.layers[static_cast<size_t>(i)], layout, element) * tokens;
+      widest = std::max(widest, full);
+      const bool recomputes = static_cast<double>(ordinal) < recompute * static_cast<double>(share.layers);
+      const double input = tokens * element *
+                           (layout.sequence_parallel ? static_cast<double>(c.hidden) / static_cast<double>(layout.tp)
+                                                     : static_cast<double>(c.hidden));
+      kept += recomputes ? (m.offload_activations ? 0 : input) : full;
+    }
+    chunk_kept.push_back(kept);
   }
-  const double activations = kept * in_flight + (recompute > 0 ? widest : 0);
+  const double one_micro_batch = std::accumulate(chunk_kept.begin(), chunk_kept.end(), 0.0);
+  // A forward keeps its chunk's activations until that chunk's backward, in the order the rank's
+  // schedule runs them (config/pipeline_layout.h): the peak of what is live.
+  double held = one_micro_batch;
+  if (layout.pp > 1) {
+    double live = 0;
+    held = 0;
+    for (const auto& action : config::pipeline_actions(recipe.parallel.pp_schedule, layout.pp, layout.virtual_stages,
+                                                       share.pipeline_rank,
+                                                       static_cast<int64_t>(std::ceil(micro_batches)))) {
+      live += (action.forward ? 1 : -1) * chunk_kept[static_cast<size_t>(action.chunk)];
+      held = std::max(held, live);
+    }
+  }
+  const double in_flight = one_micro_batch > 0 ? held / one_micro_batch : 0;
+  const double activations = held + (recompute > 0 ? widest : 0);
   e.terms.push_back(
       {"activations", activations,
-       fmt::format("{:.0f} tokens a micro batch, {} layers, {:.1f} micro batches in flight{}", tokens, per_stage,
+       fmt::format("{:.0f} tokens a micro batch, {} layers, {:.1f} micro batches in flight{}", tokens, share.layers,
                    in_flight, recompute > 0 ? ", recomputed layers keep their input" : ""),
        fmt::format("memory.recompute full{}, a smaller train.micro_batch_size (now {}), "
                    "parallel.sequence_parallel with tp, or parallel.cp",
@@ -115,9 +136,9 @@ MemoryEstimate estimate_memory(const ModelCensus& c, const config::Recipe& recip
   e.terms.push_back({"logits and loss", share.head > 0 ? logits : 0,
                      chunked ? "the chunked loss's chunk (at most 256 MiB)" : "the whole micro batch's logits",
                      "memory.chunked_loss auto"});
-  // A MoE layer's experts are one stacked weight; each expert's slice of it passes autograd a
-  // gradient the size of the whole stack (a slice's backward), summed into the stack's: two
-  // fp32 stacks at once during the layer's backward.
+  // A MoE layer's experts are one stacked weight, taken apart by one unbind: its backward holds
+  // every expert's gradient (a stack's worth in all) and stacks them into a second: two fp32
+  // stacks at once during the layer's backward.
   double largest_experts = 0;
   for (const auto& layer : c.layers)
     largest_experts = std::max(largest_experts, static_cast<double>(layer.experts) /
@@ -137,6 +158,22 @@ MemoryEstimate estimate_memory(const ModelCensus& c, const config::Recipe& recip
                        ""});
   e.terms.push_back({"runtime", hardware.runtime_gib * kGiB, "the hardware profile's fixed footprint", ""});
   return e;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout,
+                               const HardwareProfile& hardware) {
+  // The fullest pipeline rank: the first holds more micro batches in flight, the last the head
+  // and its logits; which one peaks depends on the model and the schedule.
+  MemoryEstimate fullest;
+  for (int64_t rank = 0; rank < layout.pp; ++rank) {
+    auto estimate = rank_memory(c, recipe, layout, hardware, pipeline_rank_share(c, layout, rank));
+    estimate.pipeline_rank = rank;
+    if (rank == 0 || estimate.total() > fullest.total()) fullest = std::move(estimate);
+  }
+  fullest.pipeline_ranks = layout.pp;
+  return fullest;
 }
 
 }  // namespace xtrain::plan

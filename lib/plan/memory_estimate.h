@@ -10,6 +10,7 @@
 //   runtime         the process's fixed footprint (the hardware profile's).
 // Each term says which option shrinks it, for the plan of a recipe that does not fit.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ struct MemoryTerm {
 
 struct MemoryEstimate {
   std::vector<MemoryTerm> terms;
+  int64_t pipeline_rank = 0;  // the fullest pipeline stage's, of which these are the terms
+  int64_t pipeline_ranks = 1;
   double total() const;
   const MemoryTerm& largest() const;
 };

@@ -20,7 +20,11 @@ std::string count(double n) {
 }
 
 void print_memory(const MemoryEstimate& memory, const HardwareProfile& hw) {
-  fmt::print("\nmemory per rank (the fullest pipeline stage)\n");
+  if (memory.pipeline_ranks > 1)
+    fmt::print("\nmemory per rank (pipeline rank {} of 0-{}, the fullest)\n", memory.pipeline_rank,
+               memory.pipeline_ranks - 1);
+  else
+    fmt::print("\nmemory per rank\n");
   fmt::print("  {:<30} {:>10}  {}\n", "term", "GiB", "counted as");
   for (const auto& term : memory.terms)
     fmt::print("  {:<30} {:>10.3f}  {}\n", term.name, term.bytes / kGiB, term.detail);

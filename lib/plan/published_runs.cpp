@@ -82,6 +82,12 @@ PublishedRuns load_published_runs(const std::string& file) {
     run.gpus_per_node = field<int64_t>(row, where, "gpus_per_node");
     run.hardware = field<std::string>(row, where, "hardware");
     run.overlap = overlap_of(row, where);
+    if (row["pipeline_split"]) {
+      const auto split = field<std::string>(row, where, "pipeline_split");
+      if (split != "ends_as_layers" && split != "even_layers")
+        throw InputError(fmt::format("{}: pipeline_split '{}' is neither ends_as_layers nor even_layers", where, split));
+      run.ends_as_layers = split == "ends_as_layers";
+    }
     run.published = field<double>(row, where, "published");
     run.unit = unit_of(field<std::string>(row, where, "unit"), where);
     run.calibration = row["calibration"] && row["calibration"].as<bool>();
@@ -111,7 +117,8 @@ config::Recipe recipe_of(const PublishedRuns& runs, const PublishedRun& run) {
 PublishedCheck check_published_run(const PublishedRuns& runs, const PublishedRun& run, const CensusOf& census_of) {
   const auto recipe = recipe_of(runs, run);
   const auto census = census_of(recipe);
-  const auto layout = layout_of(recipe, run.nodes, run.gpus_per_node);
+  auto layout = layout_of(recipe, run.nodes, run.gpus_per_node);
+  layout.ends_as_layers = run.ends_as_layers;
   const auto time = estimate_step_time(census, recipe, layout, load_hardware_profile(run.hardware), run.overlap);
   PublishedCheck check{run, 0};
   if (run.unit == PublishedUnit::tokens_per_second_per_device) {

@@ -24,6 +24,9 @@ struct PublishedRun {
   int64_t nodes = 1, gpus_per_node = 8;
   std::string hardware;
   CommunicationOverlap overlap;
+  // pipeline_split: ends_as_layers (xtrain's and torchtitan's cut, the default) or even_layers
+  // (Megatron's: the layers split evenly, the embedding and the head beside them).
+  bool ends_as_layers = true;
   double published = 0;
   PublishedUnit unit = PublishedUnit::tflops_per_device;
   bool calibration = false;

@@ -3,16 +3,30 @@
 #include <algorithm>
 #include <vector>
 
+#include "config/pipeline_layout.h"
+
 namespace xtrain::plan {
 
-StageShare stage_share(const ModelCensus& c, const ClusterLayout& layout) {
+// Pipeline rank `rank`'s share: its chunks (config/pipeline_layout.h: chunk c on rank c mod pp,
+// the embedding and the head counting as a layer each, as xtrain cuts the model; or, where the
+// layout says so, the layers split evenly with the ends on the first and last stage beside them).
+StageShare pipeline_rank_share(const ModelCensus& c, const ClusterLayout& layout, int64_t rank) {
   const auto tp = static_cast<double>(layout.tp), ep = static_cast<double>(layout.ep);
   const auto count = static_cast<int64_t>(c.layers.size());
-  const int64_t per_stage = (count + layout.pp - 1) / layout.pp;
-  std::vector<StageShare> stages;
-  for (int64_t stage = 0; stage < layout.pp; ++stage) {
-    StageShare s;
-    for (int64_t i = stage * per_stage; i < std::min(count, (stage + 1) * per_stage); ++i) {
+  const int64_t v = std::max<int64_t>(1, layout.virtual_stages), chunks = layout.pp * v;
+  std::vector<config::PipelineChunk> all;
+  if (layout.ends_as_layers && count + 2 >= chunks) {
+    all = config::pipeline_chunks(count, chunks);
+  } else {
+    const int64_t per_chunk = (count + chunks - 1) / chunks;
+    for (int64_t k = 0; k < chunks; ++k)
+      all.push_back({std::min(count, k * per_chunk), std::min(count, (k + 1) * per_chunk), k == 0, k == chunks - 1});
+  }
+  StageShare s;
+  for (int64_t k = rank; k < chunks; k += layout.pp) {
+    const auto& chunk = all[static_cast<size_t>(k)];
+    s.chunk_layers.emplace_back(chunk.first_layer, chunk.last_layer);
+    for (int64_t i = chunk.first_layer; i < chunk.last_layer; ++i) {
       const auto& layer = c.layers[static_cast<size_t>(i)];
       const double dense = static_cast<double>(layer.total() - layer.experts) / tp;
       const double experts = static_cast<double>(layer.experts) / (tp * ep);
@@ -25,14 +39,20 @@ StageShare stage_share(const ModelCensus& c, const ClusterLayout& layout) {
       ++s.layers;
       s.moe_layers += layer.experts > 0 ? 1 : 0;
     }
-    if (stage == 0) s.dense += static_cast<double>(c.embedding) / tp;
-    if (stage == layout.pp - 1) {
+    if (chunk.embedding) s.dense += static_cast<double>(c.embedding) / tp;
+    if (chunk.head) {
       s.head = static_cast<double>(c.head > 0 ? c.head : c.embedding) / tp;
       s.dense += static_cast<double>(c.head + c.other) / tp;
       s.token_matrices += s.head;
     }
-    stages.push_back(s);
   }
+  s.pipeline_rank = rank;
+  return s;
+}
+
+StageShare stage_share(const ModelCensus& c, const ClusterLayout& layout) {
+  std::vector<StageShare> stages;
+  for (int64_t rank = 0; rank < layout.pp; ++rank) stages.push_back(pipeline_rank_share(c, layout, rank));
   auto fullest = *std::max_element(stages.begin(), stages.end(), [](const StageShare& a, const StageShare& b) {
     return a.dense + a.experts < b.dense + b.experts;
   });

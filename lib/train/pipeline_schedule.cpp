@@ -13,43 +13,8 @@ namespace {
 constexpr int64_t kActivationTag = 1, kGradientTag = 2;
 constexpr int64_t kHeaderLength = 8;  // dims, up to 6 sizes, dtype
 
-// Megatron's order: forwards k = 0, 1, ... take chunk (k mod pv) / p and micro batch
-// (k / pv) p + k mod p; backwards the chunks the other way round.
-PipelineAction interleaved(int64_t k, bool forward, int64_t stages, int64_t virtual_stages) {
-  const int64_t group = stages * virtual_stages;
-  int64_t chunk = (k % group) / stages;
-  if (!forward) chunk = virtual_stages - 1 - chunk;
-  return {forward, chunk, (k / group) * stages + k % stages};
-}
-
 }  // namespace
 
-std::vector<PipelineAction> pipeline_actions(config::PpSchedule schedule, int64_t stages, int64_t virtual_stages,
-                                             int64_t rank, int64_t micro_batches) {
-  std::vector<PipelineAction> actions;
-  bool interleave = false;
-  switch (schedule) {
-    case config::PpSchedule::gpipe:
-      for (int64_t m = 0; m < micro_batches; ++m) actions.push_back({true, 0, m});
-      for (int64_t m = 0; m < micro_batches; ++m) actions.push_back({false, 0, m});
-      return actions;
-    case config::PpSchedule::one_f_one_b: break;
-    case config::PpSchedule::interleaved_1f1b: interleave = true; break;
-  }
-  const int64_t v = interleave ? virtual_stages : 1;
-  const int64_t total = micro_batches * v;
-  const int64_t warmup =
-      std::min(total, interleave ? (stages - rank - 1) * 2 + (v - 1) * stages : stages - rank - 1);
-  auto forward = [&](int64_t k) { actions.push_back(interleaved(k, true, stages, v)); };
-  auto backward = [&](int64_t k) { actions.push_back(interleaved(k, false, stages, v)); };
-  for (int64_t k = 0; k < warmup; ++k) forward(k);
-  for (int64_t k = 0; k < total - warmup; ++k) {
-    forward(warmup + k);
-    backward(k);
-  }
-  for (int64_t k = total - warmup; k < total; ++k) backward(k);
-  return actions;
-}
 
 PipelineSchedule::PipelineSchedule(config::PpSchedule schedule, parallel::PipelineStage& stage,
                                    std::shared_ptr<parallel::Comm> pp_group, int64_t virtual_stages,

@@ -24,19 +24,14 @@
 #include "data/micro_batch.h"
 #include "parallel/comm.h"
 #include "parallel/pipeline_stage.h"
+#include "config/pipeline_layout.h"
 #include "config/recipe_choices.h"
 #include "train/schedule.h"
 
 namespace xtrain::train {
 
-struct PipelineAction {
-  bool forward = true;
-  int64_t chunk = 0;  // this rank's virtual index
-  int64_t micro_batch = 0;
-};
-
-std::vector<PipelineAction> pipeline_actions(config::PpSchedule schedule, int64_t stages, int64_t virtual_stages,
-                                             int64_t rank, int64_t micro_batches);
+using config::PipelineAction;  // the schedules' order: config/pipeline_layout.h
+using config::pipeline_actions;
 
 class PipelineSchedule final : public Schedule {
  public:

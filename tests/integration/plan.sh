@@ -12,7 +12,12 @@ trap 'rm -rf "$work"' EXIT
 
 expect_exit 0 "$work/fits.log" "$xtrain" plan "$srcdir/recipes/llama-3-70b.yaml" --nodes 8 --gpus-per-node 8
 expect_line "$work/fits.log" "layout: 8 nodes x 8 = 64 ranks: fsdp 8 tp 8 with SP"
-expect_text "$work/fits.log" "memory per rank (the fullest pipeline stage)"
+expect_line "$work/fits.log" "memory per rank"
+# Under pipeline parallelism the table is the fullest pipeline rank's: of 405B's 8 stages x 2
+# virtual chunks, rank 1's (more micro batches in flight than the head's rank, more layers than
+# rank 0, whose first chunk holds the embedding and 7 layers).
+expect_exit 0 "$work/pipelined.log" "$xtrain" plan "$srcdir/recipes/llama-3-405b.yaml" --nodes 64
+expect_line "$work/pipelined.log" "memory per rank (pipeline rank 1 of 0-7, the fullest)"
 expect_text "$work/fits.log" "step time per rank"
 grep -E "^  total +[0-9.]+  of 79.6 GiB on a h100-sxm" "$work/fits.log" > /dev/null || fail "no total line"
 

@@ -97,6 +97,43 @@ TEST_CASE("model state, activations and runtime add up as counted", "[plan]") {
   CHECK(memory.terms.back().bytes == Approx(0.25 * plan::kGiB));
 }
 
+TEST_CASE("the memory is the fullest pipeline rank's, its chunks cut and run as the engine does", "[plan]") {
+  const auto c = four_layers();
+  auto recipe = recipe_for(8, 2, 32);  // 4 micro batches
+  recipe.parallel.pp = 2;
+  plan::ClusterLayout layout;
+  layout.pp = 2;
+  auto activations_of = [](const plan::MemoryEstimate& m) {
+    for (const auto& term : m.terms)
+      if (term.name == "activations") return term.bytes;
+    return -1.0;
+  };
+  const double layer = (4 * 16 + 16 + 2 * 8 + 16 + 3 * 64) * 2.0 * 64;  // a layer, a micro batch, bf16
+  // 1F1B: rank 0 (the embedding, layers 0-1) holds 2 micro batches, rank 1 (layers 2-3 and the
+  // head) 1 and the logits (64 tokens x 125 x 8 B, less than a micro batch's 2 layers).
+  const auto one_f_one_b = plan::estimate_memory(c, recipe, layout, device());
+  CHECK(one_f_one_b.pipeline_rank == 0);
+  CHECK(activations_of(one_f_one_b) == Approx(2 * 2 * layer));
+  const auto last = plan::pipeline_rank_share(c, layout, 1);
+  CHECK(last.layers == 2);
+  CHECK(last.head > 0);
+  // Interleaved over 2 virtual stages: 6 slots in 4 chunks, [embedding], [layers 0-1], [layer 2],
+  // [layer 3, head]; rank 1 holds chunks 1 and 3, three layers and the head. Its schedule runs
+  // chunk 1 on micro batches 0 and 1, then 1F1B with chunk 3 on them, then chunk 1 on micro batch
+  // 2 before the backward of its micro batch 0: 3 x 2 layers at once (the engine's
+  // pp.in_flight_by_stage reports 3 chunks there).
+  recipe.parallel.pp_schedule = config::PpSchedule::interleaved_1f1b;
+  layout.virtual_stages = 2;
+  const auto share = plan::pipeline_rank_share(c, layout, 1);
+  REQUIRE(share.chunk_layers == std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {3, 4}});
+  CHECK(share.layers == 3);
+  CHECK(share.head > 0);
+  const auto interleaved = plan::estimate_memory(c, recipe, layout, device());
+  CHECK(interleaved.pipeline_rank == 1);
+  CHECK(activations_of(interleaved) == Approx(3 * 2 * layer));
+  CHECK(interleaved.terms[0].bytes == Approx((3 * 4010 + 2000 + 10) * 16.0));
+}
+
 TEST_CASE("the allocator's overhead grows with what a step allocates, not with the model state", "[plan]") {
   const auto c = four_layers();
   const auto recipe = recipe_for(8, 2, 32);

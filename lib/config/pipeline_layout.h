@@ -1,0 +1,34 @@
+// The pipeline layout a recipe implies, without a tensor in sight, so that the engine and the
+// planner (plan/, which links no LibTorch) share one rule:
+//   - pipeline_chunks: which layers each of the pp x v chunks holds. The embedding and the head
+//     count as one layer each for balance: chunk k takes slots [k S / chunks, (k + 1) S / chunks)
+//     of the S = layers + 2 slots embedding, layer 0, ..., layer L-1, head; chunk c runs on
+//     pipeline rank c mod pp.
+//   - pipeline_actions: the order in which one pipeline rank runs the forwards and backwards of
+//     its chunks on a step's micro batches (train/pipeline_schedule.h runs it).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "config/recipe_choices.h"
+
+namespace xtrain::config {
+
+struct PipelineChunk {
+  int64_t first_layer = 0, last_layer = 0;  // layers [first, last)
+  bool embedding = false, head = false;
+};
+
+// Throws std::invalid_argument when the layers and the two ends cannot fill `chunks` chunks.
+std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks);
+
+struct PipelineAction {
+  bool forward = true;
+  int64_t chunk = 0;  // this rank's virtual index
+  int64_t micro_batch = 0;
+};
+
+std::vector<PipelineAction> pipeline_actions(PpSchedule schedule, int64_t stages, int64_t virtual_stages, int64_t rank,
+                                             int64_t micro_batches);
+
+}  // namespace xtrain::config
