@@ -9,8 +9,8 @@
 # their speed moves by 2x within minutes): a core's fp32 matmul rate, `xtrain health` on as many
 # ranks as cores (2048^3, one thread a rank, every rank at once) just before and just after each
 # run, the mean of the two, which R ranks share (4 ranks on 2 cores: half a core each); for each
-# rank count R, once, the all-gather bus bandwidth over Gloo (`xtrain health` on R ranks) and the
-# process baseline: the peak resident memory of the fullest rank of the same launch training a
+# rank count R, once, the all-gather bus bandwidth over Gloo (the median of three `xtrain health`
+# launches on R ranks) and the process baseline: the peak resident memory of the fullest rank of the same launch training a
 # model of 58K parameters (hidden 64, one block) for 3 steps, which holds the executable,
 # LibTorch, the communicator, the data and the autograd machinery and almost no tensors. Each
 # run's profile is written to OUT/NAME.yaml (based on data/hardware/cpu-here.yaml, whose
@@ -94,22 +94,30 @@ launch() {
   }
 }
 
-# measure_rank_count RANKS: the all-gather bandwidth over RANKS ranks (xtrain health) and the
-# process baseline (a tiny model's run on RANKS ranks), into OUT/ranks-RANKS.json.
+# measure_rank_count RANKS: the all-gather bandwidth over RANKS ranks (the median of three
+# `xtrain health` launches, one launch's figure moves by 2x on shared cores; one under --gate
+# memory, whose time column is only shown) and the process baseline (a tiny model's run on RANKS
+# ranks), into OUT/ranks-RANKS.json.
 measure_rank_count() {
-  local ranks=$1
-  launch "$ranks" "$out/health-$ranks.log" health "$dense" --on-problem warn
+  local ranks=$1 tries=3
+  [[ $gate == memory ]] && tries=1
+  for ((try = 1; try <= tries; ++try)); do
+    launch "$ranks" "$out/health-$ranks-$try.log" health "$dense" --on-problem warn
+  done
   launch "$ranks" "$out/baseline-$ranks.log" train "$dense" --set run.dir="$out/baseline-$ranks" \
     --set train.steps=3 --set model.hidden_size=64 --set model.num_layers=1 --set model.num_heads=2 \
     --set model.num_kv_heads=1 --set model.intermediate_size=64 --set model.vocab_size=0
   "$python" - "$out" "$ranks" <<'PY'
-import json, re, sys
+import glob, json, re, statistics, sys
 out, ranks = sys.argv[1], int(sys.argv[2])
-gather = float(re.search(r"world +\d+ +all_gather +[0-9.]+ +([0-9.]+)", open(f"{out}/health-{ranks}.log").read()).group(1))
+gathers = sorted(float(re.search(r"world +\d+ +all_gather +[0-9.]+ +([0-9.]+)", open(log).read()).group(1))
+                 for log in glob.glob(f"{out}/health-{ranks}-*.log"))
+gather = statistics.median(gathers)
 records = [json.loads(l) for l in open(f"{out}/baseline-{ranks}/metrics.jsonl") if '"step_s"' in l]
 baseline = max(r.get("peak_rss_mib_max", r["peak_rss_mib"]) for r in records)
 json.dump({"all_gather_gbs": gather, "baseline_mib": baseline}, open(f"{out}/ranks-{ranks}.json", "w"))
-print(f"{ranks} ranks: all_gather {gather:.3f} GB/s bus bandwidth, process baseline {baseline:.0f} MiB")
+print(f"{ranks} ranks: all_gather {gather:.3f} GB/s bus bandwidth (the median of "
+      f"{', '.join(f'{g:.3f}' for g in gathers)}), process baseline {baseline:.0f} MiB")
 PY
 }
 
