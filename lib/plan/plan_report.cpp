@@ -84,6 +84,16 @@ bool print_plan(const ModelCensus& census, const config::Recipe& recipe, const P
     const auto best = search_layouts(census, recipe, request.nodes, request.gpus_per_node, hw,
                                      static_cast<size_t>(request.top), &tried);
     fmt::print("\nsearch: {} layouts tried, the fastest {} that fit:\n", tried, best.size());
+    const int64_t world = request.nodes * request.gpus_per_node;
+    if (tried == 0)
+      fmt::print("  none: no layout of {} ranks gives every data rank whole micro batches of the global batch of {} "
+                 "sequences with the heads, layers and experts split evenly; set train.global_batch_size to a "
+                 "multiple of the data ranks (up to {}), or plan fewer nodes\n",
+                 world, recipe.train.global_batch_size, world);
+    else if (best.empty())
+      fmt::print("  none: every layout tried needs more than the {:.1f} GiB of a {}; plan more nodes, or a shorter "
+                 "data.seq_len or train.micro_batch_size\n",
+                 hw.memory_gib, hw.name);
     for (size_t i = 0; i < best.size(); ++i) {
       const auto& c = best[i];
       fmt::print("  {}. {}; recompute {}, micro batch {}: {:.1f} GiB, {:.3f} s a step, MFU {:.1f}%, {:.0f} tokens/s "

@@ -30,6 +30,12 @@ expect_exit 0 "$work/search.log" "$xtrain" plan "$srcdir/recipes/moe-1t.yaml" --
 expect_text "$work/search.log" "the fastest 3 that fit:"
 [[ $(grep -c "^     --set parallel.tp=" "$work/search.log") -eq 3 ]] || { cat "$work/search.log"; fail "not 3 layouts"; }
 
+# A search with nothing to try says why: DeepSeek-V3's recipe keeps the default global batch of 8
+# sequences, which 2048 ranks cannot split.
+expect_exit 3 "$work/nothing.log" "$xtrain" plan "$srcdir/recipes/deepseek-v3-671b.yaml" --nodes 256 \
+  --hardware h800 --set parallel.ep=8 --search
+expect_text "$work/nothing.log" "none: no layout of 2048 ranks gives every data rank whole micro batches of the global batch of 8 sequences"
+
 expect_exit 2 "$work/unknown.log" "$xtrain" plan "$srcdir/recipes/llama-3-70b.yaml" --hardware tpu-v9
 expect_text "$work/unknown.log" "--hardware tpu-v9: no such profile or file; the profiles are a100, b200, cpu-here"
 expect_exit 2 "$work/ranks.log" "$xtrain" plan "$srcdir/recipes/llama-3-405b.yaml" --nodes 1
