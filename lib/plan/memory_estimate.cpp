@@ -52,6 +52,50 @@ double activation_bytes(const config::Recipe& recipe) { return recipe.train.dtyp
 
 namespace {
 
+// Activations a pipeline rank holds at its fullest: what a micro batch keeps for backward in each
+// of its chunks (recompute keeps only the input of its first share of the rank's layers, and one
+// layer's whole set while it reruns), held from a chunk's forward to its backward in the order the
+// rank's schedule runs them (config/pipeline_layout.h).
+struct HeldActivations {
+  double bytes = 0;       // the peak, the rerun layer's set included
+  double in_flight = 0;   // the peak in micro batches of the rank's whole share
+};
+
+HeldActivations held_activations(const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout,
+                                 const StageShare& share, double element, double tokens, double micro_batches) {
+  const auto& m = recipe.memory;
+  const double recompute = m.recompute == memory::Recompute::full ? m.recompute_ratio : 0;
+  std::vector<double> chunk_kept;
+  double widest = 0;
+  int64_t ordinal = 0;
+  for (const auto& [first, last] : share.chunk_layers) {
+    double kept = 0;
+    for (int64_t i = first; i < last; ++i, ++ordinal) {
+      const double full = layer_activation_bytes(c, c.layers[static_cast<size_t>(i)], layout, element) * tokens;
+      widest = std::max(widest, full);
+      const bool recomputes = static_cast<double>(ordinal) < recompute * static_cast<double>(share.layers);
+      const double input = tokens * element *
+                           (layout.sequence_parallel ? static_cast<double>(c.hidden) / static_cast<double>(layout.tp)
+                                                     : static_cast<double>(c.hidden));
+      kept += recomputes ? (m.offload_activations ? 0 : input) : full;
+    }
+    chunk_kept.push_back(kept);
+  }
+  const double one_micro_batch = std::accumulate(chunk_kept.begin(), chunk_kept.end(), 0.0);
+  double held = one_micro_batch;
+  if (layout.pp > 1) {
+    double live = 0;
+    held = 0;
+    for (const auto& action : config::pipeline_actions(recipe.parallel.pp_schedule, layout.pp, layout.virtual_stages,
+                                                       share.pipeline_rank,
+                                                       static_cast<int64_t>(std::ceil(micro_batches)))) {
+      live += (action.forward ? 1 : -1) * chunk_kept[static_cast<size_t>(action.chunk)];
+      held = std::max(held, live);
+    }
+  }
+  return {held + (recompute > 0 ? widest : 0), one_micro_batch > 0 ? held / one_micro_batch : 0};
+}
+
 // The memory of the pipeline rank whose share is `share`.
 MemoryEstimate rank_memory(const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout,
                            const HardwareProfile& hardware, const StageShare& share) {
@@ -79,53 +123,21 @@ MemoryEstimate rank_memory(const ModelCensus& c, const config::Recipe& recipe, c
                        "parallel.tp or parallel.ep (smaller units)"});
   }
 
-  // Activations: the tokens of one micro batch on this rank, through the stage's layers, times
-  // the micro batches a stage holds at once.
+  // Activations: the tokens of one micro batch on this rank, through the rank's layers, as many
+  // at once as its schedule holds.
   const auto& t = recipe.train;
   const double tokens = static_cast<double>(t.micro_batch_size * recipe.data.seq_len) / static_cast<double>(layout.cp);
   const int64_t data_ranks = layout.data_ranks();
   const double micro_batches = std::max<double>(1, static_cast<double>(t.global_batch_size) /
                                                        static_cast<double>(data_ranks * t.micro_batch_size));
   const auto& m = recipe.memory;
-  const double recompute = m.recompute == memory::Recompute::full ? m.recompute_ratio : 0;
-  // What a micro batch keeps for backward in each of the rank's chunks; recompute keeps only the
-  // input of its first share of the rank's layers, and one layer's whole set while it reruns.
-  std::vector<double> chunk_kept;
-  double widest = 0;
-  int64_t ordinal = 0;
-  for (const auto& [first, last] : share.chunk_layers) {
-    double kept = 0;
-    for (int64_t i = first; i < last; ++i, ++ordinal) {
-      const double full = layer_activation_bytes(c, c.layers[static_cast<size_t>(i)], layout, element) * tokens;
-      widest = std::max(widest, full);
-      const bool recomputes = static_cast<double>(ordinal) < recompute * static_cast<double>(share.layers);
-      const double input = tokens * element *
-                           (layout.sequence_parallel ? static_cast<double>(c.hidden) / static_cast<double>(layout.tp)
-                                                     : static_cast<double>(c.hidden));
-      kept += recomputes ? (m.offload_activations ? 0 : input) : full;
-    }
-    chunk_kept.push_back(kept);
-  }
-  const double one_micro_batch = std::accumulate(chunk_kept.begin(), chunk_kept.end(), 0.0);
-  // A forward keeps its chunk's activations until that chunk's backward, in the order the rank's
-  // schedule runs them (config/pipeline_layout.h): the peak of what is live.
-  double held = one_micro_batch;
-  if (layout.pp > 1) {
-    double live = 0;
-    held = 0;
-    for (const auto& action : config::pipeline_actions(recipe.parallel.pp_schedule, layout.pp, layout.virtual_stages,
-                                                       share.pipeline_rank,
-                                                       static_cast<int64_t>(std::ceil(micro_batches)))) {
-      live += (action.forward ? 1 : -1) * chunk_kept[static_cast<size_t>(action.chunk)];
-      held = std::max(held, live);
-    }
-  }
-  const double in_flight = one_micro_batch > 0 ? held / one_micro_batch : 0;
-  const double activations = held + (recompute > 0 ? widest : 0);
+  const auto held = held_activations(c, recipe, layout, share, element, tokens, micro_batches);
+  const double activations = held.bytes, in_flight = held.in_flight;
+  const bool recomputed = m.recompute == memory::Recompute::full && m.recompute_ratio > 0;
   e.terms.push_back(
       {"activations", activations,
        fmt::format("{:.0f} tokens a micro batch, {} layers, {:.1f} micro batches in flight{}", tokens, share.layers,
-                   in_flight, recompute > 0 ? ", recomputed layers keep their input" : ""),
+                   in_flight, recomputed ? ", recomputed layers keep their input" : ""),
        fmt::format("memory.recompute full{}, a smaller train.micro_batch_size (now {}), "
                    "parallel.sequence_parallel with tp, or parallel.cp",
                    m.recompute == memory::Recompute::full ? " (on) with memory.offload_activations" : "",
