@@ -9,8 +9,9 @@
 # their speed moves by 2x within minutes): a core's fp32 matmul rate, `xtrain health` on as many
 # ranks as cores (2048^3, one thread a rank, every rank at once) just before and just after each
 # run, the mean of the two, which R ranks share (4 ranks on 2 cores: half a core each); for each
-# rank count R, once, the all-gather bus bandwidth over Gloo (the median of three `xtrain health`
-# launches on R ranks) and the process baseline: the peak resident memory of the fullest rank of the same launch training a
+# rank count R, once, the all-gather bus bandwidth over Gloo and the latency of a small all-reduce
+# between segments of compute (each the median of three `xtrain health` launches on R ranks) and
+# the process baseline: the peak resident memory of the fullest rank of the same launch training a
 # model of 58K parameters (hidden 64, one block) for 3 steps, which holds the executable,
 # LibTorch, the communicator, the data and the autograd machinery and almost no tensors. Each
 # run's profile is written to OUT/NAME.yaml (based on data/hardware/cpu-here.yaml, whose
@@ -94,10 +95,10 @@ launch() {
   }
 }
 
-# measure_rank_count RANKS: the all-gather bandwidth over RANKS ranks (the median of three
-# `xtrain health` launches, one launch's figure moves by 2x on shared cores; one under --gate
-# memory, whose time column is only shown) and the process baseline (a tiny model's run on RANKS
-# ranks), into OUT/ranks-RANKS.json.
+# measure_rank_count RANKS: the all-gather bandwidth over RANKS ranks and the collective latency
+# beside compute (the median of three `xtrain health` launches, one launch's figure moves by 2x on
+# shared cores; one under --gate memory, whose time column is only shown) and the process
+# baseline (a tiny model's run on RANKS ranks), into OUT/ranks-RANKS.json.
 measure_rank_count() {
   local ranks=$1 tries=3
   [[ $gate == memory ]] && tries=1
@@ -110,14 +111,18 @@ measure_rank_count() {
   "$python" - "$out" "$ranks" <<'PY'
 import glob, json, re, statistics, sys
 out, ranks = sys.argv[1], int(sys.argv[2])
-gathers = sorted(float(re.search(r"world +\d+ +all_gather +[0-9.]+ +([0-9.]+)", open(log).read()).group(1))
-                 for log in glob.glob(f"{out}/health-{ranks}-*.log"))
-gather = statistics.median(gathers)
+logs = [open(log).read() for log in sorted(glob.glob(f"{out}/health-{ranks}-*.log"))]
+gathers = sorted(float(re.search(r"world +\d+ +all_gather +[0-9.]+ +([0-9.]+)", log).group(1)) for log in logs)
+latencies = sorted(float(re.search(r"beside compute ms\n\[rank 0\]: +world +\d+ +all_reduce +[0-9.]+ +([0-9.]+)",
+                                   log).group(1)) for log in logs)
+gather, latency = statistics.median(gathers), statistics.median(latencies)
 records = [json.loads(l) for l in open(f"{out}/baseline-{ranks}/metrics.jsonl") if '"step_s"' in l]
 baseline = max(r.get("peak_rss_mib_max", r["peak_rss_mib"]) for r in records)
-json.dump({"all_gather_gbs": gather, "baseline_mib": baseline}, open(f"{out}/ranks-{ranks}.json", "w"))
+json.dump({"all_gather_gbs": gather, "latency_ms": latency, "baseline_mib": baseline},
+          open(f"{out}/ranks-{ranks}.json", "w"))
 print(f"{ranks} ranks: all_gather {gather:.3f} GB/s bus bandwidth (the median of "
-      f"{', '.join(f'{g:.3f}' for g in gathers)}), process baseline {baseline:.0f} MiB")
+      f"{', '.join(f'{g:.3f}' for g in gathers)}), a small all-reduce beside compute {latency:.3f} ms (of "
+      f"{', '.join(f'{l:.3f}' for l in latencies)}), process baseline {baseline:.0f} MiB")
 PY
 }
 
@@ -150,10 +155,11 @@ name: cpu-here-{name}
 description: this machine, {ranks} ranks on its {cores} cores, as measured around the run
 sources:
   - "xtrain health on {cores} ranks: fp32 matmul 2048^3 {before:.1f} GFLOP/s a core before the run, {after:.1f} after; {ranks} ranks on {cores} cores: {rank:.1f} a rank (0: not measured, cpu-here's)"
-  - "xtrain health on {ranks} ranks: all_gather {links['all_gather_gbs']:.3f} GB/s bus bandwidth"
+  - "xtrain health on {ranks} ranks: all_gather {links['all_gather_gbs']:.3f} GB/s bus bandwidth; a 4 KiB all_reduce between segments of compute adds {links['latency_ms']:.3f} ms"
   - "runtime: peak resident memory of the fullest rank training a 58K-parameter model, {links['baseline_mib']:.0f} MiB"
 {f"peak_tflops_fp32: {rank / 1000:.6f}" if rank else ""}
 intra_node_gbs: {links['all_gather_gbs']:.4f}
+collective_latency_ms: {links['latency_ms']:.4f}
 runtime_gib: {links['baseline_mib'] / 1024:.4f}
 """)
 PY

@@ -46,6 +46,7 @@ void BlockedClock::wait(PendingCollective& pending) {
 
 void BlockedClock::add_since(std::chrono::steady_clock::time_point started) {
   nanoseconds_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
+  ++waits_;
 }
 
 void PendingCollective::wait() {

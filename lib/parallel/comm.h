@@ -45,16 +45,18 @@ std::string diagnose_peers();
 
 class PendingCollective;
 
-// The time a family of collectives spent blocked waiting for their data: what compute did not
-// hide. Each group has one (Comm::blocked); expert exchanges keep their own by direction.
+// The time a family of collectives spent blocked waiting for their data (what compute did not
+// hide) and how many waits it took. Each group has one (Comm::blocked); expert exchanges keep
+// their own by direction.
 class BlockedClock {
  public:
   void wait(PendingCollective& pending);  // pending.wait(), timed here as well
-  void add_since(std::chrono::steady_clock::time_point started);
+  void add_since(std::chrono::steady_clock::time_point started);  // one wait, from `started`
   double seconds() const { return static_cast<double>(nanoseconds_.load()) * 1e-9; }
+  int64_t waits() const { return waits_.load(); }
 
  private:
-  std::atomic<int64_t> nanoseconds_{0};
+  std::atomic<int64_t> nanoseconds_{0}, waits_{0};
 };
 
 class PendingCollective {
@@ -110,6 +112,8 @@ class Comm {
 
   // Seconds this process has spent blocked waiting on the group's collectives so far.
   double blocked_seconds() const { return blocked_.seconds(); }
+  // How many of the group's collectives this process has waited on so far.
+  int64_t blocked_waits() const { return blocked_.waits(); }
 
  protected:
   // A collective of this group that is complete once `wait` returns, timed by the group's clock.

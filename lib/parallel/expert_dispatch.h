@@ -36,6 +36,7 @@ class ExpertDispatcher final : public model::TokenDispatcher {
   // gradients both ways).
   double forward_blocked_seconds() const { return forward_blocked_.seconds(); }
   double backward_blocked_seconds() const { return backward_blocked_.seconds(); }
+  int64_t blocked_waits() const { return forward_blocked_.waits() + backward_blocked_.waits(); }
 
  private:
   std::shared_ptr<Comm> group_;

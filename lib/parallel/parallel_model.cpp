@@ -16,7 +16,11 @@ CommSeconds CommSeconds::operator-(const CommSeconds& earlier) const {
           expert_forward - earlier.expert_forward,
           expert_backward - earlier.expert_backward,
           ring_attention - earlier.ring_attention,
-          ring_blocked - earlier.ring_blocked};
+          ring_blocked - earlier.ring_blocked,
+          waits - earlier.waits,
+          tensor_parallel_waits - earlier.tensor_parallel_waits,
+          expert_waits - earlier.expert_waits,
+          ring_waits - earlier.ring_waits};
 }
 
 ParallelModel::ParallelModel(std::shared_ptr<model::CausalLM> model, const DeviceMesh* mesh) : model_(std::move(model)) {
@@ -34,16 +38,24 @@ void ParallelModel::begin_micro_batch(bool last) {
 
 CommSeconds ParallelModel::comm_seconds() const {
   CommSeconds seconds;
-  for (const auto& group : groups_) seconds.blocked += group->blocked_seconds();
-  if (tensor_parallel_) seconds.tensor_parallel = tensor_parallel_->blocked_seconds();
+  for (const auto& group : groups_) {
+    seconds.blocked += group->blocked_seconds();
+    seconds.waits += group->blocked_waits();
+  }
+  if (tensor_parallel_) {
+    seconds.tensor_parallel = tensor_parallel_->blocked_seconds();
+    seconds.tensor_parallel_waits = tensor_parallel_->blocked_waits();
+  }
   for (const auto& [name, block] : model_->moe_blocks())
     if (const auto* dispatcher = dynamic_cast<const ExpertDispatcher*>(block->dispatcher().get())) {
       seconds.expert_forward += dispatcher->forward_blocked_seconds();
       seconds.expert_backward += dispatcher->backward_blocked_seconds();
+      seconds.expert_waits += dispatcher->blocked_waits();
     }
   if (ring_times_) {
     seconds.ring_attention = ring_times_->attention_seconds();
     seconds.ring_blocked = ring_times_->blocked_seconds();
+    seconds.ring_waits = ring_times_->waits.load();
   }
   return seconds;
 }

@@ -40,6 +40,9 @@ class PipelineStage;
 struct CommSeconds {
   double blocked = 0, tensor_parallel = 0, expert_forward = 0, expert_backward = 0;
   double ring_attention = 0, ring_blocked = 0;
+  // Collectives waited on: on every group of the mesh; on the tensor-parallel group; the experts'
+  // exchanges; the ring's transfers.
+  int64_t waits = 0, tensor_parallel_waits = 0, expert_waits = 0, ring_waits = 0;
   CommSeconds operator-(const CommSeconds& earlier) const;
 };
 

@@ -69,7 +69,10 @@ Passing pass_on(const RingPlan& plan, const torch::Tensor& block, int64_t tag) {
 torch::Tensor arrived(const RingPlan& plan, Passing& passing) {
   const auto started = Clock::now();
   passing.pending.wait();
-  if (plan.times) plan.times->blocked_ns += nanoseconds_since(started);
+  if (plan.times) {
+    plan.times->blocked_ns += nanoseconds_since(started);
+    ++plan.times->waits;
+  }
   return passing.incoming;
 }
 

@@ -30,10 +30,11 @@
 namespace xtrain::parallel {
 
 // Where the ring's time goes, forward and backward: attending to blocks, and blocked on a
-// block's transfer after the attention that should have hidden it.
+// block's transfer after the attention that should have hidden it (waits: the transfers waited on).
 struct RingTimes {
   std::atomic<int64_t> attention_ns{0};
   std::atomic<int64_t> blocked_ns{0};
+  std::atomic<int64_t> waits{0};
   double attention_seconds() const { return static_cast<double>(attention_ns.load()) * 1e-9; }
   double blocked_seconds() const { return static_cast<double>(blocked_ns.load()) * 1e-9; }
 };

@@ -102,6 +102,7 @@ HardwareProfile load_hardware_profile(const std::string& name_or_file) {
   p.fp8_gemm_efficiency = positive(node, file, "fp8_gemm_efficiency", p.fp8_gemm_efficiency, false);
   p.communication_overlaps_compute =
       flag(node, file, "communication_overlaps_compute", p.communication_overlaps_compute);
+  p.collective_latency_ms = positive(node, file, "collective_latency_ms", p.collective_latency_ms, false);
   return p;
 }
 

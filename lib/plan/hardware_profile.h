@@ -33,6 +33,11 @@ struct HardwareProfile {
   // the cores that compute (Gloo on a CPU: its threads copy every byte through the sockets on the
   // rank's own core), where a prefetch or a bucket hides nothing and every collective adds.
   bool communication_overlaps_compute = true;
+  // What a collective the step waits on as soon as it is called (tensor parallelism's, the ring's
+  // passes, the experts' exchanges, the pipeline's sends) costs beyond its bytes, in ms: the
+  // call, the wake-ups of the threads that run it, the ranks meeting. 0 when the profile gives
+  // none (a GPU queues its collectives behind the compute on the stream).
+  double collective_latency_ms = 0;
   double fp8_efficiency() const { return fp8_gemm_efficiency > 0 ? fp8_gemm_efficiency : gemm_efficiency; }
 };
 

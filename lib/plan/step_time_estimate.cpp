@@ -1,6 +1,7 @@
 #include "plan/step_time_estimate.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -47,6 +48,35 @@ struct StepShape {
   double compute() const { return dense_s + expert_s + attention_s; }
 };
 
+// Seconds that `calls` collectives the step waits on as they are called cost beyond their bytes.
+double latency_seconds(double calls, const HardwareProfile& hw) { return calls * hw.collective_latency_ms * 1e-3; }
+
+// The note of a term that pays latency_seconds for `calls` collectives, before its overlap note.
+std::string calls_note(double calls, const HardwareProfile& hw) {
+  return hw.collective_latency_ms > 0 ? fmt::format("{:.0f} collectives, ", calls) : "";
+}
+
+// The collectives a step waits on as they are called, as the engine issues them, per micro batch.
+// Tensor parallelism, a layer: all-reduces after the row-parallel attention output and MLP down
+// projections forward and before the column-parallel ones backward (4); with sequence parallelism
+// an all-gather before and a reduce-scatter after each block forward, the reverse backward, and
+// the all-gather again for the column-parallel weights' gradients (10); a recomputed forward
+// repeats the forward's (2 or 4). Beside the layers: the vocabulary-parallel embedding and head
+// (2, with SP 5) and the loss, two all-reduces a chunk of its logits.
+double tensor_parallel_calls(const config::Recipe& recipe, const ClusterLayout& layout, const StepShape& step,
+                             double vocab, double recomputed) {
+  if (layout.tp <= 1) return 0;
+  const bool sp = layout.sequence_parallel;
+  const double per_layer = (sp ? 10 : 4) + recomputed * (sp ? 4 : 2);
+  const double chunk_rows =
+      recipe.memory.chunked_loss == "off"
+          ? step.micro_tokens
+          : (recipe.memory.chunked_loss == "auto" ? 256.0 * 1024 * 1024 / (8 * vocab / static_cast<double>(layout.tp))
+                                                  : std::stod(recipe.memory.chunked_loss));
+  const double loss_chunks = std::ceil(step.micro_tokens / std::max(1.0, chunk_rows));
+  return (per_layer * step.layers + (sp ? 5 : 2) + 2 * loss_chunks) * step.micro_batches;
+}
+
 // Bytes of one micro batch's activations of `width` on a rank.
 double micro_tokens_bytes(const StepShape& step, double width) { return step.micro_tokens * width * step.element; }
 
@@ -89,31 +119,47 @@ void add_communication(StepTimeEstimate& e, const ModelCensus& c, const config::
   // TP: two all-reduces (or all-gather + reduce-scatter pairs) a layer forward, two backward, and
   // the forward's two again where full recompute runs it twice.
   const double recomputed = recipe.memory.recompute == memory::Recompute::full ? recipe.memory.recompute_ratio : 0;
+  const double tp_calls = tensor_parallel_calls(recipe, layout, step, static_cast<double>(c.vocab), recomputed);
   const double tp_s = ring_seconds(micro_tokens_bytes(step, hidden), layout.tp, 1, layout, hw, 2) *
-                      (4 + 2 * recomputed) * layers * micro_batches;
+                          (4 + 2 * recomputed) * layers * micro_batches +
+                      latency_seconds(tp_calls, hw);
   if (tp_s > 0)
     e.terms.push_back({"tensor-parallel collectives", overlap.tp_behind_gemms ? exposed(tp_s, step.dense_s, hw) : tp_s,
-                       overlap.tp_behind_gemms
-                           ? fmt::format("{:.3g} s in all, {}", tp_s, overlap_note(hw, "behind the GEMMs"))
-                           : "exposed"});
+                       calls_note(tp_calls, hw) +
+                           (overlap.tp_behind_gemms
+                                ? fmt::format("{:.3g} s in all, {}", tp_s, overlap_note(hw, "behind the GEMMs"))
+                                : "exposed")});
   // Ring attention passes every other rank's keys and values forward, and them and their
   // gradients backward, behind the attention.
   const double tp = static_cast<double>(layout.tp), cp = static_cast<double>(layout.cp);
   const double kv_bytes = step.micro_tokens * static_cast<double>(2 * c.key_width) / tp * element;
+  // Its passes: cp - 1 forward (and again where full recompute reruns it); backward cp - 1 of the
+  // blocks and cp of their gradients' accumulators, the last one home.
+  const double cp_calls = layout.cp > 1 ? ((cp - 1) * (2 + recomputed) + cp) * layers * micro_batches : 0;
   const double cp_s = layout.cp > 1 ? 3 * kv_bytes * (cp - 1) / ring_bandwidth(layout.cp, layout.tp, layout, hw) *
-                                          layers * micro_batches
+                                              layers * micro_batches +
+                                          latency_seconds(cp_calls, hw)
                                     : 0;
   if (cp_s > 0)
     e.terms.push_back({"context-parallel ring", exposed(cp_s, step.attention_s, hw),
-                       fmt::format("{:.3g} s in all, {}", cp_s, overlap_note(hw, "behind the attention"))});
+                       calls_note(cp_calls, hw) +
+                           fmt::format("{:.3g} s in all, {}", cp_s, overlap_note(hw, "behind the attention"))});
   // Experts: dispatch and combine forward and backward.
+  // Each Domino part of a micro batch exchanges its token counts, dispatches and combines forward
+  // (again where full recompute reruns it) and sends both gradients back.
   const double a2a_bytes = step.micro_tokens * static_cast<double>(c.top_k) * hidden * element;
+  const double parts = static_cast<double>(std::max<int64_t>(1, recipe.parallel.intra_layer_micro_batch));
+  const double ep_calls = layout.ep > 1 ? (3 * (1 + recomputed) + 2) * parts *
+                                              static_cast<double>(share.moe_layers) * micro_batches
+                                        : 0;
   const double ep_s = ring_seconds(a2a_bytes, layout.ep, layout.tp * layout.cp, layout, hw, 4) *
-                      static_cast<double>(share.moe_layers) * micro_batches;
-  const bool domino = recipe.parallel.intra_layer_micro_batch > 1;
+                          static_cast<double>(share.moe_layers) * micro_batches +
+                      latency_seconds(ep_calls, hw);
+  const bool domino = parts > 1;
   if (ep_s > 0)
     e.terms.push_back({"expert all-to-all", domino ? exposed(ep_s, step.expert_s, hw) : ep_s,
-                       domino ? overlap_note(hw, "behind the experts (Domino-EP)") : "exposed"});
+                       calls_note(ep_calls, hw) +
+                           (domino ? overlap_note(hw, "behind the experts (Domino-EP)") : "exposed")});
 }
 
 void add_pipeline(StepTimeEstimate& e, const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout,
@@ -126,9 +172,11 @@ void add_pipeline(StepTimeEstimate& e, const ModelCensus& c, const config::Recip
   // gradients back, point to point (one NIC across nodes); sequence parallelism sends each rank's
   // 1/tp of the sequence.
   const double width = static_cast<double>(c.hidden) / (layout.sequence_parallel ? static_cast<double>(layout.tp) : 1);
+  const double send_calls = 2 * v * step.micro_batches;
   const double sends = 2 * v * micro_tokens_bytes(step, width) * step.micro_batches /
-                       ring_bandwidth(2, layout.world() / layout.pp, layout, hw);
-  e.terms.push_back({"pipeline sends", sends, "activations forward, gradients backward"});
+                           ring_bandwidth(2, layout.world() / layout.pp, layout, hw) +
+                       latency_seconds(send_calls, hw);
+  e.terms.push_back({"pipeline sends", sends, calls_note(send_calls, hw) + "activations forward, gradients backward"});
   // 1F1B runs the fullest stage's micro batches back to back; the step waits besides for the
   // first micro batch to reach it and the last to drain from it through the other stages: their
   // compute for one micro batch, (pp - 1) x the fullest's when the stages are even (Megatron's

@@ -156,6 +156,67 @@ std::vector<parallel::Dim> link_dimensions(const parallel::DeviceMesh& mesh) {
   return dims;
 }
 
+// The latency of a small all-reduce on `group` between segments of compute, as training meets
+// its blocking collectives (tensor parallelism's, the ring's, the experts' exchanges): the time
+// each one adds to a loop of matmuls, against the same all-reduce in a loop of its own. On
+// shared cores the first is larger: the collective's threads wait to be scheduled and the ranks
+// reach it at different moments. Timed on this rank; medians of 3 loops of each kind.
+CollectiveLatency time_latency(parallel::Comm& group, const torch::Device& device) {
+  constexpr int64_t kCalls = 16, kMatmul = 384;
+  constexpr double kSegmentSeconds = 2e-3;  // about the compute between two TP collectives here
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  const auto a = torch::randn({kMatmul, kMatmul}, options), b = torch::randn({kMatmul, kMatmul}, options);
+  auto small = torch::ones({1024}, options);  // 4 KiB: what it costs is the call, not the bytes
+  auto product = torch::matmul(a, b);
+  synchronize(device);
+  auto start = Clock::now();
+  for (int i = 0; i < 4; ++i) product = torch::matmul(a, b);
+  synchronize(device);
+  // Every rank runs the slowest rank's count of matmuls a segment, so that no rank waits by design.
+  const auto mine = torch::full({1}, std::ceil(kSegmentSeconds / std::max(seconds_since(start) / 4, 1e-7)), options);
+  auto counts = torch::empty({group.size()}, options);
+  group.all_gather(counts, mine).wait();
+  const int64_t matmuls = std::clamp<int64_t>(static_cast<int64_t>(counts.max().item<float>()), 1, 1000);
+  auto loop = [&](bool compute, bool collective) {
+    group.barrier();
+    const auto started = Clock::now();
+    for (int64_t call = 0; call < kCalls; ++call) {
+      if (compute) {
+        for (int64_t m = 0; m < matmuls; ++m) product = torch::matmul(a, b);
+        synchronize(device);
+      }
+      if (collective) group.all_reduce_sum(small).wait();
+    }
+    synchronize(device);
+    return seconds_since(started) / kCalls;
+  };
+  std::vector<double> alone, computing, beside;
+  for (int round = 0; round < 3; ++round) {
+    alone.push_back(loop(false, true));
+    computing.push_back(loop(true, false));
+    beside.push_back(loop(true, true));
+  }
+  return {"", group.size(), median(alone), std::max(0.0, median(beside) - median(computing))};
+}
+
+// time_latency on each group of the mesh, the slowest rank's figures.
+std::vector<CollectiveLatency> measure_latencies(const parallel::DeviceMesh& mesh, const torch::Device& device) {
+  std::vector<CollectiveLatency> latencies;
+  auto& world = *mesh.group(parallel::Dim::world);
+  for (const auto dim : link_dimensions(mesh)) {
+    auto latency = time_latency(*mesh.group(dim), device);
+    const auto all = gather_doubles(world, {latency.alone_s, latency.beside_compute_s}, device);
+    latency.group = to_string(dim);
+    latency.alone_s = latency.beside_compute_s = 0;
+    for (size_t r = 0; r < all.size(); r += 2) {
+      latency.alone_s = std::max(latency.alone_s, all[r]);
+      latency.beside_compute_s = std::max(latency.beside_compute_s, all[r + 1]);
+    }
+    latencies.push_back(latency);
+  }
+  return latencies;
+}
+
 std::vector<LinkRate> measure_links(const parallel::DeviceMesh& mesh, const torch::Device& device,
                                     const HealthOptions& options) {
   std::vector<LinkRate> links;
@@ -229,6 +290,7 @@ HealthReport check_health(const parallel::DeviceMesh& mesh, const torch::Device&
     r.slow = world.size() > 1 && r.matmul_gflops < (1.0 - options.slow_fraction) * report.median_gflops;
   }
   report.links = measure_links(mesh, device, options);
+  report.latencies = measure_latencies(mesh, device);
   return report;
 }
 
@@ -263,6 +325,12 @@ std::string HealthReport::table() const {
   for (const auto& l : links)
     text += fmt::format("{:>6}  {:>5}  {:<10}  {:>10.3f}  {:>9.3f}\n", l.group, l.ranks, l.collective,
                         1e3 * l.seconds, l.bus_gbps);
+  if (latencies.empty()) return text;
+  text += fmt::format("{:>6}  {:>5}  {:<10}  {:>10}  {:>17}\n", "group", "ranks", "latency", "alone ms",
+                      "beside compute ms");
+  for (const auto& l : latencies)
+    text += fmt::format("{:>6}  {:>5}  {:<10}  {:>10.3f}  {:>17.3f}\n", l.group, l.ranks, "all_reduce",
+                        1e3 * l.alone_s, 1e3 * l.beside_compute_s);
   return text;
 }
 

@@ -6,7 +6,8 @@
 //   - measures its matmul rate; a rank slower than the median by more than slow_fraction is named;
 //   - times all-reduce, all-gather, all-to-all and send/recv (to the next rank, from the
 //     previous) on every group of the mesh, as bus bandwidth (the bytes each rank moves over the
-//     slowest rank's time, nccl-tests' busbw).
+//     slowest rank's time, nccl-tests' busbw);
+//   - times a small all-reduce's latency on every group, alone and between segments of compute.
 // Collective: every rank of the mesh calls it and gets the same report.
 //
 // XTRAIN_HEALTH_FAULT=slow:R makes rank R repeat its timed matmuls 8 times over (and each training
@@ -48,9 +49,18 @@ struct LinkRate {
   double bus_gbps = 0;
 };
 
+// What a small (4 KiB) all-reduce costs a call on a group: alone, and added to a loop of compute
+// (about 2 ms between calls), the way training meets its blocking collectives.
+struct CollectiveLatency {
+  std::string group;
+  int64_t ranks = 0;
+  double alone_s = 0, beside_compute_s = 0;  // the slowest rank's
+};
+
 struct HealthReport {
   std::vector<RankHealth> ranks;
   std::vector<LinkRate> links;
+  std::vector<CollectiveLatency> latencies;
   double median_gflops = 0;
   bool healthy() const;
   // "rank 2 (host-b): matmul 31.2 GFLOP/s, 0.41 x the median 76.0", one line per named rank.

@@ -85,16 +85,21 @@ void StepReport::write_metrics(int64_t step, int64_t samples_consumed, const Ste
                                    {"peak_device_mib", device_mib()},
                                    {"state_mib", static_cast<double>(peak_state_bytes_) / (1 << 20)},
                                    {"comm_wait_s", outcome.comm.blocked},
+                                   {"comm_waits", outcome.comm.waits},
                                    {"data_wait_s", outcome.data_wait},
                                    {"data_read_s", outcome.data_read}};
   for (const auto& [name, value] : outcome.aux_losses) record["aux_loss." + name] = value;
   if (outcome.gathered_bytes > 0) record["fsdp.gathered_bytes"] = outcome.gathered_bytes;
-  if (degrees_.tp > 1) record["tp.collective_s"] = outcome.comm.tensor_parallel;
+  if (degrees_.tp > 1) {
+    record["tp.collective_s"] = outcome.comm.tensor_parallel;
+    record["tp.collectives"] = outcome.comm.tensor_parallel_waits;
+  }
   if (degrees_.cp > 1) {
     record["cp.attention_cost_max_over_mean"] = outcome.context_cost_spread;
     if (recipe_.parallel.cp_kind == parallel::ContextKind::ring) {
       record["cp.ring_attention_s"] = outcome.comm.ring_attention;
       record["cp.ring_blocked_s"] = outcome.comm.ring_blocked;
+      record["cp.ring_waits"] = outcome.comm.ring_waits;
     }
   }
   if (degrees_.pp > 1) {
@@ -112,6 +117,7 @@ void StepReport::write_metrics(int64_t step, int64_t samples_consumed, const Ste
     if (degrees_.ep > 1) {
       record["moe.all_to_all_wait_s"] = outcome.comm.expert_forward;
       record["moe.all_to_all_backward_wait_s"] = outcome.comm.expert_backward;
+      record["moe.all_to_all_waits"] = outcome.comm.expert_waits;
     }
     if (recipe_.model.router == model::Router::sigmoid_bias) {
       record["moe.bias_min"] = experts->bias_min;

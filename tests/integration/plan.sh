@@ -52,4 +52,34 @@ expect_text "$work/published_run.log" "behind the last backward and the first fo
 expect_exit 1 "$work/published_tight.log" "$xtrain" plan --validate "$published" --max-error 0.1
 expect_exit 2 "$work/published_none.log" "$xtrain" plan --validate "$published" --run gpt-5
 expect_text "$work/published_none.log" "--run gpt-5: $published has no such run"
+
+# The collectives a step waits on as they are called, which the plan charges cpu-here's latency
+# for: its count of each kind against the engine's own counters, one step of here-dense (4 micro
+# batches on one data rank) and here-moe.
+source "$srcdir/tests/integration/lib/distributed.sh"
+dense="$srcdir/tests/data/plan/here-dense.yaml" moe="$srcdir/tests/data/plan/here-moe.yaml"
+# check_calls NAME RECIPE METRIC TERM SETTINGS...: the engine's METRIC at step 1 equals the count
+# in the plan's TERM line.
+check_calls() {
+  local name=$1 recipe=$2 metric=$3 term=$4
+  shift 4
+  local sets=()
+  for s in "$@"; do sets+=(--set "$s"); done
+  expect_exit 0 "$work/$name.log" "$xtrain" launch --nproc-per-node 2 --master-port "$(free_port)" -- \
+    train "$recipe" --set run.dir="$work/$name" --set train.steps=1 "${sets[@]}"
+  expect_exit 0 "$work/$name.plan" "$xtrain" plan "$recipe" --nodes 1 --gpus-per-node 2 --hardware cpu-here "${sets[@]}"
+  local engine planned
+  engine=$(grep '"step_s"' "$work/$name/metrics.jsonl" | sed -E "s/.*\"$metric\": *([0-9]+).*/\1/")
+  planned=$(grep -E "^  $term " "$work/$name.plan" | sed -E 's/.* ([0-9]+) collectives, .*/\1/')
+  echo "$name: $metric $engine, planned $planned"
+  [[ -n $engine && $engine == "$planned" ]] || { cat "$work/$name.plan"; fail "$name: $metric $engine, the plan counts '$planned'"; }
+}
+tp_sp=(parallel.tp=2 parallel.sequence_parallel=true parallel.fsdp=1)
+check_calls tp-sp "$dense" tp.collectives "tensor-parallel collectives" "${tp_sp[@]}"
+check_calls tp-sp-recompute-unchunked "$dense" tp.collectives "tensor-parallel collectives" "${tp_sp[@]}" \
+  memory.recompute=full memory.chunked_loss=off
+check_calls tp "$dense" tp.collectives "tensor-parallel collectives" parallel.tp=2 parallel.fsdp=1 memory.chunked_loss=128
+check_calls cp-recompute "$dense" cp.ring_waits "context-parallel ring" parallel.cp=2 parallel.fsdp=1 memory.recompute=full
+check_calls ep-domino-recompute "$moe" moe.all_to_all_waits "expert all-to-all" parallel.ep=2 \
+  parallel.intra_layer_micro_batch=2 memory.recompute=full
 echo "plan: ok"
