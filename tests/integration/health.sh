@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `xtrain health` and dist.health_check. On 2 ranks and on 4 (tp 2 x fsdp 2) every rank agrees
-# and the table names each mesh group's collectives; a rank slowed on purpose
+# and the table names each mesh group's collectives and their latency; a rank slowed on purpose
 # (XTRAIN_HEALTH_FAULT=slow:R) or whose matmul chain is perturbed (corrupt:R) is named by rank
 # and host, and the check stops (exit 3) or warns (exit 0) as set. In training, dist.health_check
 # start stops a run before its first step when a rank's result differs, and a rank slowed every
@@ -27,6 +27,12 @@ grep -q "every rank agrees and none is slower than the median by 60%" "$work/two
 for collective in all_reduce all_gather all_to_all send_recv; do grep -q " world      2  $collective " "$work/two.log"; done
 health 4 --set parallel.tp=2 > "$work/four.log" 2>&1
 for group in world fsdp tp; do grep -q "  $group      [24]  all_reduce " "$work/four.log"; done
+# The latency rows: each group's small all-reduce alone and between segments of compute.
+[[ $(grep -A3 "latency       alone ms  beside compute ms" "$work/four.log" |
+  grep -cE "  (world|fsdp|tp) +[24]  all_reduce +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3}$") == 3 ]] || {
+  cat "$work/four.log"
+  exit 1
+}
 grep "\[rank 0\]" "$work/four.log" | sed 's/^\[rank 0\]: //' | grep -v "^launch"
 
 status=0
