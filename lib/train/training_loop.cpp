@@ -78,6 +78,8 @@ void TrainingRun::check_health(int64_t at_step) {
     record["health.result_differs"] = differs;
     for (const auto& link : report.links)
       record["health." + link.group + "." + link.collective + "_bus_gbps"] = link.bus_gbps;
+    for (const auto& latency : report.latencies)
+      record["health." + latency.group + ".latency_beside_compute_ms"] = 1e3 * latency.beside_compute_s;
     report_->record(record);
   }
   if (problems.empty()) return;
