@@ -60,9 +60,10 @@ std::string calls_note(double calls, const HardwareProfile& hw) {
 // Tensor parallelism, a layer: all-reduces after the row-parallel attention output and MLP down
 // projections forward and before the column-parallel ones backward (4); with sequence parallelism
 // an all-gather before and a reduce-scatter after each block forward, the reverse backward, and
-// the all-gather again for the column-parallel weights' gradients (10); a recomputed forward
-// repeats the forward's (2 or 4). Beside the layers: the vocabulary-parallel embedding and head
-// (2, with SP 5) and the loss, two all-reduces a chunk of its logits.
+// an all-reduce of each norm weight's gradient, which its rank's part of the sequence left
+// partial (10); a recomputed forward repeats the forward's (2 or 4). Beside the layers: the
+// vocabulary-parallel embedding and head (2; with SP 5, the final norm's gradient among them) and
+// the loss, two all-reduces a chunk of its logits.
 double tensor_parallel_calls(const config::Recipe& recipe, const ClusterLayout& layout, const StepShape& step,
                              double vocab, double recomputed) {
   if (layout.tp <= 1) return 0;
