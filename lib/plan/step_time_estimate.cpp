@@ -95,11 +95,19 @@ void add_communication(StepTimeEstimate& e, const ModelCensus& c, const config::
   const double fsdp_s =
       ring_seconds(fsdp_bytes_a_parameter * share.dense, shards, layout.tp, layout, hw) +
       ring_seconds(fsdp_bytes_a_parameter * share.experts, layout.expert_shards(), layout.tp, layout, hw);
-  // The first unit's gather precedes all compute; the rest runs behind it.
+  // The first unit's gather precedes all compute; the rest runs behind it. Where collectives run
+  // on the compute cores nothing is ahead of its use, and each pays the latency: a micro batch
+  // gathers every block twice and reduces it, gathers the embedding for its lookup and the head
+  // once, and reduces the head (the embedding's gradient reduces once a step): 3 (layers + 1).
   const double fsdp_first = fsdp_s / std::max(1.0, layers);
+  const double fsdp_calls =
+      fsdp_s > 0 && !hw.communication_overlaps_compute && !overlap.fsdp_once_per_step ? 3 * (layers + 1) * micro_batches
+                                                                                       : 0;
   if (fsdp_s > 0)
-    e.terms.push_back({"FSDP gathers and reductions", fsdp_first + exposed(fsdp_s - fsdp_first, compute, hw),
-                       fmt::format("{:.3g} s in all, {}", fsdp_s, overlap_note(hw, "prefetched"))});
+    e.terms.push_back({"FSDP gathers and reductions",
+                       fsdp_first + exposed(fsdp_s - fsdp_first, compute, hw) + latency_seconds(fsdp_calls, hw),
+                       calls_note(fsdp_calls, hw) +
+                           fmt::format("{:.3g} s in all, {}", fsdp_s, overlap_note(hw, "prefetched"))});
   // Data parallelism: the replicas' gradients, once a step, behind the last micro batch's
   // backward (two thirds of its compute) as their buckets fill; a distributed optimizer also
   // hides the parameters' all-gather behind the next step's first forward.
@@ -111,9 +119,12 @@ void add_communication(StepTimeEstimate& e, const ModelCensus& c, const config::
                           ? ring_seconds((4 + element) * shard_parameters, layout.dp, dp_stride, layout, hw)
                           : ring_seconds(4 * shard_parameters, layout.dp, dp_stride, layout, hw, 2);
   const double dp_window = overlap.distributed_optimizer ? micro_compute : micro_compute * 2 / 3;
+  // One reduction a unit (the blocks, the embedding, the head), paying the latency where nothing
+  // overlaps.
+  const double dp_calls = dp_s > 0 && !hw.communication_overlaps_compute ? layers + 2 : 0;
   if (dp_s > 0)
-    e.terms.push_back({"data-parallel gradients", exposed(dp_s, dp_window, hw),
-                       fmt::format("{:.3g} s in all, {}", dp_s,
+    e.terms.push_back({"data-parallel gradients", exposed(dp_s, dp_window, hw) + latency_seconds(dp_calls, hw),
+                       calls_note(dp_calls, hw) + fmt::format("{:.3g} s in all, {}", dp_s,
                                    overlap_note(hw, overlap.distributed_optimizer
                                                         ? "behind the last backward and the first forward"
                                                         : "behind the last backward"))});
