@@ -17,6 +17,7 @@
 #include "launch/launcher.h"
 #include "parallel/comm.h"
 #include "util/exit_codes.h"
+#include "util/host_tensor_memory.h"
 #include "util/input_error.h"
 
 namespace {
@@ -86,6 +87,7 @@ int run_reporting_errors(const std::function<int()>& run) {
 
 int main(int argc, char** argv) {
   keep_freed_host_memory();
+  util::track_host_tensor_memory();
   hide_cpp_stack_traces();
   end_on_collective_failure();
   launch::LaunchOptions launch_options;

@@ -131,6 +131,7 @@ void StepReport::write_metrics(int64_t step, int64_t samples_consumed, const Ste
     // The fullest rank's peak resident memory (peak_rss_mib is this rank's), before the update.
     record["peak_rss_mib_max"] = outcome.peak_rss_mib.max;
     record["peak_rss_rank"] = outcome.peak_rss_mib.argmax;
+    record["peak_device_mib_max"] = outcome.peak_device_mib.max;
     if (const auto slow = slow_ranks_.add(outcome.busy)) {
       record["persistent_slow_rank"] = slow->rank;
       record["persistent_slow_ratio"] = slow->ratio;

@@ -93,10 +93,13 @@ StepOutcome TrainingStep::run(const StepInput& input) {
   const double local_loss_sum = losses.loss_sum.defined() ? losses.loss_sum.item<double>() : 0.0;
   const double busy = seconds_since(busy_started) - (model_.comm_seconds().blocked - blocked_before);
   const auto [global_loss_sum, spreads] =
-      sums_.sum_and_spreads(local_loss_sum * data_share_, {busy, util::peak_rss_mib()});
+      sums_.sum_and_spreads(local_loss_sum * data_share_,
+                            {busy, util::peak_rss_mib(),
+                             static_cast<double>(util::peak_device_memory_bytes(settings_.device)) / (1 << 20)});
   outcome.loss = step_targets_ > 0 ? global_loss_sum / step_targets_ : 0.0;
   outcome.busy = spreads[0];
   outcome.peak_rss_mib = spreads[1];
+  outcome.peak_device_mib = spreads[2];
   sum_losses(losses, outcome);
   update(outcome);
   if (mesh_.size(parallel::Dim::pp) > 1) report_stages(outcome);

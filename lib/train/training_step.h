@@ -66,6 +66,7 @@ struct StepOutcome {
   std::optional<Spike> spike;
   RankSpread busy;
   RankSpread peak_rss_mib;                    // each rank's peak resident memory so far
+  RankSpread peak_device_mib;                 // each rank's peak of tensor memory on its device so far
   std::map<std::string, double> aux_losses;   // per target, over the global batch
   std::optional<ExpertBalanceStats> experts;  // mixtures of experts
   parallel::CommSeconds comm;                 // blocked on collectives during the step

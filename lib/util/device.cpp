@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "util/build_info.h"
+#include "util/host_tensor_memory.h"
 #include "util/input_error.h"
 
 #include <algorithm>
@@ -79,8 +80,7 @@ int64_t peak_device_memory_bytes(const c10::Device& device) {
     return stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].peak;
   }
 #endif
-  (void)device;
-  return 0;
+  return device.is_cpu() && host_tensor_memory_tracked() ? peak_host_tensor_bytes() : 0;
 }
 
 namespace {
@@ -127,7 +127,7 @@ void reset_peak_device_memory(const c10::Device& device) {
 #ifdef XTRAIN_CUDA
   if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
 #endif
-  (void)device;
+  if (device.is_cpu()) reset_peak_host_tensor_bytes();
 }
 
 at::Tensor device_rng_state(const c10::Device& device) {

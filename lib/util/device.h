@@ -27,7 +27,9 @@ c10::Device choose_device(DeviceSetting setting, int64_t local_rank);
 // "LibTorch 2.11.0, CUDA 13.0 compiled, 1 device (NVIDIA H200)" and the like.
 std::string describe_runtime();
 
-// The caching allocator's peak bytes since the last reset (0 on CPU), and the reset.
+// The peak bytes of tensor storage on the device since the last reset, and the reset: CUDA's
+// caching allocator's, or on the CPU the counting allocator's (util/host_tensor_memory.h; 0 when
+// it is not installed).
 int64_t peak_device_memory_bytes(const c10::Device& device);
 void reset_peak_device_memory(const c10::Device& device);
 
