@@ -20,7 +20,11 @@ namespace xtrain::train {
 
 int train(const config::Recipe& recipe, const TrainOptions& options) {
   RunProgress progress;
-  auto device_mib = [&] { return static_cast<double>(util::peak_device_memory_bytes(progress.device)) / (1 << 20); };
+  // A GPU's own memory beside the host's; on the CPU the host figure is the whole story.
+  auto device_mib = [&] {
+    if (!progress.device.is_cuda()) return 0.0;
+    return static_cast<double>(util::peak_device_memory_bytes(progress.device)) / (1 << 20);
+  };
   try {
     TrainingRun run(recipe, options, progress);
     return run.run();
