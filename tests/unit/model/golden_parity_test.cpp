@@ -17,6 +17,7 @@
 #include "model/causal_lm.h"
 #include "model/model_builder.h"
 #include "model/fused_kernels.h"
+#include "model/llama_family.h"
 #include "model/model_spec.h"
 #include "model/moe.h"
 #include "model/small_llama.h"
@@ -141,7 +142,7 @@ void check_against_golden(model::CausalLM& llama, const std::string& kernels, co
     const auto& name = item.key();
     const auto& reference = golden.at("grad." + name);
     const auto& exact = golden.at("grad64." + name);
-    const bool router_bias = name.size() > 11 && name.compare(name.size() - 11, 11, "router.bias") == 0;
+    const bool router_bias = model::ends_with(name, "router.bias");
     if (router_bias) {
       const auto weight_gradient = golden.at("grad64." + name.substr(0, name.size() - 4) + "weight");
       const double error = (item.value().grad().to(torch::kFloat64) - exact.to(torch::kFloat64)).abs().max().item<double>() /
