@@ -448,11 +448,13 @@ class RecipeBuilder {
   void check_float8() {
     const auto& m = recipe_.model;
     const auto& f = recipe_.precision;
-    if (f.fp8_all_gather == Float8AllGather::on && f.fp8 == model::Float8Scaling::rowwise)
+    const bool rowwise = f.fp8 == model::Float8Scaling::rowwise || f.fp8 == model::Float8Scaling::rowwise_with_gw_hp;
+    if (f.fp8_all_gather == Float8AllGather::on && rowwise)
       report(where("precision.fp8_all_gather"), "precision.fp8_all_gather",
-             "on with precision.fp8 rowwise: a rowwise weight is quantized per output row for the forward and per "
-             "input column for the input gradient, so no one fp8 copy serves both; use tensorwise or blockwise, or "
-             "fp8_all_gather auto");
+             fmt::format("on with precision.fp8 {}: a rowwise weight is quantized per output row for the forward "
+                         "and again for the input gradient, so no one fp8 copy serves both; use tensorwise or "
+                         "blockwise, or fp8_all_gather auto",
+                         to_string(f.fp8)));
     if (f.fp8 == model::Float8Scaling::off) return;
     if (recipe_.train.dtype == Dtype::fp16)
       report(where("precision.fp8"), "precision.fp8",

@@ -17,6 +17,8 @@ Float8LinearBlocks scaling_blocks(Float8Scaling scaling) {
   switch (scaling) {
     case Float8Scaling::rowwise:  // torchao's axiswise dims: each operand scaled along its GEMM's reduction
       return {{{1, whole}, {1, whole}}, {{1, whole}, {whole, 1}}, {{whole, 1}, {whole, 1}}};
+    case Float8Scaling::rowwise_with_gw_hp:  // as rowwise, with W tensorwise for dx and dW unquantized
+      return {{{1, whole}, {1, whole}}, {{1, whole}, {whole, whole}}, {{}, {}, true}};
     case Float8Scaling::blockwise:  // DeepSeek-V3: 1x128 tiles along K, 128x1 along M for wgrad, 128x128 weights
       return {{{1, edge}, {edge, edge}}, {{1, edge}, {edge, edge}}, {{edge, 1}, {edge, 1}}};
     case Float8Scaling::tensorwise:
@@ -40,8 +42,17 @@ bool scaled_mm_applies(const Float8Operand& a, const Float8Operand& b) {
   const int64_t m = a.data.size(0), k = a.data.size(1), n = b.data.size(1);
   if (m % 16 != 0 || k % 16 != 0 || n % 16 != 0) return false;
   const bool tensorwise = a.scale.numel() == 1 && b.scale.numel() == 1;
-  const bool rowwise = a.scale.size(0) == m && a.scale.size(1) == 1 && b.scale.size(0) == 1 && b.scale.size(1) == n;
-  return tensorwise || rowwise;
+  const auto one_per = [](const torch::Tensor& scale, int64_t rows, int64_t cols) {
+    return scale.numel() == 1 || (scale.size(0) == rows && scale.size(1) == cols);
+  };
+  return tensorwise || (one_per(a.scale, m, 1) && one_per(b.scale, 1, n));
+}
+
+// The scales _scaled_mm takes for `operand`: its reciprocals, a single one spread to a row or
+// column of them when the other operand is scaled by row (rowwise_with_gw_hp's input gradient).
+torch::Tensor scaled_mm_scale(const Float8Operand& operand, bool rowwise, int64_t rows, int64_t cols) {
+  const auto inverse = operand.scale.reciprocal();
+  return (rowwise ? inverse.expand({rows, cols}) : inverse).contiguous();
 }
 
 }  // namespace
@@ -49,20 +60,22 @@ bool scaled_mm_applies(const Float8Operand& a, const Float8Operand& b) {
 torch::Tensor float8_mm(const Float8Operand& a, const Float8Operand& b) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   if (scaled_mm_applies(a, b)) {
-    const bool tensorwise = a.scale.numel() == 1;
+    const bool tensorwise = a.scale.numel() == 1 && b.scale.numel() == 1;
+    const int64_t m = a.data.size(0), n = b.data.size(1);
     // Rowwise scaling gives bf16 only; torchao's output is the layer's dtype, bf16 in training.
     const auto out = tensorwise ? torch::kFloat32 : torch::kBFloat16;
-    return at::_scaled_mm(a.data.contiguous(), column_major(b.data), a.scale.reciprocal().contiguous(),
-                          b.scale.reciprocal().contiguous(), std::nullopt, std::nullopt, out, false)
+    return at::_scaled_mm(a.data.contiguous(), column_major(b.data), scaled_mm_scale(a, !tensorwise, m, 1),
+                          scaled_mm_scale(b, !tensorwise, 1, n), std::nullopt, std::nullopt, out, false)
         .to(torch::kFloat32);
   }
   return torch::mm(a.dequantize(), b.dequantize());
 }
 
 std::string float8_gemm_path(Float8Scaling scaling, c10::DeviceType device) {
-  if (device == c10::DeviceType::CUDA && (scaling == Float8Scaling::tensorwise || scaling == Float8Scaling::rowwise))
-    return "at::_scaled_mm";
-  return "dequantize + fp32 matmul";
+  const std::string path = device == c10::DeviceType::CUDA && scaling != Float8Scaling::blockwise
+                               ? "at::_scaled_mm"
+                               : "dequantize + fp32 matmul";
+  return scaling == Float8Scaling::rowwise_with_gw_hp ? path + "; weight gradient unquantized" : path;
 }
 
 namespace {
@@ -107,7 +120,10 @@ class Float8Matmul : public torch::autograd::Function<Float8Matmul> {
       const auto scales = same(blocks.input_grad.b, blocks.forward.b) ? weight_scales : torch::Tensor();
       dx = float8_mm(*q_dy, quantize_float8(weight, c10::ScalarType::Float8_e4m3fn, blocks.input_grad.b, p2, scales));
     }
-    if (ctx->needs_input_grad(1)) {
+    if (ctx->needs_input_grad(1) && blocks.weight_grad.high_precision) {
+      // torchao multiplies the output gradient as it arrives, in the layer's dtype, by the saved x.
+      dw = torch::mm(dy.to(x.scalar_type()).t(), x);
+    } else if (ctx->needs_input_grad(1)) {
       const auto q_dy_w = q_dy && same(blocks.weight_grad.a, blocks.input_grad.a)
                               ? *q_dy
                               : quantize_float8(dy, recipe.grad_format, blocks.weight_grad.a, p2);

@@ -4,8 +4,10 @@
 //   forward       y  = q(x) q(W)^T
 //   input grad    dx = q(dy) q(W)
 //   weight grad   dW = q(dy)^T q(x)
-// each operand in the blocks its scaling sets (scaling_blocks()). The high-precision x and W
-// are what backward keeps, and master weights, gradients and optimizer state stay fp32.
+// each operand in the blocks its scaling sets (scaling_blocks()); rowwise_with_gw_hp (torchao's
+// recipe of that name) computes the weight gradient from the unquantized dy and x instead. The
+// high-precision x and W are what backward keeps, and master weights, gradients and optimizer
+// state stay fp32.
 //
 // The GEMM (float8_mm) runs at::_scaled_mm on CUDA for tensorwise and rowwise operands, whose
 // scales it takes; everywhere else it dequantizes the operands and multiplies in fp32, which is
@@ -24,13 +26,17 @@ namespace xtrain::model {
 struct Float8Recipe {
   Float8Scaling scaling = Float8Scaling::off;
   c10::ScalarType grad_format = c10::ScalarType::Float8_e5m2;  // of the output gradient
-  // Rowwise scales are powers of two (torchao's rowwise recipe); the others are exact.
-  bool power_of_two() const { return scaling == Float8Scaling::rowwise; }
+  // Rowwise scales are powers of two (torchao's rowwise recipes); the others are exact.
+  bool power_of_two() const {
+    return scaling == Float8Scaling::rowwise || scaling == Float8Scaling::rowwise_with_gw_hp;
+  }
 };
 
-// The operands' blocks of one GEMM: a [M, K] times b [K, N] (b given as the layer holds it).
+// The operands' blocks of one GEMM: a [M, K] times b [K, N] (b given as the layer holds it), or
+// neither quantized (the GEMM in the operands' own precision).
 struct Float8GemmBlocks {
   ScaleBlock a, b;
+  bool high_precision = false;
 };
 struct Float8LinearBlocks {
   Float8GemmBlocks forward;      // x [M, K], W [N, K]

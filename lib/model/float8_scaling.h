@@ -7,7 +7,7 @@
 
 namespace xtrain::model {
 
-enum class Float8Scaling { off, tensorwise, rowwise, blockwise };  // precision.fp8
+enum class Float8Scaling { off, tensorwise, rowwise, rowwise_with_gw_hp, blockwise };  // precision.fp8
 
 XTRAIN_CHOICES_BEGIN
 constexpr const char* to_string(Float8Scaling value) {
@@ -15,6 +15,7 @@ constexpr const char* to_string(Float8Scaling value) {
     case Float8Scaling::off: return "off";
     case Float8Scaling::tensorwise: return "tensorwise";
     case Float8Scaling::rowwise: return "rowwise";
+    case Float8Scaling::rowwise_with_gw_hp: return "rowwise_with_gw_hp";
     case Float8Scaling::blockwise: return "blockwise";
   }
   return nullptr;

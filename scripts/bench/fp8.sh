@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # FP8 convergence: trains the demo recipe (dense) and moe-demo (FP8 experts) for 480 steps in
-# fp32, bf16 and bf16 with each FP8 scaling (tensorwise, rowwise, blockwise), and compares the
+# fp32, bf16 and bf16 with each FP8 scaling (tensorwise, rowwise, blockwise; rowwise_with_gw_hp on
+# request), and compares the
 # final training loss (mean of the last 20 steps) and the held-out loss of each against bf16.
 # Goal: every FP8 kind within 2% of bf16.
 #
@@ -33,9 +34,10 @@ while (($#)); do
 done
 for mode in $modes; do
   case $mode in
-    fp32 | bf16 | tensorwise | rowwise | blockwise) ;;
-    tensorwise-e4m3 | tensorwise-e5m2 | rowwise-e4m3 | rowwise-e5m2 | blockwise-e4m3 | blockwise-e5m2) ;;
-    *) echo "--modes: unknown precision '$mode' (fp32, bf16, tensorwise, rowwise or blockwise, the FP8 kinds also as KIND-e4m3 or KIND-e5m2)" >&2; exit 2 ;;
+    fp32 | bf16 | tensorwise | rowwise | rowwise_with_gw_hp | blockwise) ;;
+    tensorwise-e4m3 | tensorwise-e5m2 | rowwise-e4m3 | rowwise-e5m2 | rowwise_with_gw_hp-e4m3 | rowwise_with_gw_hp-e5m2) ;;
+    blockwise-e4m3 | blockwise-e5m2) ;;
+    *) echo "--modes: unknown precision '$mode' (fp32, bf16, tensorwise, rowwise, rowwise_with_gw_hp or blockwise, the FP8 kinds also as KIND-e4m3 or KIND-e5m2)" >&2; exit 2 ;;
   esac
 done
 [[ " $modes " == *" bf16 "* ]] || modes="bf16 $modes"

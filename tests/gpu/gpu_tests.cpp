@@ -509,18 +509,20 @@ TEST_CASE("a decoder layer on CUDA matches itself unfused with the fused kernels
 
 // FP8 GEMMs through at::_scaled_mm (tensorwise: fp32 out; rowwise: bf16 out) against the same
 // fp8 operands dequantized and multiplied in fp32, which is what the CPU runs; and a whole FP8
-// linear layer, forward and both gradients, on CUDA against the same layer on the CPU.
+// linear layer, forward and both gradients, on CUDA against the same layer on the CPU
+// (rowwise_with_gw_hp's input gradient multiplies rowwise dy by a tensorwise W).
 TEST_CASE("FP8 GEMMs through _scaled_mm match the dequantized operands' product", "[gpu][float8]") {
   torch::manual_seed(23);
   const auto e4m3 = c10::ScalarType::Float8_e4m3fn;
   const auto x = torch::randn({256, 512}, torch::TensorOptions().device(kCuda));
   const auto w = 0.1 * torch::randn({384, 512}, torch::TensorOptions().device(kCuda));
   const auto dy = torch::randn({256, 384}, torch::TensorOptions().device(kCuda));
-  for (const auto scaling : {model::Float8Scaling::tensorwise, model::Float8Scaling::rowwise}) {
+  for (const auto scaling : {model::Float8Scaling::tensorwise, model::Float8Scaling::rowwise,
+                             model::Float8Scaling::rowwise_with_gw_hp}) {
     INFO(to_string(scaling));
-    CHECK(model::float8_gemm_path(scaling, c10::DeviceType::CUDA) == "at::_scaled_mm");
+    CHECK(model::float8_gemm_path(scaling, c10::DeviceType::CUDA).rfind("at::_scaled_mm", 0) == 0);
     const auto blocks = model::scaling_blocks(scaling).forward;
-    const bool p2 = scaling == model::Float8Scaling::rowwise;
+    const bool p2 = model::Float8Recipe{scaling}.power_of_two();
     const auto qx = model::quantize_float8(x, e4m3, blocks.a, p2);
     const auto qw = model::quantize_float8(w, e4m3, blocks.b, p2);
     const model::Float8Operand qwt{qw.data.t(), qw.scale.t()};

@@ -22,7 +22,7 @@ same_order=(--set train.global_batch_size=4 --set optim.grad_clip=0)
 # The bytes step 2's gathers received on rank 0.
 gathered_bytes() { grep '"step":2,' "$1/metrics.jsonl" | grep -o '"fsdp.gathered_bytes":[0-9]*' | cut -d: -f2; }
 
-for scaling in tensorwise rowwise blockwise; do
+for scaling in tensorwise rowwise rowwise_with_gw_hp blockwise; do
   train "single_$scaling" 1 --set precision.fp8=$scaling "${same_order[@]}"
   train "fsdp2_$scaling" 2 --set precision.fp8=$scaling "${same_order[@]}"
   compare_runs "$work/single_$scaling" "$work/fsdp2_$scaling"
@@ -40,6 +40,8 @@ for scaling in tensorwise blockwise; do
 done
 grep -q "fp8: tensorwise (dequantize + fp32 matmul), output gradients e5m2, FSDP gathers weights in fp8" \
   "$work/fsdp2_tensorwise.log" || { cat "$work/fsdp2_tensorwise.log"; fail "no fp8 line"; }
+grep -q "fp8: rowwise_with_gw_hp (dequantize + fp32 matmul; weight gradient unquantized), output gradients e4m3" \
+  "$work/fsdp2_rowwise_with_gw_hp.log" || { cat "$work/fsdp2_rowwise_with_gw_hp.log"; fail "no fp8 line"; }
 
 # A mixture of experts: the experts' stacked weights gather in FP8 too.
 moe=(--set model.family=qwen3_moe --set model.num_experts=4 --set model.num_experts_per_tok=2
@@ -72,6 +74,9 @@ expect_text "$work/fp16.log" "precision.fp8: tensorwise with train.dtype fp16"
 expect_exit 2 "$work/rowwise.log" "$xtrain" validate "$work/recipe.yaml" --set precision.fp8=rowwise \
   --set precision.fp8_all_gather=on
 expect_text "$work/rowwise.log" "no one fp8 copy serves both"
+expect_exit 2 "$work/gw_hp.log" "$xtrain" validate "$work/recipe.yaml" --set precision.fp8=rowwise_with_gw_hp \
+  --set precision.fp8_all_gather=on
+expect_text "$work/gw_hp.log" "on with precision.fp8 rowwise_with_gw_hp: a rowwise weight is quantized"
 expect_exit 2 "$work/blocks.log" "$xtrain" validate "$work/recipe.yaml" --set precision.fp8=blockwise --set parallel.tp=2
 expect_text "$work/blocks.log" "splits into parts of 32 columns, not whole 128-wide blocks"
 echo "float8: ok"

@@ -2,7 +2,8 @@
 linear layer is held to (tests/unit/model/float8_test.cpp).
 
 Reads --inputs (safetensors: x [M, K], weight [N, K], grad_out [M, N]) and writes, for each
-scaling (tensorwise, rowwise) and output-gradient format (e4m3, e5m2), the layer's output and the
+recipe (tensorwise, rowwise, rowwise_with_gw_hp) and output-gradient format (e4m3, e5m2), the
+layer's output and the
 gradients of sum(y * grad_out) with respect to x and the weight, under
 "<scaling>.<format>.{y,grad_x,grad_weight}".
 """
@@ -12,17 +13,22 @@ import dataclasses
 import torch
 from safetensors.torch import load_file, save_file
 from torchao.float8 import Float8LinearConfig, convert_to_float8_training
-from torchao.float8.config import CastConfig, ScalingGranularity
+from torchao.float8.config import CastConfig, ScalingGranularity, ScalingType
 
 FORMATS = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 
 
 def config_for(scaling: str, grad_format: str) -> Float8LinearConfig:
+    """torchao's recipe of that name, its output gradients in `grad_format` wherever it quantizes
+    them (rowwise_with_gw_hp leaves the weight gradient's unquantized)."""
     granularity = ScalingGranularity.TENSORWISE if scaling == "tensorwise" else ScalingGranularity.AXISWISE
     base = Float8LinearConfig.from_recipe_name(scaling)
     grad = CastConfig(scaling_granularity=granularity, target_dtype=FORMATS[grad_format])
+    for_weight = grad
+    if scaling == "rowwise_with_gw_hp":  # torchao requires the disabled cast to name the same format
+        for_weight = CastConfig(scaling_type=ScalingType.DISABLED, target_dtype=FORMATS[grad_format])
     return dataclasses.replace(
-        base, cast_config_grad_output=grad, cast_config_grad_output_for_grad_weight=grad, emulate=True
+        base, cast_config_grad_output=grad, cast_config_grad_output_for_grad_weight=for_weight, emulate=True
     )
 
 
@@ -48,7 +54,7 @@ def main():
     torch.set_num_threads(1)
     tensors = load_file(args.inputs)
     results = {}
-    for scaling in ("tensorwise", "rowwise"):
+    for scaling in ("tensorwise", "rowwise", "rowwise_with_gw_hp"):
         for grad_format in FORMATS:
             results.update(run(tensors, scaling, grad_format))
     save_file({k: v.contiguous() for k, v in results.items()}, args.out)

@@ -1,5 +1,5 @@
-// FP8 linear layers against their references: torchao's Float8Linear in emulate mode for
-// tensorwise and rowwise scaling (tools/reference/float8_torchao.py), and for blockwise an
+// FP8 linear layers against their references: torchao's Float8Linear in emulate mode for its
+// tensorwise, rowwise and rowwise_with_gw_hp recipes (tools/reference/float8_torchao.py), and for blockwise an
 // independent tile-by-tile rendering of DeepSeek-V3's scheme (tools/reference/float8_blockwise.py),
 // whose quantized operands must be ours byte for byte. Then the FP8 gather of an FSDP unit over
 // thread ranks: its weights come back as the one-process layer quantizes them, with its scales.
@@ -66,7 +66,8 @@ TEST_CASE("tensorwise and rowwise FP8 linear layers compute torchao's Float8Line
   const auto c = linear_case(48, 96, 80);
   const auto golden = run_reference("float8_torchao.py", c);
   double worst = 0;
-  for (const auto scaling : {model::Float8Scaling::tensorwise, model::Float8Scaling::rowwise})
+  for (const auto scaling : {model::Float8Scaling::tensorwise, model::Float8Scaling::rowwise,
+                             model::Float8Scaling::rowwise_with_gw_hp})
     for (const std::string format : {"e4m3", "e5m2"}) {
       const std::string prefix = fmt::format("{}.{}.", to_string(scaling), format);
       INFO(prefix);
@@ -86,7 +87,7 @@ TEST_CASE("under bf16 autocast an FP8 linear layer takes and returns bf16, as F:
           "[model][float8]") {
   const auto c = linear_case(48, 96, 80);
   for (const auto scaling : {model::Float8Scaling::tensorwise, model::Float8Scaling::rowwise,
-                             model::Float8Scaling::blockwise}) {
+                             model::Float8Scaling::rowwise_with_gw_hp, model::Float8Scaling::blockwise}) {
     INFO(to_string(scaling));
     const model::Float8Recipe recipe{scaling, c10::ScalarType::Float8_e4m3fn};
     // Without autocast, on the input rounded to bf16 first: what the autocast run must compute.
