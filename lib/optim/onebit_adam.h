@@ -50,4 +50,8 @@ class OnebitAdam final : public AdamW {
   bool compressing_ = false;
 };
 
+// A warning when beta2 averages too few steps for its frozen variance to stand for the rest of
+// the run (below 0.99: a window of under 100 steps), else empty. The paper and DeepSpeed use 0.999.
+std::string onebit_adam_beta2_warning(double beta2);
+
 }  // namespace xtrain::optim

@@ -52,6 +52,11 @@ kill_and_resume() {
 }
 
 kill_and_resume ddp 2 3 "${onebit[@]}"
+# The recipe's beta2 0.95 is warned of; the paper's 0.999 is not.
+grep -q "warning: optim.betas \[_, 0.95\] with onebit_adam: the variance frozen at optim.freeze_step averages only the last ~20 steps" \
+  "$work/ddp-straight.log"
 # HSDP: the momenta of each FSDP shard are exchanged over its replicas (dp 2 x fsdp 2).
-kill_and_resume hsdp 4 6 --set optim.name=onebit_adam --set optim.freeze_step=6 --set parallel.dp=2 --set parallel.fsdp=2
+kill_and_resume hsdp 4 6 --set optim.name=onebit_adam --set optim.freeze_step=6 --set parallel.dp=2 --set parallel.fsdp=2 \
+  --set "optim.betas=[0.9, 0.999]"
+if grep -q "optim.betas" "$work/hsdp-straight.log"; then echo "hsdp: beta2 0.999 was warned of"; exit 1; fi
 echo "onebit_adam: DDP 2 and HSDP 2 x 2 killed -9 after the freeze and resumed: weights, moments and error buffers bit-identical"
