@@ -88,4 +88,4 @@ PY
 losses() { grep -o '"loss":[^,]*' "$1/metrics.jsonl"; }
 
 # without_timing METRICS_FILE: the step records without the fields that vary from run to run.
-without_timing() { grep -v '"checkpoint":' "$1" | sed -E 's/"(tokens_per_s|step_s|peak_rss_mib|peak_device_mib|comm_wait_s|data_wait_s|data_read_s|busy_s_mean|busy_s_max|slowest_rank|peak_rss_mib_max|peak_device_mib_max|peak_rss_rank)":[^,}]*,?//g; s/,}/}/'; }
+without_timing() { grep -v '"checkpoint":' "$1" | sed -E 's/"(tokens_per_s|step_s|peak_rss_mib|peak_device_mib|comm_wait_s|data_wait_s|data_read_s|busy_s_mean|busy_s_max|slowest_rank|peak_rss_mib_max|peak_device_mib_max|peak_rss_rank|persistent_slow_rank|persistent_slow_ratio)":[^,}]*,?//g; s/,}/}/'; }
