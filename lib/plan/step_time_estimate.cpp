@@ -250,14 +250,21 @@ StepTimeEstimate estimate_step_time(const ModelCensus& c, const config::Recipe& 
   const double dense_matrices = share.token_matrices - share.expert_matrices;
   const double gemm_passes = 6 + 2 * full_recompute;  // a recomputed layer runs its forward twice
   // FP8 runs the linear layers' and experts' GEMMs at the fp8 rate and its own efficiency; the
-  // output head and attention stay in the compute dtype.
+  // output head and attention stay in the compute dtype, and so does the weight gradient (2 of
+  // the 6 passes) under rowwise_with_gw_hp.
   const bool fp8 = recipe.precision.fp8 != model::Float8Scaling::off && hw.peak_tflops_fp8 > 0;
+  const double high_passes = fp8 && recipe.precision.fp8 == model::Float8Scaling::rowwise_with_gw_hp ? 2 : 0;
   const double dtype_peak = (t.dtype == config::Dtype::fp32 ? hw.peak_tflops_fp32 : hw.peak_tflops_bf16) * 1e12;
-  const double linear_rate = fp8 ? hw.peak_tflops_fp8 * 1e12 * hw.fp8_efficiency() : dtype_peak * hw.gemm_efficiency;
-  const double expert_rate = fp8 ? hw.peak_tflops_fp8 * 1e12 * hw.fp8_efficiency() : dtype_peak * hw.expert_efficiency;
-  const double dense_s = rank_tokens * gemm_passes *
-                         ((dense_matrices - share.head) / linear_rate + share.head / (dtype_peak * hw.gemm_efficiency));
-  const double expert_s = rank_tokens * gemm_passes * share.expert_matrices / expert_rate;
+  const double fp8_rate = hw.peak_tflops_fp8 * 1e12 * hw.fp8_efficiency();
+  // Seconds a matrix parameter a token takes over its passes: the fp8 rate for those FP8 runs,
+  // `dtype_rate` for the rest.
+  auto per_parameter = [&](double dtype_rate) {
+    return fp8 ? (gemm_passes - high_passes) / fp8_rate + high_passes / dtype_rate : gemm_passes / dtype_rate;
+  };
+  const double dense_s =
+      rank_tokens * ((dense_matrices - share.head) * per_parameter(dtype_peak * hw.gemm_efficiency) +
+                     share.head * gemm_passes / (dtype_peak * hw.gemm_efficiency));
+  const double expert_s = rank_tokens * share.expert_matrices * per_parameter(dtype_peak * hw.expert_efficiency);
   const bool recompute_attention = m.recompute != memory::Recompute::none;
   const double attention_s = rank_tokens * attention_model / 2 * (recompute_attention ? 4.0 / 3 : 1) /
                              (dtype_peak * hw.attention_efficiency);  // causal: half the square

@@ -287,6 +287,10 @@ TEST_CASE("FP8 runs the linear layers at the fp8 rate, the head in the compute d
   // 256 tokens x 6 x (16000 layer matrices at 1 TFLOP/s + the 2000 of the head at 0.5).
   REQUIRE(e.terms[0].name == "GEMMs (dense)");
   CHECK(e.terms[0].seconds == Approx(256 * 6 * (16000 / 1e12 + 2000 / 0.5e12)));
+  // rowwise_with_gw_hp: the weight gradient's 2 passes in the compute dtype.
+  recipe.precision.fp8 = model::Float8Scaling::rowwise_with_gw_hp;
+  const auto high = plan::estimate_step_time(c, recipe, layout, hw);
+  CHECK(high.terms[0].seconds == Approx(256 * (16000 * (4 / 1e12 + 2 / 0.5e12) + 2000 * 6 / 0.5e12)));
 }
 
 TEST_CASE("a profile based on another keeps what it does not list", "[plan]") {
