@@ -448,8 +448,7 @@ class RecipeBuilder {
   void check_float8() {
     const auto& m = recipe_.model;
     const auto& f = recipe_.precision;
-    const bool rowwise = f.fp8 == model::Float8Scaling::rowwise || f.fp8 == model::Float8Scaling::rowwise_with_gw_hp;
-    if (f.fp8_all_gather == Float8AllGather::on && rowwise)
+    if (f.fp8_all_gather == Float8AllGather::on && model::is_rowwise(f.fp8))
       report(where("precision.fp8_all_gather"), "precision.fp8_all_gather",
              fmt::format("on with precision.fp8 {}: a rowwise weight is quantized per output row for the forward "
                          "and again for the input gradient, so no one fp8 copy serves both; use tensorwise or "

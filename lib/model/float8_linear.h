@@ -27,9 +27,7 @@ struct Float8Recipe {
   Float8Scaling scaling = Float8Scaling::off;
   c10::ScalarType grad_format = c10::ScalarType::Float8_e5m2;  // of the output gradient
   // Rowwise scales are powers of two (torchao's rowwise recipes); the others are exact.
-  bool power_of_two() const {
-    return scaling == Float8Scaling::rowwise || scaling == Float8Scaling::rowwise_with_gw_hp;
-  }
+  bool power_of_two() const { return is_rowwise(scaling); }
 };
 
 // The operands' blocks of one GEMM: a [M, K] times b [K, N] (b given as the layer holds it), or

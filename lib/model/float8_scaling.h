@@ -22,6 +22,12 @@ constexpr const char* to_string(Float8Scaling value) {
 }
 XTRAIN_CHOICES_END
 
+// torchao's two rowwise recipes: power-of-two scales, and a weight quantized per output row for the
+// forward and again for the input gradient.
+constexpr bool is_rowwise(Float8Scaling scaling) {
+  return scaling == Float8Scaling::rowwise || scaling == Float8Scaling::rowwise_with_gw_hp;
+}
+
 // DeepSeek-V3's tile and block edge (blockwise scaling).
 inline constexpr int64_t kFloat8BlockEdge = 128;
 
