@@ -43,6 +43,9 @@ parallel::CommBackend comm_backend(config::Backend setting, const torch::Device&
 memory::MemoryOptions memory_options(const config::Recipe& recipe, const torch::Device& device);
 // precision.fp8 and precision.fp8_grad resolved (auto: torchao's and DeepSeek-V3's formats).
 model::Float8Recipe float8_recipe(const config::PrecisionSection& precision);
+// Empty, or what to change when fp8_grad auto gives a recipe a format it converges worse with
+// (rowwise's e4m3 on a model with experts).
+std::string float8_recipe_warning(const config::Recipe& recipe);
 parallel::ParallelizeOptions parallelize_options(const config::Recipe& recipe, const torch::Device& device);
 
 // train.threads 0: the cores shared among this machine's ranks, unless OMP_NUM_THREADS (set by

@@ -352,6 +352,7 @@ void TrainingRun::print_float8_line() const {
              model::float8_gemm_path(options.float8.scaling, device_.type()),
              options.float8.grad_format == c10::ScalarType::Float8_e5m2 ? "e5m2" : "e4m3",
              gathers ? ", FSDP gathers weights in fp8" : "");
+  if (const auto warning = float8_recipe_warning(recipe_); !warning.empty()) fmt::print("warning: {}\n", warning);
 }
 
 }  // namespace xtrain::train

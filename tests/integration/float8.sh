@@ -2,7 +2,8 @@
 # FP8 end to end (precision.fp8): FSDP 2 reproduces one process's per-step losses (1e-5) for
 # every scaling, with the units' FP8 weights gathered as fp8 bytes (tensorwise, blockwise) and
 # without; the bytes each step gathers with and without FP8 gathers; a mixture of experts with
-# FP8 experts; FP8 switched off and on across a resume; and the recipes FP8 refuses (exit 2).
+# FP8 experts (and the warning rowwise experts give with e4m3 gradients); FP8 switched off and on
+# across a resume; and the recipes FP8 refuses (exit 2).
 #
 # The parity runs sum each step's gradients in the same order in both layouts (one micro batch
 # per rank, no clipping, whose norm is summed in another order): FP8 rounding turns a last-bit
@@ -49,6 +50,15 @@ moe=(--set model.family=qwen3_moe --set model.num_experts=4 --set model.num_expe
 train single_moe 1 "${moe[@]}"
 train fsdp2_moe 2 "${moe[@]}"
 compare_runs "$work/single_moe" "$work/fsdp2_moe"
+# Rowwise experts with the default e4m3 gradients warn and say what to set; e5m2 chosen does not.
+rowwise_moe=("${moe[@]}" --set precision.fp8=rowwise --set train.steps=2)
+train moe_rowwise 1 "${rowwise_moe[@]}"
+expect_text "$work/moe_rowwise.log" "warning: precision.fp8 rowwise on a model with experts: its e4m3 output gradients"
+expect_text "$work/moe_rowwise.log" "set precision.fp8_grad: e5m2 or precision.fp8: rowwise_with_gw_hp"
+train moe_rowwise_e5m2 1 "${rowwise_moe[@]}" --set precision.fp8_grad=e5m2
+! grep -q "model with experts" "$work/moe_rowwise_e5m2.log" || fail "rowwise e5m2 experts warned"
+grep -q "fp8: rowwise (dequantize + fp32 matmul), output gradients e5m2" "$work/moe_rowwise_e5m2.log" ||
+  fail "no fp8 line with e5m2"
 
 # FP8 on and off across a resume: checkpoints hold the fp32 master weights either way.
 train resumed_without_fp8 1 --set checkpoint.resume="$work/single_tensorwise/checkpoints/step-5" "${same_order[@]}"
