@@ -162,8 +162,9 @@ std::string float8_recipe_warning(const config::Recipe& recipe) {
   // Measured: docs/results.md, "FP8" (moe-demo, 480 steps, twelve seeds against bf16).
   return "precision.fp8 rowwise on a model with experts: its e4m3 output gradients (fp8_grad auto, torchao's rowwise "
          "recipe) quantize the experts' weight gradients coarsely; on moe-demo they ended 3.8% above bf16 "
-         "(e5m2 gradients: 1.5% above; rowwise_with_gw_hp: 0.2% below; docs/results.md, \"FP8\"); set precision.fp8_grad: e5m2 "
-         "or precision.fp8: rowwise_with_gw_hp, or fp8_grad: e4m3 to keep torchao's recipe";
+         "(e5m2 gradients: 1.5% above; rowwise_with_gw_hp: 0.2% below; docs/results.md, \"FP8\"); "
+         "set precision.fp8_grad: e5m2 or precision.fp8: rowwise_with_gw_hp, "
+         "or fp8_grad: e4m3 to keep torchao's recipe";
 }
 
 parallel::ParallelizeOptions parallelize_options(const config::Recipe& recipe, const torch::Device& device) {
@@ -177,8 +178,9 @@ parallel::ParallelizeOptions parallelize_options(const config::Recipe& recipe, c
   options.context_kind = recipe.parallel.cp_kind;
   options.float8 = float8_recipe(recipe.precision);
   const auto scaling = recipe.precision.fp8;
+  // A rowwise weight is quantized twice (forward and input gradient), so no one fp8 copy serves.
   options.float8_all_gather = recipe.precision.fp8_all_gather != config::Float8AllGather::off &&
-                              (scaling == model::Float8Scaling::tensorwise || scaling == model::Float8Scaling::blockwise);
+                              scaling != model::Float8Scaling::off && !model::is_rowwise(scaling);
   return options;
 }
 
