@@ -18,6 +18,23 @@ void read_piece(const model::ParameterSource& source, ParameterShard& shard) {
     shard.local.narrow(0, run.local, run.length).copy_(source(shard.name, run.global, run.length));
 }
 
+// A gathered buffer's memory goes on reshard, but its storage stays: tensors that autograd saved
+// from views of the parameters (a MoE block's experts, taken apart by unbind) hold that storage,
+// and would otherwise keep every block's whole buffer from its forward to its backward. The next
+// gather fills the same storage, where those views find the values again.
+void release_memory(const torch::Tensor& flat) {
+  auto* storage = flat.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(c10::DataPtr(nullptr, flat.device()));
+  storage->set_nbytes(0);
+}
+
+void restore_memory(const torch::Tensor& flat) {
+  auto* storage = flat.storage().unsafeGetStorageImpl();
+  const size_t bytes = static_cast<size_t>(flat.numel()) * flat.element_size();
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
+  storage->set_nbytes(bytes);
+}
+
 }  // namespace
 
 ShardUnit::ShardUnit(std::string name, std::vector<std::pair<std::string, torch::Tensor>> params,
@@ -91,7 +108,10 @@ void ShardUnit::point_parameters_at(const torch::Tensor& flat) {
 
 void ShardUnit::start_gather() {
   if (gathered_ || gathering_) return;
-  full_ = torch::empty({padded_}, options_);
+  if (full_.defined())
+    restore_memory(full_);
+  else
+    full_ = torch::empty({padded_}, options_);
   if (float8_) {
     gather_ = float8_->start(shard_);
     gathered_bytes_ += float8_->received_bytes();
@@ -117,7 +137,7 @@ void ShardUnit::reshard() {
   if (gathering_) wait_gather();
   for (auto& m : members_) m.param.set_data(torch::empty({0}, torch::kFloat32));
   if (float8_) float8_->release();
-  full_ = torch::Tensor();
+  if (full_.defined()) release_memory(full_);
   gathered_ = false;
 }
 
@@ -186,7 +206,7 @@ void ShardUnit::zero_shard_grad() { shard_grad_.zero_(); }
 
 int64_t ShardUnit::resident_bytes() const {
   int64_t elements = shard_.numel() + shard_grad_.numel();
-  if (sharded() && full_.defined()) elements += full_.numel();
+  if (sharded() && (gathered_ || gathering_)) elements += full_.numel();
   if (full_grad_.defined()) elements += full_grad_.numel();
   if (reduce_out_.defined()) elements += reduce_out_.numel();
   return elements * static_cast<int64_t>(sizeof(float));

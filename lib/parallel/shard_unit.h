@@ -126,7 +126,8 @@ class ShardUnit {
   int64_t padded_ = 0;   // a multiple of the sharding group's size
   torch::TensorOptions options_;  // fp32 on the parameters' device
   torch::Tensor shard_, shard_grad_;
-  torch::Tensor full_, full_grad_;  // defined while gathered / while gradients accumulate
+  torch::Tensor full_;       // the gathered buffer; its memory only while gathered (release_memory)
+  torch::Tensor full_grad_;  // defined while gradients accumulate
   PendingCollective gather_, reduce_;
   std::unique_ptr<Float8Gather> float8_;  // when some weights gather in FP8
   int64_t gathered_bytes_ = 0;
