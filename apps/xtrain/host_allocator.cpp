@@ -4,6 +4,11 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "util/exit_codes.h"
 
 namespace xtrain {
 
@@ -23,6 +28,14 @@ void keep_freed_host_memory() {
   constexpr int kTrimThreshold = 1 << 30;
   mallopt(M_MMAP_THRESHOLD, kLargestMmapThreshold);
   mallopt(M_TRIM_THRESHOLD, kTrimThreshold);
+}
+
+util::LargeHostBlocks large_host_blocks_from_environment() {
+  const char* value = std::getenv("XTRAIN_HOST_ALLOCATOR");
+  if (!value || std::string(value) == "pool") return util::LargeHostBlocks::pooled;
+  if (std::string(value) == "malloc") return util::LargeHostBlocks::malloc;
+  fmt::print(stderr, "error: XTRAIN_HOST_ALLOCATOR={}: expected pool (the default) or malloc\n", value);
+  std::exit(kExitBadInput);
 }
 
 }  // namespace xtrain

@@ -87,7 +87,7 @@ int run_reporting_errors(const std::function<int()>& run) {
 
 int main(int argc, char** argv) {
   keep_freed_host_memory();
-  util::track_host_tensor_memory();
+  util::track_host_tensor_memory(large_host_blocks_from_environment());
   hide_cpp_stack_traces();
   end_on_collective_failure();
   launch::LaunchOptions launch_options;
