@@ -5,15 +5,17 @@
 # rank's peak resident memory, its peak of live tensors, and whether the per-step losses are
 # bit-identical. The runs: recipes/bench-cpu.yaml on one process, and the dense and MoE recipes
 # of scripts/plan-here.sh under FSDP over every core.
-#   scripts/bench/host-allocator.sh [--rounds R] [--steps N]
+#   scripts/bench/host-allocator.sh [--rounds R] [--steps N] [--only NAME[,NAME...]]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=3
 steps=8
+only=""
 while (($#)); do
   case $1 in
     --rounds) rounds=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -26,6 +28,12 @@ port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 
 cores=$(nproc)
 configs=("bench-cpu|1|recipes/bench-cpu.yaml" "dense-fsdp|$cores|tests/data/plan/here-dense.yaml"
          "moe-fsdp|$cores|tests/data/plan/here-moe.yaml")
+if [[ -n $only ]]; then
+  chosen=()
+  for config in "${configs[@]}"; do [[ ",$only," == *",${config%%|*},"* ]] && chosen+=("$config"); done
+  ((${#chosen[@]})) || { echo "--only $only: no such run (bench-cpu, dense-fsdp, moe-fsdp)" >&2; exit 2; }
+  configs=("${chosen[@]}")
+fi
 
 run() {  # CONFIG ALLOCATOR ROUND
   local name ranks recipe dir
@@ -55,8 +63,9 @@ for name in configs:
     for allocator in ("malloc", "pool"):
         runs = [records(name, allocator, r) for r in range(rounds)]
         step = statistics.median(s["step_s"] for run in runs for s in run[2:])
-        rss = statistics.median(run[-1]["peak_rss_mib_max"] for run in runs)
-        tensors = statistics.median(run[-1]["peak_device_mib_max"] for run in runs)
+        last = [run[-1] for run in runs]  # one process writes no _max (over ranks)
+        rss = statistics.median(r.get("peak_rss_mib_max", r.get("peak_rss_mib")) for r in last)
+        tensors = statistics.median(r.get("peak_device_mib_max", r.get("peak_device_mib")) for r in last)
         rows[allocator] = (step, rss, tensors, [[s["loss"] for s in run] for run in runs])
     identical &= all(losses == rows["malloc"][3][0] for a in rows for losses in rows[a][3])
     for allocator, (step, rss, tensors, _) in rows.items():
