@@ -57,7 +57,8 @@ namespace {
 // layer's whole set while it reruns), held from a chunk's forward to its backward in the order the
 // rank's schedule runs them (config/pipeline_layout.h).
 struct HeldActivations {
-  double bytes = 0;       // the peak, the rerun layer's set included
+  double bytes = 0;       // the peak
+  double rerun = 0;       // a layer's whole set while it reruns (recompute), beside the peak
   double in_flight = 0;   // the peak in micro batches of the rank's whole share
 };
 
@@ -93,10 +94,39 @@ HeldActivations held_activations(const ModelCensus& c, const config::Recipe& rec
       held = std::max(held, live);
     }
   }
-  return {held + (recompute > 0 ? widest : 0), one_micro_batch > 0 ? held / one_micro_batch : 0};
+  return {held, recompute > 0 ? widest : 0, one_micro_batch > 0 ? held / one_micro_batch : 0};
 }
 
-// The memory of the pipeline rank whose share is `share`.
+// The transient terms at one moment of the step.
+struct Moment {
+  double gathered = 0, activations = 0, logits = 0, expert_sums = 0;
+  double total() const { return gathered + activations + logits + expert_sums; }
+};
+
+// The loss's memory beside the head's gradient. The chunked loss (memory/chunked_loss.h) holds one
+// fp32 [chunk, vocabulary / tp] buffer, the logits that become their gradient in place, and the
+// gradient of its input; its auto chunk is budgeted as two such buffers in 256 MiB
+// (memory::auto_chunk_tokens). Tensor parallelism always chunks (one chunk when the recipe says
+// off). Unchunked, the logits, their log-softmax and its gradient.
+double loss_bytes(const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout, double tokens,
+                  double element) {
+  const auto& spec = recipe.memory.chunked_loss;
+  const double vocab = static_cast<double>(c.vocab) / static_cast<double>(layout.tp);
+  if (spec == "off" && layout.tp == 1) return tokens * vocab * (element + 8);
+  const double micro_batch_tokens = static_cast<double>(recipe.train.micro_batch_size * recipe.data.seq_len);
+  double chunk = spec == "auto"  ? std::floor(256.0 * 1024 * 1024 / (8 * static_cast<double>(std::max<int64_t>(c.vocab, 1))))
+                 : spec == "off" ? tokens
+                                 : static_cast<double>(std::stoll(spec));
+  chunk = std::clamp(chunk, 1.0, std::max(1.0, std::min(tokens, micro_batch_tokens)));
+  return chunk * vocab * 4 + tokens * static_cast<double>(c.hidden) * element;
+}
+
+// The memory of the pipeline rank whose share is `share`. Its transient memory peaks at one of two
+// moments: at the loss, where every micro batch in flight still holds its activations and the
+// head's weight and gradient (gathered, where sharded), the loss's logits and the next block's
+// prefetched weight are live; or in a block's backward, with the running block's weight and
+// gradient and the prefetched block's weight gathered, the rerun layer's whole set under
+// recompute, and a MoE layer's expert gradient sums. The terms are those of the larger.
 MemoryEstimate rank_memory(const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout,
                            const HardwareProfile& hardware, const StageShare& share) {
   const double element = activation_bytes(recipe);
@@ -110,18 +140,15 @@ MemoryEstimate rank_memory(const ModelCensus& c, const config::Recipe& recipe, c
     e.terms.push_back({"model state (experts)", share.experts * kStateBytes / expert_shards,
                        fmt::format("{:.3g} parameters x 16 B / {} expert shards", share.experts, expert_shards),
                        "parallel.ep, or more data ranks to shard the experts over"});
-  if (dense_shards > 1 || expert_shards > 1) {
-    // Only what is sharded is gathered: experts that ep alone splits stay whole on their rank.
-    double largest_unit = 0;
-    for (const auto& layer : c.layers) {
-      const double dense = static_cast<double>(layer.total() - layer.experts) / static_cast<double>(layout.tp);
-      const double experts = static_cast<double>(layer.experts) / static_cast<double>(layout.tp * layout.ep);
-      largest_unit = std::max(largest_unit, (dense_shards > 1 ? dense : 0) + (expert_shards > 1 ? experts : 0));
-    }
-    e.terms.push_back({"gathered units", 2 * 8 * largest_unit + (dense_shards > 1 ? 8 * share.head : 0),
-                       "two layers' full fp32 parameters and gradients (running and prefetched), the head's",
-                       "parallel.tp or parallel.ep (smaller units)"});
+  // Only what is sharded is gathered: experts that ep alone splits stay whole on their rank.
+  double largest_unit = 0, largest_experts = 0;
+  for (const auto& layer : c.layers) {
+    const double dense = static_cast<double>(layer.total() - layer.experts) / static_cast<double>(layout.tp);
+    const double experts = static_cast<double>(layer.experts) / static_cast<double>(layout.tp * layout.ep);
+    largest_unit = std::max(largest_unit, (dense_shards > 1 ? dense : 0) + (expert_shards > 1 ? experts : 0));
+    largest_experts = std::max(largest_experts, experts);
   }
+  const double head_unit = dense_shards > 1 ? share.head : 0;
 
   // Activations: the tokens of one micro batch on this rank, through the rank's layers, as many
   // at once as its schedule holds.
@@ -132,38 +159,55 @@ MemoryEstimate rank_memory(const ModelCensus& c, const config::Recipe& recipe, c
                                                        static_cast<double>(data_ranks * t.micro_batch_size));
   const auto& m = recipe.memory;
   const auto held = held_activations(c, recipe, layout, share, element, tokens, micro_batches);
-  const double activations = held.bytes, in_flight = held.in_flight;
+  const bool chunked = m.chunked_loss != "off" || layout.tp > 1;
+  const double logits = loss_bytes(c, recipe, layout, tokens, element);
+
+  Moment at_loss, in_block;
+  at_loss.gathered = 8 * head_unit + 4 * largest_unit;
+  at_loss.activations = held.bytes;
+  // Where the head is not sharded its gradient is not a fresh buffer the loss can sum into: the
+  // loss keeps one of its own (fp32, the rank's part of the table) until the head's backward.
+  at_loss.logits = logits + (head_unit == 0 ? 4 * share.head : 0);
+  in_block.gathered = 12 * largest_unit + 4 * std::max(largest_unit, head_unit);
+  in_block.activations = held.bytes + held.rerun;
+  in_block.expert_sums = 2 * 4 * largest_experts;
+  const bool loss_peaks = share.head > 0 && at_loss.total() >= in_block.total();
+  const Moment& peak = loss_peaks ? at_loss : in_block;
+
+  if (largest_unit > 0 || head_unit > 0)
+    e.terms.push_back({"gathered units", peak.gathered,
+                       loss_peaks ? "the head's full fp32 weight and gradient and the next block's weight, at the loss"
+                                  : "the running block's full fp32 weight and gradient, the next one's weight, "
+                                    "the gradient behind still reducing",
+                       "parallel.tp or parallel.ep (smaller units)"});
   const bool recomputed = m.recompute == memory::Recompute::full && m.recompute_ratio > 0;
   e.terms.push_back(
-      {"activations", activations,
+      {"activations", peak.activations,
        fmt::format("{:.0f} tokens a micro batch, {} layers, {:.1f} micro batches in flight{}", tokens, share.layers,
-                   in_flight, recomputed ? ", recomputed layers keep their input" : ""),
+                   held.in_flight,
+                   recomputed ? (loss_peaks ? ", recomputed layers keep their input"
+                                            : ", recomputed layers keep their input, one reruns")
+                              : ""),
        fmt::format("memory.recompute full{}, a smaller train.micro_batch_size (now {}), "
                    "parallel.sequence_parallel with tp, or parallel.cp",
                    m.recompute == memory::Recompute::full ? " (on) with memory.offload_activations" : "",
                    t.micro_batch_size)});
-  const double vocab = static_cast<double>(c.vocab) / static_cast<double>(layout.tp);
-  const bool chunked = m.chunked_loss != "off";
-  const double logits = chunked ? std::min(256.0 * 1024 * 1024, tokens * vocab * 8) : tokens * vocab * (element + 8);
-  e.terms.push_back({"logits and loss", share.head > 0 ? logits : 0,
-                     chunked ? "the chunked loss's chunk (at most 256 MiB)" : "the whole micro batch's logits",
+  e.terms.push_back({"logits and loss", peak.logits,
+                     !loss_peaks ? "not live at the peak, a block's backward"
+                     : chunked   ? "one fp32 chunk of logits (at most 128 MiB), the gradients of the head's input"
+                                   " and (where not sharded) weight"
+                                 : "the whole micro batch's logits, their log-softmax and its gradient",
                      "memory.chunked_loss auto"});
   // A MoE layer's experts are one stacked weight, taken apart by one unbind: its backward holds
-  // every expert's gradient (a stack's worth in all) and stacks them into a second: two fp32
-  // stacks at once during the layer's backward.
-  double largest_experts = 0;
-  for (const auto& layer : c.layers)
-    largest_experts = std::max(largest_experts, static_cast<double>(layer.experts) /
-                                                    static_cast<double>(layout.tp * layout.ep));
+  // every expert's gradient (a stack's worth in all) and stacks them into a second.
   if (largest_experts > 0)
-    e.terms.push_back({"expert gradient sums", 2 * 4 * largest_experts,
-                       "two fp32 gradients of a layer's stacked experts during its backward", "parallel.ep"});
-  // What the allocator holds beyond the live tensors: freed blocks kept for reuse (a caching
-  // allocator's, or a heap's that keeps freed memory), a fraction of the memory that comes and
-  // goes within a step; model state lives for the whole run.
-  double transient = 0;
-  for (const auto& term : e.terms)
-    if (term.name.rfind("model state", 0) != 0) transient += term.bytes;
+    e.terms.push_back({"expert gradient sums", peak.expert_sums,
+                       loss_peaks ? "not live at the peak, the loss"
+                                  : "two fp32 gradients of a layer's stacked experts during its backward",
+                       "parallel.ep"});
+  // What the allocator holds beyond the live tensors: freed blocks kept for reuse and not reused,
+  // a fraction of the memory that comes and goes within a step; model state lives for the whole run.
+  const double transient = peak.total();
   if (hardware.allocator_overhead > 0)
     e.terms.push_back({"allocator", hardware.allocator_overhead * transient,
                        fmt::format("{:.0f}% of the memory a step allocates and frees", 100 * hardware.allocator_overhead),

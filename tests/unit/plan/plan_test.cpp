@@ -97,6 +97,43 @@ TEST_CASE("model state, activations and runtime add up as counted", "[plan]") {
   CHECK(memory.terms.back().bytes == Approx(0.25 * plan::kGiB));
 }
 
+TEST_CASE("the transient memory is that of the loss or of a block's backward, whichever is more", "[plan]") {
+  const auto c = four_layers();
+  auto recipe = recipe_for(8, 2, 32);  // 64 tokens a micro batch, bf16
+  plan::ClusterLayout layout;
+  layout.fsdp = 4;
+  auto term = [](const plan::MemoryEstimate& m, const std::string& name) {
+    for (const auto& t : m.terms)
+      if (t.name == name) return t.bytes;
+    return -1.0;
+  };
+  const double unit = 4010, head = 2000;
+  const double held = (4 * 16 + 16 + 2 * 8 + 16 + 3 * 64) * 2.0 * 64 * 4;
+  // The chunked loss: one fp32 chunk of logits (the whole micro batch here) and the bf16
+  // gradient of the head's input; FSDP sums the head's gradient into its fresh full buffer.
+  const double loss = 64 * 125 * 4 + 64 * 16 * 2;
+  // At the loss: the head's weight and gradient and the last block's weight, 221736 bytes of
+  // transients, against 219808 in a block's backward (three blocks' buffers and the one behind).
+  const auto at_loss = plan::estimate_memory(c, recipe, layout, device());
+  CHECK(term(at_loss, "gathered units") == Approx(8 * head + 4 * unit));
+  CHECK(term(at_loss, "activations") == Approx(held));
+  CHECK(term(at_loss, "logits and loss") == Approx(loss));
+  // Full recompute keeps each layer's input: the loss's moment shrinks, a rerun layer's grows.
+  recipe.memory.recompute = memory::Recompute::full;
+  const auto in_block = plan::estimate_memory(c, recipe, layout, device());
+  const double inputs = 16 * 2.0 * 64 * 4, rerun = held / 4;
+  CHECK(term(in_block, "gathered units") == Approx(12 * unit + 4 * unit));
+  CHECK(term(in_block, "activations") == Approx(inputs + rerun));
+  CHECK(term(in_block, "logits and loss") == 0);
+  CHECK(in_block.total() - at_loss.total() == Approx(16 * unit + inputs + rerun - (8 * head + 4 * unit + held + loss)));
+  // Without FSDP the head's gradient is part of the state, and the loss keeps one of its own.
+  recipe.memory.recompute = memory::Recompute::none;
+  layout.fsdp = 1;
+  const auto whole = plan::estimate_memory(c, recipe, layout, device());
+  CHECK(term(whole, "gathered units") == -1);
+  CHECK(term(whole, "logits and loss") == Approx(loss + 4 * head));
+}
+
 TEST_CASE("the memory is the fullest pipeline rank's, its chunks cut and run as the engine does", "[plan]") {
   const auto c = four_layers();
   auto recipe = recipe_for(8, 2, 32);  // 4 micro batches
