@@ -16,23 +16,31 @@ namespace {
 constexpr double kStateBytes = 16;  // fp32 weight, gradient, and AdamW's two moments
 constexpr double kExpertImbalance = 1.25;  // dropless routing: the busiest expert's rows over the mean
 
-// Bytes one token leaves in a layer for backward, on this rank, without recompute.
-double layer_activation_bytes(const ModelCensus& c, const LayerCensus& layer, const ClusterLayout& layout,
-                              double element) {
+// Bytes one token leaves in a layer for backward, on this rank, without recompute: the whole
+// set, and its MLP's (or experts') intermediates, whose gradients a rerun layer's backward forms
+// while the set is still held.
+struct LayerBytes {
+  double set = 0, mlp = 0;
+};
+
+LayerBytes layer_activation_bytes(const ModelCensus& c, const LayerCensus& layer, const ClusterLayout& layout,
+                                  double element) {
   const auto tp = static_cast<double>(layout.tp);
   const double stream = layout.sequence_parallel ? static_cast<double>(c.hidden) / tp : static_cast<double>(c.hidden);
   // Attention: the norm's input and output, q, k, v and the attention output.
   double per_token = 2 * stream + static_cast<double>(c.query_width + 2 * c.key_width + c.value_width) / tp;
   per_token += 2 * stream;  // the MLP's norm input and output
+  double mlp = 0;
   if (layer.experts > 0) {
     const double rows = static_cast<double>(c.top_k) * kExpertImbalance / tp;
-    per_token += rows * static_cast<double>(2 * c.hidden + 3 * c.moe_intermediate);
-    per_token += static_cast<double>(3 * c.moe_intermediate * c.shared_experts) / tp;
+    mlp = rows * static_cast<double>(3 * c.moe_intermediate) + static_cast<double>(3 * c.moe_intermediate * c.shared_experts) / tp;
+    per_token += mlp + rows * static_cast<double>(2 * c.hidden);
     per_token += static_cast<double>(c.experts) * 4 / element;  // router logits, fp32
   } else {
-    per_token += 3 * static_cast<double>(c.intermediate) / tp;  // gate, up, and their product
+    mlp = 3 * static_cast<double>(c.intermediate) / tp;  // gate, up, and their product
+    per_token += mlp;
   }
-  return per_token * element;
+  return {per_token * element, mlp * element};
 }
 
 }  // namespace
@@ -58,7 +66,7 @@ namespace {
 // rank's schedule runs them (config/pipeline_layout.h).
 struct HeldActivations {
   double bytes = 0;       // the peak
-  double rerun = 0;       // a layer's whole set while it reruns (recompute), beside the peak
+  double rerun = 0;       // a rerun layer's whole set and its MLP's gradients (recompute), beside the peak
   double in_flight = 0;   // the peak in micro batches of the rank's whole share
 };
 
@@ -72,8 +80,9 @@ HeldActivations held_activations(const ModelCensus& c, const config::Recipe& rec
   for (const auto& [first, last] : share.chunk_layers) {
     double kept = 0;
     for (int64_t i = first; i < last; ++i, ++ordinal) {
-      const double full = layer_activation_bytes(c, c.layers[static_cast<size_t>(i)], layout, element) * tokens;
-      widest = std::max(widest, full);
+      const auto bytes = layer_activation_bytes(c, c.layers[static_cast<size_t>(i)], layout, element);
+      const double full = bytes.set * tokens;
+      widest = std::max(widest, (bytes.set + bytes.mlp) * tokens);
       const bool recomputes = static_cast<double>(ordinal) < recompute * static_cast<double>(share.layers);
       const double input = tokens * element *
                            (layout.sequence_parallel ? static_cast<double>(c.hidden) / static_cast<double>(layout.tp)
@@ -168,7 +177,9 @@ MemoryEstimate rank_memory(const ModelCensus& c, const config::Recipe& recipe, c
   // Where the head is not sharded its gradient is not a fresh buffer the loss can sum into: the
   // loss keeps one of its own (fp32, the rank's part of the table) until the head's backward.
   at_loss.logits = logits + (head_unit == 0 ? 4 * share.head : 0);
-  in_block.gathered = 12 * largest_unit + 4 * std::max(largest_unit, head_unit);
+  // The unit behind reduces: its full gradient, and the shard-sized buffer it reduces into.
+  const double behind = std::max(largest_unit, head_unit);
+  in_block.gathered = 12 * largest_unit + 4 * behind * (1 + 1 / dense_shards);
   in_block.activations = held.bytes + held.rerun;
   in_block.expert_sums = 2 * 4 * largest_experts;
   const bool loss_peaks = share.head > 0 && at_loss.total() >= in_block.total();

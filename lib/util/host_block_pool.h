@@ -2,10 +2,11 @@
 // caching allocator's large pool. CPU tensors of a training step come and go in the same sizes
 // every step; in glibc's heap the runtime's small allocations settle into the holes they leave,
 // so large requests extend the heap and its resident size grows 50-70 MiB beyond the live
-// tensors (docs/plan.md). Here large blocks share no memory with anything else: the smallest
-// free block that fits is split (best fit), freed blocks merge with free neighbours, and the
-// memory is kept for the next step, never returned. Resident memory is then the live blocks'
-// high-water mark plus what best fit cannot reuse (0-2% on the training steps measured).
+// tensors (docs/plan.md). Here large blocks share no memory with anything else: the free block
+// of lowest address that fits is split (address-ordered first fit), freed blocks merge with free
+// neighbours, and the memory is kept for the next step, never returned. Resident memory is then
+// the live blocks' high-water mark plus the holes first fit leaves (1-5% of it on the training
+// steps measured, the most where a MoE's routed rows change size every step).
 //
 // Address space is reserved in segments (the first of 1 GiB, each next twice the last, or the
 // request if larger), untouched until used, and is never unmapped. Thread-safe.
@@ -16,7 +17,6 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <set>
 #include <utility>
 
 namespace xtrain::util {
@@ -43,7 +43,7 @@ class HostBlockPool {
  private:
   static constexpr size_t kMaxSegments = 48;
   // With mutex_ held:
-  void add_segment(size_t at_least);
+  uintptr_t add_segment(size_t at_least);  // its start, one free block
   size_t segment_of(uintptr_t at) const;
   bool segment_starts_at(uintptr_t at) const;
   void insert_free(uintptr_t at, size_t bytes);
@@ -53,7 +53,6 @@ class HostBlockPool {
   std::atomic<size_t> segments_{0};
   mutable std::mutex mutex_;
   std::map<uintptr_t, size_t> free_by_address_;           // start -> size
-  std::set<std::pair<size_t, uintptr_t>> free_by_size_;   // (size, start): best fit, lowest address first
   std::map<uintptr_t, std::pair<size_t, size_t>> used_;   // start -> (size, the bytes asked for)
   std::array<size_t, kMaxSegments> touched_{};             // each segment's highest block end so far, as an offset
   size_t live_ = 0, footprint_ = 0, next_segment_ = size_t{1} << 30;

@@ -92,13 +92,15 @@ TEST_CASE("model state, activations and runtime add up as counted", "[plan]") {
   CHECK(activations.bytes == Approx(per_token * 2 * 64 * 4));
   recipe.memory.recompute = memory::Recompute::full;
   const auto recomputed = plan::estimate_memory(c, recipe, layout, device());
-  // Each layer keeps its input, and one layer's whole activations live again during backward.
-  CHECK(recomputed.terms[2].bytes == Approx(16 * 2 * 64 * 4 + per_token * 2 * 64));
+  // Each layer keeps its input, and one layer's whole activations live again during backward,
+  // with the gradients of its MLP's three intermediates.
+  CHECK(recomputed.terms[2].bytes == Approx(16 * 2 * 64 * 4 + (per_token + 3 * 64) * 2 * 64));
   CHECK(memory.terms.back().bytes == Approx(0.25 * plan::kGiB));
 }
 
 TEST_CASE("the transient memory is that of the loss or of a block's backward, whichever is more", "[plan]") {
-  const auto c = four_layers();
+  auto c = four_layers();
+  c.vocab = 1000;  // logits large enough for the loss's moment to be the peak
   auto recipe = recipe_for(8, 2, 32);  // 64 tokens a micro batch, bf16
   plan::ClusterLayout layout;
   layout.fsdp = 4;
@@ -108,30 +110,34 @@ TEST_CASE("the transient memory is that of the loss or of a block's backward, wh
     return -1.0;
   };
   const double unit = 4010, head = 2000;
-  const double held = (4 * 16 + 16 + 2 * 8 + 16 + 3 * 64) * 2.0 * 64 * 4;
+  const double per_token = 4 * 16 + 16 + 2 * 8 + 16 + 3 * 64, mlp = 3 * 64;
+  const double held = per_token * 2.0 * 64 * 4;
   // The chunked loss: one fp32 chunk of logits (the whole micro batch here) and the bf16
   // gradient of the head's input; FSDP sums the head's gradient into its fresh full buffer.
-  const double loss = 64 * 125 * 4 + 64 * 16 * 2;
-  // At the loss: the head's weight and gradient and the last block's weight, 221736 bytes of
-  // transients, against 219808 in a block's backward (three blocks' buffers and the one behind).
+  const double loss = 64 * 1000 * 4 + 64 * 16 * 2;
+  // At the loss: the head's weight and gradient and the last block's weight.
   const auto at_loss = plan::estimate_memory(c, recipe, layout, device());
   CHECK(term(at_loss, "gathered units") == Approx(8 * head + 4 * unit));
   CHECK(term(at_loss, "activations") == Approx(held));
   CHECK(term(at_loss, "logits and loss") == Approx(loss));
-  // Full recompute keeps each layer's input: the loss's moment shrinks, a rerun layer's grows.
+  // With full recompute and small logits a block's backward is the peak: the running block's
+  // weight and gradient, the next one's weight, and the unit behind with its full gradient and
+  // the shard it reduces into; every layer's input and one rerun layer with its MLP's gradients.
+  c.vocab = 125;
   recipe.memory.recompute = memory::Recompute::full;
   const auto in_block = plan::estimate_memory(c, recipe, layout, device());
-  const double inputs = 16 * 2.0 * 64 * 4, rerun = held / 4;
-  CHECK(term(in_block, "gathered units") == Approx(12 * unit + 4 * unit));
+  const double inputs = 16 * 2.0 * 64 * 4, rerun = (per_token + mlp) * 2.0 * 64;
+  CHECK(term(in_block, "gathered units") == Approx(12 * unit + 4 * unit * (1 + 1.0 / 4)));
   CHECK(term(in_block, "activations") == Approx(inputs + rerun));
   CHECK(term(in_block, "logits and loss") == 0);
-  CHECK(in_block.total() - at_loss.total() == Approx(16 * unit + inputs + rerun - (8 * head + 4 * unit + held + loss)));
+  CHECK(in_block.total() - in_block.terms.back().bytes ==
+        Approx(in_block.terms[0].bytes + 17 * unit + inputs + rerun));
   // Without FSDP the head's gradient is part of the state, and the loss keeps one of its own.
   recipe.memory.recompute = memory::Recompute::none;
   layout.fsdp = 1;
   const auto whole = plan::estimate_memory(c, recipe, layout, device());
   CHECK(term(whole, "gathered units") == -1);
-  CHECK(term(whole, "logits and loss") == Approx(loss + 4 * head));
+  CHECK(term(whole, "logits and loss") == Approx(64 * 125 * 4 + 64 * 16 * 2 + 4 * head));
 }
 
 TEST_CASE("the memory is the fullest pipeline rank's, its chunks cut and run as the engine does", "[plan]") {

@@ -1,4 +1,4 @@
-// The host block pool: best fit, neighbours merged on release, memory kept, and a footprint that
+// The host block pool: address-ordered first fit, neighbours merged on release, memory kept, and a footprint that
 // follows the live blocks' high-water mark when a step's sizes repeat.
 #include <catch2/catch.hpp>
 
@@ -16,7 +16,7 @@ constexpr size_t kKiB = 1024, kMiB = 1024 * 1024;
 uintptr_t address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 }  // namespace
 
-TEST_CASE("the host block pool hands out whole pages, takes the smallest free block that fits and merges on release",
+TEST_CASE("the host block pool hands out whole pages, takes the lowest free block that fits and merges on release",
           "[util][memory]") {
   HostBlockPool pool;
   void* a = pool.allocate(100 * kKiB);  // 25 pages
@@ -35,7 +35,7 @@ TEST_CASE("the host block pool hands out whole pages, takes the smallest free bl
   CHECK(pool.release(a) == 100 * kKiB);  // merges with b's block: one hole of 1124 KiB
   CHECK(pool.release(c) == 300 * kKiB);  // and c's: 1424 KiB before d, and the rest after it
   CHECK(pool.free_blocks() == 2);
-  // Best fit: the hole before d, not the segment's untouched rest.
+  // First fit: the hole before d, not the segment's untouched rest.
   void* e = pool.allocate(1400 * kKiB);
   CHECK(address(e) == address(a));
   CHECK(pool.footprint_bytes() == 100 * kKiB + 2 * kMiB + 300 * kKiB);
@@ -81,4 +81,20 @@ TEST_CASE("the host block pool takes a request larger than a segment in a segmen
   pool.release(large);
   pool.release(small);
   CHECK(pool.live_bytes() == 0);
+}
+
+TEST_CASE("the host block pool takes the lowest hole that fits, not the tightest", "[util][memory]") {
+  HostBlockPool pool;
+  void* wide = pool.allocate(2 * kMiB);
+  void* keep1 = pool.allocate(kMiB);
+  void* narrow = pool.allocate(kMiB);
+  void* keep2 = pool.allocate(kMiB);
+  pool.release(wide);
+  pool.release(narrow);
+  void* block = pool.allocate(kMiB);
+  CHECK(address(block) == address(wide));
+  void* next = pool.allocate(kMiB);  // the rest of that hole
+  CHECK(address(next) == address(wide) + kMiB);
+  for (void* p : {block, next, keep1, keep2}) pool.release(p);
+  CHECK(pool.free_blocks() == 1);
 }
