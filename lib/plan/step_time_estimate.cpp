@@ -87,14 +87,27 @@ void add_communication(StepTimeEstimate& e, const ModelCensus& c, const config::
   const auto share = stage_share(c, layout);
   const double compute = step.compute(), micro_batches = step.micro_batches, layers = step.layers;
   const double element = step.element, hidden = static_cast<double>(c.hidden);
-  // FSDP: each unit is gathered for forward and again for backward and its gradients
-  // reduce-scattered, every micro batch (fp32, xtrain's) or once a step (the compute dtype
-  // gathered, fp32 reduced); prefetch hides them behind the compute except the first unit's.
+  // FSDP: each unit is gathered for forward and its gradients reduce-scattered, every micro
+  // batch (fp32, xtrain's) or once a step (the compute dtype gathered, fp32 reduced); prefetch
+  // hides them behind the compute except the first unit's. xtrain gathers a unit again for
+  // backward but the embedding (its backward needs the ids alone), the head and the last block
+  // (kept gathered from their forward to their backward).
   const int64_t shards = layout.fsdp * layout.cp;
-  const double fsdp_bytes_a_parameter = overlap.fsdp_once_per_step ? element + 4 : 3 * 4 * micro_batches;
+  const double tp = static_cast<double>(layout.tp);
+  const double embedding_here = share.pipeline_rank == 0 ? static_cast<double>(c.embedding) / tp : 0;
+  double last_dense = 0, last_experts = 0;
+  if (share.layers > 0 && !c.layers.empty()) {
+    const auto& last = c.layers.back();
+    last_dense = static_cast<double>(last.total() - last.experts) / tp;
+    last_experts = static_cast<double>(last.experts) / static_cast<double>(layout.tp * layout.ep);
+  }
+  const auto fsdp_bytes = [&](double params, double kept_for_backward) {
+    if (overlap.fsdp_once_per_step) return (element + 4) * params;
+    return 4 * micro_batches * (2 * params + std::max(0.0, params - kept_for_backward));
+  };
   const double fsdp_s =
-      ring_seconds(fsdp_bytes_a_parameter * share.dense, shards, layout.tp, layout, hw) +
-      ring_seconds(fsdp_bytes_a_parameter * share.experts, layout.expert_shards(), layout.tp, layout, hw);
+      ring_seconds(fsdp_bytes(share.dense, embedding_here + share.head + last_dense), shards, layout.tp, layout, hw) +
+      ring_seconds(fsdp_bytes(share.experts, last_experts), layout.expert_shards(), layout.tp, layout, hw);
   // The first unit's gather precedes all compute; the rest runs behind it. Where collectives run
   // on the compute cores nothing is ahead of its use, and each pays the latency: a micro batch
   // gathers every block twice and reduces it, gathers the embedding for its lookup and the head
@@ -143,7 +156,7 @@ void add_communication(StepTimeEstimate& e, const ModelCensus& c, const config::
                                 : "exposed")});
   // Ring attention passes every other rank's keys and values forward, and them and their
   // gradients backward, behind the attention.
-  const double tp = static_cast<double>(layout.tp), cp = static_cast<double>(layout.cp);
+  const double cp = static_cast<double>(layout.cp);
   const double kv_bytes = step.micro_tokens * static_cast<double>(2 * c.key_width) / tp * element;
   // Its passes: cp - 1 forward (and again where full recompute reruns it); backward cp - 1 of the
   // blocks and cp of their gradients' accumulators, the last one home.
