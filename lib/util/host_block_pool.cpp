@@ -1,6 +1,7 @@
 #include "util/host_block_pool.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <new>
@@ -89,8 +90,14 @@ size_t HostBlockPool::free_blocks() const {
 uintptr_t HostBlockPool::add_segment(size_t at_least) {
   const size_t count = segments_.load(std::memory_order_relaxed);
   if (count == kMaxSegments) throw std::bad_alloc();
-  // Reserved, not committed: pages cost memory only once a block on them is used.
-  size_t bytes = round_up(std::max(at_least, next_segment_), size_t{2} << 20);
+  // Reserved, not committed: pages cost memory only once a block on them is used. Under an
+  // address-space limit (ulimit -v) a reservation counts in full, so it takes a sixteenth of the
+  // limit at most.
+  size_t reserve = next_segment_;
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+    reserve = std::min(reserve, static_cast<size_t>(limit.rlim_cur) / 16);
+  size_t bytes = round_up(std::max(at_least, reserve), size_t{2} << 20);
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED && bytes > at_least) {  // a strict overcommit policy: ask for the block alone
     bytes = at_least;

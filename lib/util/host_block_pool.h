@@ -8,8 +8,9 @@
 // the live blocks' high-water mark plus the holes first fit leaves (1-5% of it on the training
 // steps measured, the most where a MoE's routed rows change size every step).
 //
-// Address space is reserved in segments (the first of 1 GiB, each next twice the last, or the
-// request if larger), untouched until used, and is never unmapped. Thread-safe.
+// Address space is reserved in segments (the first of 1 GiB, each next twice the last, at most a
+// sixteenth of an address-space limit, or the request if larger), untouched until used, and is
+// never unmapped. Thread-safe.
 #pragma once
 #include <array>
 #include <atomic>

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <new>
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
@@ -50,9 +51,14 @@ class CountingCpuAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t n) override {
     if (large_blocks && n >= kPooledFrom) {
-      void* data = large_blocks->allocate(n);
-      count(static_cast<int64_t>(n));
-      return {data, data, &free_counted, c10::Device(c10::DeviceType::CPU)};
+      // Where no more address space can be reserved the block comes from malloc, which says so in
+      // LibTorch's own words when memory itself has run out.
+      try {
+        void* data = large_blocks->allocate(n);
+        count(static_cast<int64_t>(n));
+        return {data, data, &free_counted, c10::Device(c10::DeviceType::CPU)};
+      } catch (const std::bad_alloc&) {
+      }
     }
     auto* block = static_cast<char*>(c10::alloc_cpu(n + kHeader));
     const auto bytes = static_cast<int64_t>(n);
