@@ -81,18 +81,13 @@ double tensor_parallel_calls(const config::Recipe& recipe, const ClusterLayout& 
 // Bytes of one micro batch's activations of `width` on a rank.
 double micro_tokens_bytes(const StepShape& step, double width) { return step.micro_tokens * width * step.element; }
 
-void add_communication(StepTimeEstimate& e, const ModelCensus& c, const config::Recipe& recipe,
-                       const ClusterLayout& layout, const HardwareProfile& hw, const CommunicationOverlap& overlap,
-                       const StepShape& step) {
-  const auto share = stage_share(c, layout);
-  const double compute = step.compute(), micro_batches = step.micro_batches, layers = step.layers;
-  const double element = step.element, hidden = static_cast<double>(c.hidden);
-  // FSDP: each unit is gathered for forward and its gradients reduce-scattered, every micro
-  // batch (fp32, xtrain's) or once a step (the compute dtype gathered, fp32 reduced); prefetch
-  // hides them behind the compute except the first unit's. xtrain gathers a unit again for
-  // backward but the embedding (its backward needs the ids alone), the head and the last block
-  // (kept gathered from their forward to their backward).
-  const int64_t shards = layout.fsdp * layout.cp;
+// FSDP: each unit is gathered for forward and its gradients reduce-scattered, every micro batch
+// (fp32, xtrain's) or once a step (the compute dtype gathered, fp32 reduced). xtrain gathers a
+// unit again for backward but the embedding (its backward needs the ids alone), the head and the
+// last block (kept gathered from their forward to their backward).
+double fsdp_seconds(const ModelCensus& c, const StageShare& share, const ClusterLayout& layout,
+                    const HardwareProfile& hw, const CommunicationOverlap& overlap, double element,
+                    double micro_batches) {
   const double tp = static_cast<double>(layout.tp);
   const double embedding_here = share.pipeline_rank == 0 ? static_cast<double>(c.embedding) / tp : 0;
   double last_dense = 0, last_experts = 0;
@@ -101,13 +96,24 @@ void add_communication(StepTimeEstimate& e, const ModelCensus& c, const config::
     last_dense = static_cast<double>(last.total() - last.experts) / tp;
     last_experts = static_cast<double>(last.experts) / static_cast<double>(layout.tp * layout.ep);
   }
-  const auto fsdp_bytes = [&](double params, double kept_for_backward) {
+  const auto bytes = [&](double params, double kept_for_backward) {
     if (overlap.fsdp_once_per_step) return (element + 4) * params;
     return 4 * micro_batches * (2 * params + std::max(0.0, params - kept_for_backward));
   };
-  const double fsdp_s =
-      ring_seconds(fsdp_bytes(share.dense, embedding_here + share.head + last_dense), shards, layout.tp, layout, hw) +
-      ring_seconds(fsdp_bytes(share.experts, last_experts), layout.expert_shards(), layout.tp, layout, hw);
+  return ring_seconds(bytes(share.dense, embedding_here + share.head + last_dense), layout.fsdp * layout.cp, layout.tp,
+                      layout, hw) +
+         ring_seconds(bytes(share.experts, last_experts), layout.expert_shards(), layout.tp, layout, hw);
+}
+
+void add_communication(StepTimeEstimate& e, const ModelCensus& c, const config::Recipe& recipe,
+                       const ClusterLayout& layout, const HardwareProfile& hw, const CommunicationOverlap& overlap,
+                       const StepShape& step) {
+  const auto share = stage_share(c, layout);
+  const double compute = step.compute(), micro_batches = step.micro_batches, layers = step.layers;
+  const double element = step.element, hidden = static_cast<double>(c.hidden);
+  // FSDP's gathers and reductions; prefetch hides them behind the compute but the first unit's.
+  const int64_t shards = layout.fsdp * layout.cp;
+  const double fsdp_s = fsdp_seconds(c, share, layout, hw, overlap, element, micro_batches);
   // The first unit's gather precedes all compute; the rest runs behind it. Where collectives run
   // on the compute cores nothing is ahead of its use, and each pays the latency: a micro batch
   // gathers every block twice and reduces it, gathers the embedding for its lookup and the head
@@ -156,7 +162,7 @@ void add_communication(StepTimeEstimate& e, const ModelCensus& c, const config::
                                 : "exposed")});
   // Ring attention passes every other rank's keys and values forward, and them and their
   // gradients backward, behind the attention.
-  const double cp = static_cast<double>(layout.cp);
+  const double tp = static_cast<double>(layout.tp), cp = static_cast<double>(layout.cp);
   const double kv_bytes = step.micro_tokens * static_cast<double>(2 * c.key_width) / tp * element;
   // Its passes: cp - 1 forward (and again where full recompute reruns it); backward cp - 1 of the
   // blocks and cp of their gradients' accumulators, the last one home.
