@@ -4,11 +4,14 @@
 # every core, runs the GPU tests (ctest -R '^gpu\.') and the training benchmark (xtrain, PyTorch
 # eager and torch.compile on the same model, batch and dtype, with the bf16 matmul ceiling
 # measured in the same call), and prints a short table last. Logs go under $OUT (or runs/device).
+# Exits 1 after the table when a GPU test failed or reported itself skipped (exit 77: no device),
+# naming them (scripts/device/check-gpu-tests.sh).
 #
 #   scripts/device/run.sh            on the GPU machine (python3 there carries torch 2.11+cu130)
 #   scripts/device/run.sh --dry-run  the same flow here on the CPU: packages unpacked into a
 #                                    scratch folder, the project's .venv as "the machine's" torch,
-#                                    a small model; the GPU tests report themselves skipped
+#                                    a small model; the GPU tests report themselves skipped, as
+#                                    expected there (a failed one still fails the dry run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dry_run=0
@@ -49,11 +52,10 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLIBTORCH="$torch_di
 cmake --build "$build" -j "$jobs" > "$out/build.log" 2>&1 || { grep -m20 -E "error|Error" "$out/build.log"; exit 1; }
 log "built $build ($("$build/xtrain" --version))"
 
-# 3. The GPU tests.
-set +e
-ctest --test-dir "$build" -R '^gpu\.' --output-on-failure --timeout 600 > "$out/gpu-tests.log" 2>&1
-set -e
-log "GPU tests done"
+# 3. The GPU tests; their verdict comes after the table.
+ctest_status=0
+ctest --test-dir "$build" -R '^gpu\.' --output-on-failure --timeout 600 > "$out/gpu-tests.log" 2>&1 || ctest_status=$?
+log "GPU tests done (ctest exit $ctest_status)"
 
 # 4. The benchmark.
 bench_args=(--recipe "$recipe" --device "$device" --dtype "$dtype" --steps "$steps" --warmup "$warmup"
@@ -65,6 +67,10 @@ log "benchmark done"
 echo
 echo "== $("$build/xtrain" --version)"
 echo "== GPU tests"
-grep -E "Test +#" "$out/gpu-tests.log" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //; s/ \.+/ /; s/ +/ /g'
+{ grep -E "Test +#" "$out/gpu-tests.log" || true; } | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //; s/ \.+/ /; s/ +/ /g'
 echo "== training benchmark ($device, $dtype, $recipe)"
 cat "$out/bench.txt"
+echo
+verdict=(bash scripts/device/check-gpu-tests.sh "$out/gpu-tests.log" "$ctest_status")
+if ((dry_run)); then verdict+=(--skips-expected); fi
+"${verdict[@]}"
