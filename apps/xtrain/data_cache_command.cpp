@@ -13,11 +13,27 @@
 namespace xtrain::cli {
 namespace {
 
-// The commands read a cache; creating a folder for a mistyped path would hide the mistake.
-data::TokenCache existing_cache(const std::string& dir) {
+// The commands read a cache; creating a folder for a mistyped path would hide the mistake. A
+// folder that holds only what the cache did not write is not a cache (a mistyped path to a
+// user's folder): refused, so that gc never touches it. In a cache, foreign items are left alone.
+data::TokenCache existing_cache(const std::string& dir, data::TokenCache::Access access) {
   if (!std::filesystem::is_directory(dir))
     throw InputError(fmt::format("{}: no such folder; give the data.cache_dir of a recipe", dir));
-  return data::TokenCache(dir);
+  data::TokenCache cache(dir, access);
+  const auto foreign = cache.foreign();
+  if (foreign.empty()) return cache;
+  std::string names;
+  for (size_t i = 0; i < foreign.size() && i < 3; ++i)
+    names += (i ? ", " : "") + std::filesystem::path(foreign[i]).filename().string();
+  if (foreign.size() > 3) names += ", ...";
+  const auto items = fmt::format("{} item{} that the data cache did not write ({})", foreign.size(),
+                                 foreign.size() == 1 ? "" : "s", names);
+  if (!cache.holds_cache_items())
+    throw InputError(fmt::format("{} is not a data cache: it holds {} and no entry (a folder named by its key "
+                                 "holding the entry.json that names it); give the data.cache_dir of a recipe",
+                                 dir, items));
+  fmt::print(stderr, "warning: {}: leaving alone {}\n", dir, items);
+  return cache;
 }
 
 std::string local_time(std::time_t time) {
@@ -35,7 +51,7 @@ std::string joined(const std::vector<std::string>& items) {
 }
 
 int run_ls(const std::string& dir) {
-  const auto cache = existing_cache(dir);
+  const auto cache = existing_cache(dir, data::TokenCache::Access::read_only);
   const auto entries = cache.entries(/*checksums=*/false);
   uint64_t total = 0;
   for (const auto& entry : entries) total += entry.bytes;
@@ -52,7 +68,7 @@ int run_ls(const std::string& dir) {
 }
 
 int run_verify(const std::string& dir) {
-  const auto cache = existing_cache(dir);
+  const auto cache = existing_cache(dir, data::TokenCache::Access::read_only);
   int damaged = 0;
   uint64_t bytes = 0;
   for (const auto& entry : cache.entries(/*checksums=*/true)) {
@@ -72,7 +88,7 @@ int run_verify(const std::string& dir) {
 
 int run_gc(const std::string& dir, const std::string& max_size) {
   const uint64_t max_bytes = data::parse_byte_size(max_size);
-  const auto cache = existing_cache(dir);
+  const auto cache = existing_cache(dir, data::TokenCache::Access::read_write);
   const auto collected = cache.collect(max_bytes);
   for (const auto& path : collected.removed) fmt::print("removed  {}\n", path);
   for (const auto& path : collected.busy) fmt::print("in use   {} (its lock is held: kept)\n", path);

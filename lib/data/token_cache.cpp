@@ -29,9 +29,46 @@ namespace fs = std::filesystem;
 constexpr const char* kBuildPrefix = ".build-";
 constexpr const char* kTrashPrefix = ".trash-";
 
+// Keys are XXH3-64 digests as 16 lowercase hex digits (cache_key.h).
 bool is_key(const std::string& name) {
   return name.size() == 16 &&
-         std::all_of(name.begin(), name.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+         std::all_of(name.begin(), name.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// The key of a leftover, .build-KEY-PID or .trash-KEY-PID; empty for any other name.
+std::string leftover_key(const std::string& name) {
+  for (const std::string prefix : {kBuildPrefix, kTrashPrefix}) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size());
+    if (rest.size() > 17 && is_key(rest.substr(0, 16)) && rest[16] == '-' &&
+        std::all_of(rest.begin() + 17, rest.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return rest.substr(0, 16);
+  }
+  return "";
+}
+
+// An entry is a real folder named by a key whose entry.json reads and names that key: a folder
+// of 16 hex characters without one is not the cache's, and is neither listed nor removed.
+bool is_entry(const fs::path& dir, const std::string& key) {
+  std::error_code error;
+  if (!is_key(key) || !fs::is_directory(fs::symlink_status(dir, error)) ||
+      !fs::is_regular_file(fs::symlink_status(dir / kEntryManifest, error)))
+    return false;
+  try {
+    return read_entry_manifest(dir.string()).value("key", "") == key;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// What the cache writes: entries, KEY.lock files and the leftovers of builders.
+bool is_cache_item(const fs::directory_entry& item) {
+  const std::string name = item.path().filename().string();
+  std::error_code error;
+  const auto status = item.symlink_status(error);
+  if (name.size() == 21 && name.substr(16) == ".lock" && is_key(name.substr(0, 16))) return fs::is_regular_file(status);
+  if (!leftover_key(name).empty()) return fs::is_directory(status);
+  return is_entry(item.path(), name);
 }
 
 uint64_t folder_bytes(const fs::path& dir) {
@@ -93,8 +130,15 @@ void commit(const fs::path& temporary, const fs::path& entry, const std::string&
 
 }  // namespace
 
-TokenCache::TokenCache(std::string dir) : dir_(std::move(dir)) {
+TokenCache::TokenCache(std::string dir, Access access) : dir_(std::move(dir)) {
   std::error_code error;
+  // Reading a cache changes nothing in it, so a read-only folder (a shared, mounted cache) is
+  // listed and verified as well as any.
+  if (access == Access::read_only) {
+    if (!fs::is_directory(dir_, error))
+      throw InputError(fmt::format("{}: no such folder; give the data.cache_dir of a recipe", dir_));
+    return;
+  }
   fs::create_directories(dir_, error);
   if (error)
     throw InputError(fmt::format("data.cache_dir {}: cannot create the folder: {}; set data.cache_dir to a "
@@ -136,6 +180,11 @@ TokenCache::Opened TokenCache::open(const std::string& key, const nlohmann::json
       mark_used(opened.dir);
       return opened;
     }
+    if (!is_entry(opened.dir, key))
+      throw InputError(fmt::format("data.cache_dir {}: {} is not a cache entry (it has no entry.json naming key {}), "
+                                   "and the cache removes only what it wrote: move that folder away, or set "
+                                   "data.cache_dir to a folder of the cache's own",
+                                   dir_, opened.dir, key));
     opened.repaired = *problem;
     fmt::print(stderr, "warning: data cache entry {} is damaged ({}); removing it and tokenizing the source again\n",
                opened.dir, *problem);
@@ -170,10 +219,9 @@ std::string TokenCache::build_entry(const std::string& key, const nlohmann::json
 
 // Called with the key's lock held: a .build folder of this key belongs to a builder that died.
 void TokenCache::remove_leftovers(const std::string& key) const {
-  const std::string prefix = kBuildPrefix + key + "-";
   for (const auto& item : fs::directory_iterator(dir_)) {
     const std::string name = item.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
+    if (name.rfind(kBuildPrefix, 0) != 0 || leftover_key(name) != key) continue;
     fmt::print(stderr, "warning: data cache: removing {}, the unfinished entry of a process that stopped\n",
                item.path().string());
     fs::remove_all(item.path());
@@ -184,7 +232,7 @@ std::vector<TokenCache::EntryStatus> TokenCache::entries(bool checksums) const {
   std::vector<EntryStatus> entries;
   for (const auto& item : fs::directory_iterator(dir_)) {
     const std::string name = item.path().filename().string();
-    if (!item.is_directory() || !is_key(name)) continue;
+    if (!is_entry(item.path(), name)) continue;
     EntryStatus status;
     status.key = name;
     status.dir = item.path().string();
@@ -215,20 +263,32 @@ std::vector<TokenCache::EntryStatus> TokenCache::entries(bool checksums) const {
   return entries;
 }
 
+std::vector<std::string> TokenCache::foreign() const {
+  std::vector<std::string> paths;
+  for (const auto& item : fs::directory_iterator(dir_))
+    if (!is_cache_item(item)) paths.push_back(item.path().string());
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+bool TokenCache::holds_cache_items() const {
+  for (const auto& item : fs::directory_iterator(dir_))
+    if (is_cache_item(item)) return true;
+  return false;
+}
+
 TokenCache::Collected TokenCache::collect(uint64_t max_bytes) const {
   Collected collected;
   // Leftovers first: their builder is gone when nobody holds their key's lock.
   for (const auto& item : fs::directory_iterator(dir_)) {
-    const std::string name = item.path().filename().string();
-    for (const std::string prefix : {kBuildPrefix, kTrashPrefix}) {
-      if (name.rfind(prefix, 0) != 0 || name.size() < prefix.size() + 16) continue;
-      const std::string key = name.substr(prefix.size(), 16);
-      auto lock = util::FileLock::try_acquire((fs::path(dir_) / (key + ".lock")).string());
-      if (!lock) continue;
-      collected.freed_bytes += folder_bytes(item.path());
-      fs::remove_all(item.path());
-      collected.removed.push_back(item.path().string());
-    }
+    const std::string key = leftover_key(item.path().filename().string());
+    std::error_code error;
+    if (key.empty() || !fs::is_directory(item.symlink_status(error))) continue;
+    auto lock = util::FileLock::try_acquire((fs::path(dir_) / (key + ".lock")).string());
+    if (!lock) continue;
+    collected.freed_bytes += folder_bytes(item.path());
+    fs::remove_all(item.path());
+    collected.removed.push_back(item.path().string());
   }
   std::vector<EntryStatus> all = entries(/*checksums=*/false);
   uint64_t total = 0;

@@ -9,6 +9,9 @@
 // node builds, and the others wait and then read its entry. A damaged entry is reported on
 // stderr, naming the entry and what is wrong, and rebuilt; it is never read. Leftovers of a
 // builder that died (.build-KEY-*) are removed by the next builder of KEY, or by collect().
+// Only what the cache wrote is its own: a KEY/ folder is an entry when its entry.json reads and
+// names KEY. Anything else in the folder (a user's folder of 16 hex characters included) is
+// foreign: never listed as an entry, never removed.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -21,9 +24,10 @@ namespace xtrain::data {
 
 class TokenCache {
  public:
-  // Creates dir when missing. A dir that cannot be created or written is an InputError naming
-  // it and the fix.
-  explicit TokenCache(std::string dir);
+  // read_write creates dir when missing; a dir that cannot be created or written is an
+  // InputError naming it and the fix. read_only (ls, verify) needs an existing folder only.
+  enum class Access { read_write, read_only };
+  explicit TokenCache(std::string dir, Access access = Access::read_write);
 
   const std::string& dir() const { return dir_; }
   std::string entry_dir(const std::string& key) const;
@@ -55,6 +59,10 @@ class TokenCache {
   };
   // Every entry, oldest use first; with checksums every file is read and digested.
   std::vector<EntryStatus> entries(bool checksums) const;
+  // The paths of what the cache did not write (not an entry, a KEY.lock or a leftover), which
+  // it leaves alone; whether it holds anything of its own (an empty folder is a cache too).
+  std::vector<std::string> foreign() const;
+  bool holds_cache_items() const;
 
   struct Collected {
     std::vector<std::string> removed;  // entries and leftovers, as paths
