@@ -3,12 +3,15 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "util/posix_file.h"
 
 namespace xtrain::train {
 namespace {
@@ -84,9 +87,22 @@ EventFile::EventFile(const std::string& dir) {
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count();
   path_ = fmt::format("{}/events.out.tfevents.{:016d}.{}.{}", dir, microseconds, host, getpid());
-  file_ = std::fopen(path_.c_str(), "ab");
-  if (!file_) throw std::runtime_error(fmt::format("cannot create {}: {}", path_, std::strerror(errno)));
-  write_event(event(0, kFileVersion, "brain.Event:2"));
+  const int fd = util::OutputFile::create(path_, util::FileMode::create_new).release();
+  file_ = ::fdopen(fd, "wb");
+  if (!file_) {
+    ::close(fd);
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
+  }
+  // Unbuffered: each record goes out in one write, and a failed one is cut off right away.
+  std::setvbuf(file_, nullptr, _IONBF, 0);
+  try {
+    write_event(event(0, kFileVersion, "brain.Event:2"));
+  } catch (...) {
+    // The destructor does not run for a constructor that throws; an empty file is of no use.
+    std::fclose(file_);
+    std::remove(path_.c_str());
+    throw;
+  }
 }
 
 EventFile::~EventFile() {
@@ -100,10 +116,17 @@ void EventFile::write_event(const std::string& payload) {
   const uint32_t length_crc = masked_crc32c(header, 8);
   std::memcpy(header + 8, &length_crc, 4);
   const uint32_t payload_crc = masked_crc32c(payload.data(), payload.size());
-  std::fwrite(header, 1, sizeof(header), file_);
-  std::fwrite(payload.data(), 1, payload.size(), file_);
-  std::fwrite(&payload_crc, 1, 4, file_);
-  std::fflush(file_);
+  std::string record(header, sizeof(header));
+  record += payload;
+  record.append(reinterpret_cast<const char*>(&payload_crc), 4);
+  if (std::fwrite(record.data(), 1, record.size(), file_) != record.size() || std::fflush(file_) != 0) {
+    const int error = errno;
+    std::clearerr(file_);
+    // A torn record would end the file for TensorBoard's reader; the whole ones before it stay.
+    if (::ftruncate(::fileno(file_), size_) == 0) std::fseek(file_, size_, SEEK_SET);
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path_, std::strerror(error)));
+  }
+  size_ += static_cast<long>(record.size());
 }
 
 void EventFile::scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values) {

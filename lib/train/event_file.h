@@ -3,6 +3,8 @@
 // shows a run as it goes and a crash loses nothing already written. The file starts with the
 // file_version event "brain.Event:2" that TensorBoard's readers expect. The few protobuf
 // messages it needs (Event, Summary, SessionLog, TensorProto) are encoded here by hand.
+// A write that fails (a full disk) throws std::runtime_error "cannot write PATH: REASON" and
+// leaves the file as it was before that event, so that it ends on a whole record.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -16,7 +18,8 @@ uint32_t masked_crc32c(const void* data, size_t size);
 
 class EventFile {
  public:
-  // Creates `dir` (with parents) and a new events.out.tfevents.<microseconds>.<host>.<pid> file in it.
+  // Creates `dir` (with parents) and a new events.out.tfevents.<microseconds>.<host>.<pid> file in it,
+  // never through a symbolic link.
   explicit EventFile(const std::string& dir);
   ~EventFile();
   EventFile(const EventFile&) = delete;
@@ -36,6 +39,7 @@ class EventFile {
 
   std::string path_;
   std::FILE* file_ = nullptr;
+  long size_ = 0;  // bytes of whole records written
 };
 
 }  // namespace xtrain::train

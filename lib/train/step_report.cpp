@@ -42,8 +42,11 @@ StepReport::StepReport(const config::Recipe& recipe, const parallel::ParallelDeg
 
 void StepReport::open_metrics(int64_t resume_step, const std::string& recipe_yaml) {
   if (!chief_) return;
+  const std::string tensorboard_dir = recipe_.run.dir + "/tensorboard";
+  // A tensorboard folder the run cannot use is refused before metrics.jsonl is begun.
+  if (recipe_.metrics.tensorboard) TensorBoardLog::check_folder(tensorboard_dir);
   metrics_.emplace(recipe_.run.dir + "/metrics.jsonl", resume_step);
-  if (recipe_.metrics.tensorboard) tensorboard_.emplace(recipe_.run.dir + "/tensorboard", resume_step, recipe_yaml);
+  if (recipe_.metrics.tensorboard) tensorboard_.emplace(tensorboard_dir, resume_step, recipe_yaml);
 }
 
 void StepReport::record(const nlohmann::ordered_json& record) {
