@@ -48,6 +48,13 @@ class AdamW {
   // checkpoint keeps in a file per rank; `where` names that file in errors.
   virtual std::map<std::string, torch::Tensor> rank_state() const { return {}; }
   virtual void load_rank_state(const std::map<std::string, torch::Tensor>& /*state*/, const std::string& /*where*/) {}
+  // For a checkpoint saved under another layout, whose per-rank files belong to other shards:
+  // `state` is its first rank's. Returns a notice of what was not carried over (empty: nothing
+  // was lost), or throws an InputError when the run cannot resume on this layout.
+  virtual std::string restart_rank_state(const std::map<std::string, torch::Tensor>& /*state*/,
+                                         const std::string& /*where*/) {
+    return {};
+  }
 
  protected:
   struct Slot {

@@ -18,6 +18,15 @@ std::string onebit_adam_beta2_warning(double beta2) {
       beta2, 1.0 / (1.0 - beta2));
 }
 
+std::string onebit_adam_freeze_warning(int64_t freeze_step, int64_t steps) {
+  if (freeze_step < steps) return {};
+  return fmt::format(
+      "optim.freeze_step {} with train.steps {}: onebit_adam compresses only after step {}, so this run is plain "
+      "AdamW throughout (gradients all-reduced, no traffic saved); set optim.freeze_step below train.steps (the "
+      "paper warms up for 15-25% of the run), or use optim.name adamw",
+      freeze_step, steps, freeze_step);
+}
+
 OnebitAdam::OnebitAdam(std::vector<NamedParameter> parameters, AdamWOptions options, int64_t freeze_step,
                        const ExchangeFactory& make_exchange, std::function<void(bool)> set_compressing)
     : AdamW(std::move(parameters), options), freeze_step_(freeze_step), set_compressing_(std::move(set_compressing)) {
@@ -86,6 +95,32 @@ std::map<std::string, torch::Tensor> OnebitAdam::rank_state() const {
   state["onebit.replica_rank"] = torch::tensor(exchange_->replica_rank(), torch::kInt64);
   state["onebit.compressing"] = torch::tensor(int64_t{compressing_ ? 1 : 0}, torch::kInt64);
   return state;
+}
+
+namespace {
+int64_t saved_scalar(const std::map<std::string, torch::Tensor>& state, const std::string& key,
+                     const std::string& where) {
+  const auto found = state.find(key);
+  if (found == state.end()) throw InputError(fmt::format("{}: no entry '{}'", where, key));
+  return found->second.item<int64_t>();
+}
+}  // namespace
+
+std::string OnebitAdam::restart_rank_state(const std::map<std::string, torch::Tensor>& state,
+                                           const std::string& where) {
+  if (saved_scalar(state, "onebit.compressing", where) == 0) return {};  // zero errors: nothing lost
+  const int64_t replicas = saved_scalar(state, "onebit.replicas", where);
+  if (replicas != exchange_->replicas())
+    throw InputError(fmt::format(
+        "{}: 1-bit Adam was past optim.freeze_step over {} replicas, and this run has {} (parallel.dp {}); the "
+        "compressed stage averages the momenta over the replicas it was frozen with, so it resumes only with "
+        "parallel.dp {} (any parallel.fsdp); a checkpoint from before optim.freeze_step resumes on any layout",
+        where, replicas, exchange_->replicas(), exchange_->replicas(), replicas));
+  return fmt::format(
+      "{} was saved under another layout, and 1-bit Adam's error feedback is per FSDP shard of that layout: it "
+      "starts at zero here, dropping one exchange's compression residual (DeepSpeed's 1-bit Adam does so on "
+      "every resume); resume on the saved layout to continue bit-exactly",
+      where);
 }
 
 void OnebitAdam::load_rank_state(const std::map<std::string, torch::Tensor>& state, const std::string& where) {

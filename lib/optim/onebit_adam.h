@@ -32,10 +32,15 @@ class OnebitAdam final : public AdamW {
   void step(double lr) override;
   void load_state(const std::map<std::string, torch::Tensor>& state) override;
   // "worker_error.<name>", "server_error.<name>", and "onebit.replicas", "onebit.replica_rank",
-  // "onebit.compressing" (int64 scalars). Loading errors saved over another number of replicas
-  // is refused after the freeze; before it the errors are zeros on any layout and are not read.
+  // "onebit.compressing" (int64 scalars). load_rank_state is for the same layout; before the
+  // freeze the errors are zeros on any layout and are not read.
   std::map<std::string, torch::Tensor> rank_state() const override;
   void load_rank_state(const std::map<std::string, torch::Tensor>& state, const std::string& where) override;
+  // Another layout with the same number of replicas (DDP 2 -> HSDP 2 x 2): each rank's errors
+  // belong to the saved layout's shards, so the errors start at zero, as DeepSpeed's 1-bit Adam
+  // starts them on every resume; what is dropped is one exchange's compression residual. Another
+  // number of replicas after the freeze is refused.
+  std::string restart_rank_state(const std::map<std::string, torch::Tensor>& state, const std::string& where) override;
 
   bool compressing() const { return compressing_; }
   MomentumExchange& exchange() { return *exchange_; }
@@ -53,5 +58,8 @@ class OnebitAdam final : public AdamW {
 // A warning when beta2 averages too few steps for its frozen variance to stand for the rest of
 // the run (below 0.99: a window of under 100 steps), else empty. The paper and DeepSpeed use 0.999.
 std::string onebit_adam_beta2_warning(double beta2);
+// A warning when the freeze comes at or after the last step, so that the whole run is plain
+// AdamW (nothing compressed), else empty.
+std::string onebit_adam_freeze_warning(int64_t freeze_step, int64_t steps);
 
 }  // namespace xtrain::optim

@@ -167,6 +167,24 @@ std::string float8_recipe_warning(const config::Recipe& recipe) {
          "or fp8_grad: e4m3 to keep torchao's recipe";
 }
 
+// Warned of rather than refused: turning precision.fp8 off with --set, to compare a recipe's FP8
+// run with its bf16 one, leaves the recipe's other FP8 keys in place.
+std::vector<std::string> float8_unused_key_warnings(const config::PrecisionSection& precision) {
+  if (precision.fp8 != model::Float8Scaling::off) return {};
+  std::vector<std::string> warnings;
+  const std::pair<const char*, std::string> keys[] = {
+      {"precision.fp8_grad",
+       precision.fp8_grad == config::Float8GradFormat::automatic ? "" : to_string(precision.fp8_grad)},
+      {"precision.fp8_all_gather",
+       precision.fp8_all_gather == config::Float8AllGather::automatic ? "" : to_string(precision.fp8_all_gather)}};
+  for (const auto& [key, value] : keys)
+    if (!value.empty())
+      warnings.push_back(fmt::format("{} {} has no effect: precision.fp8 is off, so no FP8 GEMM runs and this run "
+                                     "trains in train.dtype; set precision.fp8 to use it, or leave {} at auto",
+                                     key, value, key));
+  return warnings;
+}
+
 parallel::ParallelizeOptions parallelize_options(const config::Recipe& recipe, const torch::Device& device) {
   parallel::ParallelizeOptions options;
   options.memory = memory_options(recipe, device);

@@ -46,6 +46,8 @@ model::Float8Recipe float8_recipe(const config::PrecisionSection& precision);
 // Empty, or what to change when fp8_grad auto gives a recipe a format it converges worse with
 // (rowwise's e4m3 on a model with experts).
 std::string float8_recipe_warning(const config::Recipe& recipe);
+// One warning per FP8 key set (not auto) while precision.fp8 is off, where it does nothing.
+std::vector<std::string> float8_unused_key_warnings(const config::PrecisionSection& precision);
 parallel::ParallelizeOptions parallelize_options(const config::Recipe& recipe, const torch::Device& device);
 
 // train.threads 0: the cores shared among this machine's ranks, unless OMP_NUM_THREADS (set by

@@ -71,10 +71,16 @@ void RunState::load(const ckpt::CheckpointReader& checkpoint, const std::string&
   optimizer_state["step"] = torch::tensor(checkpoint.optimizer_step(), torch::kInt64);
   optimizer_.load_state(optimizer_state);
   // An optimizer's per-rank state (1-bit Adam's errors), when the checkpoint has it: one from
-  // another optimizer starts that state afresh.
-  const auto rank_file = dir + "/" + rank_state_file(mesh_.world().rank);
-  if (std::filesystem::exists(rank_file))
-    optimizer_.load_rank_state(ckpt::load_safetensors(rank_file).tensors, rank_file);
+  // another optimizer starts that state afresh. Under another layout the files belong to other
+  // shards (and some ranks have none): the optimizer decides from the first rank's.
+  if (saved_on_this_layout(checkpoint.trainer_state)) {
+    const auto rank_file = dir + "/" + rank_state_file(mesh_.world().rank);
+    if (std::filesystem::exists(rank_file))
+      optimizer_.load_rank_state(ckpt::load_safetensors(rank_file).tensors, rank_file);
+  } else if (const auto first = dir + "/" + rank_state_file(0); std::filesystem::exists(first)) {
+    const auto notice = optimizer_.restart_rank_state(ckpt::load_safetensors(first).tensors, first);
+    if (!notice.empty() && mesh_.world().rank == 0) fmt::print(stderr, "warning: {}\n", notice);
+  }
   const auto& state = checkpoint.trainer_state;
   try {
     step = state.at("step").get<int64_t>();
@@ -92,8 +98,23 @@ void RunState::load(const ckpt::CheckpointReader& checkpoint, const std::string&
   }
 }
 
-nlohmann::json RunState::trainer_state(int64_t at_step) const {
+nlohmann::json RunState::layout() const {
   const auto& d = identity_.degrees;
+  return {{"dp", d.dp},
+          {"fsdp", d.fsdp},
+          {"cp", d.cp},
+          {"tp", d.tp},
+          {"ep", d.ep},
+          {"sequence_parallel", identity_.sequence_parallel}};
+}
+
+// A checkpoint without the fields predates them and was read as this layout's.
+bool RunState::saved_on_this_layout(const nlohmann::json& saved) const {
+  if (!saved.contains("parallel") || !saved.contains("world_size")) return true;
+  return saved.at("parallel") == layout() && saved.at("world_size") == mesh_.world().size;
+}
+
+nlohmann::json RunState::trainer_state(int64_t at_step) const {
   nlohmann::json state = {
       {"step", at_step},
       {"samples_consumed", samples_consumed},
@@ -102,13 +123,7 @@ nlohmann::json RunState::trainer_state(int64_t at_step) const {
       {"rng_cpu", to_hex(at::detail::getDefaultCPUGenerator().get_state())},
       {"xtrain_version", XTRAIN_VERSION},
       {"world_size", mesh_.world().size},
-      {"parallel",
-       {{"dp", d.dp},
-        {"fsdp", d.fsdp},
-        {"cp", d.cp},
-        {"tp", d.tp},
-        {"ep", d.ep},
-        {"sequence_parallel", identity_.sequence_parallel}}},
+      {"parallel", layout()},
   };
   if (device_.is_cuda()) state["rng_cuda"] = to_hex(util::device_rng_state(device_));
   if (auto biases = experts_.state(); !biases.empty()) state["expert_bias"] = std::move(biases);

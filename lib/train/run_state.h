@@ -89,6 +89,9 @@ class RunState {
   std::optional<Rollback> roll_back(const ckpt::CheckpointStore& store, CheckpointWriter& writer);
 
  private:
+  // trainer_state.json's "parallel": the degrees a checkpoint was saved under.
+  nlohmann::json layout() const;
+  bool saved_on_this_layout(const nlohmann::json& saved_trainer_state) const;
   void check_finite_weights(int64_t at_step, const ckpt::CheckpointStore& store);
   CheckpointWriter::WriteFiles write_whole(CheckpointWriter& writer, const nlohmann::json& model_config,
                                            const nlohmann::json& state, const std::string& recipe_yaml,

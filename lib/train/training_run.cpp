@@ -339,9 +339,13 @@ void TrainingRun::print_summary() const {
              t_.steps, t_.global_batch_size, t_.global_batch_size / data_ranks_, accumulation_, t_.micro_batch_size,
              tokens_per_step_, to_string(t_.dtype), torch::get_num_threads(), wait_policy ? wait_policy : "default");
   if (const auto warning = lr_schedule_.warmup_warning(); !warning.empty()) fmt::print("warning: {}\n", warning);
-  if (recipe_.optim.name == config::Optimizer::onebit_adam)
+  if (recipe_.optim.name == config::Optimizer::onebit_adam) {
     if (const auto warning = optim::onebit_adam_beta2_warning(recipe_.optim.betas.at(1)); !warning.empty())
       fmt::print("warning: {}\n", warning);
+    if (const auto warning = optim::onebit_adam_freeze_warning(recipe_.optim.freeze_step, t_.steps); !warning.empty())
+      fmt::print(stderr, "warning: {}\n", warning);
+  }
+  for (const auto& warning : float8_unused_key_warnings(recipe_.precision)) fmt::print(stderr, "warning: {}\n", warning);
 }
 
 // Which FP8 GEMM runs (model/float8_linear.h), in which formats, and how FSDP gathers.
