@@ -23,6 +23,7 @@
 #include "parallel/parallelize.h"
 #include "parallel/placement.h"
 #include "train/micro_batch_memory.h"
+#include "train/recipe_agreement.h"
 #include "train/recipe_data.h"
 #include "train/resume_changes.h"
 #include "train/stop_signal.h"
@@ -48,6 +49,23 @@ bool exact_momentum_exchange() {
                                  choice));
   return choice == "exact";
 }
+
+// The job's mesh, made once every rank has joined and found the others' recipes equal to its own
+// (train/recipe_agreement.h): before any group, which ranks that disagree on the layout would
+// wait for in vain.
+parallel::DeviceMesh mesh_of_agreeing_ranks(const config::Recipe& recipe, const parallel::World& world,
+                                            const parallel::ParallelDegrees& degrees, parallel::CommBackend backend) {
+  if (!world.distributed())
+    return parallel::build_mesh(world, degrees, recipe.dist.timeout_s, backend, recipe.dist.init_timeout_s);
+  auto milliseconds = [](double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); };
+  auto groups = std::make_shared<parallel::ProcessGroups>(world, milliseconds(recipe.dist.timeout_s), backend,
+                                                          milliseconds(recipe.dist.init_timeout_s));
+  check_ranks_agree(recipe, *groups, world);
+  return parallel::DeviceMesh(
+      world, degrees,
+      [&groups](const std::string& name, const std::vector<int64_t>& ranks) { return groups->make_group(name, ranks); },
+      groups);
+}
 }  // namespace
 
 TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& options, RunProgress& progress)
@@ -69,7 +87,7 @@ TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& optio
   resume_from_ = checkpoint_to_resume(recipe_, *store_, chief_);
   build_model();
   check_micro_batch_memory();
-  mesh_ = parallel::build_mesh(world_, degrees_, recipe_.dist.timeout_s, backend, recipe_.dist.init_timeout_s);
+  mesh_ = mesh_of_agreeing_ranks(recipe_, world_, degrees_, backend);
   watchdog_ = std::make_unique<parallel::Watchdog>(mesh_->process_groups(), world_, recipe_.dist.watchdog_s);
   sums_ = std::make_unique<RankSums>(mesh_->group(parallel::Dim::world), device_);
   parallelize_model();

@@ -46,6 +46,23 @@ free_port() {
   "${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# A pair of free TCP ports P, P+1, for a job of several nodes under `xtrain launch` (the ranks'
+# store and the launchers' store).
+free_port_pair() {
+  "${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" - <<'PY'
+import socket
+for _ in range(100):
+    a, b = socket.socket(), socket.socket()
+    try:
+        a.bind(("", 0)); port = a.getsockname()[1]; b.bind(("", port + 1))
+        print(port); break
+    except OSError:
+        pass
+    finally:
+        a.close(); b.close()
+PY
+}
+
 # compare_runs REFERENCE_RUN_DIR RUN_DIR [FIRST_STEP]: per-step losses and gradient norms within
 # 1e-5 relative, exported final weights within 1e-5 absolute; prints the largest differences
 # ("RUN: N steps, max loss difference ..., max grad norm difference ..., max weight difference ...").
