@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "util/input_error.h"
@@ -23,16 +24,38 @@ std::vector<uint8_t> bytes(const std::string& text) { return {text.begin(), text
 std::string text(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
 
 std::string first_error_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+std::string without_full_stop(const std::string& text) {
+  return !text.empty() && text.back() == '.' ? text.substr(0, text.size() - 1) : text;
+}
+
+// c10d logs each failed connection attempt, and each call that meets a closed socket, with the
+// C++ frame its exception was raised from ("Exception raised from ... (most recent call first)"):
+// while node 0's launcher is not there yet, or is gone, a screenful before the one line that
+// guarded_store_call throws. Fatal errors only while a store call is in flight; the launcher
+// calls its store from one thread.
+class QuietAgentStoreLog {
+ public:
+  QuietAgentStoreLog() : saved_level_(FLAGS_caffe2_log_level) { FLAGS_caffe2_log_level = 3; }
+  ~QuietAgentStoreLog() { FLAGS_caffe2_log_level = saved_level_; }
+  QuietAgentStoreLog(const QuietAgentStoreLog&) = delete;
+  QuietAgentStoreLog& operator=(const QuietAgentStoreLog&) = delete;
+
+ private:
+  int saved_level_;
+};
 
 // Runs one store operation; its failure becomes a message naming the store.
 template <typename Operation>
-auto guarded_store_call(const char* action, const std::string& address, Operation operation) {
+auto guarded_store_call(const char* action, const std::string& address, Operation operation,
+                        const std::string& hint = "") {
+  QuietAgentStoreLog quiet;
   try {
     return operation();
   } catch (const std::exception& error) {
     throw std::runtime_error(
-        fmt::format("launch: cannot {} the launchers' store at {} (node 0's launcher hosts it): {}", action, address,
-                    first_error_line(error.what())));
+        fmt::format("launch: cannot {} the launchers' store at {} (node 0's launcher hosts it): {}{}", action, address,
+                    hint.empty() ? first_error_line(error.what()) : without_full_stop(first_error_line(error.what())),
+                    hint));
   }
 }
 
@@ -53,10 +76,19 @@ class TcpAgentStore : public AgentStore {
     store_options.isServer = options.node_rank == 0;
     store_options.waitWorkers = false;
     store_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.join_timeout_s * 1000));
-    guarded("connect to", [&] {
-      store_ = std::make_unique<c10d::TCPStore>(options.master_addr, store_options);
-      return 0;
-    });
+    const std::string hint =
+        options.node_rank == 0
+            ? ""
+            : fmt::format("; start node 0's launcher with the same --master-addr and --master-port within "
+                          "--join-timeout={}",
+                          options.join_timeout_s);
+    guarded_store_call(
+        "connect to", address_,
+        [&] {
+          store_ = std::make_unique<c10d::TCPStore>(options.master_addr, store_options);
+          return 0;
+        },
+        hint);
     check_same_job(options);
   }
 
@@ -95,6 +127,7 @@ class TcpAgentStore : public AgentStore {
   }
 
   void leave(double timeout_s) override {
+    QuietAgentStoreLog quiet;
     try {
       store_->add("left", 1);
       if (node_rank_ != 0) return;
