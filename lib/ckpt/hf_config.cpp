@@ -36,6 +36,9 @@ const std::set<std::string> kSubConfigs = {"text_config", "vision_config"};
 nlohmann::json merge(nlohmann::json imported, const nlohmann::json& computed) {
   if (!imported.is_object()) return computed;
   imported.erase("xtrain_unexported");  // xtrain's own note, rewritten from the options of this run
+  // The weights xtrain writes are float, dequantized on import (ckpt/quantized_weights.h): a
+  // quantization_config kept would make transformers look for FP8 scales or FP4 blocks.
+  imported.erase("quantization_config");
   for (const auto& [field, other] : kOtherSpellings)
     if (computed.contains(field) && !computed.contains(other)) imported.erase(other);
   for (const auto& [key, value] : computed.items()) {

@@ -20,8 +20,9 @@ namespace xtrain::ckpt {
 // config.json of a model whose documents end with eos_token_id. With `imported`, the config.json
 // the model came from (a folder's, or a checkpoint's, which carries it on): that object, with
 // the fields xtrain computes written over it and its other spellings of them (rope_parameters,
-// dtype, ...) dropped. bos/eos/pad_token_id, use_cache, output_router_logits,
-// router_jitter_noise and the dropout probabilities keep an imported value other than null.
+// dtype, ...) dropped, and its quantization_config too (the weights xtrain writes are float).
+// bos/eos/pad_token_id, use_cache, output_router_logits, router_jitter_noise and the dropout
+// probabilities keep an imported value other than null.
 // router_aux_loss_coef keeps the imported number when xtrain's coefficient is the one it
 // imported (model::router_aux_loss_coef_from_hf), so that it comes back digit for digit.
 nlohmann::json hf_config(const model::ModelConfig& config, int64_t eos_token_id,
