@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 #include <tuple>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -171,8 +172,15 @@ class RecipeBuilder {
     } catch (const InputError& e) {
       report(where("model.init_from"), "model.init_from", e.what());
       return;
+    } catch (const nlohmann::json::exception& e) {  // a field of a type no family reader expected
+      report(where("model.init_from"), "model.init_from",
+             fmt::format("{}/config.json: a field has the wrong type ({}); compare the file with the model's "
+                         "config.json on the Hub",
+                         dir, e.what()));
+      return;
     }
     check_hf_dropout(dir, json);
+    hf_json_ = &json;
     auto& m = recipe_.model;
     const int64_t kv_heads = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;  // as the recipe means them
     const int64_t head_dim = m.head_dim_override == 0 ? m.hidden_size / m.num_heads : m.head_dim_override;
@@ -224,12 +232,14 @@ class RecipeBuilder {
                          "takes the model's shape from config.json)",
                          dir));
     m.layer_types = hf.layer_types;
+    if (hf_refused_) throw RecipeError(diagnostics_);  // the head size divides by the heads refused
     int64_t given_kv_heads = kv_heads, given_head_dim = head_dim;
     take_from_hf(dir, "model.num_kv_heads", given_kv_heads, hf.num_kv_heads);
     take_from_hf(dir, "model.head_dim", given_head_dim, hf.head_dim());
     m.num_kv_heads = hf.num_kv_heads;
     m.head_dim_override = hf.head_dim_override;
     m.vision = hf.vision;  // a vision-language model's tower: from the folder only
+    check_vision_from_hf(dir, hf.vision);
     m.type_vocab_size = hf.type_vocab_size;
     if (model::model_spec(hf.family).capabilities.pad_token)
       take_from_hf(dir, "model.pad_token_id", m.pad_token_id, hf.pad_token_id);
@@ -237,6 +247,92 @@ class RecipeBuilder {
     if (!set_at_.count("model.router_aux_loss_coef")) m.router_aux_loss_coef = hf.router_aux_loss_coef;
     if (!set_at_.count("data.tokenizer") && std::filesystem::is_regular_file(dir + "/tokenizer.json"))
       recipe_.data.tokenizer = "hf:" + dir;
+    hf_json_ = nullptr;
+    // A shape outside the recipe's ranges (a million layers) stops here, before anything is
+    // derived from it or sized by it.
+    if (hf_refused_) throw RecipeError(diagnostics_);
+  }
+
+  // The config.json field a recipe key was read from, as the families spell it; the first one
+  // the file holds (at the top or in text_config), so that the message names what the user sees.
+  std::string hf_field_of(const std::string& path) const {
+    static const std::map<std::string, std::vector<const char*>> kFields = {
+        {"model.vocab_size", {"vocab_size"}},
+        {"model.hidden_size", {"hidden_size"}},
+        {"model.num_layers", {"num_hidden_layers"}},
+        {"model.num_heads", {"num_attention_heads"}},
+        {"model.num_kv_heads", {"num_key_value_heads"}},
+        {"model.intermediate_size", {"intermediate_size"}},
+        {"model.max_seq_len", {"max_position_embeddings"}},
+        {"model.head_dim", {"head_dim"}},
+        {"model.rope_theta", {"rope_theta"}},
+        {"model.norm_eps", {"rms_norm_eps", "layer_norm_eps"}},
+        {"model.init_std", {"initializer_range"}},
+        {"model.num_experts", {"num_experts", "num_local_experts", "n_routed_experts"}},
+        {"model.num_experts_per_tok", {"num_experts_per_tok"}},
+        {"model.moe_intermediate_size", {"moe_intermediate_size", "intermediate_size"}},
+        {"model.first_k_dense", {"first_k_dense_replace"}},
+        {"model.moe_layer_step", {"decoder_sparse_step"}},
+        {"model.n_group", {"n_group"}},
+        {"model.topk_group", {"topk_group"}},
+        {"model.routed_scaling_factor", {"routed_scaling_factor"}},
+        {"model.num_shared_experts", {"n_shared_experts"}},
+        {"model.q_lora_rank", {"q_lora_rank"}},
+        {"model.kv_lora_rank", {"kv_lora_rank"}},
+        {"model.qk_nope_head_dim", {"qk_nope_head_dim"}},
+        {"model.qk_rope_head_dim", {"qk_rope_head_dim"}},
+        {"model.v_head_dim", {"v_head_dim"}},
+        {"model.sliding_window", {"sliding_window"}},
+        {"model.swiglu_limit", {"swiglu_limit"}},
+        {"model.swiglu_alpha", {"swiglu_alpha"}},
+        {"model.pad_token_id", {"pad_token_id"}}};
+    const auto it = kFields.find(path);
+    if (it == kFields.end() || !hf_json_ || !hf_json_->is_object()) return "";
+    for (const char* field : it->second) {
+      if (hf_json_->contains(field)) return field;
+      const auto text = hf_json_->find("text_config");
+      if (text != hf_json_->end() && text->is_object() && text->contains(field))
+        return std::string("text_config.") + field;
+    }
+    return "";
+  }
+
+  // A value config.json gives passes the check the registry declares for its recipe key, as the
+  // recipe's own value would: a folder cannot bring a shape the recipe could not. `field` names
+  // the config.json field when it is not the one hf_field_of finds (the vision tower's).
+  template <typename T>
+  bool passes_registry_check(const std::string& dir, const std::string& path, const T& value,
+                             const std::string& field = "") {
+    const Option* option = registry_.find(path);
+    if (!option) return true;
+    const auto problem = option->assign(YAML::Node(yaml_text(value)), checked_);
+    if (!problem) return true;
+    const std::string named = field.empty() ? hf_field_of(path) : field;
+    report(dir + "/config.json", named.empty() ? path : fmt::format("{} ({})", named, path),
+           fmt::format("{}, as {} in a recipe; xtrain builds no such model: correct config.json, or start from "
+                       "another folder",
+                       *problem, path));
+    hf_refused_ = true;
+    return false;
+  }
+
+  static std::string yaml_text(int64_t value) { return std::to_string(value); }
+  static std::string yaml_text(double value) { return fmt::format("{}", value); }
+  static std::string yaml_text(bool value) { return value ? "true" : "false"; }
+  static std::string yaml_text(const std::string& value) { return value; }
+  template <typename E, typename = std::enable_if_t<std::is_enum_v<E>>>
+  static std::string yaml_text(E value) { return to_string(value); }
+
+  // A vision tower's sizes have no recipe keys of their own: each passes the check of the
+  // language model's key of the same meaning.
+  void check_vision_from_hf(const std::string& dir, const model::VisionConfig& v) {
+    if (!v.enabled()) return;
+    passes_registry_check(dir, "model.hidden_size", v.hidden_size, "vision_config.hidden_size");
+    passes_registry_check(dir, "model.num_layers", v.num_layers, "vision_config.num_hidden_layers");
+    passes_registry_check(dir, "model.num_heads", v.num_heads, "vision_config.num_attention_heads");
+    passes_registry_check(dir, "model.intermediate_size", v.intermediate_size, "vision_config.intermediate_size");
+    passes_registry_check(dir, "model.norm_eps", v.norm_eps, "vision_config.layer_norm_eps");
+    passes_registry_check(dir, "model.init_std", v.init_std, "vision_config.initializer_range");
   }
 
   // xtrain computes no dropout: a folder trained with it is fine-tuned without it only when the
@@ -254,6 +350,7 @@ class RecipeBuilder {
 
   template <typename T>
   void take_from_hf(const std::string& dir, const std::string& path, T& field, const T& value) {
+    if (!passes_registry_check(dir, path, value)) return;
     if (set_at_.count(path) && field != value)
       report(where(path), path,
              fmt::format("{}, but {}/config.json says {}; leave it out of the recipe (model.init_from takes the "
@@ -264,6 +361,7 @@ class RecipeBuilder {
 
   template <typename E>
   void take_choice_from_hf(const std::string& dir, const std::string& path, E& field, E value) {
+    if (!passes_registry_check(dir, path, value)) return;
     if (set_at_.count(path) && field != value)
       report(where(path), path,
              fmt::format("{}, but {}/config.json says {}; leave it out of the recipe (model.init_from takes the "
@@ -658,6 +756,11 @@ class RecipeBuilder {
   std::map<std::string, std::string> set_at_;
   std::vector<Diagnostic> diagnostics_;
   int64_t tokenizer_vocab_ = 0;
+  // model.init_from: the folder's config.json while its values are taken, a recipe the registry's
+  // checks write into, and whether one of the values was refused.
+  const nlohmann::json* hf_json_ = nullptr;
+  Recipe checked_;
+  bool hf_refused_ = false;
 };
 
 }  // namespace

@@ -135,7 +135,7 @@ void add_model_options(OptionRegistry& r) {
   r.add<int64_t>("model.num_heads", FIELD(model.num_heads), 4, "Attention (query) heads.", in_range<int64_t>(1, 16384));
   r.add<int64_t>("model.num_kv_heads", FIELD(model.num_kv_heads), 0, "Key/value heads (grouped-query attention); 0 means num_heads.", in_range<int64_t>(0, 16384));
   r.add<int64_t>("model.intermediate_size", FIELD(model.intermediate_size), 0, "SwiGLU hidden width; 0 means 8/3 x hidden_size rounded up to a multiple of 64.", in_range<int64_t>(0, int64_t{1} << 22));
-  r.add<int64_t>("model.max_seq_len", FIELD(model.max_seq_len), 0, "Longest sequence the model supports; 0 means data.seq_len.", at_least<int64_t>(0));
+  r.add<int64_t>("model.max_seq_len", FIELD(model.max_seq_len), 0, "Longest sequence the model supports; 0 means data.seq_len.", in_range<int64_t>(0, int64_t{1} << 24));
   r.add<int64_t>("model.head_dim", FIELD(model.head_dim_override), 0, "Size of each attention head; 0 means hidden_size / num_heads.", in_range<int64_t>(0, 4096));
   r.add<double>("model.rope_theta", FIELD(model.rope_theta), 10000.0, "Rotary embedding base.", positive());
   r.add<double>("model.rope_scaling_factor", FIELD(model.rope_scaling.factor), 0.0, "Rotary scaling (transformers' rope_type llama3 or yarn, as rope_scaling_type says): how much the long wavelengths are stretched; 0 means no scaling.", at_least<double>(0.0));

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "model/hf_fields.h"
 #include "util/input_error.h"
 
 namespace xtrain::model {
@@ -43,9 +44,7 @@ ModelConfig config_from_bert(const nlohmann::json& json, const std::string& sour
       if (fallback) return *fallback;
       throw InputError(fmt::format("{}: missing field \"{}\"", source, name));
     }
-    if (!json.at(name).is_number_integer())
-      throw InputError(fmt::format("{}: field \"{}\" must be an integer", source, name));
-    return json.at(name).get<int64_t>();
+    return HfFields::integer_of(json.at(name), source, name);
   };
   ModelConfig c;
   c.family = "bert";
@@ -57,20 +56,21 @@ ModelConfig config_from_bert(const nlohmann::json& json, const std::string& sour
   c.max_seq_len = integer("max_position_embeddings");
   c.type_vocab_size = integer("type_vocab_size", 2);
   c.pad_token_id = integer("pad_token_id", 0);
-  c.norm_eps = json.value("layer_norm_eps", 1e-12);
-  c.init_std = json.value("initializer_range", 0.02);
+  const HfFields f(json, source);
+  c.norm_eps = f.number("layer_norm_eps", 1e-12);
+  c.init_std = f.number("initializer_range", 0.02);
   c.tie_embeddings = true;
   if (c.num_heads <= 0 || c.hidden_size % c.num_heads != 0)
     throw InputError(fmt::format("{}: hidden_size {} does not divide into num_attention_heads {}", source,
                                  c.hidden_size, c.num_heads));
-  const auto text = [&](const char* name, const char* fallback) { return json.value(name, std::string(fallback)); };
+  const auto text = [&](const char* name, const char* fallback) { return f.text(name, fallback); };
   if (text("hidden_act", "gelu") != "gelu")
     throw InputError(fmt::format("{}: hidden_act \"{}\"; xtrain's BERT computes the exact GELU (\"gelu\")", source,
                                  text("hidden_act", "")));
   if (text("position_embedding_type", "absolute") != "absolute")
     throw InputError(fmt::format("{}: position_embedding_type \"{}\"; xtrain's BERT has absolute positions", source,
                                  text("position_embedding_type", "")));
-  if (!json.value("tie_word_embeddings", true))
+  if (!f.boolean("tie_word_embeddings", true))
     throw InputError(fmt::format("{}: tie_word_embeddings is false; xtrain's BERT ties the masked-LM decoder to the "
                                  "word embeddings",
                                  source));

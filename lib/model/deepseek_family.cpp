@@ -71,6 +71,8 @@ ModelConfig deepseek_config_from_hf(const ModelSpec& spec, const nlohmann::json&
   c.num_layers = f.integer("num_hidden_layers");
   c.num_heads = f.integer("num_attention_heads");
   c.num_kv_heads = c.num_heads;
+  if (c.num_heads < 1)
+    throw InputError(fmt::format("{}: num_attention_heads {} must be at least 1", source, c.num_heads));
   if (f.integer("num_key_value_heads", c.num_heads) != c.num_heads)
     throw InputError(fmt::format("{}: num_key_value_heads {} differs from num_attention_heads {}; latent attention "
                                  "expands every head's key and value from the shared latent",
@@ -99,9 +101,9 @@ ModelConfig deepseek_config_from_hf(const ModelSpec& spec, const nlohmann::json&
   c.mtp_layers = f.integer("num_nextn_predict_layers", 0);
   c.router = Router::sigmoid_bias;
   c.router_aux_loss_coef = 0;  // balanced by the expert bias, without an auxiliary loss
-  if (json.value("hidden_act", std::string("silu")) != "silu")
+  if (f.text("hidden_act", "silu") != "silu")
     throw InputError(fmt::format("{}: hidden_act \"{}\"; xtrain's MLP is SwiGLU (silu)", source,
-                                 json.value("hidden_act", std::string())));
+                                 f.text("hidden_act", "")));
   if (f.boolean("attention_bias", false))
     throw InputError(fmt::format("{}: attention_bias is true; xtrain's latent attention has no biases", source));
   return c;

@@ -90,14 +90,19 @@ ModelConfig gpt_oss_config_from_hf(const ModelSpec& spec, const nlohmann::json& 
                                      source, type.dump()));
       c.layer_types.push_back(type.get<std::string>());
     }
+  } else if (c.num_layers > kMaxHfListLayers) {
+    // The recipe loader refuses the count (model.num_layers' range); a list of that many names
+    // would take the memory first.
+    throw InputError(fmt::format("{}: field \"num_hidden_layers\" is {}, beyond any model xtrain builds", source,
+                                 c.num_layers));
   } else {  // transformers' default: sliding, full, sliding, ...
     for (int64_t i = 0; i < c.num_layers; ++i) c.layer_types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
   }
   double coef = f.number("router_aux_loss_coef", 0.001);
   c.router_aux_loss_coef = router_aux_loss_coef_from_hf(coef, c.num_experts_per_tok);
-  if (json.value("hidden_act", std::string("silu")) != "silu")
+  if (f.text("hidden_act", "silu") != "silu")
     throw InputError(fmt::format("{}: hidden_act \"{}\"; xtrain's gpt_oss experts are the clamped SwiGLU", source,
-                                 json.value("hidden_act", std::string())));
+                                 f.text("hidden_act", "")));
   if (!f.boolean("attention_bias", true))
     throw InputError(fmt::format("{}: attention_bias is false; xtrain's gpt_oss has biases on its projections",
                                  source));

@@ -1,11 +1,14 @@
 #include "model/llama_family.h"
 
+#include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "model/hf_fields.h"
 #include "util/input_error.h"
 
 namespace xtrain::model {
@@ -38,7 +41,17 @@ double rope_number(const nlohmann::json& object, const char* name, double fallba
   if (!object.contains(name) || object.at(name).is_null()) return fallback;
   if (!object.at(name).is_number())
     throw InputError(fmt::format("{}: rope field \"{}\" must be a number", source, name));
-  return object.at(name).get<double>();
+  return HfFields::number_of(object.at(name), source, name);
+}
+
+// A length the config may write as 8192 or 8192.0; anything else (a fraction, 1e300) is refused
+// rather than cast.
+int64_t rope_length(const nlohmann::json& object, const char* name, int64_t fallback, const std::string& source) {
+  const double value = rope_number(object, name, static_cast<double>(fallback), source);
+  if (value != std::floor(value) || std::fabs(value) > 9.0e15)
+    throw InputError(fmt::format("{}: rope field \"{}\" must be a whole number of positions, got {}", source, name,
+                                 object.at(name).dump()));
+  return static_cast<int64_t>(value);
 }
 
 void read_llama3_rope(const nlohmann::json& rope, const std::string& source, RopeScaling& s) {
@@ -47,7 +60,7 @@ void read_llama3_rope(const nlohmann::json& rope, const std::string& source, Rop
   s.factor = rope_number(rope, "factor", 0, source);
   s.low_freq_factor = rope_number(rope, "low_freq_factor", 1.0, source);
   s.high_freq_factor = rope_number(rope, "high_freq_factor", 4.0, source);
-  s.original_max_len = static_cast<int64_t>(rope_number(rope, "original_max_position_embeddings", 8192, source));
+  s.original_max_len = rope_length(rope, "original_max_position_embeddings", 8192, source);
   if (s.factor <= 0 || s.high_freq_factor <= s.low_freq_factor)
     throw InputError(fmt::format("{}: llama3 rope scaling {} needs factor > 0 and high_freq_factor > low_freq_factor",
                                  source, rope.dump()));
@@ -57,8 +70,10 @@ void read_llama3_rope(const nlohmann::json& rope, const std::string& source, Rop
 // model's max_position_embeddings, as transformers' standardize_rope_params sets it.
 void read_yarn_rope(const nlohmann::json& rope, const std::string& source, int64_t max_positions, RopeScaling& s) {
   s.type = RopeScalingType::yarn;
-  s.original_max_len =
-      static_cast<int64_t>(rope_number(rope, "original_max_position_embeddings", double(max_positions), source));
+  s.original_max_len = rope_length(rope, "original_max_position_embeddings", max_positions, source);
+  if (s.original_max_len <= 0)
+    throw InputError(fmt::format("{}: yarn rope scaling {} needs original_max_position_embeddings > 0", source,
+                                 rope.dump()));
   s.factor = rope_number(rope, "factor", double(max_positions) / double(s.original_max_len), source);
   s.beta_fast = rope_number(rope, "beta_fast", 32, source);
   s.beta_slow = rope_number(rope, "beta_slow", 1, source);
@@ -66,27 +81,76 @@ void read_yarn_rope(const nlohmann::json& rope, const std::string& source, int64
   s.mscale_all_dim = rope_number(rope, "mscale_all_dim", 0, source);
   s.attention_factor = rope_number(rope, "attention_factor", 0, source);
   if (rope.contains("truncate") && rope.at("truncate").is_boolean()) s.truncate = rope.at("truncate").get<bool>();
-  if (s.factor <= 0 || s.original_max_len <= 0 || s.beta_fast <= s.beta_slow)
+  if (s.factor <= 0 || s.beta_fast <= s.beta_slow)
     throw InputError(fmt::format("{}: yarn rope scaling {} needs factor > 0, original_max_position_embeddings > 0 and "
                                  "beta_fast > beta_slow",
                                  source, rope.dump()));
 }
-}  // namespace
 
-void read_hf_rope(const nlohmann::json& json, const std::string& source, ModelConfig& c) {
-  const nlohmann::json* rope = nullptr;
-  for (const char* key : {"rope_parameters", "rope_scaling"})
-    if (!rope && json.contains(key) && json.at(key).is_object()) rope = &json.at(key);
+// The rotary base and scaling that one rope object (or none) of config.json gives.
+void read_rope_object(const nlohmann::json& json, const nlohmann::json* rope, const std::string& source,
+                      ModelConfig& c) {
   c.rope_theta = rope_number(json, "rope_theta", 10000.0, source);
   if (!rope) return;
   c.rope_theta = rope_number(*rope, "rope_theta", c.rope_theta, source);
-  const std::string type = rope->value("rope_type", rope->value("type", std::string("default")));
+  const auto type_field = rope->contains("rope_type") ? "rope_type" : "type";
+  const std::string type = HfFields(*rope, source).text(type_field, "default");
   if (type == "default") return;
   if (type == "llama3") return read_llama3_rope(*rope, source, c.rope_scaling);
   if (type == "yarn") return read_yarn_rope(*rope, source, c.max_seq_len, c.rope_scaling);
   throw InputError(fmt::format("{}: rope type \"{}\" ({}); xtrain computes the default rotary embedding, llama3's "
                                "scaling and yarn (a model trained with another would compute other logits here)",
                                source, type, rope->dump()));
+}
+
+bool same_rope(const ModelConfig& a, const ModelConfig& b) {
+  const auto fields = [](const ModelConfig& c) {
+    const auto& s = c.rope_scaling;
+    return std::make_tuple(c.rope_theta, s.type, s.factor, s.low_freq_factor, s.high_freq_factor, s.original_max_len,
+                           s.beta_fast, s.beta_slow, s.mscale, s.mscale_all_dim, s.attention_factor, s.truncate);
+  };
+  return fields(a) == fields(b);
+}
+}  // namespace
+
+// transformers 5 reads rope_scaling over rope_parameters when config.json holds both
+// (PreTrainedConfig.convert_rope_params_to_dict); an empty object or null counts as absent. Two
+// that compute the same rotary embedding are accepted; two that differ are refused, since the one
+// meant cannot be known.
+void read_hf_rope(const nlohmann::json& json, const std::string& source, ModelConfig& c) {
+  const auto present = [&](const char* key) -> const nlohmann::json* {
+    if (!json.contains(key) || json.at(key).is_null() || (json.at(key).is_object() && json.at(key).empty()))
+      return nullptr;
+    if (!json.at(key).is_object())
+      throw InputError(fmt::format("{}: field \"{}\" must be an object (rope_type, factor, ...), got {}", source, key,
+                                   json.at(key).dump()));
+    return &json.at(key);
+  };
+  const nlohmann::json* parameters = present("rope_parameters");
+  const nlohmann::json* scaling = present("rope_scaling");
+  if (!scaling || !parameters) return read_rope_object(json, scaling ? scaling : parameters, source, c);
+  // Each read on its own; one xtrain cannot compute differs from one it can.
+  ModelConfig from_parameters = c, from_scaling = c;
+  std::string parameters_problem, scaling_problem;
+  try {
+    read_rope_object(json, parameters, source, from_parameters);
+  } catch (const InputError& e) {
+    parameters_problem = e.what();
+  }
+  try {
+    read_rope_object(json, scaling, source, from_scaling);
+  } catch (const InputError& e) {
+    scaling_problem = e.what();
+  }
+  if (!scaling_problem.empty() && !parameters_problem.empty()) throw InputError(scaling_problem);
+  if (scaling_problem.empty() && parameters_problem.empty() && same_rope(from_parameters, from_scaling)) {
+    c = from_scaling;
+    return;
+  }
+  throw InputError(fmt::format("{}: rope_parameters {} and rope_scaling {} give different rotary embeddings, and "
+                               "which was meant cannot be told (transformers takes rope_scaling when both are there); "
+                               "keep one of the two keys in config.json",
+                                 source, parameters->dump(), scaling->dump()));
 }
 
 namespace {
@@ -141,7 +205,7 @@ void read_router_aux_loss_coef(const nlohmann::json& json, const std::string& so
   if (json.contains("router_aux_loss_coef")) {
     if (!json.at("router_aux_loss_coef").is_number())
       throw InputError(fmt::format("{}: field \"router_aux_loss_coef\" must be a number", source));
-    coef = json.at("router_aux_loss_coef").get<double>();
+    coef = HfFields::number_of(json.at("router_aux_loss_coef"), source, "router_aux_loss_coef");
   }
   if (coef < 0) throw InputError(fmt::format("{}: router_aux_loss_coef {} is negative", source, coef));
   c.router_aux_loss_coef = router_aux_loss_coef_from_hf(coef, c.num_experts_per_tok);
@@ -149,9 +213,8 @@ void read_router_aux_loss_coef(const nlohmann::json& json, const std::string& so
 
 void read_mixtral_experts(const nlohmann::json& json, const std::string& source, ModelConfig& c) {
   auto integer = [&](const char* name) {
-    if (!json.contains(name) || !json.at(name).is_number_integer())
-      throw InputError(fmt::format("{}: field \"{}\" must be an integer", source, name));
-    return json.at(name).get<int64_t>();
+    if (!json.contains(name)) throw InputError(fmt::format("{}: field \"{}\" must be an integer", source, name));
+    return HfFields::integer_of(json.at(name), source, name);
   };
   c.num_experts = integer("num_local_experts");
   c.num_experts_per_tok = integer("num_experts_per_tok");
@@ -169,23 +232,24 @@ void read_mixtral_experts(const nlohmann::json& json, const std::string& source,
 void read_experts(const nlohmann::json& json, const std::string& source, ModelConfig& c) {
   auto integer = [&](const char* name, int64_t fallback) {
     if (!json.contains(name)) return fallback;
-    if (!json.at(name).is_number_integer())
-      throw InputError(fmt::format("{}: field \"{}\" must be an integer", source, name));
-    return json.at(name).get<int64_t>();
+    return HfFields::integer_of(json.at(name), source, name);
   };
   // The Hub's files say num_experts; transformers 5 writes num_local_experts.
   c.num_experts = integer("num_experts", integer("num_local_experts", 0));
   c.num_experts_per_tok = integer("num_experts_per_tok", 0);
   c.moe_intermediate_size = integer("moe_intermediate_size", 0);
   c.moe_layer_step = integer("decoder_sparse_step", 1);
-  c.norm_topk_prob = json.value("norm_topk_prob", true);
+  c.norm_topk_prob = HfFields(json, source).boolean("norm_topk_prob", true);
   if (c.num_experts < 1 || c.num_experts_per_tok < 1 || c.num_experts_per_tok > c.num_experts ||
       c.moe_intermediate_size < 1 || c.moe_layer_step < 1)
     throw InputError(fmt::format("{}: inconsistent experts (num_experts {}, num_experts_per_tok {}, "
                                  "moe_intermediate_size {}, decoder_sparse_step {})",
                                  source, c.num_experts, c.num_experts_per_tok, c.moe_intermediate_size,
                                  c.moe_layer_step));
-  const auto dense = json.value("mlp_only_layers", nlohmann::json::array());
+  auto dense = json.value("mlp_only_layers", nlohmann::json::array());
+  if (dense.is_null()) dense = nlohmann::json::array();
+  if (!dense.is_array())
+    throw InputError(fmt::format("{}: field \"mlp_only_layers\" must be a list of layers, got {}", source, dense.dump()));
   for (size_t i = 0; i < dense.size(); ++i)
     if (!dense[i].is_number_integer() || dense[i].get<int64_t>() != static_cast<int64_t>(i))
       throw InputError(fmt::format("{}: mlp_only_layers {} are not the first layers 0..k-1, the dense layers xtrain "
@@ -252,16 +316,11 @@ ModelConfig config_from_hf(const ModelSpec& spec, const AttentionFeatures& featu
     if (!json.contains(name)) throw InputError(fmt::format("{}: missing field \"{}\"", source, name));
     return json.at(name);
   };
-  auto integer = [&](const char* name) {
-    const auto& value = field(name);
-    if (!value.is_number_integer()) throw InputError(fmt::format("{}: field \"{}\" must be an integer", source, name));
-    return value.get<int64_t>();
-  };
+  auto integer = [&](const char* name) { return HfFields::integer_of(field(name), source, name); };
+  const HfFields f(json, source);
   auto number = [&](const char* name, double fallback) {
     if (!json.contains(name)) return fallback;
-    const auto& value = json.at(name);
-    if (!value.is_number()) throw InputError(fmt::format("{}: field \"{}\" must be a number", source, name));
-    return value.get<double>();
+    return HfFields::number_of(json.at(name), source, name);
   };
   ModelConfig c;
   c.family = spec.family;
@@ -275,7 +334,7 @@ ModelConfig config_from_hf(const ModelSpec& spec, const AttentionFeatures& featu
   read_hf_rope(json, source, c);
   c.norm_eps = number("rms_norm_eps", 1e-6);
   c.init_std = number("initializer_range", 0.02);
-  c.tie_embeddings = json.value("tie_word_embeddings", false);
+  c.tie_embeddings = f.boolean("tie_word_embeddings", false);
   if (json.contains("head_dim") && !json.at("head_dim").is_null()) c.head_dim_override = integer("head_dim");
   if (c.num_heads <= 0 || c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 ||
       (c.head_dim_override <= 0 && c.hidden_size % c.num_heads != 0))
@@ -287,14 +346,14 @@ ModelConfig config_from_hf(const ModelSpec& spec, const AttentionFeatures& featu
       if (type != "full_attention")
         throw InputError(fmt::format("{}: layer_types holds {}; xtrain's layers attend to the whole sequence", source,
                                      type.dump()));
-  if (json.value("hidden_act", std::string("silu")) != "silu")
+  if (f.text("hidden_act", "silu") != "silu")
     throw InputError(fmt::format("{}: hidden_act \"{}\"; xtrain's MLP is SwiGLU (silu)", source,
-                                 json.value("hidden_act", std::string())));
-  if (!features.qkv_bias && json.value("attention_bias", false))
+                                 f.text("hidden_act", "")));
+  if (!features.qkv_bias && f.boolean("attention_bias", false))
     throw InputError(fmt::format("{}: attention_bias is true; xtrain's {} has no attention biases", source, c.family));
-  if (json.value("mlp_bias", false))
+  if (f.boolean("mlp_bias", false))
     throw InputError(fmt::format("{}: mlp_bias is true; xtrain's MLP has no biases", source));
-  if (json.value("use_sliding_window", false))
+  if (f.boolean("use_sliding_window", false))
     throw InputError(fmt::format("{}: use_sliding_window is true; xtrain's {} attends to the whole sequence", source,
                                  c.family));
   if (experts == Experts::mixtral)

@@ -23,7 +23,8 @@ ModelSpec mixtral_spec();
 
 // The rotary embedding of a config.json (rope_theta, and rope_parameters or rope_scaling of type
 // default, llama3 or yarn) into c, whose max_seq_len must be read already; another type is an
-// InputError naming `source`.
+// InputError naming `source`. A file with both keys is read when they give the same embedding,
+// and refused when they do not (transformers takes rope_scaling, xtrain cannot tell the meant one).
 void read_hf_rope(const nlohmann::json& json, const std::string& source, ModelConfig& c);
 // The scaling as transformers' rope_scaling / rope_parameters fields (null when none).
 nlohmann::json hf_rope_scaling(const RopeScaling& scaling);

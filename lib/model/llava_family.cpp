@@ -8,11 +8,15 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "model/hf_fields.h"
 #include "model/llama_family.h"
 #include "util/input_error.h"
 
 namespace xtrain::model {
 namespace {
+
+constexpr int64_t kMaxImageSize = 16384;
+constexpr int64_t kMaxImageChannels = 64;
 
 nlohmann::json vision_json(const VisionConfig& v) {
   return {{"model_type", "clip_vision_model"},
@@ -64,6 +68,8 @@ T read(const nlohmann::json& json, const char* name, T fallback, const std::stri
                   : std::is_floating_point_v<T>     ? value.is_number()
                                                     : value.is_number_integer();
   if (!ok) throw InputError(fmt::format("{}: field \"{}\" has the wrong type ({})", where, name, value.dump()));
+  if constexpr (std::is_same_v<T, int64_t>) return HfFields::integer_of(value, where, name);
+  if constexpr (std::is_floating_point_v<T>) return HfFields::number_of(value, where, name);
   return value.get<T>();
 }
 
@@ -96,6 +102,13 @@ VisionConfig vision_from_hf(const nlohmann::json& json, const std::string& sourc
                                  where, v.hidden_size, v.num_heads, v.num_layers));
   if (v.patch_size < 1 || v.image_size < v.patch_size)
     throw InputError(fmt::format("{}: image_size {} and patch_size {} give no patch", where, v.image_size, v.patch_size));
+  // The tower's other sizes are checked against the recipe's ranges of the language model's
+  // (config/recipe_loader.cpp); these have no recipe key, and their products must not overflow.
+  if (v.image_size > kMaxImageSize)
+    throw InputError(fmt::format("{}: image_size {} is more than {} pixels a side", where, v.image_size, kMaxImageSize));
+  if (v.num_channels < 1 || v.num_channels > kMaxImageChannels)
+    throw InputError(fmt::format("{}: num_channels {} must be between 1 and {}", where, v.num_channels,
+                                 kMaxImageChannels));
   const auto act = read<std::string>(json, "hidden_act", "quick_gelu", where);
   if (act != "quick_gelu")
     throw InputError(fmt::format("{}: hidden_act \"{}\"; xtrain's CLIP tower computes quick_gelu", where, act));

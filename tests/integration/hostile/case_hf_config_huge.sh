@@ -1,0 +1,73 @@
+# model.init_from hf:DIR whose config.json gives a million layers (or another value outside the
+# recipe's range for its key) is refused by validate and by plan within 2 s, exit 2, naming
+# config.json, its field and the recipe key, before any model or layer list is built.
+source "$(dirname "$0")/lib.sh"
+echo "some text to train on" > "$work/data.txt"
+# hf_folder NAME FIELDS: a llama folder (config.json only) whose fields FIELDS override the tiny shape.
+hf_folder() {
+  mkdir -p "$work/$1"
+  cat > "$work/$1/config.json" <<JSON
+{"model_type": "${3:-llama}", "vocab_size": 300, "hidden_size": 64, "intermediate_size": 128,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 128,
+ "num_local_experts": 4, "num_experts_per_tok": 2, $2}
+JSON
+  cat > "$work/$1.yaml" <<YAML
+name: $1
+model:
+  init_from: hf:$work/$1
+data:
+  train: $work/data.txt
+  seq_len: 64
+train:
+  steps: 1
+  global_batch_size: 2
+  micro_batch_size: 2
+YAML
+}
+# refused_quickly LOG TEXT command...: exit 2 with TEXT, in under 2 s (20 s at most before it is stopped).
+refused_quickly() {
+  local log=$1 text=$2 start
+  shift 2
+  start=$(date +%s%N)
+  expect_refusal 2 "$log" "$text" timeout 20 "$@"
+  local ms=$((($(date +%s%N) - start) / 1000000))
+  ((ms < 2000)) || fail "$* took $ms ms to refuse"
+  echo "$(basename "$log"): refused in $ms ms: $(head -c 300 "$log")"
+}
+
+hf_folder million '"num_hidden_layers": 1000000'
+refused_quickly "$work/validate.log" \
+  "$work/million/config.json: num_hidden_layers (model.num_layers): must be between 1 and 4096, got 1000000" \
+  "$xtrain" validate "$work/million.yaml"
+expect_text "$work/validate.log" "correct config.json"
+refused_quickly "$work/plan.log" \
+  "$work/million/config.json: num_hidden_layers (model.num_layers): must be between 1 and 4096, got 1000000" \
+  "$xtrain" plan "$work/million.yaml" --nodes 1 --gpus-per-node 8 --hardware h100-sxm
+
+# Below the range, beyond int64, not an integer, positions that would size a rotary table of 10^12
+# rows, and gpt_oss's default layer_types list of 10^12 names.
+hf_folder negative '"num_hidden_layers": -3'
+refused_quickly "$work/negative.log" "num_hidden_layers (model.num_layers): must be between 1 and 4096, got -3" \
+  "$xtrain" validate "$work/negative.yaml"
+hf_folder overflow '"num_hidden_layers": 18446744073709551615'
+refused_quickly "$work/overflow.log" \
+  "overflow/config.json: field \"num_hidden_layers\" is 18446744073709551615, beyond any size or id" \
+  "$xtrain" validate "$work/overflow.yaml"
+hf_folder fraction '"num_hidden_layers": 2.5'
+refused_quickly "$work/fraction.log" "fraction/config.json: field \"num_hidden_layers\" must be an integer, got 2.5" \
+  "$xtrain" validate "$work/fraction.yaml"
+hf_folder positions '"num_hidden_layers": 2, "max_position_embeddings": 1000000000000'
+refused_quickly "$work/positions.log" \
+  "positions/config.json: max_position_embeddings (model.max_seq_len): must be between 0 and 16777216, got 1000000000000" \
+  "$xtrain" plan "$work/positions.yaml" --nodes 1 --gpus-per-node 1 --hardware h100-sxm
+hf_folder gpt_oss '"num_hidden_layers": 1000000000000' gpt_oss
+refused_quickly "$work/gpt_oss.log" "gpt_oss/config.json: field \"num_hidden_layers\" is 1000000000000" \
+  "$xtrain" validate "$work/gpt_oss.yaml"
+hf_folder wrong_type '"num_hidden_layers": 2, "tie_word_embeddings": "yes"'
+refused_quickly "$work/wrong_type.log" "wrong_type/config.json: field \"tie_word_embeddings\" must be true or false" \
+  "$xtrain" validate "$work/wrong_type.yaml"
+
+# The folder's shape within every range is taken as before.
+hf_folder fine '"num_hidden_layers": 2'
+expect_exit 0 "$work/fine.log" "$xtrain" validate "$work/fine.yaml"
+expect_line "$work/fine.log" "  num_layers: 2"
