@@ -42,7 +42,9 @@ struct HardwareProfile {
 };
 
 // NAME (a file data/hardware/NAME.yaml under the source tree or beside the executable's) or a
-// path to a YAML file. Throws util::InputError naming the file and the field.
+// path to a YAML file. Throws util::InputError naming the file, the line and the field for a
+// figure that is not finite or not within what a device could have (docs/plan.md lists the
+// bounds), a value of the wrong YAML type, or a loop of based_on (naming the chain of files).
 HardwareProfile load_hardware_profile(const std::string& name_or_file);
 // The names of the profiles shipped in data/hardware.
 std::vector<std::string> hardware_profile_names();
