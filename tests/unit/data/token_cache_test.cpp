@@ -189,6 +189,51 @@ TEST_CASE("token cache: gc removes leftovers, then entries least recently used f
   CHECK(all.kept_bytes == entry_bytes);  // only the locked entry is left
 }
 
+TEST_CASE("token cache: only a folder whose entry.json names its key is an entry; others are left alone",
+          "[data][data_cache]") {
+  ScratchDir dir;
+  const data::TokenCache cache((dir.path() / "cache").string());
+  CountingBuild counting;
+  cache.open(kTestKey, kEntryInfo, counting.build());
+  const std::string foreign = cache.dir() + "/fedcba9876543210";  // a user's folder, no entry.json
+  fs::create_directories(foreign);
+  std::ofstream(foreign + "/photo.jpg") << "x";
+  const std::string other_manifest = cache.dir() + "/00000000000000ff";  // entry.json of another key
+  fs::create_directories(other_manifest);
+  fs::copy_file(cache.entry_dir(kTestKey) + "/entry.json", other_manifest + "/entry.json");
+  fs::create_directories(cache.dir() + "/.build-notakey-1");
+  CHECK(cache.holds_cache_items());
+  CHECK(cache.foreign() == std::vector<std::string>{cache.dir() + "/.build-notakey-1",
+                                                    other_manifest, foreign});
+  const auto entries = cache.entries(/*checksums=*/true);
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].key == kTestKey);
+  const auto collected = cache.collect(0);
+  CHECK(collected.removed == std::vector<std::string>{cache.entry_dir(kTestKey)});
+  CHECK(fs::exists(foreign + "/photo.jpg"));
+  CHECK(fs::exists(other_manifest + "/entry.json"));
+  CHECK(fs::exists(cache.dir() + "/.build-notakey-1"));
+  // A run that needs the key of a foreign folder refuses rather than remove it.
+  const std::string squatted = cache.dir() + "/" + kTestKey;
+  fs::create_directories(squatted);
+  std::ofstream(squatted + "/mine.txt") << "x";
+  CHECK_THROWS_WITH(cache.open(kTestKey, kEntryInfo, counting.build()),
+                    Catch::Contains(squatted + " is not a cache entry"));
+  CHECK(fs::exists(squatted + "/mine.txt"));
+}
+
+TEST_CASE("token cache: read_only opens a folder without writing to it, and never makes one", "[data][data_cache]") {
+  ScratchDir dir;
+  CHECK_THROWS_WITH(data::TokenCache((dir.path() / "missing").string(), data::TokenCache::Access::read_only),
+                    Catch::Contains("no such folder"));
+  CHECK_FALSE(fs::exists(dir.path() / "missing"));
+  fs::create_directories(dir.path() / "empty");
+  const data::TokenCache cache((dir.path() / "empty").string(), data::TokenCache::Access::read_only);
+  CHECK(cache.entries(/*checksums=*/true).empty());
+  CHECK_FALSE(cache.holds_cache_items());
+  CHECK(cache.foreign().empty());
+}
+
 TEST_CASE("token cache: a folder that cannot be made is an input error naming it", "[data][data_cache]") {
   ScratchDir dir;
   const std::string file = dir.write("plain", "x");
