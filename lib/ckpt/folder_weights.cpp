@@ -12,6 +12,8 @@
 #include <torch/torch.h>
 
 #include "ckpt/checkpoint_reader.h"
+#include "ckpt/hf_config.h"
+#include "ckpt/quantized_weights.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/sharded_checkpoint.h"
 #include "model/model_spec.h"
@@ -59,12 +61,7 @@ void check_tensors(const std::map<std::string, std::pair<std::vector<int64_t>, s
           fmt::format("{}: unexpected tensor '{}' (does config.json match the weights?)", where.second, name));
 }
 
-// A tensor of a safetensors file: the file's reader, opened once, and the tensor's entry.
-struct Located {
-  std::shared_ptr<SafetensorsReader> reader;
-  const SafetensorsEntry* entry;
-};
-using LocatedTensors = std::map<std::string, Located>;
+using LocatedTensors = FolderTensors;
 
 LocatedTensors file_tensors(const std::string& path) {
   LocatedTensors tensors;
@@ -89,59 +86,71 @@ LocatedTensors indexed_tensors(const std::string& dir, const std::string& index_
   return tensors;
 }
 
-// The model's buffers that its family's folders may store (ModelSpec::hf_buffer) and `located`
-// holds, read whole: taken out of `located`, which then holds the parameters' tensors alone.
-TensorMap stored_buffers(LocatedTensors& located, const model::CausalLM& model) {
+// The model's buffers that its family's folders may store (ModelSpec::hf_buffer) and `tensors`
+// holds, read whole: taken out of `tensors`, which then holds the parameters' tensors alone.
+TensorMap stored_buffers(WeightTensors& tensors, const model::CausalLM& model, const Quantization& quantization) {
   const auto& spec = model::model_spec(model.config().family);
   TensorMap buffers;
   if (!spec.hf_buffer) return buffers;
   for (const auto& item : model.named_buffers()) {
     const auto name = spec.to_hf_name(item.key());
-    const auto it = located.find(name);
-    if (!spec.hf_buffer(item.key()) || it == located.end()) continue;
-    if (it->second.entry->shape != item.value().sizes().vec())
-      throw InputError(fmt::format("{}: tensor '{}' has shape [{}], the model expects [{}]", it->second.reader->path(),
-                                   name, fmt::join(it->second.entry->shape, ", "), fmt::join(item.value().sizes(), ", ")));
-    buffers[item.key()] =
-        it->second.reader->read(*it->second.entry, 0, item.value().numel()).to(torch::kFloat32).view(item.value().sizes());
-    located.erase(it);
+    const auto it = tensors.find(name);
+    if (!spec.hf_buffer(item.key()) || it == tensors.end()) continue;
+    if (it->second.shape != item.value().sizes().vec())
+      throw InputError(fmt::format("{}: tensor '{}' has shape [{}], the model expects [{}]", it->second.path, name,
+                                   fmt::join(it->second.shape, ", "), fmt::join(item.value().sizes(), ", ")));
+    check_floating(name, it->second, quantization);
+    buffers[item.key()] = it->second.read(0, item.value().numel()).view(item.value().sizes());
+    tensors.erase(it);
   }
   return buffers;
 }
 
-// hf: the tensors under the family's Hugging Face names (experts stored apart); else the model's
-// own names, whole (a training checkpoint of one process).
-FolderWeights safetensors_weights(LocatedTensors located, const std::string& description,
-                                  const model::CausalLM& model, bool hf = true) {
-  auto buffers = stored_buffers(located, model);
+// config.json's quantization_config, where the folder has a config.json (a Hugging Face folder).
+Quantization quantization_of(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  if (!std::filesystem::is_regular_file(path)) return {};
+  return folder_quantization(read_hf_config(dir), path);
+}
+
+// hf: the tensors under the family's Hugging Face names (experts stored apart), dequantized as
+// config.json's quantization_config says; else the model's own names, whole (a training
+// checkpoint of one process).
+FolderWeights safetensors_weights(const LocatedTensors& located, const std::string& description,
+                                  const model::CausalLM& model, const Quantization& quantization, bool hf = true) {
+  auto tensors = weight_tensors(located, quantization);
+  auto buffers = stored_buffers(tensors, model, quantization);
   const auto& spec = model::model_spec(model.config().family);
   if (spec.hf_unused)
-    for (auto it = located.begin(); it != located.end();)
-      it = spec.hf_unused(model.config(), it->first) ? located.erase(it) : std::next(it);
+    for (auto it = tensors.begin(); it != tensors.end();)
+      it = spec.hf_unused(model.config(), it->first) ? tensors.erase(it) : std::next(it);
   std::map<std::string, std::pair<std::vector<int64_t>, std::string>> found;
-  for (const auto& [name, where] : located) found[name] = {where.entry->shape, where.reader->path()};
+  for (const auto& [name, tensor] : tensors) found[name] = {tensor.shape, tensor.path};
   const auto expected = expected_tensors(model, hf);
   check_tensors(found, expected, description);
+  for (const auto& [name, tensor] : tensors) check_floating(name, tensor, quantization);
   // Each parameter's stored tensors, in the order of its flattening.
-  auto parts = std::make_shared<std::map<std::string, std::vector<Located>>>();
+  auto parts = std::make_shared<std::map<std::string, std::vector<WeightTensor>>>();
   for (const auto& item : model.named_parameters())
     if (!hf)
-      (*parts)[item.key()].push_back(located.at(item.key()));
+      (*parts)[item.key()].push_back(tensors.at(item.key()));
     else
       for (const auto& stored : model::hf_stored_tensors(spec, item.key(), item.value().sizes().vec()))
-        (*parts)[item.key()].push_back(located.at(stored.first));
+        (*parts)[item.key()].push_back(tensors.at(stored.first));
   FolderWeights weights;
   weights.tensors = static_cast<int64_t>(found.size());
   weights.description = description;
+  for (const auto& [name, tensor] : tensors) weights.dequantized += tensor.dequantized ? 1 : 0;
+  if (weights.dequantized > 0) weights.quantization = quantization.method == Quantization::Method::fp8 ? "fp8" : "mxfp4";
   weights.buffers = std::move(buffers);
   weights.source = [parts](const std::string& name, int64_t begin, int64_t count) {
     std::vector<torch::Tensor> pieces;
     int64_t offset = 0;
     for (const auto& part : parts->at(name)) {
-      const int64_t numel = std::accumulate(part.entry->shape.begin(), part.entry->shape.end(), int64_t{1},
-                                            std::multiplies<>());
+      const int64_t numel =
+          std::accumulate(part.shape.begin(), part.shape.end(), int64_t{1}, std::multiplies<>());
       const int64_t first = std::max(begin, offset), last = std::min(begin + count, offset + numel);
-      if (first < last) pieces.push_back(part.reader->read(*part.entry, first - offset, last - first).to(torch::kFloat32));
+      if (first < last) pieces.push_back(part.read(first - offset, last - first));
       offset += numel;
     }
     return pieces.size() == 1 ? pieces.front() : pieces.empty() ? torch::empty({0}) : torch::cat(pieces);
@@ -188,10 +197,11 @@ FolderWeights folder_weights(const std::string& dir, const model::CausalLM& mode
             static_cast<int64_t>(found.size()), dir, {}};
   }
   if (!std::filesystem::exists(weights_path) && std::filesystem::exists(index_path))
-    return safetensors_weights(indexed_tensors(dir, index_path), index_path, model);
+    return safetensors_weights(indexed_tensors(dir, index_path), index_path, model, quantization_of(dir));
   // A training checkpoint of one process holds the model's tensors under its own names.
   const bool checkpoint = std::filesystem::exists(dir + "/trainer_state.json");
-  return safetensors_weights(file_tensors(weights_path), weights_path, model, /*hf=*/!checkpoint);
+  return safetensors_weights(file_tensors(weights_path), weights_path, model,
+                             checkpoint ? Quantization{} : quantization_of(dir), /*hf=*/!checkpoint);
 }
 
 void load_buffers(model::CausalLM& model, const TensorMap& buffers) {

@@ -6,7 +6,10 @@
 // The folder must hold exactly the model's tensors, under its family's Hugging Face names (each
 // expert's projections apart, as transformers stores them; model/model_spec.h) or, for a
 // checkpoint, the model's own names, with their shapes: checked from the headers alone, before any data is read. A missing, unexpected or
-// mis-shaped tensor is an InputError naming it and the file.
+// mis-shaped tensor is an InputError naming it and the file; so is an integer tensor where a
+// parameter is floating point. A Hugging Face folder quantized as its config.json's
+// quantization_config says (fp8 block scales, mxfp4 experts) is read dequantized, as
+// transformers dequantizes it (ckpt/quantized_weights.h).
 #pragma once
 #include <map>
 #include <string>
@@ -18,12 +21,16 @@
 namespace xtrain::ckpt {
 
 struct FolderWeights {
-  model::ParameterSource source;  // values as fp32, whatever the file's dtype
+  model::ParameterSource source;  // values as fp32, whatever the file's float dtype, dequantized
   int64_t tensors = 0;
   std::string description;  // the file(s) read, for messages
   // Buffers a Hugging Face folder stores (ModelSpec::hf_buffer: DeepSeek-V3's expert bias), by
   // the model's buffer names, whole, fp32; those the folder lacks keep their initial values.
   TensorMap buffers;
+  // Of `tensors`, those read dequantized, and their quantization ("fp8", "mxfp4"); 0 and empty
+  // for a folder of float tensors.
+  int64_t dequantized = 0;
+  std::string quantization;
 };
 
 FolderWeights folder_weights(const std::string& dir, const model::CausalLM& model);

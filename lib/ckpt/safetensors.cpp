@@ -19,7 +19,7 @@ struct DtypeType {
   torch::ScalarType type;
 };
 
-constexpr std::array<DtypeType, 10> kTypes{{
+constexpr std::array<DtypeType, 12> kTypes{{
     {SafetensorsDtype::F64, torch::kDouble},
     {SafetensorsDtype::F32, torch::kFloat},
     {SafetensorsDtype::F16, torch::kHalf},
@@ -30,6 +30,8 @@ constexpr std::array<DtypeType, 10> kTypes{{
     {SafetensorsDtype::I8, torch::kChar},
     {SafetensorsDtype::U8, torch::kByte},
     {SafetensorsDtype::BOOL, torch::kBool},
+    {SafetensorsDtype::F8_E4M3, torch::kFloat8_e4m3fn},
+    {SafetensorsDtype::F8_E5M2, torch::kFloat8_e5m2},
 }};
 
 torch::ScalarType scalar_type(SafetensorsDtype dtype) {

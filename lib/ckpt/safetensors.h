@@ -1,5 +1,6 @@
 // Safetensors IO (the Hugging Face format) of torch tensors: the header (safetensors_header.h),
-// then raw little-endian tensor bytes. Supported dtypes: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL.
+// then raw little-endian tensor bytes. Supported dtypes: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL
+// F8_E4M3 F8_E5M2.
 #pragma once
 #include <map>
 #include <memory>

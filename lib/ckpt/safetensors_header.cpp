@@ -21,7 +21,7 @@ struct DtypeInfo {
   size_t size;
 };
 
-constexpr std::array<DtypeInfo, 10> kDtypes{{
+constexpr std::array<DtypeInfo, 12> kDtypes{{
     {SafetensorsDtype::F64, "F64", 8},
     {SafetensorsDtype::F32, "F32", 4},
     {SafetensorsDtype::F16, "F16", 2},
@@ -32,11 +32,13 @@ constexpr std::array<DtypeInfo, 10> kDtypes{{
     {SafetensorsDtype::I8, "I8", 1},
     {SafetensorsDtype::U8, "U8", 1},
     {SafetensorsDtype::BOOL, "BOOL", 1},
+    {SafetensorsDtype::F8_E4M3, "F8_E4M3", 1},
+    {SafetensorsDtype::F8_E5M2, "F8_E5M2", 1},
 }};
 
 // kDtypes is indexed by the enum.
 static_assert(kDtypes[static_cast<size_t>(SafetensorsDtype::BF16)].dtype == SafetensorsDtype::BF16 &&
-              kDtypes.back().dtype == SafetensorsDtype::BOOL);
+              kDtypes.back().dtype == SafetensorsDtype::F8_E5M2);
 const DtypeInfo& info(SafetensorsDtype dtype) { return kDtypes[static_cast<size_t>(dtype)]; }
 
 std::string shape_string(const std::vector<int64_t>& shape) {
@@ -97,7 +99,7 @@ class HeaderParser {
     const std::optional<SafetensorsDtype> type = safetensors_dtype_from_name(dtype);
     if (!type) {
       fail(where + ": unsupported dtype \"" + dtype +
-           "\" (supported: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL)");
+           "\" (supported: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL F8_E4M3 F8_E5M2)");
     }
 
     SafetensorsEntry entry{name, *type, {}, 0, 0};

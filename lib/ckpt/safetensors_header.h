@@ -21,7 +21,9 @@ using Metadata = std::map<std::string, std::string>;
 constexpr const char* kSafetensorsMetadataKey = "__metadata__";
 constexpr uint64_t kSafetensorsLengthBytes = 8;  // the little-endian header length
 
-enum class SafetensorsDtype : uint8_t { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL };
+// F8_E4M3 and F8_E5M2 are the FP8 formats (torch's float8_e4m3fn and float8_e5m2) of quantized
+// folders (ckpt/quantized_weights.h).
+enum class SafetensorsDtype : uint8_t { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, F8_E4M3, F8_E5M2 };
 
 const char* safetensors_dtype_name(SafetensorsDtype dtype);  // "BF16"
 size_t safetensors_dtype_size(SafetensorsDtype dtype);       // bytes per element

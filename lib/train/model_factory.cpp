@@ -33,7 +33,10 @@ InitialWeights initial_weights(const config::Recipe& recipe, const model::Causal
     const auto values = tensor.contiguous();
     expert_bias[name] = std::vector<float>(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
   }
-  return {std::move(weights.source), fmt::format("{} ({} tensors{})", init_from, weights.tensors, unverified),
+  const std::string dequantized =
+      weights.dequantized > 0 ? fmt::format(", {} of them {} dequantized", weights.dequantized, weights.quantization) : "";
+  return {std::move(weights.source),
+          fmt::format("{} ({} tensors{}{})", init_from, weights.tensors, dequantized, unverified),
           std::move(expert_bias)};
 }
 
