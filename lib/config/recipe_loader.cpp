@@ -240,7 +240,9 @@ class RecipeBuilder {
     m.head_dim_override = hf.head_dim_override;
     m.vision = hf.vision;  // a vision-language model's tower: from the folder only
     check_vision_from_hf(dir, hf.vision);
-    m.type_vocab_size = hf.type_vocab_size;
+    m.type_vocab_size = hf.type_vocab_size;  // bert's segment embeddings: as many rows as a vocabulary could have
+    if (model::model_spec(hf.family).capabilities.pad_token)
+      passes_registry_check(dir, "model.vocab_size", hf.type_vocab_size, "type_vocab_size");
     if (model::model_spec(hf.family).capabilities.pad_token)
       take_from_hf(dir, "model.pad_token_id", m.pad_token_id, hf.pad_token_id);
     // A training choice rather than a shape: the recipe may set another.
@@ -691,6 +693,12 @@ class RecipeBuilder {
     check_freeze();
     check_onebit_adam();
     check_objective();
+    if (const auto* spec = model::find_model_spec(m.family);
+        spec && spec->capabilities.pad_token && m.vocab_size > 0 && m.pad_token_id >= m.vocab_size)
+      report(where("model.pad_token_id"), "model.pad_token_id",
+             fmt::format("{} is not an id of the vocabulary of {} (model.vocab_size){}", m.pad_token_id, m.vocab_size,
+                         m.init_from.empty() ? "" : fmt::format("; it comes from {}/config.json",
+                                                                m.init_from.substr(3))));
     if (tokenizer_vocab_ > 0 && m.vocab_size < tokenizer_vocab_)
       report(where("model.vocab_size"), "model.vocab_size",
              fmt::format("{} is smaller than the {} ids of tokenizer '{}'", m.vocab_size,

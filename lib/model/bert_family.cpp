@@ -55,6 +55,9 @@ ModelConfig config_from_bert(const nlohmann::json& json, const std::string& sour
   c.intermediate_size = integer("intermediate_size");
   c.max_seq_len = integer("max_position_embeddings");
   c.type_vocab_size = integer("type_vocab_size", 2);
+  if (c.type_vocab_size < 1)
+    throw InputError(fmt::format("{}: type_vocab_size {} leaves no segment embedding (BERT's is 2)", source,
+                                 c.type_vocab_size));
   c.pad_token_id = integer("pad_token_id", 0);
   const HfFields f(json, source);
   c.norm_eps = f.number("layer_norm_eps", 1e-12);

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <unordered_map>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -26,10 +28,18 @@ std::string configured_eos(const std::string& tokenizer_path) {
   struct stat info {};
   if (::stat(config_path.c_str(), &info) != 0) return "";
   const json config = read_hf_tokenizer_json(config_path);
+  if (!config.is_object())
+    throw InputError(fmt::format("{}: a tokenizer_config.json is a JSON object (eos_token, ...), got {}", config_path,
+                                 config.dump().substr(0, 80)));
   const json eos = config.value("eos_token", json());
+  if (eos.is_null()) return "";
   if (eos.is_string()) return eos.get<std::string>();
-  if (eos.is_object() && eos.contains("content")) return eos.at("content").get<std::string>();
-  return "";
+  if (eos.is_object() && eos.contains("content") && eos.at("content").is_string())
+    return eos.at("content").get<std::string>();
+  // transformers takes a token's text (or an AddedToken's "content"), never its id.
+  throw InputError(fmt::format("{}: eos_token is {}; it must be the text of the token that ends a document, as "
+                               "\"eos_token\": \"</s>\" or {{\"content\": \"</s>\"}}",
+                               config_path, eos.dump().substr(0, 80)));
 }
 
 std::vector<std::string> merge_parts(const json& merge) {
@@ -60,6 +70,9 @@ TokenIds read_vocab(const json& model) {
   for (const auto& [text, id_json] : model.at("vocab").items()) {
     if (!id_json.is_number_integer())
       throw std::invalid_argument(fmt::format("vocab id of '{}' is {}, not an integer", text, id_json.dump()));
+    if (id_json.is_number_unsigned() && id_json.get<uint64_t>() > static_cast<uint64_t>(kMaxHfTokenId))
+      throw std::invalid_argument(fmt::format("vocab id {} of '{}' is outside 0-{}", id_json.dump(), text,
+                                              kMaxHfTokenId));
     const int64_t id = id_json.get<int64_t>();
     if (id < 0 || id > kMaxHfTokenId)
       throw std::invalid_argument(fmt::format("vocab id {} of '{}' is outside 0-{}", id, text, kMaxHfTokenId));
@@ -161,8 +174,18 @@ void HfBpeTokenizer::read_token_texts(const std::unordered_map<std::string, int6
 void HfBpeTokenizer::read_added_tokens(const nlohmann::json& entries,
                                        std::unordered_map<std::string, int64_t>& text_to_id) {
   std::vector<AddedToken> raw, normalized;
+  std::unordered_map<int64_t, std::string> vocab_text;  // the vocab's spelling of each id
+  for (const auto& [text, id] : text_to_id) vocab_text.emplace(id, text);
   for (const json& entry : entries) {
     AddedToken token = parse_added_token(entry);
+    // An added token takes an id of its own or its own text's in the vocab; one that took another
+    // token's id would make that token's every occurrence an end of document, or a special.
+    if (const auto it = vocab_text.find(token.id);
+        it != vocab_text.end() && it->second != token.content && byte_level_to_bytes(it->second) != token.content)
+      throw std::invalid_argument(fmt::format("'{}' has id {}, which the vocab gives to '{}'; give the added token an "
+                                              "id of its own",
+                                              token.content, token.id, it->second));
+    vocab_text[token.id] = token.content;
     if (static_cast<size_t>(token.id) >= token_text_.size()) token_text_.resize(static_cast<size_t>(token.id) + 1);
     // decode() skips special tokens, so only the others keep their text.
     token_text_[static_cast<size_t>(token.id)] = token.special ? "" : token.content;

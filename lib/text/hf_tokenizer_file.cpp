@@ -36,9 +36,12 @@ json read_hf_tokenizer_json(const std::string& json_path) {
 AddedToken parse_added_token(const json& entry) {
   AddedToken token;
   token.content = entry.at("content").get<std::string>();
-  if (!entry.at("id").is_number_integer())
-    throw std::invalid_argument(fmt::format("the id of '{}' is {}, not an integer", token.content, entry.at("id").dump()));
-  token.id = entry.at("id").get<int64_t>();
+  const json& id = entry.at("id");
+  if (!id.is_number_integer())
+    throw std::invalid_argument(fmt::format("the id of '{}' is {}, not an integer", token.content, id.dump()));
+  if (id.is_number_unsigned() && id.get<uint64_t>() > static_cast<uint64_t>(kMaxHfTokenId))
+    throw std::invalid_argument(fmt::format("'{}' has id {}, outside 0-{}", token.content, id.dump(), kMaxHfTokenId));
+  token.id = id.get<int64_t>();
   token.special = entry.value("special", false);
   token.lstrip = entry.value("lstrip", false);
   token.rstrip = entry.value("rstrip", false);

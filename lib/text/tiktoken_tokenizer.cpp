@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <optional>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -87,9 +88,14 @@ std::optional<std::string> decode_base64(std::string_view text) {
   return bytes;
 }
 
+// The ranks of a file are 0..N-1, each given once to one token: a rank beyond the file's lines
+// (a gap, which would size the vocabulary by it), a rank twice or a token twice is refused.
 std::vector<std::string> read_rank_file(const std::string& path) {
   const std::string text = util::read_file(path);
+  const size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
   std::vector<std::string> tokens;
+  std::vector<size_t> line_of_rank;
+  std::unordered_map<std::string, size_t> line_of_token;
   size_t line_number = 0;
   for (size_t begin = 0; begin < text.size();) {
     size_t end = text.find('\n', begin);
@@ -108,9 +114,28 @@ std::vector<std::string> read_rank_file(const std::string& path) {
     if (!rank_ok)
       throw InputError(fmt::format("{}:{}: not a tiktoken rank line (expected `<base64 token> <rank>`, got `{}`)",
                                    path, line_number, line.substr(0, 80)));
-    if (rank >= tokens.size()) tokens.resize(rank + 1);
+    if (rank >= lines)
+      throw InputError(fmt::format("{}:{}: rank {} is beyond the {} lines of the file: the ranks of a rank file run "
+                                   "from 0 without gaps",
+                                   path, line_number, rank, lines));
+    if (rank >= tokens.size()) {
+      tokens.resize(rank + 1);
+      line_of_rank.resize(rank + 1, 0);
+    }
+    if (line_of_rank[rank] != 0)
+      throw InputError(fmt::format("{}:{}: rank {} is given again (first on line {}); each rank names one token",
+                                   path, line_number, rank, line_of_rank[rank]));
+    if (const auto [it, fresh] = line_of_token.emplace(*bytes, line_number); !fresh)
+      throw InputError(fmt::format("{}:{}: the token `{}` is ranked again (first on line {}); each token has one rank",
+                                   path, line_number, line.substr(0, space), it->second));
+    line_of_rank[rank] = line_number;
     tokens[rank] = std::move(*bytes);
   }
+  for (size_t rank = 0; rank < tokens.size(); ++rank)
+    if (line_of_rank[rank] == 0)
+      throw InputError(fmt::format("{}: no line gives rank {} (the ranks run to {}): the ranks of a rank file run "
+                                   "from 0 without gaps",
+                                   path, rank, tokens.size() - 1));
   return tokens;
 }
 

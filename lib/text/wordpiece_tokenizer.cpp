@@ -113,6 +113,11 @@ void WordPieceTokenizer::read_added_tokens(const json& entries) {
   for (const json& entry : entries) {
     AddedToken token = parse_added_token(entry);
     const auto id = static_cast<size_t>(token.id);
+    // An added token takes an id of its own or its own text's in the vocab, not another token's.
+    if (id < token_text_.size() && !token_text_[id].empty() && token_text_[id] != token.content)
+      throw std::invalid_argument(fmt::format("'{}' has id {}, which the vocab gives to '{}'; give the added token an "
+                                              "id of its own",
+                                              token.content, token.id, token_text_[id]));
     if (id >= token_text_.size()) token_text_.resize(id + 1);
     token_text_[id] = token.content;
     token_ids_[token.content] = token.id;

@@ -67,6 +67,18 @@ hf_folder wrong_type '"num_hidden_layers": 2, "tie_word_embeddings": "yes"'
 refused_quickly "$work/wrong_type.log" "wrong_type/config.json: field \"tie_word_embeddings\" must be true or false" \
   "$xtrain" validate "$work/wrong_type.yaml"
 
+# bert: a padding id beyond the vocabulary, and segment embeddings of 10^11 rows.
+hf_folder bert_pad '"num_hidden_layers": 2, "pad_token_id": 100000' bert
+sed -i 's/seq_len: 64/seq_len: 64\n  objective: mlm/' "$work/bert_pad.yaml"
+refused_quickly "$work/bert_pad.log" \
+  "model.pad_token_id: 100000 is not an id of the vocabulary of 300 (model.vocab_size); it comes from $work/bert_pad/config.json" \
+  "$xtrain" validate "$work/bert_pad.yaml"
+hf_folder bert_types '"num_hidden_layers": 2, "type_vocab_size": 100000000000' bert
+sed -i 's/seq_len: 64/seq_len: 64\n  objective: mlm/' "$work/bert_types.yaml"
+refused_quickly "$work/bert_types.log" \
+  "bert_types/config.json: type_vocab_size (model.vocab_size): must be between 0 and 16777216, got 100000000000" \
+  "$xtrain" validate "$work/bert_types.yaml"
+
 # The folder's shape within every range is taken as before.
 hf_folder fine '"num_hidden_layers": 2'
 expect_exit 0 "$work/fine.log" "$xtrain" validate "$work/fine.yaml"
