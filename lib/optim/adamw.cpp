@@ -7,8 +7,24 @@
 
 #include "optim/fused_adamw.h"
 #include "util/input_error.h"
+#include "util/numeric_fault.h"
 
 namespace xtrain::optim {
+
+namespace {
+
+// The options under XTRAIN_NUMERIC_FAULT's optimizer faults (util/numeric_fault.h): what a bug that
+// reads a setting wrong would use, in the multi-tensor ops and the fused kernel alike.
+AdamWOptions with_numeric_fault(AdamWOptions options) {
+  const auto& fault = util::numeric_fault();
+  if (fault.strikes_here(util::NumericFaultKind::adamw_decay)) options.weight_decay *= util::kNumericFaultDecayScale;
+  if (fault.strikes_here(util::NumericFaultKind::adamw_beta2))
+    options.beta2 += util::kNumericFaultBeta2Shift * (1.0 - options.beta2);
+  if (fault.strikes_here(util::NumericFaultKind::adamw_eps)) options.eps *= util::kNumericFaultEpsScale;
+  return options;
+}
+
+}  // namespace
 
 AdamW::AdamW(std::vector<NamedParameter> parameters, AdamWOptions options) : options_(options) {
   for (auto& parameter : parameters) {
@@ -25,8 +41,9 @@ AdamW::AdamW(std::vector<NamedParameter> parameters, AdamWOptions options) : opt
 void AdamW::step(double lr) {
   torch::NoGradGuard no_grad;
   ++step_;
-  const double bias_correction1 = 1.0 - std::pow(options_.beta1, static_cast<double>(step_));
-  const double bias_correction2 = 1.0 - std::pow(options_.beta2, static_cast<double>(step_));
+  const AdamWOptions options = with_numeric_fault(options_);
+  const double bias_correction1 = 1.0 - std::pow(options.beta1, static_cast<double>(step_));
+  const double bias_correction2 = 1.0 - std::pow(options.beta2, static_cast<double>(step_));
   const double step_size = lr / bias_correction1;
   const double bias_correction2_sqrt = std::sqrt(bias_correction2);
   // Multi-tensor (foreach) updates: one kernel launch per operation over all tensors on CUDA, a
@@ -35,10 +52,10 @@ void AdamW::step(double lr) {
   for (auto& slot : slots_) {
     const auto& grad = slot.parameter.tensor.grad();
     if (slot.parameter.frozen || !grad.defined()) continue;
-    if (options_.fused && fused_adamw_applies(slot.parameter.tensor, grad, slot.exp_avg, slot.exp_avg_sq)) {
-      const double decay = slot.parameter.decay ? options_.weight_decay : 0.0;
+    if (options.fused && fused_adamw_applies(slot.parameter.tensor, grad, slot.exp_avg, slot.exp_avg_sq)) {
+      const double decay = slot.parameter.decay ? options.weight_decay : 0.0;
       fused_adamw_step(slot.parameter.tensor, grad, slot.exp_avg, slot.exp_avg_sq,
-                       {lr, options_.beta1, options_.beta2, options_.eps, decay, step_});
+                       {lr, options.beta1, options.beta2, options.eps, decay, step_});
       continue;
     }
     params.push_back(slot.parameter.tensor);
@@ -48,14 +65,14 @@ void AdamW::step(double lr) {
     if (slot.parameter.decay) decayed.push_back(slot.parameter.tensor);
   }
   if (params.empty()) return;
-  if (!decayed.empty() && options_.weight_decay != 0.0) at::_foreach_mul_(decayed, 1.0 - lr * options_.weight_decay);
-  at::_foreach_mul_(exp_avgs, options_.beta1);
-  at::_foreach_add_(exp_avgs, grads, 1.0 - options_.beta1);
-  at::_foreach_mul_(exp_avg_sqs, options_.beta2);
-  at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1.0 - options_.beta2);
+  if (!decayed.empty() && options.weight_decay != 0.0) at::_foreach_mul_(decayed, 1.0 - lr * options.weight_decay);
+  at::_foreach_mul_(exp_avgs, options.beta1);
+  at::_foreach_add_(exp_avgs, grads, 1.0 - options.beta1);
+  at::_foreach_mul_(exp_avg_sqs, options.beta2);
+  at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1.0 - options.beta2);
   auto denoms = at::_foreach_sqrt(exp_avg_sqs);
   at::_foreach_div_(denoms, bias_correction2_sqrt);
-  at::_foreach_add_(denoms, options_.eps);
+  at::_foreach_add_(denoms, options.eps);
   at::_foreach_addcdiv_(params, exp_avgs, denoms, -step_size);
 }
 

@@ -13,8 +13,8 @@ namespace xtrain::util {
 namespace {
 
 constexpr const char* kUsage =
-    "expected grad_scale:<rank>:<parameter>, rope_shift, skip_reduce_scatter:<unit>, grad_divisor:<rank> or "
-    "drop_micro_batch:<rank>";
+    "expected grad_scale:<rank>:<parameter>, rope_shift, skip_reduce_scatter:<unit>, grad_divisor:<rank>, "
+    "drop_micro_batch:<rank>, adamw_decay, adamw_beta2 or adamw_eps";
 
 std::vector<std::string> split(const std::string& text) {
   std::vector<std::string> parts;
@@ -58,6 +58,12 @@ NumericFault parse_numeric_fault(const std::string& spec, int64_t this_rank) {
   } else if (kind == "rope_shift") {
     expect_arguments(0);
     fault = {NumericFaultKind::rope_shift, -1, "", this_rank};
+  } else if (kind == "adamw_decay" || kind == "adamw_beta2" || kind == "adamw_eps") {
+    expect_arguments(0);
+    const auto optimizer_fault = kind == "adamw_decay"   ? NumericFaultKind::adamw_decay
+                                 : kind == "adamw_beta2" ? NumericFaultKind::adamw_beta2
+                                                         : NumericFaultKind::adamw_eps;
+    fault = {optimizer_fault, -1, "", this_rank};
   } else if (kind == "skip_reduce_scatter") {
     expect_arguments(1);
     fault = {NumericFaultKind::skip_reduce_scatter, -1, parts[1], this_rank};

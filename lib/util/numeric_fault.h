@@ -9,6 +9,9 @@
 //   grad_divisor:RANK            RANK divides its loss by one target more than the batch has
 //   drop_micro_batch:RANK        RANK's last micro batch of each step adds no gradient (its loss
 //                                still counts)
+//   adamw_decay                  AdamW's weight decay times kNumericFaultDecayScale
+//   adamw_beta2                  AdamW's beta2 moved a tenth of the way to 1 (0.95: 0.955)
+//   adamw_eps                    AdamW's eps times kNumericFaultEpsScale
 // RANK is the global rank (torchrun's RANK; 0 for a single process). Unset, every query is a
 // load of a value parsed once; set, the first query prints a warning, since the run's numbers
 // are then wrong on purpose. A malformed value is an InputError.
@@ -18,9 +21,22 @@
 
 namespace xtrain::util {
 
-enum class NumericFaultKind { none, grad_scale, rope_shift, skip_reduce_scatter, grad_divisor, drop_micro_batch };
+enum class NumericFaultKind {
+  none,
+  grad_scale,
+  rope_shift,
+  skip_reduce_scatter,
+  grad_divisor,
+  drop_micro_batch,
+  adamw_decay,
+  adamw_beta2,
+  adamw_eps
+};
 
 constexpr double kNumericFaultGradScale = 1e-4;
+constexpr double kNumericFaultDecayScale = 1.01;
+constexpr double kNumericFaultBeta2Shift = 0.1;  // of the way from beta2 to 1
+constexpr double kNumericFaultEpsScale = 10;
 
 struct NumericFault {
   NumericFaultKind kind = NumericFaultKind::none;

@@ -5,7 +5,10 @@
 #   - the distributed faults: FSDP 2 with the fault against one process without it, compared by
 #     distributed_parity.sh's compare_runs (losses and gradient norms 1e-5 relative, weights 1e-5
 #     absolute), on distributed_parity.sh's recipe;
-#   - rope_shift, which every layout computes alike: the golden test against transformers.
+#   - rope_shift, which every layout computes alike: the golden test against transformers;
+#   - adamw_decay, adamw_beta2 and adamw_eps (AdamW's weight decay x 1.01, beta2 0.95 -> 0.955,
+#     eps x 10): the golden test's weights after its AdamW steps, held against the float64
+#     trajectory, and the 100-step comparison with LibTorch's torch::optim::AdamW.
 # Prints one row per fault: the check, the largest difference and its tolerance.
 set -euo pipefail
 xtrain=$1
@@ -29,7 +32,7 @@ refused() {
 }
 refused grad_scale:0:model.layers.9.mlp.up_proj.weight \
   "XTRAIN_NUMERIC_FAULT=grad_scale:0:model.layers.9.mlp.up_proj.weight: the model has no parameter of that name (e.g. model.embed_tokens.weight)"
-refused rope_shfit "XTRAIN_NUMERIC_FAULT=rope_shfit: unknown fault 'rope_shfit' (expected grad_scale:<rank>:<parameter>, rope_shift, skip_reduce_scatter:<unit>, grad_divisor:<rank> or drop_micro_batch:<rank>)"
+refused rope_shfit "XTRAIN_NUMERIC_FAULT=rope_shfit: unknown fault 'rope_shfit' (expected grad_scale:<rank>:<parameter>, rope_shift, skip_reduce_scatter:<unit>, grad_divisor:<rank>, drop_micro_batch:<rank>, adamw_decay, adamw_beta2 or adamw_eps)"
 XTRAIN_NUMERIC_FAULT=skip_reduce_scatter:model.layers.7 "$xtrain" launch --nproc-per-node 2 --master-port "$(free_port)" -- \
   train "$work/recipe.yaml" --set run.dir="$work/refused" > "$work/refused.log" 2>&1 && exit 1
 grep -q "XTRAIN_NUMERIC_FAULT=skip_reduce_scatter:model.layers.7: no FSDP unit has that name (units: model.embed_tokens, model.layers.0, model.layers.1, head)" "$work/refused.log" || {
@@ -81,3 +84,41 @@ fi
 figure=$(grep -m1 -A2 "CHECK( logits_error < 1e-5 )" "$work/golden_rope.log" | tail -1 | xargs) || true
 [[ $figure == *"< 0.00001" ]] || { cat "$work/golden_rope.log"; echo "numeric_faults: rope_shift failed the golden test elsewhere than its logits check" >&2; exit 1; }
 printf '%-50s golden         logits max relative error %s (the tolerance)\n' rope_shift "$figure"
+
+# The optimizer faults: the golden test's weight check (the distance from the float64 trajectory
+# after its AdamW steps, at the bounds it holds every family to) and the 100-step comparison with
+# torch::optim::AdamW must each fail on a tolerance: a weight check (or a parameter or moment
+# check) among the failed ones, and the test's figures line. Catch2 prints each failed check
+# with its text.
+"$unit_tests" "[adamw]" > "$work/adamw.log" 2>&1 || { cat "$work/adamw.log"; exit 1; }
+# caught_by LOG WHAT FIGURES CHECK...: LOG shows one of the CHECKs failed, and has a FIGURES line.
+caught_by() {
+  local log=$1 what=$2 figures=$3 check
+  shift 3
+  for check in "$@"; do
+    if grep -qF "CHECK( $check )" "$log" && grep -q "$figures" "$log"; then return 0; fi
+  done
+  cat "$log"
+  echo "numeric_faults: $fault failed $what elsewhere than its checks ($*)" >&2
+  exit 1
+}
+for fault in adamw_decay adamw_beta2 adamw_eps; do
+  if XTRAIN_NUMERIC_FAULT=$fault "$unit_tests" "[golden]~[bert]~[llava]" > "$work/golden_$fault.log" 2>&1; then
+    cat "$work/golden_$fault.log"
+    echo "numeric_faults: $fault was not caught by the golden test" >&2
+    exit 1
+  fi
+  caught_by "$work/golden_$fault.log" "the golden test" "xtrain takes at most" \
+    "xtrain.max_abs <= tolerance.max_abs" "xtrain.rms <= tolerance.rms"
+  printf '%-50s golden         weights (llama, untied, unfused): %s\n' "$fault" \
+    "$(grep -m1 -o "xtrain takes at most .* of its tolerance" "$work/golden_$fault.log" | sed 's/xtrain //')"
+  if XTRAIN_NUMERIC_FAULT=$fault "$unit_tests" "[adamw]" > "$work/adamw_$fault.log" 2>&1; then
+    cat "$work/adamw_$fault.log"
+    echo "numeric_faults: $fault was not caught by the comparison with torch::optim::AdamW" >&2
+    exit 1
+  fi
+  caught_by "$work/adamw_$fault.log" "the comparison with torch::optim::AdamW" "AdamW against torch::optim::AdamW" \
+    "error <= 1e-6" "exp_avg_error <= 1e-6" "exp_avg_sq_error <= 1e-6"
+  printf '%-50s torch AdamW    %s\n' "$fault" \
+    "$(grep -m1 -o "(unfused), 100 steps: .*max relative" "$work/adamw_$fault.log")"
+done
