@@ -79,6 +79,24 @@ refused_quickly "$work/bert_types.log" \
   "bert_types/config.json: type_vocab_size (model.vocab_size): must be between 0 and 16777216, got 100000000000" \
   "$xtrain" validate "$work/bert_types.yaml"
 
+# llava: a vision tower of a million layers (checked as model.num_layers), images of 10^10 pixels a side.
+llava_folder() {
+  hf_folder "$1" '"num_hidden_layers": 2'
+  cat > "$work/$1/config.json" <<JSON
+{"model_type": "llava", "image_token_index": 299,
+ "text_config": {"model_type": "llama", "vocab_size": 300, "hidden_size": 64, "intermediate_size": 128,
+                 "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128},
+ "vision_config": {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2, "patch_size": 16, $2}}
+JSON
+}
+llava_folder tower '"num_hidden_layers": 1000000, "image_size": 32'
+refused_quickly "$work/tower.log" \
+  "tower/config.json: vision_config.num_hidden_layers (model.num_layers): must be between 1 and 4096, got 1000000" \
+  "$xtrain" validate "$work/tower.yaml"
+llava_folder pixels '"num_hidden_layers": 2, "image_size": 10000000000'
+refused_quickly "$work/pixels.log" "pixels/config.json vision_config: image_size 10000000000 is more than 16384 pixels a side" \
+  "$xtrain" validate "$work/pixels.yaml"
+
 # The folder's shape within every range is taken as before.
 hf_folder fine '"num_hidden_layers": 2'
 expect_exit 0 "$work/fine.log" "$xtrain" validate "$work/fine.yaml"
