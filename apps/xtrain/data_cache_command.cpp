@@ -1,5 +1,9 @@
 #include "data_cache_command.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <memory>
@@ -88,6 +92,11 @@ int run_verify(const std::string& dir) {
 
 int run_gc(const std::string& dir, const std::string& max_size) {
   const uint64_t max_bytes = data::parse_byte_size(max_size);
+  // gc removes what it collects: a cache it cannot write is refused before anything is read.
+  if (std::filesystem::is_directory(dir) && ::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw InputError(fmt::format("{}: gc cannot remove anything there ({}); run gc where the cache folder is "
+                                 "writable (ls and verify only read, and work on it as it is)",
+                                 dir, std::strerror(errno)));
   const auto cache = existing_cache(dir, data::TokenCache::Access::read_write);
   const auto collected = cache.collect(max_bytes);
   for (const auto& path : collected.removed) fmt::print("removed  {}\n", path);

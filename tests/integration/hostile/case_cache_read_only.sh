@@ -25,6 +25,6 @@ expect_text "$work/ls-ro.log" "$work/ro/cache: 1 entries"
 expect_exit 0 "$work/verify-ro.log" "$xtrain" data cache verify "$work/ro/cache"
 expect_text "$work/verify-ro.log" "ok       $work/ro/cache/${entry##*/}"
 expect_exit 2 "$work/gc-ro.log" "$xtrain" data cache gc "$work/ro/cache" --max-size 0
-expect_text "$work/gc-ro.log" "data.cache_dir $work/ro/cache: cannot write there (Read-only file system)"
+expect_text "$work/gc-ro.log" "$work/ro/cache: gc cannot remove anything there (Read-only file system); run gc where the cache folder is writable"
 check_neighbours "$work/ro"
 echo "data cache: a read-only cache listed and verified, gc refused"
