@@ -9,6 +9,7 @@ set -euo pipefail
 xtrain=$1
 srcdir=$2
 source "$srcdir/tests/integration/lib/distributed.sh"
+source "$srcdir/tests/integration/lib/expect.sh"
 work=$(mktemp -d)
 trap '[[ -n "${KEEP_WORK:-}" ]] || rm -rf "$work"' EXIT
 export TMPDIR=$work
@@ -35,29 +36,23 @@ for group in world fsdp tp; do grep -q "  $group      [24]  all_reduce " "$work/
 }
 grep "\[rank 0\]" "$work/four.log" | sed 's/^\[rank 0\]: //' | grep -v "^launch"
 
-status=0
-XTRAIN_HEALTH_FAULT=slow:2 health 4 --set parallel.tp=2 > "$work/slow.log" 2>&1 || status=$?
-[[ $status != 0 ]] && grep -q "health: rank 2 ($host): matmul [0-9.]* GFLOP/s, 0.[0-9]* x the median" "$work/slow.log" \
-  && grep -q "health: stopping: 1 problem(s) above" "$work/slow.log" || { cat "$work/slow.log"; exit 1; }
+XTRAIN_HEALTH_FAULT=slow:2 expect_exit 1 "$work/slow.log" health 4 --set parallel.tp=2
+expect_match "$work/slow.log" "health: rank 2 ($host): matmul [0-9.]* GFLOP/s, 0.[0-9]* x the median"
+expect_text "$work/slow.log" "health: stopping: 1 problem(s) above"
 grep "health: rank 2" "$work/slow.log" | sed 's/^\[rank 0\]: //'
-status=0
-XTRAIN_HEALTH_FAULT=corrupt:3 health 4 --set parallel.tp=2 > "$work/corrupt.log" 2>&1 || status=$?
-[[ $status != 0 ]] && grep -q "health: rank 3 ($host): its seeded matmul chain's result differs" "$work/corrupt.log" || {
-  cat "$work/corrupt.log"
-  exit 1
-}
+XTRAIN_HEALTH_FAULT=corrupt:3 expect_refusal 1 "$work/corrupt.log" "health: rank 3 ($host): its seeded matmul chain's result differs" \
+  health 4 --set parallel.tp=2
 grep -q "     3  .*DIFFERS" "$work/corrupt.log"
 grep "health: rank 3" "$work/corrupt.log" | sed 's/^\[rank 0\]: //'
 XTRAIN_HEALTH_FAULT=corrupt:1 health 2 --on-problem warn > "$work/warn.log" 2>&1
 grep -q "health: rank 1 ($host): its seeded matmul chain's result differs" "$work/warn.log"
 
 # Training: a differing rank stops the run before its first step.
-status=0
-XTRAIN_HEALTH_FAULT=corrupt:1 train corrupt_run 2 --set dist.health_check=start > /dev/null 2>&1 || status=$?
-[[ $status != 0 ]] && grep -q "health check at step 0: rank 1 ($host): its seeded matmul chain's result differs.*stopping (dist.health_action: stop" \
-  "$work/corrupt_run.log" || { cat "$work/corrupt_run.log"; exit 1; }
+XTRAIN_HEALTH_FAULT=corrupt:1 expect_exit 1 "$work/corrupt_run.out" train corrupt_run 2 --set dist.health_check=start
+expect_match "$work/corrupt_run.log" \
+  "health check at step 0: rank 1 ($host): its seeded matmul chain's result differs.*stopping (dist.health_action: stop"
 if grep -q "step  1/30" "$work/corrupt_run.log"; then echo "the run trained after its health check failed"; exit 1; fi
-echo "training with dist.health_check start, rank 1 corrupted: stopped before step 1 (exit $status)"
+echo "training with dist.health_check start, rank 1 corrupted: stopped before step 1 (exit 1)"
 
 # A rank slowed every step is named after most of 20 steps, and checked again every 10 steps.
 XTRAIN_HEALTH_FAULT=slow:1 train slow_run 2 --set dist.health_check=every_10 --set dist.health_action=warn \
@@ -75,14 +70,7 @@ print(f"training, rank 1 slowed: persistent_slow_rank 1 in {len(named)} of 30 st
 PY
 
 # Bad settings: exit 2, naming the key or the variable.
-status=0
-"$xtrain" validate "$work/recipe.yaml" --set dist.health_check=sometimes > /dev/null 2> "$work/bad.log" || status=$?
-[[ $status == 2 ]] && grep -q "dist.health_check: expected off, start or every_N (N steps, N >= 1), got 'sometimes'" \
-  "$work/bad.log" || { echo "status $status"; cat "$work/bad.log"; exit 1; }
-status=0
-XTRAIN_HEALTH_FAULT=fast:1 "$xtrain" health "$work/recipe.yaml" > /dev/null 2> "$work/bad.log" || status=$?
-[[ $status == 2 ]] && grep -q "XTRAIN_HEALTH_FAULT=fast:1: expected slow:RANK or corrupt:RANK" "$work/bad.log" || {
-  echo "status $status"
-  cat "$work/bad.log"
-  exit 1
-}
+expect_refusal 2 "$work/bad.log" "dist.health_check: expected off, start or every_N (N steps, N >= 1), got 'sometimes'" \
+  "$xtrain" validate "$work/recipe.yaml" --set dist.health_check=sometimes
+XTRAIN_HEALTH_FAULT=fast:1 expect_refusal 2 "$work/bad.log" "XTRAIN_HEALTH_FAULT=fast:1: expected slow:RANK or corrupt:RANK" \
+  "$xtrain" health "$work/recipe.yaml"

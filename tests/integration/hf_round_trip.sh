@@ -12,6 +12,7 @@ set -euo pipefail
 xtrain=$1
 srcdir=$2
 source "$srcdir/tests/integration/lib/distributed.sh"
+source "$srcdir/tests/integration/lib/expect.sh"
 python=${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -138,20 +139,13 @@ YAML
 expected="$work/bert.yaml:3:3: model.init_from: $work/bert/config.json: hidden_dropout_prob 0.1, \
 attention_probs_dropout_prob 0.1, but xtrain computes no dropout; add \`model.dropout: 0\` to the recipe to \
 fine-tune without dropout (the export keeps the config's values)"
-status=0
-"$xtrain" train "$work/bert.yaml" --set run.dir="$work/bert_run" > "$work/refused.log" 2>&1 || status=$?
-[[ $status == 2 ]] && grep -qxF "$expected" "$work/refused.log" || {
-  echo "status $status, expected exit 2 and: $expected"
-  cat "$work/refused.log"
-  exit 1
-}
+expect_exit 2 "$work/refused.log" "$xtrain" train "$work/bert.yaml" --set run.dir="$work/bert_run"
+expect_line "$work/refused.log" "$expected"
 [[ ! -e $work/bert_run ]] || { echo "the refused run created its folder"; exit 1; }
-echo "bert with dropout, refused (exit $status): $(cat "$work/refused.log")"
-status=0
-"$xtrain" validate "$work/bert.yaml" --set model.dropout=0.1 > /dev/null 2> "$work/nonzero.log" || status=$?
-[[ $status == 2 ]] && grep -qF "model.dropout: xtrain computes no dropout, so only 0 is accepted, got 0.1" \
-  "$work/nonzero.log" || { echo "status $status"; cat "$work/nonzero.log"; exit 1; }
-echo "model.dropout 0.1 (exit $status): $(cat "$work/nonzero.log")"
+echo "bert with dropout, refused (exit 2): $(cat "$work/refused.log")"
+expect_refusal 2 "$work/nonzero.log" "model.dropout: xtrain computes no dropout, so only 0 is accepted, got 0.1" \
+  "$xtrain" validate "$work/bert.yaml" --set model.dropout=0.1
+echo "model.dropout 0.1 (exit 2): $(cat "$work/nonzero.log")"
 
 "$xtrain" train "$work/bert.yaml" --set run.dir="$work/bert_run" --set model.dropout=0 > "$work/bert.log" 2>&1 || {
   cat "$work/bert.log"

@@ -11,6 +11,7 @@ set -euo pipefail
 xtrain=$1
 srcdir=$2
 source "$srcdir/tests/integration/lib/distributed.sh"
+source "$srcdir/tests/integration/lib/expect.sh"
 python=${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -183,27 +184,12 @@ PY
 done
 
 # A shape the recipe sets must agree with config.json.
-set +e
-"$xtrain" validate "$work/recipe.yaml" --set model.hidden_size=128 > /dev/null 2> "$work/error.txt"
-status=$?
-set -e
-[[ $status == 2 ]] && grep -q "model.hidden_size: 128, but $work/qwen3/config.json says 64" "$work/error.txt" || {
-  echo "status $status"
-  cat "$work/error.txt"
-  exit 1
-}
+expect_refusal 2 "$work/error.txt" "model.hidden_size: 128, but $work/qwen3/config.json says 64" \
+  "$xtrain" validate "$work/recipe.yaml" --set model.hidden_size=128
 
 # An export carries a manifest: a flipped byte in one of its files stops init_from before any
 # step, naming the file.
 printf '\x5a' | dd of="$work/export/model-00002-of-00003.safetensors" bs=1 seek=4000 conv=notrunc status=none
-set +e
-"$xtrain" train "$work/recipe.yaml" --set model.init_from="hf:$work/export" --set run.dir="$work/damaged" \
-  > /dev/null 2> "$work/error.txt"
-status=$?
-set -e
-[[ $status == 2 ]] && grep -q "model.init_from hf:$work/export: model-00002-of-00003.safetensors: .*does not match" \
-  "$work/error.txt" || {
-  echo "status $status"
-  cat "$work/error.txt"
-  exit 1
-}
+expect_exit 2 "$work/error.txt" \
+  "$xtrain" train "$work/recipe.yaml" --set model.init_from="hf:$work/export" --set run.dir="$work/damaged"
+expect_match "$work/error.txt" "model.init_from hf:$work/export: model-00002-of-00003.safetensors: .*does not match"

@@ -10,15 +10,14 @@ srcdir=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 source "$srcdir/tests/integration/lib/distributed.sh"
+source "$srcdir/tests/integration/lib/expect.sh"
 write_recipe "$work/recipe.yaml" 20
 onebit=(--set optim.name=onebit_adam --set optim.freeze_step=6 --set parallel.dp=2 --set parallel.fsdp=1)
 
-status=0
-"$xtrain" validate "$work/recipe.yaml" --set optim.name=onebit_adam > "$work/fsdp.log" 2>&1 || status=$?
-[[ $status -eq 2 ]] && grep -q "parallel.dp: 1: optim.name onebit_adam compresses" "$work/fsdp.log"
-status=0
-"$xtrain" validate "$work/recipe.yaml" "${onebit[@]}" --set parallel.tp=2 > "$work/tp.log" 2>&1 || status=$?
-[[ $status -eq 2 ]] && grep -q "parallel.tp: 2: optim.name onebit_adam is defined over the replicas" "$work/tp.log"
+expect_refusal 2 "$work/fsdp.log" "parallel.dp: 1: optim.name onebit_adam compresses" \
+  "$xtrain" validate "$work/recipe.yaml" --set optim.name=onebit_adam
+expect_refusal 2 "$work/tp.log" "parallel.tp: 2: optim.name onebit_adam is defined over the replicas" \
+  "$xtrain" validate "$work/recipe.yaml" "${onebit[@]}" --set parallel.tp=2
 
 # kill_and_resume NAME NPROC FILES ARGS...: NAME-straight runs 20 steps; NAME-killed is killed with -9
 # (its launcher and ranks) once step 10's checkpoint is in place, then restarted; both must end

@@ -9,6 +9,7 @@ set -euo pipefail
 xtrain=$1
 srcdir=$2
 source "$srcdir/tests/integration/lib/distributed.sh"
+source "$srcdir/tests/integration/lib/expect.sh"
 python=${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}
 work=$(mktemp -d)
 trap '[[ -n ${KEEP:-} ]] || rm -rf "$work"' EXIT
@@ -82,8 +83,6 @@ answer=$("$xtrain" generate "$work/single/checkpoints/latest" --chat --prompt "W
   --image "$work/data/images/blank.png" --temperature 0 --max-new-tokens 40)
 echo "generated: $answer"
 cmp "$work/data/init/preprocessor_config.json" "$work/single/export/preprocessor_config.json"
-status=0
-"$xtrain" generate "$work/single/checkpoints/latest" --prompt "<image> <image>" \
-  --image "$work/data/images/blank.png" > "$work/two.log" 2>&1 || status=$?
-[[ $status == 2 ]] && grep -q 'the prompt has 2 "<image>" placeholders but 1 --image files were given' "$work/two.log"
+expect_refusal 2 "$work/two.log" 'the prompt has 2 "<image>" placeholders but 1 --image files were given' \
+  "$xtrain" generate "$work/single/checkpoints/latest" --prompt "<image> <image>" --image "$work/data/images/blank.png"
 echo "vlm: parity, freeze, bad images and generate passed"
