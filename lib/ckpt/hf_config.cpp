@@ -80,6 +80,13 @@ nlohmann::json read_hf_config(const std::string& dir) {
     throw InputError(fmt::format("{}: not found; a Hugging Face model folder holds config.json and "
                                  "model.safetensors (or model.safetensors.index.json and its files)",
                                  path));
+  // Settings of a few KB: a file of hundreds of MB (weights under the wrong name) would take
+  // gigabytes once parsed.
+  constexpr uintmax_t kMaxConfigBytes = 16'000'000;
+  if (const auto size = std::filesystem::file_size(path); size > kMaxConfigBytes)
+    throw InputError(fmt::format("{}: the file is {:.1f} MB; a config.json holds the model's settings, a few KB (is "
+                                 "it another file under this name?)",
+                                 path, static_cast<double>(size) / 1e6));
   try {
     return nlohmann::json::parse(util::read_file(path));
   } catch (const nlohmann::json::exception& e) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "config/close_match.h"
 #include "util/build_info.h"
 #include "util/input_error.h"
 
@@ -82,6 +83,24 @@ std::string text(const YAML::Node& node, const std::string& file, const char* ke
   return value.Scalar();
 }
 
+// A field the loader does not read is a typo (memory_gb for memory_gib) whose value would be
+// silently replaced by the base profile's or refused as missing.
+void check_known_fields(const YAML::Node& node, const std::string& file) {
+  static const std::vector<std::string> kFields = {
+      "name", "description", "sources", "based_on", "peak_tflops_fp32", "peak_tflops_bf16", "peak_tflops_fp8",
+      "memory_gib", "memory_gbs", "intra_node_gbs", "inter_node_gbs", "runtime_gib", "allocator_overhead",
+      "gemm_efficiency", "attention_efficiency", "expert_efficiency", "link_efficiency", "fp8_gemm_efficiency",
+      "communication_overlaps_compute", "collective_latency_ms"};
+  for (const auto& entry : node) {
+    const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : describe(entry.first);
+    if (std::find(kFields.begin(), kFields.end(), key) != kFields.end()) continue;
+    const auto meant = config::closest_choice(key, kFields);
+    throw InputError(fmt::format("{}: unknown field '{}'{}", line_of(file, entry.first), key,
+                                 meant ? fmt::format(" (did you mean {}?)", *meant)
+                                       : " (the fields are those of data/hardware/h100-sxm.yaml)"));
+  }
+}
+
 std::filesystem::path profile_path(const std::string& name_or_file) {
   std::filesystem::path path = name_or_file;
   if (path.extension() != ".yaml" && path.extension() != ".yml") path = profile_folder() / (name_or_file + ".yaml");
@@ -110,6 +129,7 @@ HardwareProfile load_profile(const std::string& name_or_file, std::vector<std::s
     throw InputError(fmt::format("{}: a hardware profile is a mapping of fields (name:, sources:, peak_tflops_bf16:, "
                                  "... as in data/hardware/h100-sxm.yaml), got {}",
                                  line_of(file, node), describe(node)));
+  check_known_fields(node, file);
   // A variant of a device (another power limit, other memory) names the profile it is based on
   // and lists only what differs; the rest, the fitted efficiencies among them, comes from there.
   HardwareProfile p;

@@ -45,6 +45,10 @@ refused sources_map "$work/sources_map.yaml:2: 'sources' must be a list of strin
 profile memory_map "memory_gib: {a: 1}"
 refused memory_map "$work/memory_map.yaml:3: 'memory_gib' must be a number, got a mapping"
 
+# A mistyped field is not silently replaced by the base profile's figure.
+profile typo "memory_gb: 40"
+refused typo "$work/typo.yaml:3: unknown field 'memory_gb' (did you mean memory_gib?)"
+
 # A plausible variant still plans.
 profile fine "memory_gib: 40"
 expect_exit 0 "$work/fine.log" plan fine

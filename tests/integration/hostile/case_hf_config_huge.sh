@@ -100,6 +100,13 @@ llava_folder pixels '"num_hidden_layers": 2, "image_size": 10000000000'
 refused_quickly "$work/pixels.log" "pixels/config.json vision_config: image_size 10000000000 is more than 16384 pixels a side" \
   "$xtrain" validate "$work/pixels.yaml"
 
+# A config.json of 20 MB (a list of ten million numbers) is refused before it is parsed.
+hf_folder bulky '"num_hidden_layers": 2'
+{ printf '{"model_type": "llama", "padding": ['; { yes 0, || true; } | head -n 10000000 | tr -d '\n'; printf '0]}'; } \
+  > "$work/bulky/config.json"
+refused_quickly "$work/bulky.log" "bulky/config.json: the file is 20.0 MB; a config.json holds the model's settings" \
+  "$xtrain" validate "$work/bulky.yaml"
+
 # The folder's shape within every range is taken as before.
 hf_folder fine '"num_hidden_layers": 2'
 expect_exit 0 "$work/fine.log" "$xtrain" validate "$work/fine.yaml"
