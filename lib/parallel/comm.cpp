@@ -5,6 +5,7 @@
 #include <chrono>
 #include <deque>
 #include <mutex>
+#include <thread>
 
 #include <torch/torch.h>
 
@@ -34,7 +35,14 @@ std::string diagnose_peers() { return peer_diagnosis ? peer_diagnosis() : ""; }
 void set_collective_failure_handler(CollectiveFailureHandler handler) { failure_handler = std::move(handler); }
 
 void collective_failed(const std::string& message) {
-  if (failure_handler) failure_handler(message);
+  if (failure_handler) {
+    // One report per process: the handler ends it, and a second thread that fails meanwhile
+    // (the watchdog's and a collective's view of the same dead peer) waits for that.
+    static std::atomic<bool> reporting{false};
+    if (reporting.exchange(true))
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    failure_handler(message);
+  }
   throw CommError(message);
 }
 

@@ -68,6 +68,11 @@ Watchdog::~Watchdog() {
   if (store_) set_peer_diagnosis(nullptr);
 }
 
+void Watchdog::report_lost_store_host_when(std::function<bool()> told_to_stop) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  told_to_stop_ = std::move(told_to_stop);
+}
+
 void Watchdog::step_done(int64_t step) {
   step_ = step;
   progress_ns_ = now_ns();
@@ -93,6 +98,9 @@ void Watchdog::run() {
   if (store_) publish();
   while (!wake_.wait_for(lock, kBeatInterval, [this] { return stopping_; })) {
     if (store_) publish();
+    if (store_gone_ && store_host_is_a_rank() && told_to_stop_ && told_to_stop_())
+      collective_failed(
+          fmt::format("rank {} was told to stop, and the job's store is gone: {}", world_.rank, diagnose()));
     if (store_ && !store_gone_ && store_host_is_a_rank()) {
       const Beat host = read_beat(0);
       std::lock_guard<std::mutex> host_lock(host_beat_mutex_);

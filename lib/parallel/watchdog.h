@@ -7,12 +7,16 @@
 // is gone, the rank that hosted it (rank 0, unless a launcher's agent hosts it) has died: every
 // other rank keeps its last beat, read once an interval, to report that rank's step and collective.
 // A stall names the ranks whose beat stopped (a SIGSTOPped rank). c10d's warnings about the
-// store's closed socket are kept quiet: the one-line message says what they would.
+// store's closed socket are kept quiet: the one-line message says what they would. A rank told to
+// stop (report_lost_store_host_when) whose store's host is gone reports that rank dead from this
+// thread at once: its next collective, which would report it, may come after the launcher's
+// SIGKILL (a long checkpoint write, a stalled step).
 #pragma once
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -41,6 +45,12 @@ class Watchdog {
   // A step completed (or a long step-boundary task, a checkpoint or an evaluation, did).
   void step_done(int64_t step);
 
+  // `told_to_stop` (called from the heartbeat thread) says this rank was asked to stop and has not
+  // finished stopping, as after the launcher's SIGTERM when another rank failed: then a lost
+  // store hosted by rank 0 means rank 0 died, and is reported at once. Unset, or false at the end
+  // of a run (rank 0 may leave first), a lost store waits for a collective to report it.
+  void report_lost_store_host_when(std::function<bool()> told_to_stop);
+
  private:
   struct Beat {
     int64_t count = -1, step = 0;
@@ -62,6 +72,7 @@ class Watchdog {
   std::atomic<int64_t> progress_ns_;  // steady_clock time of the last step_done
   int64_t beats_ = 0;
   bool store_gone_ = false;  // a beat failed: the store's host died; c10d logs each failure with a trace
+  std::function<bool()> told_to_stop_;  // set before the thread reads it: guarded by mutex_
   mutable std::mutex host_beat_mutex_;
   Beat host_beat_;  // rank 0's last beat, when rank 0 hosts the store
   std::mutex mutex_;

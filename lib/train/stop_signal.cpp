@@ -51,6 +51,7 @@ void install_stop_signal_handlers(const std::vector<int>& signals) {
 
 bool stop_requested() { return g_signal != 0; }
 void note_stop_checkpoint_saved() { g_stop_saved = 1; }
+bool stop_checkpoint_saved() { return g_stop_saved != 0; }
 int stop_signal_number() { return g_signal; }
 
 StopFile inspect_stop_file(const std::string& run_dir) {

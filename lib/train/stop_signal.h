@@ -20,6 +20,7 @@ void install_stop_signal_handlers(const std::vector<int>& signals);
 bool stop_requested();
 // The stop's checkpoint is complete on every rank: from now a stop signal exits kExitStopped.
 void note_stop_checkpoint_saved();
+bool stop_checkpoint_saved();
 int stop_signal_number();
 
 enum class StopFile { none, regular, not_a_file };

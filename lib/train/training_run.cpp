@@ -89,6 +89,9 @@ TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& optio
   check_micro_batch_memory();
   mesh_ = mesh_of_agreeing_ranks(recipe_, world_, degrees_, backend);
   watchdog_ = std::make_unique<parallel::Watchdog>(mesh_->process_groups(), world_, recipe_.dist.watchdog_s);
+  // Told to stop (the launcher's SIGTERM when another rank failed) and not yet stopped: a lost store
+  // means rank 0 died, reported before the launcher's SIGKILL can end this rank silent.
+  watchdog_->report_lost_store_host_when([] { return stop_requested() && !stop_checkpoint_saved(); });
   sums_ = std::make_unique<RankSums>(mesh_->group(parallel::Dim::world), device_);
   parallelize_model();
   report_ = std::make_unique<StepReport>(recipe_, degrees_, last_step_, device_, world_.distributed(), chief_);
