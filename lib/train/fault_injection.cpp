@@ -2,7 +2,6 @@
 
 #include <csignal>
 #include <cstdlib>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -11,34 +10,18 @@
 
 #include "util/input_error.h"
 #include "util/numeric_fault.h"
+#include "util/test_faults.h"
 
 namespace xtrain::train {
 
 std::optional<Fault> planned_fault(int64_t rank, int64_t restart_count) {
-  const char* spec = std::getenv("XTRAIN_FAULT");
-  if (!spec || !*spec || restart_count > 0) return std::nullopt;
+  const auto planned = util::run_fault_from_environment();  // a malformed value fails on every attempt
+  if (!planned || restart_count > 0 || planned->rank != rank) return std::nullopt;
   Fault fault;
-  std::istringstream in(spec);
-  std::string rank_text, step_text;
-  std::getline(in, fault.action, ':');
-  std::getline(in, rank_text, ':');
-  std::getline(in, step_text);
-  try {
-    size_t used = 0;
-    fault.rank = std::stoll(rank_text);
-    fault.step = fault.last_step = std::stoll(step_text, &used);
-    if (used < step_text.size() && step_text[used] == '-') fault.last_step = std::stoll(step_text.substr(used + 1));
-  } catch (const std::exception&) {
-    throw InputError(
-        fmt::format("XTRAIN_FAULT={}: expected <kill|kill_in_save|stall|stall_in_step|fail|spike>:<rank>:<step>[-<last "
-                    "step>]",
-                    spec));
-  }
-  if (fault.action != "kill" && fault.action != "kill_in_save" && fault.action != "stall" && fault.action != "fail" &&
-      fault.action != "spike" && fault.action != "stall_in_step")
-    throw InputError(
-        fmt::format("XTRAIN_FAULT={}: the action must be kill, kill_in_save, stall, stall_in_step, fail or spike", spec));
-  if (fault.rank != rank) return std::nullopt;
+  fault.action = planned->action;
+  fault.rank = planned->rank;
+  fault.step = planned->step;
+  fault.last_step = planned->last_step;
   return fault;
 }
 

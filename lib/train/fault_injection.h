@@ -7,7 +7,7 @@
 // step's checkpoint write, its own files written and the folder not yet committed; `spike`
 // multiplies that step's loss (and so its gradients) by kInjectedSpikeFactor, as a batch of bad
 // data does, once per step of <step> or of a range <first>-<last>. Unset, it costs one getenv at
-// startup.
+// startup. The value is parsed with the other test faults in util/test_faults.h.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -27,7 +27,8 @@ struct Fault {
   std::set<int64_t> fired; // the steps a `spike` has hit, each hit once (a rollback reruns them)
 };
 
-// The fault planned for this process, if any; a malformed value is an InputError.
+// The fault planned for this process, if any (parsed by util/test_faults.h; a malformed value is
+// an InputError).
 std::optional<Fault> planned_fault(int64_t rank, int64_t restart_count);
 
 // Carries out `fault` if it is due at `step`.

@@ -15,7 +15,6 @@
 #include "parallel/world.h"
 #include "train/run_setup.h"
 #include "util/device.h"
-#include "util/input_error.h"
 
 namespace xtrain::train {
 namespace {
@@ -234,30 +233,9 @@ std::vector<LinkRate> measure_links(const parallel::DeviceMesh& mesh, const torc
   return links;
 }
 
-int64_t parse_fault_rank(const std::string& text, const std::string& value) {
-  try {
-    size_t used = 0;
-    const auto rank = std::stoll(text, &used);
-    if (used == text.size() && rank >= 0) return rank;
-  } catch (const std::exception&) {
-  }
-  throw InputError(fmt::format("XTRAIN_HEALTH_FAULT={}: expected slow:RANK or corrupt:RANK", value));
-}
-
 }  // namespace
 
-HealthFault health_fault() {
-  HealthFault fault;
-  const char* raw = std::getenv("XTRAIN_HEALTH_FAULT");
-  if (!raw || !*raw) return fault;
-  const std::string value = raw;
-  const auto colon = value.find(':');
-  const std::string kind = value.substr(0, colon);
-  if (colon == std::string::npos || (kind != "slow" && kind != "corrupt"))
-    throw InputError(fmt::format("XTRAIN_HEALTH_FAULT={}: expected slow:RANK or corrupt:RANK", value));
-  (kind == "slow" ? fault.slow_rank : fault.corrupt_rank) = parse_fault_rank(value.substr(colon + 1), value);
-  return fault;
-}
+HealthFault health_fault() { return util::health_fault_from_environment(); }
 
 HealthReport check_health(const parallel::DeviceMesh& mesh, const torch::Device& device,
                           const HealthOptions& options) {

@@ -22,6 +22,7 @@
 
 #include "config/recipe.h"
 #include "parallel/device_mesh.h"
+#include "util/test_faults.h"
 
 namespace xtrain::train {
 
@@ -76,10 +77,9 @@ HealthReport check_health(const parallel::DeviceMesh& mesh, const torch::Device&
 // Returns 0 when healthy, or with problems and stop false; 3 with problems and stop true.
 int run_health_check(const config::Recipe& recipe, const HealthOptions& options, bool stop);
 
-// The fault switch's rank of each kind (-1: none); a malformed value is an InputError.
-struct HealthFault {
-  int64_t slow_rank = -1, corrupt_rank = -1;
-};
+// XTRAIN_HEALTH_FAULT's rank of each kind (-1: none), parsed by util/test_faults.h; a malformed
+// value is an InputError.
+using util::HealthFault;
 HealthFault health_fault();
 
 }  // namespace xtrain::train

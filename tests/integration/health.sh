@@ -72,5 +72,5 @@ PY
 # Bad settings: exit 2, naming the key or the variable.
 expect_refusal 2 "$work/bad.log" "dist.health_check: expected off, start or every_N (N steps, N >= 1), got 'sometimes'" \
   "$xtrain" validate "$work/recipe.yaml" --set dist.health_check=sometimes
-XTRAIN_HEALTH_FAULT=fast:1 expect_refusal 2 "$work/bad.log" "XTRAIN_HEALTH_FAULT=fast:1: expected slow:RANK or corrupt:RANK" \
+XTRAIN_HEALTH_FAULT=fast:1 expect_refusal 2 "$work/bad.log" "XTRAIN_HEALTH_FAULT=fast:1: unknown fault 'fast' (expected slow:<rank> or corrupt:<rank>)" \
   "$xtrain" health "$work/recipe.yaml"
