@@ -4,7 +4,8 @@
 #
 # SentencePiece: Debian's libsentencepiece exports the protobuf-lite it bundles, which clashes
 # with LibTorch's libprotobuf, so only a module links it; xtrain loads the module on first use
-# (text/sentencepiece_backend.h), from beside the executable or from this build folder.
+# (text/sentencepiece_module/sentencepiece_backend.h, the interface it exports), from beside the
+# executable or from this build folder.
 function(xtrain_text_support target)
   set(text_dir ${CMAKE_SOURCE_DIR}/lib/text)
   find_package(PkgConfig REQUIRED)

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "config/recipe_choices.h"
-#include "memory/memory_choices.h"
-#include "parallel/mesh_dim.h"
+#include "layout/memory_choices.h"
+#include "layout/mesh_dim.h"
 #include "model/float8_scaling.h"
 #include "model/model_config.h"
 #include "optim/lr_schedule.h"

@@ -15,8 +15,8 @@
 #include <memory>
 #include <string>
 
+#include "layout/memory_choices.h"
 #include "memory/activation_offload.h"
-#include "memory/memory_choices.h"
 #include "model/causal_lm.h"
 
 namespace xtrain::memory {

@@ -1,7 +1,7 @@
 // ShardPlan: a model's parameters grouped into the units that FSDP gathers and reduces
 // together, taken from its module tree (never from parameter names): the token embedding, each
 // block, and the head (final norm and output projection). Each unit names the mesh dimension it is
-// sharded over and the one it is replicated over (parallel/mesh_dim.h): dense units shard
+// sharded over and the one it is replicated over (layout/mesh_dim.h): dense units shard
 // over "fsdp" and replicate over "dp"; a unit of experts split over "ep" shards over "edp" and
 // has no replicas.
 //
@@ -23,8 +23,8 @@
 
 #include <torch/types.h>
 
+#include "layout/mesh_dim.h"
 #include "model/float8.h"
-#include "parallel/mesh_dim.h"
 
 namespace xtrain::model {
 

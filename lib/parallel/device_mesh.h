@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "layout/mesh_dim.h"
 #include "parallel/comm.h"
-#include "parallel/mesh_dim.h"
 #include "parallel/process_groups.h"
 #include "parallel/world.h"
 
@@ -34,7 +34,7 @@ ParallelDegrees resolve_degrees(ParallelDegrees requested, int64_t world_size);
 using GroupFactory =
     std::function<std::shared_ptr<Comm>(const std::string& name, const std::vector<int64_t>& ranks)>;
 
-// Dimensions (parallel/mesh_dim.h), outermost first: pp, dp, fsdp, cp, tp. A rank's coordinates
+// Dimensions (layout/mesh_dim.h), outermost first: pp, dp, fsdp, cp, tp. A rank's coordinates
 // follow from rank = (((pp_i * dp + dp_i) * fsdp + fsdp_i) * cp + cp_i) * tp + tp_i: tp's ranks
 // are consecutive, cp's next, and a sharding group's nearly so (on one node when the degrees
 // divide the node's ranks), pipeline stages furthest apart.

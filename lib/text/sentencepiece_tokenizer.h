@@ -1,13 +1,13 @@
 // SentencePieceTokenizer: a SentencePiece model file (.model, unigram or BPE) through
-// libsentencepiece (loaded as a module, see sentencepiece_backend.h). encode() is
-// SentencePiece's default Encode: the model's normalisation and pieces, with neither <s> nor
+// libsentencepiece (loaded as a module, see sentencepiece_module/sentencepiece_backend.h).
+// encode() is SentencePiece's default Encode: the model's normalisation and pieces, with neither <s> nor
 // </s> added (as Python's sp.encode(text)); documents are separated by eos_id(), the model's
 // </s>, so a model without one is refused.
 #pragma once
 #include <memory>
 #include <string>
 
-#include "text/sentencepiece_backend.h"
+#include "text/sentencepiece_module/sentencepiece_backend.h"
 #include "text/tokenizer.h"
 
 namespace xtrain::text {

@@ -1,7 +1,7 @@
 // The loadable module behind SentencePieceBackend: the only code linked with libsentencepiece.
 #include <sentencepiece_processor.h>
 
-#include "text/sentencepiece_backend.h"
+#include "text/sentencepiece_module/sentencepiece_backend.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 
 #include "config/recipe.h"
 #include "config/recipe_loader.h"
-#include "parallel/mesh_dim.h"
+#include "layout/mesh_dim.h"
 
 using namespace xtrain;
 

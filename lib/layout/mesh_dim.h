@@ -1,8 +1,9 @@
 // The dimensions of the device mesh (parallel/device_mesh.h) and its two whole-job groups. pp,
 // dp, fsdp, cp and tp are the mesh's grid, outermost first; ep and edp fold into the data and
-// context ranks;
-// world is every rank and self this rank alone. The names are those of the recipe's
-// parallel.* keys, of the process groups and of messages (util/choice.h).
+// context ranks; world is every rank and self this rank alone. The names are those of the
+// recipe's parallel.* keys, of the process groups and of messages (util/choice.h). No LibTorch:
+// the recipe (config/recipe.h) and the shard plans (model/shard_plan.h) name them too. The
+// enums keep the namespace of the mesh that groups ranks by them.
 #pragma once
 #include "util/choice.h"
 
@@ -39,19 +40,6 @@ constexpr const char* to_string(ContextKind value) {
 XTRAIN_CHOICES_END
 
 // Whether the dimension is one of the grid's (pp, dp, fsdp, cp, tp), which flatten() combines.
-constexpr bool is_grid_dim(Dim value) {
-  switch (value) {
-    case Dim::pp:
-    case Dim::dp:
-    case Dim::fsdp:
-    case Dim::cp:
-    case Dim::tp: return true;
-    case Dim::ep:
-    case Dim::edp:
-    case Dim::world:
-    case Dim::self: return false;
-  }
-  return false;
-}
+bool is_grid_dim(Dim value);
 
 }  // namespace xtrain::parallel

@@ -1,6 +1,7 @@
 // The closed choices of the memory policy (memory/memory_policy.h): what recomputes in
 // backward, which attention kernel runs, and whether fused kernels replace unfused ops. The
-// names are the recipe's (memory.recompute, memory.attention, memory.fused_kernels).
+// names are the recipe's (memory.recompute, memory.attention, memory.fused_kernels). No
+// LibTorch: the recipe (config/recipe.h) holds them too.
 #pragma once
 #include "util/choice.h"
 
