@@ -16,12 +16,11 @@ The targets, their sources and their dependencies are read from the build itself
 CMake's File API (the codemodel of BUILD_DIR/.cmake/api/v1/reply, which lib/CMakeLists.txt asks
 for at each configure): no table here repeats lib/CMakeLists.txt. A header belongs to the target
 that compiles its .cpp (or .cu). A header with none belongs to its folder's target; in a folder
-split between targets (xtrain_model_specs out of lib/model and lib/ckpt, xtrain_data_sources out
-of lib/data, xtrain_util_io and xtrain_util in lib/util), a header that reaches no LibTorch
+split between targets, a header that reaches no LibTorch
 header belongs to the lowest of the torch-free ones (compiled without LibTorch's include
 folders), and one that does to the lowest of those whose files include it, where it is
 compiled; the lowest is the one the others in the folder build on. A file no
-target compiles in this configuration (model/cuda/ without the CUDA paths) belongs to its
+target compiles in this configuration (model/kernels/cuda/ without the CUDA paths) belongs to its
 folder's target. An OBJECT library whose sources all belong to other targets
 (xtrain_cpu_variant_check, a second compile) is skipped. Generated headers (util/build_info.h)
 are looked up in BUILD_DIR/generated.

@@ -10,12 +10,12 @@
 // variables or GLIBC_TUNABLES) keep their settings.
 //
 // Tensors of 64 KiB and more do not use that heap at all but a pool of their own
-// (util/host_block_pool.h), whose resident size follows the live tensors' peak; the environment
+// (device/host_block_pool.h), whose resident size follows the live tensors' peak; the environment
 // variable XTRAIN_HOST_ALLOCATOR=malloc puts them back in the heap (to compare, or to hand
 // them to a preloaded malloc).
 #pragma once
 
-#include "util/host_tensor_memory.h"
+#include "device/host_tensor_memory.h"
 
 namespace xtrain {
 

@@ -17,7 +17,7 @@
 #include "launch/launcher.h"
 #include "parallel/comm.h"
 #include "util/exit_codes.h"
-#include "util/host_tensor_memory.h"
+#include "device/host_tensor_memory.h"
 #include "util/input_error.h"
 
 namespace {

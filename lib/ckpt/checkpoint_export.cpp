@@ -15,11 +15,11 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint_reader.h"
-#include "ckpt/hf_config.h"
+#include "model/spec/hf_config.h"
 #include "ckpt/hf_folder.h"
 #include "ckpt/manifest.h"
 #include "ckpt/safetensors.h"
-#include "model/model_spec.h"
+#include "model/spec/model_spec.h"
 #include "util/durable_file.h"
 #include "util/input_error.h"
 #include "util/posix_file.h"

@@ -12,11 +12,11 @@
 #include <torch/torch.h>
 
 #include "ckpt/checkpoint_reader.h"
-#include "ckpt/hf_config.h"
+#include "model/spec/hf_config.h"
 #include "ckpt/quantized_weights.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/sharded_checkpoint.h"
-#include "model/model_spec.h"
+#include "model/spec/model_spec.h"
 #include "util/durable_file.h"
 #include "util/input_error.h"
 

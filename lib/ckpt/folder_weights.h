@@ -1,10 +1,10 @@
-// The weights of a model folder as a ParameterSource (model/parameter_source.h) that reads only
+// The weights of a model folder as a ParameterSource (model/layers/parameter_source.h) that reads only
 // the slices asked for: a Hugging Face folder (model.safetensors, or the files of
 // model.safetensors.index.json) or a sharded training checkpoint (shard-*.safetensors). Under
 // FSDP each rank thus reads its own shards of the folder and nothing else.
 //
 // The folder must hold exactly the model's tensors, under its family's Hugging Face names (each
-// expert's projections apart, as transformers stores them; model/model_spec.h) or, for a
+// expert's projections apart, as transformers stores them; model/spec/model_spec.h) or, for a
 // checkpoint, the model's own names, with their shapes: checked from the headers alone, before any data is read. A missing, unexpected or
 // mis-shaped tensor is an InputError naming it and the file; so is an integer tensor where a
 // parameter is floating point. A Hugging Face folder quantized as its config.json's
@@ -16,7 +16,7 @@
 
 #include "ckpt/safetensors.h"
 #include "model/causal_lm.h"
-#include "model/parameter_source.h"
+#include "model/layers/parameter_source.h"
 
 namespace xtrain::ckpt {
 

@@ -12,8 +12,8 @@
 
 #include "ckpt/folder_weights.h"
 #include "model/model_builder.h"
-#include "model/model_spec.h"
-#include "model/parameter_source.h"
+#include "model/spec/model_spec.h"
+#include "model/layers/parameter_source.h"
 #include "util/durable_file.h"
 #include "util/input_error.h"
 

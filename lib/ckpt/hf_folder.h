@@ -1,11 +1,11 @@
 // Hugging Face folders of any registered family: model.safetensors (or its shards) <-> the
 // model's parameters, under the tensor names of the family's spec (config.json is
-// ckpt/hf_config.h).
+// model/spec/hf_config.h).
 #pragma once
 #include <memory>
 #include <string>
 
-#include "ckpt/hf_config.h"
+#include "model/spec/hf_config.h"
 #include "ckpt/safetensors.h"
 #include "model/causal_lm.h"
 

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "config/close_match.h"
-#include "data/source_list.h"
+#include "data/sources/source_list.h"
 #include "util/input_error.h"
 
 namespace xtrain::config {

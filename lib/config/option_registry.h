@@ -48,7 +48,7 @@ class OptionRegistry {
   void add(std::string path, std::function<T&(Recipe&)> field, T default_value, std::string doc,
            Check<T> check = {});
   // Declares a data source key: a string, or a list of {path, weight} kept as its YAML flow
-  // text (data/source_list.h).
+  // text (data/sources/source_list.h).
   void add_sources(std::string path, std::function<std::string&(Recipe&)> field, std::string default_value,
                    std::string doc, Check<std::string> check = {});
   // Declares a string key kept in the recipe in another form (an enum, util/choice.h): `store`

@@ -9,8 +9,8 @@
 #include "config/recipe_choices.h"
 #include "layout/memory_choices.h"
 #include "layout/mesh_dim.h"
-#include "model/float8_scaling.h"
-#include "model/model_config.h"
+#include "model/spec/float8_scaling.h"
+#include "model/spec/model_config.h"
 #include "optim/lr_schedule.h"
 #include "util/device_setting.h"
 
@@ -31,7 +31,7 @@ struct ModelSection : model::ModelConfig {
 };
 
 struct DataSection {
-  std::string train;  // one source, or a list as YAML flow text (data/source_list.h)
+  std::string train;  // one source, or a list as YAML flow text (data/sources/source_list.h)
   std::string eval;
   std::string tokenizer;
   std::string chat_template;

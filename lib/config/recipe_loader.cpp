@@ -10,12 +10,12 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
-#include "ckpt/hf_config.h"
+#include "model/spec/hf_config.h"
 #include "config/batch_geometry.h"
 #include "config/foreign_keys.h"
 #include "config/option_registry.h"
-#include "data/text_source.h"
-#include "model/model_spec.h"
+#include "data/sources/text_source.h"
+#include "model/spec/model_spec.h"
 #include "text/tokenizer.h"
 #include "util/durable_file.h"
 
@@ -471,7 +471,7 @@ class RecipeBuilder {
                          p.pp, v, m.num_layers));
   }
 
-  // The model's shape splits over parallel.tp (model/tensor_parallel_ops.h).
+  // The model's shape splits over parallel.tp (model/layers/tensor_parallel_ops.h).
   void check_tensor_parallel() {
     const auto& m = recipe_.model;
     const auto& p = recipe_.parallel;
@@ -507,7 +507,7 @@ class RecipeBuilder {
   }
 
   // Tensor parallelism splits a MoE layer's experts by expert over tp, and ep splits each tp
-  // rank's further (model/moe.h); shared experts split as the dense MLP.
+  // rank's further (model/layers/moe.h); shared experts split as the dense MLP.
   void check_tensor_parallel_experts() {
     const auto& m = recipe_.model;
     const auto& p = recipe_.parallel;

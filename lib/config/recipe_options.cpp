@@ -8,7 +8,7 @@
 
 #include "config/checks.h"
 #include "config/option_registry.h"
-#include "model/model_spec.h"
+#include "model/spec/model_spec.h"
 #include "text/chat_template.h"
 #include "util/choice.h"
 #include "util/signal_names.h"

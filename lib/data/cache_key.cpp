@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "data/text_source.h"
+#include "data/sources/text_source.h"
 #include "util/file_digest.h"
 #include "util/input_error.h"
 

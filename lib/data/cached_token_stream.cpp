@@ -9,7 +9,7 @@
 #include "data/data_prepare.h"
 #include "data/encoding_pipeline.h"
 #include "data/indexed_token_stream.h"
-#include "data/text_source.h"
+#include "data/sources/text_source.h"
 #include "data/token_cache.h"
 
 namespace xtrain::data {

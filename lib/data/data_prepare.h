@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "data/document_encoder.h"
-#include "data/document_reader.h"
-#include "data/indexed_dataset_format.h"
+#include "data/sources/document_reader.h"
+#include "data/sources/indexed_dataset_format.h"
 
 namespace xtrain::util {
 class ProgressLine;

@@ -5,8 +5,8 @@
 #include "data/cached_token_stream.h"
 #include "data/encoding_pipeline.h"
 #include "data/indexed_token_stream.h"
-#include "data/source_list.h"
-#include "data/text_source.h"
+#include "data/sources/source_list.h"
+#include "data/sources/text_source.h"
 #include "data/token_dataset.h"
 #include "util/input_error.h"
 

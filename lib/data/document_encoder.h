@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "data/document.h"
+#include "data/sources/document.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "data/document_encoder.h"
-#include "data/document_reader.h"
+#include "data/sources/document_reader.h"
 
 namespace xtrain::data {
 

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "data/document_reader.h"
+#include "data/sources/document_reader.h"
 #include "data/permutation.h"
 #include "data/pixel_tensor.h"
 #include "data/token_dataset.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "data/indexed_dataset_format.h"
+#include "data/sources/indexed_dataset_format.h"
 #include "util/posix_file.h"
 
 namespace xtrain::data {

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "data/indexed_dataset.h"
+#include "data/sources/indexed_dataset.h"
 #include "data/token_stream.h"
 
 namespace xtrain::data {

@@ -5,7 +5,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
-#include "model/widened_gemm.h"
+#include "model/kernels/widened_gemm.h"
 
 namespace xtrain::memory {
 namespace {

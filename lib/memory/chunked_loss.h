@@ -20,7 +20,7 @@
 
 #include <torch/types.h>
 
-#include "model/tensor_parallel_ops.h"
+#include "model/layers/tensor_parallel_ops.h"
 
 namespace xtrain::memory {
 

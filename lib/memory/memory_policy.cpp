@@ -5,9 +5,9 @@
 #include <torch/torch.h>
 
 #include "memory/recompute.h"
-#include "model/blockwise_attention.h"
-#include "model/fused_kernels.h"
-#include "model/sdpa_attention.h"
+#include "model/attention/blockwise_attention.h"
+#include "model/kernel_choice.h"
+#include "model/attention/sdpa_attention.h"
 
 namespace xtrain::memory {
 

@@ -9,7 +9,7 @@
 //   offload              with full recompute, keep the block inputs in host memory
 //   attention blockwise  the attention kernel with memory linear in sequence length
 //   attention sdpa       LibTorch's fused kernels (varlen flash for packed rows on CUDA)
-//   fused_kernels        the fused kernels where they apply (model/fused_rms_norm.h)
+//   fused_kernels        the fused kernels where they apply (model/kernels/fused_rms_norm.h)
 #pragma once
 #include <functional>
 #include <memory>

@@ -7,7 +7,7 @@
 
 #include <torch/types.h>
 
-#include "model/sequence_layout.h"
+#include "model/layers/sequence_layout.h"
 
 namespace xtrain::model {
 
@@ -18,7 +18,7 @@ struct Batch {
   std::map<std::string, torch::Tensor> extra;
   // What the trainer multiplies this batch's loss by before backward (its share of the global
   // batch, times a loss scale). A model whose blocks have auxiliary losses gives them this
-  // gradient inside the blocks' own backward (model/aux_loss.h).
+  // gradient inside the blocks' own backward (model/layers/aux_loss.h).
   double loss_weight = 1.0;
 
   // The extra input `name`, or an undefined tensor.

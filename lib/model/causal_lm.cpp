@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "model/moe.h"
+#include "model/layers/moe.h"
 
 namespace xtrain::model {
 
@@ -25,7 +25,7 @@ torch::Tensor CausalLM::logits(const Batch& batch) {
 
 namespace {
 
-// A family's capability that the recipe check should have refused to use (model/model_spec.h).
+// A family's capability that the recipe check should have refused to use (model/spec/model_spec.h).
 [[noreturn]] void missing_capability(const ModelConfig& config, const char* capability, const char* method) {
   throw std::invalid_argument(fmt::format("CausalLM::{} called on a {} model, whose ModelSpec lacks "
                                           "capabilities.{}: the recipe check should have refused this layout",

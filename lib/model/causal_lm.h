@@ -1,11 +1,11 @@
 // CausalLM: what the engine needs of a language model (a decoder, or an encoder trained on
 // masked tokens: the loss is the same cross-entropy on labelled positions), and nothing of its
 // layers. Training, evaluation, generation, memory policies and FSDP work on this interface
-// only; each family implements it (model/llama.h, model/bert.h) and is found through its
-// ModelSpec (model/model_spec.h).
+// only; each family implements it (model/llama.h, model/bert/bert.h) and is found through its
+// ModelSpec (model/spec/model_spec.h).
 //
 // A model is built without parameter storage and materialised from a ParameterSource
-// (model/parameter_source.h): whole on one process, shard by shard under FSDP.
+// (model/layers/parameter_source.h): whole on one process, shard by shard under FSDP.
 //
 // A model knows nothing of parallelism or memory policies; they reach into its forward through
 // two hooks: block_runner runs each block (recompute, offload and FSDP wrap it), embed_runner
@@ -19,13 +19,13 @@
 
 #include <torch/nn/module.h>
 
-#include "model/attention.h"
+#include "model/attention/attention.h"
 #include "model/batch.h"
-#include "model/model_config.h"
+#include "model/spec/model_config.h"
 #include "model/model_output.h"
-#include "model/parameter_init.h"
+#include "model/layers/parameter_init.h"
 #include "model/shard_plan.h"
-#include "model/tensor_parallel_ops.h"
+#include "model/layers/tensor_parallel_ops.h"
 
 namespace xtrain::model {
 
@@ -45,7 +45,7 @@ class CausalLM : public torch::nn::Module {
   // bias [vocab] (undefined: none; an encoder's masked-LM head has one).
   virtual torch::Tensor output_weight() const = 0;
   virtual torch::Tensor output_bias() const { return {}; }
-  // How each parameter is drawn at a random init, from the module tree (model/parameter_init.h).
+  // How each parameter is drawn at a random init, from the module tree (model/layers/parameter_init.h).
   virtual InitPlan init_plan() const = 0;
   virtual ShardPlan shard_plan() = 0;
   // The kernel slot of every attention layer, in layer order (memory policies swap kernels).

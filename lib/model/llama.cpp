@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "model/aux_loss.h"
-#include "model/llama_family.h"
+#include "model/layers/aux_loss.h"
+#include "model/spec/llama_family.h"
 
 namespace xtrain::model {
 
@@ -205,7 +205,7 @@ std::vector<torch::Tensor> LlamaForCausalLM::predict_ahead(const Batch& batch, t
 
 // The balancing loss is deferred when its gradient in one layer depends on more than that
 // layer's forward (every layer's counts, or every rank's): the layers attach it with rows of
-// coefficients that forward() fills in at its end (model/aux_loss.h).
+// coefficients that forward() fills in at its end (model/layers/aux_loss.h).
 ModelOutput LlamaForCausalLM::forward(const Batch& batch) {
   const auto& c = config();
   const bool deferred = c.num_experts > 0 && c.router_aux_loss_coef > 0 &&
@@ -341,7 +341,7 @@ void LlamaForCausalLM::chunk_routing(const std::vector<DecoderLayerImpl::Routing
   if (c.router_z_loss_coef > 0) output.aux_losses.emplace_back("router_z", z);
 }
 
-// Mixtures of experts: the experts split over the ranks by expert (model/moe.h), the router
+// Mixtures of experts: the experts split over the ranks by expert (model/layers/moe.h), the router
 // replicated, shared experts as a dense MLP.
 TensorParallelPlan LlamaForCausalLM::tensor_parallel_plan(int64_t rank, int64_t ranks) const {
   const auto& c = config();

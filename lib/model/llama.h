@@ -1,7 +1,7 @@
 // The Llama-style decoder of the llama, qwen2 and qwen3 families: token embedding, N x [RMSNorm
 // -> GQA attention with RoPE -> residual, RMSNorm -> SwiGLU -> residual], final RMSNorm, output
 // projection (optionally tied to the embedding). The families differ in attention only
-// (AttentionFeatures, from their specs in model/llama_family.h). Parameter names equal Hugging
+// (AttentionFeatures, from their specs in model/spec/llama_family.h). Parameter names equal Hugging
 // Face's LlamaForCausalLM (model.layers.0.self_attn.q_proj.weight, ..., lm_head.weight), so a
 // state dict maps 1:1 onto an HF checkpoint.
 //
@@ -22,13 +22,13 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/pimpl.h>
 
-#include "model/attention.h"
+#include "model/attention/attention.h"
 #include "model/causal_lm.h"
-#include "model/latent_attention.h"
-#include "model/linear.h"
-#include "model/moe.h"
-#include "model/rms_norm.h"
-#include "model/swiglu.h"
+#include "model/deepseek/latent_attention.h"
+#include "model/layers/linear.h"
+#include "model/layers/moe.h"
+#include "model/layers/rms_norm.h"
+#include "model/layers/swiglu.h"
 
 namespace xtrain::model {
 
@@ -37,10 +37,10 @@ class DecoderLayerImpl : public torch::nn::Module {
   // layer: its index, which decides whether its feed-forward is dense or MoE.
   DecoderLayerImpl(const ModelConfig& config, const AttentionFeatures& features, int64_t layer = 0);
   // loss_weight: the batch's (Batch::loss_weight), which a MoE layer's router losses take as
-  // their gradient weight inside this layer's backward (model/aux_loss.h).
+  // their gradient weight inside this layer's backward (model/layers/aux_loss.h).
   // balance_coefficients: when the balancing loss is deferred (transformers' scope, or the global
   // average), the [E] gradient of it with respect to this layer's summed router probabilities,
-  // filled in by the model after its forward (model/aux_loss.h); undefined otherwise.
+  // filled in by the model after its forward (model/layers/aux_loss.h); undefined otherwise.
   torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {},
                         double loss_weight = 1.0, const torch::Tensor& balance_coefficients = {});
   virtual void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const;
@@ -146,7 +146,7 @@ class LlamaForCausalLM final : public CausalLM {
   std::vector<AttentionKernel*> attention_kernels() override;
   // Megatron's split: attention by heads, the MLP by its intermediate dimension, the embedding
   // and the output projection by vocabulary rows; norms replicated. MoE layers: the experts by
-  // expert, the router replicated, shared experts as the MLP (model/moe.h).
+  // expert, the router replicated, shared experts as the MLP (model/layers/moe.h).
   TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const override;
   void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) override;
   // With experts, the chunk's MoE layers' routing figures as forward() reports them: rows of

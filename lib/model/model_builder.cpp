@@ -4,11 +4,11 @@
 
 #include <fmt/format.h>
 
-#include "model/bert.h"
+#include "model/bert/bert.h"
 #include "model/llama.h"
-#include "model/llava.h"
-#include "model/model_spec.h"
-#include "model/parameter_source.h"
+#include "model/llava/llava.h"
+#include "model/spec/model_spec.h"
+#include "model/layers/parameter_source.h"
 
 namespace xtrain::model {
 

@@ -2,7 +2,7 @@
 // (CausalLM::output_weight()), so that the loss can run chunked and never hold the full logits.
 // Auxiliary losses (a router's load-balancing or z-loss) come out by name, already multiplied
 // by their coefficients, detached: their gradients, weighed by Batch::loss_weight, flow inside
-// the blocks that computed them (model/aux_loss.h), so that FSDP's per-block backward and
+// the blocks that computed them (model/layers/aux_loss.h), so that FSDP's per-block backward and
 // recompute give them. The trainer only logs them, as aux_loss.NAME.
 #pragma once
 #include <string>

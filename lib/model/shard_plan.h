@@ -24,7 +24,7 @@
 #include <torch/types.h>
 
 #include "layout/mesh_dim.h"
-#include "model/float8.h"
+#include "model/layers/float8.h"
 
 namespace xtrain::model {
 

@@ -8,7 +8,7 @@
 #include "optim/adamw_elements.h"
 #include "util/cpu_kernel_support.h"
 #ifdef XTRAIN_CUDA
-#include "model/cuda/fused_kernels_cuda.h"
+#include "model/kernels/cuda/fused_kernels_cuda.h"
 #endif
 
 namespace xtrain::optim {

@@ -1,7 +1,7 @@
 // AdamW's update of one parameter in one pass over its elements: the decay, both moments and the
 // step, each element read and written once, where the multi-tensor ops of optim/adamw.cpp pass
 // over the parameter and its state eight times. fp32 on the CPU (vectorised for AVX-512, AVX2
-// and plain x86-64), fp32 on CUDA (model/cuda/fused_kernels_cuda.h). The arithmetic is
+// and plain x86-64), fp32 on CUDA (model/kernels/cuda/fused_kernels_cuda.h). The arithmetic is
 // torch.optim.AdamW's; multiply-adds may round once where the separate ops round twice, so the
 // results agree with them to a float rounding, not bit for bit.
 #pragma once

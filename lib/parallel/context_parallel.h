@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "memory/memory_policy.h"
-#include "model/sequence_layout.h"
+#include "model/layers/sequence_layout.h"
 #include "parallel/device_mesh.h"
 #include "parallel/ring_attention.h"
 

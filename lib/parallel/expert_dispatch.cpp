@@ -4,7 +4,7 @@
 
 #include <torch/torch.h>
 
-#include "model/parameter_source.h"
+#include "model/layers/parameter_source.h"
 #include "parallel/autograd_collectives.h"
 
 namespace xtrain::parallel {

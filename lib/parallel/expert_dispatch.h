@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "model/moe.h"
+#include "model/layers/moe.h"
 #include "parallel/comm.h"
 
 namespace xtrain::parallel {

@@ -13,7 +13,7 @@ namespace xtrain::parallel {
 namespace {
 
 // The placement in the whole tensor of this ep rank's experts, out of the tp rank's experts that
-// `tp` places: tensor parallelism splits the experts by expert (model/moe.h), ep those further.
+// `tp` places: tensor parallelism splits the experts by expert (model/layers/moe.h), ep those further.
 model::Placement within(const model::Placement& tp, const model::Placement& ep, const std::string& name) {
   for (size_t d = 1; d < tp.offsets.size(); ++d)
     if (tp.offsets[d] != 0)

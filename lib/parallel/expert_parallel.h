@@ -20,7 +20,7 @@ namespace xtrain::parallel {
 // Applies expert parallelism to `model` (before it is sharded or materialised) and returns `plan`
 // (the model's, or an earlier step's) with each MoE block's unit split in two: the dense part,
 // and this rank's experts, sharded over "edp". The model must have experts that split evenly over
-// ep; under tensor parallelism those are the tp rank's experts (model/moe.h), which ep splits
+// ep; under tensor parallelism those are the tp rank's experts (model/layers/moe.h), which ep splits
 // further: each rank of a (tp, ep) pair holds E / (tp x ep) of them.
 // micro_batches: parallel.intra_layer_micro_batch (Domino-EP, model::TokenDispatcher).
 model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh& mesh, model::ShardPlan plan,

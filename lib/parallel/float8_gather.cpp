@@ -4,7 +4,7 @@
 
 #include <torch/torch.h>
 
-#include "model/float8_linear.h"
+#include "model/layers/float8_linear.h"
 
 namespace xtrain::parallel {
 namespace {

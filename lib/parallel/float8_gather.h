@@ -4,7 +4,7 @@
 // buffer with each FP8 weight dequantized from the gathered bytes.
 //
 // The scales are the whole tensor's, not the shard's: every rank takes the amax of each block
-// (model/float8.h) over its part, the ranks' amaxes are gathered and maxed (one small collective
+// (model/layers/float8.h) over its part, the ranks' amaxes are gathered and maxed (one small collective
 // per unit), so they are the scales the one-process run computes from the fp32 weight. They are
 // registered on the weights (model::register_gathered_float8_scales) while gathered, and the
 // layer quantizing the dequantized weight with them recovers exactly the gathered bytes: the
@@ -17,7 +17,7 @@
 
 #include <torch/types.h>
 
-#include "model/float8.h"
+#include "model/layers/float8.h"
 #include "parallel/comm.h"
 
 namespace xtrain::parallel {

@@ -16,8 +16,8 @@
 
 #include "memory/memory_policy.h"
 #include "model/causal_lm.h"
-#include "model/float8_linear.h"
-#include "model/parameter_source.h"
+#include "model/layers/float8_linear.h"
+#include "model/layers/parameter_source.h"
 #include "parallel/device_mesh.h"
 #include "parallel/parallel_model.h"
 

@@ -14,7 +14,7 @@
 
 #include "config/pipeline_layout.h"
 #include "model/causal_lm.h"
-#include "model/parameter_source.h"
+#include "model/layers/parameter_source.h"
 #include "model/shard_plan.h"
 #include "parallel/device_mesh.h"
 #include "parallel/parallel_model.h"

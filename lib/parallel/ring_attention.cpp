@@ -7,9 +7,9 @@
 
 #include <torch/torch.h>
 
-#include "model/attention.h"
-#include "model/flash_block_attention.h"
-#include "model/span_attention.h"
+#include "model/attention/attention.h"
+#include "model/attention/flash_block_attention.h"
+#include "model/attention/span_attention.h"
 
 namespace xtrain::parallel {
 namespace {

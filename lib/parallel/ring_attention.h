@@ -23,8 +23,8 @@
 
 #include <torch/types.h>
 
-#include "model/attention.h"
-#include "model/sequence_layout.h"
+#include "model/attention/attention.h"
+#include "model/layers/sequence_layout.h"
 #include "parallel/comm.h"
 
 namespace xtrain::parallel {

@@ -29,7 +29,7 @@
 
 #include <torch/types.h>
 
-#include "model/parameter_source.h"
+#include "model/layers/parameter_source.h"
 #include "model/shard_plan.h"
 #include "parallel/comm.h"
 #include "parallel/float8_gather.h"

@@ -5,7 +5,7 @@
 
 #include <torch/torch.h>
 
-#include "model/parameter_source.h"
+#include "model/layers/parameter_source.h"
 #include "parallel/tensor_parallel.h"
 
 namespace xtrain::parallel {

@@ -13,7 +13,7 @@
 
 #include "model/causal_lm.h"
 #include "model/shard_plan.h"
-#include "model/tensor_parallel_ops.h"
+#include "model/layers/tensor_parallel_ops.h"
 #include "parallel/comm.h"
 #include "parallel/device_mesh.h"
 

@@ -14,7 +14,7 @@
 
 #include <torch/types.h>
 
-#include "model/attention.h"
+#include "model/attention/attention.h"
 #include "parallel/comm.h"
 
 namespace xtrain::parallel {

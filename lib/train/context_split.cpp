@@ -2,7 +2,7 @@
 
 #include <torch/torch.h>
 
-#include "model/sequence_layout.h"
+#include "model/layers/sequence_layout.h"
 #include "parallel/context_parallel.h"
 
 namespace xtrain::train {

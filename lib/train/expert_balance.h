@@ -1,6 +1,6 @@
 // The experts' side of a training step. The loads of every MoE layer (tokens routed to each
 // expert), summed over the step's micro batches and then over the data ranks, move the
-// sigmoid_bias router's expert bias (model/moe.h: once per step, toward balance) and give the
+// sigmoid_bias router's expert bias (model/layers/moe.h: once per step, toward balance) and give the
 // balance metrics: each layer's max/mean expert load, the worst layer, the fraction of choices
 // dropped over capacity, and the bias range. Because the loads are sums over the global batch,
 // the bias is the same on every rank and in every layout.
@@ -17,7 +17,7 @@
 #include <torch/types.h>
 
 #include "model/causal_lm.h"
-#include "model/moe.h"
+#include "model/layers/moe.h"
 #include "parallel/comm.h"
 
 namespace xtrain::train {

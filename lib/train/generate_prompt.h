@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model/model_config.h"
+#include "model/spec/model_config.h"
 #include "text/tokenizer.h"
 #include "train/generate.h"
 

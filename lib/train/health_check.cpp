@@ -14,7 +14,7 @@
 
 #include "parallel/world.h"
 #include "train/run_setup.h"
-#include "util/device.h"
+#include "device/device.h"
 
 namespace xtrain::train {
 namespace {

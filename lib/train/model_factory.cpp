@@ -6,7 +6,7 @@
 #include "ckpt/folder_weights.h"
 #include "ckpt/manifest.h"
 #include "model/model_builder.h"
-#include "model/parameter_init.h"
+#include "model/layers/parameter_init.h"
 #include "util/input_error.h"
 
 namespace xtrain::train {

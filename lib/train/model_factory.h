@@ -1,4 +1,4 @@
-// The model a recipe describes, through the registry of families (model/model_spec.h), and
+// The model a recipe describes, through the registry of families (model/spec/model_spec.h), and
 // where its first weights come from: run.seed's init, or model.init_from's folder.
 #pragma once
 #include <memory>
@@ -8,11 +8,11 @@
 
 #include "config/recipe.h"
 #include "model/causal_lm.h"
-#include "model/parameter_source.h"
+#include "model/layers/parameter_source.h"
 
 namespace xtrain::train {
 
-// The recipe's model, its parameters without storage (model/parameter_source.h).
+// The recipe's model, its parameters without storage (model/layers/parameter_source.h).
 std::shared_ptr<model::CausalLM> build_model(const config::Recipe& recipe);
 
 struct InitialWeights {

@@ -1,7 +1,7 @@
 // Compute precision of the forward pass, from the recipe's train.dtype, on the parameters'
 // device. bf16 runs matmuls in bfloat16 through LibTorch's autocast (CPU or CUDA); fp16 is
 // fp16 autocast on CUDA and, on CPU, rounds each projection through fp16 (see
-// model/fp16_emulation.h). Parameters, gradients and optimizer state stay fp32 (master weights)
+// model/kernels/fp16_emulation.h). Parameters, gradients and optimizer state stay fp32 (master weights)
 // in both; fp16 also needs loss scaling (optim/loss_scaler.h), which the trainer applies.
 #pragma once
 #include <optional>
@@ -11,7 +11,7 @@
 #include <c10/core/ScalarType.h>
 
 #include "config/recipe_choices.h"
-#include "model/fp16_emulation.h"
+#include "model/kernels/fp16_emulation.h"
 
 namespace xtrain::train {
 

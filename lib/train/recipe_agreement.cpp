@@ -11,9 +11,9 @@
 #include <torch/version.h>
 
 #include "config/option_registry.h"
-#include "data/indexed_dataset_format.h"
-#include "data/source_list.h"
-#include "data/text_source.h"
+#include "data/sources/indexed_dataset_format.h"
+#include "data/sources/source_list.h"
+#include "data/sources/text_source.h"
 #include "parallel/comm.h"
 #include "util/build_info.h"
 #include "util/input_error.h"

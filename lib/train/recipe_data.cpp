@@ -8,7 +8,7 @@
 #include "data/dataset_loader.h"
 #include "data/image_chat_dataset.h"
 #include "data/masked_lm_dataset.h"
-#include "data/source_list.h"
+#include "data/sources/source_list.h"
 #include "util/input_error.h"
 
 namespace xtrain::train {

@@ -12,8 +12,8 @@
 #include <torch/torch.h>
 
 #include "ckpt/manifest.h"
-#include "model/model_spec.h"
-#include "model/sdpa_attention.h"
+#include "model/spec/model_spec.h"
+#include "model/attention/sdpa_attention.h"
 #include "train/precision.h"
 #include "util/input_error.h"
 
@@ -114,7 +114,7 @@ memory::Attention auto_attention(const config::Recipe& recipe, const torch::Devi
 memory::MemoryOptions memory_options(const config::Recipe& recipe, const torch::Device& device) {
   const auto& m = recipe.memory;
   const auto attention = m.attention == memory::Attention::automatic ? auto_attention(recipe, device) : m.attention;
-  // The fused kernels (model/fused_kernels.h): fp32 on the CPU; fp32, bf16 and fp16 on CUDA.
+  // The fused kernels (model/kernels/fused_kernels.h): fp32 on the CPU; fp32, bf16 and fp16 on CUDA.
   if (m.fused_kernels == memory::FusedKernels::on && device.is_cpu() && recipe.train.dtype != config::Dtype::fp32)
     throw InputError(fmt::format(
         "memory.fused_kernels: on, but this run computes in {} on the CPU, where the fused kernels are fp32 only "

@@ -13,7 +13,7 @@
 #include "ckpt/sharded_checkpoint.h"
 #include "train/non_finite_guard.h"
 #include "util/build_info.h"
-#include "util/device.h"
+#include "device/device.h"
 #include "util/input_error.h"
 
 namespace xtrain::train {

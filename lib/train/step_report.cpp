@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "util/device.h"
+#include "device/device.h"
 #include "util/process_memory.h"
 
 namespace xtrain::train {

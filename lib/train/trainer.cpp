@@ -12,7 +12,7 @@
 #include "train/recipe_data.h"
 #include "train/run_setup.h"
 #include "train/training_run.h"
-#include "util/device.h"
+#include "device/device.h"
 #include "util/input_error.h"
 #include "util/process_memory.h"
 

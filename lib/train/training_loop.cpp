@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "ckpt/hf_config.h"
+#include "model/spec/hf_config.h"
 #include "data/micro_batch.h"
 #include "train/context_split.h"
 #include "train/evaluate.h"

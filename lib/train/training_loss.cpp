@@ -4,7 +4,7 @@
 
 #include "data/sample_dataset.h"
 #include "memory/chunked_loss.h"
-#include "model/attention.h"
+#include "model/attention/attention.h"
 
 namespace xtrain::train {
 

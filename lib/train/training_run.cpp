@@ -10,12 +10,12 @@
 #include <torch/torch.h>
 
 #include "ckpt/checkpoint_reader.h"
-#include "ckpt/hf_config.h"
+#include "model/spec/hf_config.h"
 #include "config/batch_geometry.h"
 #include "config/option_registry.h"
 #include "config/recipe_loader.h"
-#include "model/model_spec.h"
-#include "model/parameter_source.h"
+#include "model/spec/model_spec.h"
+#include "model/layers/parameter_source.h"
 #include "optim/onebit_adam.h"
 #include "parallel/compressed_allreduce.h"
 #include "parallel/exact_momentum_average.h"
@@ -28,7 +28,7 @@
 #include "train/resume_changes.h"
 #include "train/stop_signal.h"
 #include "train/training_loss.h"
-#include "util/device.h"
+#include "device/device.h"
 #include "util/input_error.h"
 #include "util/numeric_fault.h"
 #include "util/process_memory.h"
@@ -369,7 +369,7 @@ void TrainingRun::print_summary() const {
   for (const auto& warning : float8_unused_key_warnings(recipe_.precision)) fmt::print(stderr, "warning: {}\n", warning);
 }
 
-// Which FP8 GEMM runs (model/float8_linear.h), in which formats, and how FSDP gathers.
+// Which FP8 GEMM runs (model/layers/float8_linear.h), in which formats, and how FSDP gathers.
 void TrainingRun::print_float8_line() const {
   const auto options = parallelize_options(recipe_, device_);
   const bool gathers = options.float8_all_gather && mesh_->size(parallel::Dim::fsdp) > 1;

@@ -106,7 +106,7 @@ class TrainingRun {
   std::shared_ptr<model::CausalLM> model_;
   InitialWeights initial_weights_;
   // The config.json the model came from (model.init_from's, or the resumed checkpoint's, which
-  // carries it on): checkpoints write it back with xtrain's fields over it (ckpt/hf_config.h).
+  // carries it on): checkpoints write it back with xtrain's fields over it (model/spec/hf_config.h).
   nlohmann::json imported_hf_config_;
   int64_t total_parameters_ = 0;
   int64_t loss_chunk_ = 0;

@@ -137,7 +137,7 @@ MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, i
     PrecisionScope precision(settings_.dtype, settings_.device.type());
     auto model_input = model_batch(batch, settings_.device);
     // Auxiliary losses weigh as the loss does, so that their gradient does not depend on the
-    // layout; the model applies it inside its blocks' backward (model/aux_loss.h).
+    // layout; the model applies it inside its blocks' backward (model/layers/aux_loss.h).
     model_input.loss_weight = loss_weight;
     output = training_loss(model_.model(), model_input, settings_.loss_chunk,
                            model_.fresh_head_gradients() ? memory::WeightGrad::into_fresh_grad

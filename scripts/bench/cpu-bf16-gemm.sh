@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bf16 training on a CPU without fast bf16 GEMMs: the demo recipe (recipes/demo.yaml) in bf16 with
 # ATen's own bf16 GEMMs (XTRAIN_CPU_BF16_GEMM=aten) against the same GEMMs widened to fp32
-# (model/widened_gemm.h), with fp32 training beside them; seconds a step (median of steps
+# (model/kernels/widened_gemm.h), with fp32 training beside them; seconds a step (median of steps
 # 6..STEPS) and the loss at the last step of each, in one invocation.
 #   scripts/bench/cpu-bf16-gemm.sh [--steps 20]
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where CPU tensors of 64 KiB and more live: xtrain's host block pool (util/host_block_pool.h,
+# Where CPU tensors of 64 KiB and more live: xtrain's host block pool (device/host_block_pool.h,
 # the default) against malloc's heap (XTRAIN_HOST_ALLOCATOR=malloc), in turns (A B B A ...) on
 # the same recipes: the median step time (steps after the first 2, every round), the fullest
 # rank's peak resident memory, its peak of live tensors, and whether the per-step losses are

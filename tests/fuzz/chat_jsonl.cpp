@@ -1,6 +1,6 @@
 // The JSONL chat reader on arbitrary lines, each record that parses rendered with the chatml
 // template as the data pipeline does; the rendered text holds every message's content.
-#include "data/jsonl_record.h"
+#include "data/sources/jsonl_record.h"
 #include "fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -2,7 +2,7 @@
 // out views inside its .bin: every sequence and document, whatever the index says.
 #include <fuzzer/FuzzedDataProvider.h>
 
-#include "data/indexed_dataset.h"
+#include "data/sources/indexed_dataset.h"
 #include "fuzz_input.h"
 
 namespace {

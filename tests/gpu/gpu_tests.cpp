@@ -22,13 +22,13 @@
 #include "parallel/ulysses_attention.h"
 #include "parallel/shard_unit.h"
 #include "memory/activation_offload.h"
-#include "model/blockwise_attention.h"
-#include "model/float8_linear.h"
-#include "model/fused_kernels.h"
+#include "model/attention/blockwise_attention.h"
+#include "model/layers/float8_linear.h"
+#include "model/kernel_choice.h"
 #include "model/llama.h"
-#include "model/rotary.h"
-#include "model/cuda/fused_kernels_cuda.h"
-#include "model/sdpa_attention.h"
+#include "model/layers/rotary.h"
+#include "model/kernels/cuda/fused_kernels_cuda.h"
+#include "model/attention/sdpa_attention.h"
 #include "optim/adamw.h"
 
 using namespace xtrain;
@@ -70,7 +70,7 @@ double kernel_tolerance(torch::ScalarType dtype) {
   }
 }
 
-// The unfused ops, as model/rms_norm.cpp, model/swiglu.cpp and model/rotary.cpp compose them.
+// The unfused ops, as model/layers/rms_norm.cpp, model/layers/swiglu.cpp and model/layers/rotary.cpp compose them.
 torch::Tensor unfused_rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
   auto wide = x.to(at::promote_types(x.scalar_type(), torch::kFloat32));
   auto normed = wide * torch::rsqrt(wide.pow(2).mean(-1, /*keepdim=*/true) + eps);

@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "model/attention.h"
-#include "model/blockwise_attention.h"
-#include "model/sdpa_attention.h"
+#include "model/attention/attention.h"
+#include "model/attention/blockwise_attention.h"
+#include "model/attention/sdpa_attention.h"
 
 int main(int argc, char** argv) {
   std::string impl = "blockwise", dtype = "fp32";

@@ -11,10 +11,10 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "model/fused_rms_norm.h"
-#include "model/fused_rotary.h"
-#include "model/fused_swiglu.h"
-#include "model/rotary.h"
+#include "model/kernels/fused_rms_norm.h"
+#include "model/kernels/fused_rotary.h"
+#include "model/kernels/fused_swiglu.h"
+#include "model/layers/rotary.h"
 #include "optim/adamw.h"
 
 namespace {

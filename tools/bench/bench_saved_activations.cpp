@@ -9,7 +9,7 @@
 #include <torch/torch.h>
 
 #include "model/causal_lm.h"
-#include "model/fused_kernels.h"
+#include "model/kernel_choice.h"
 #include "model/model_builder.h"
 
 namespace {

@@ -9,7 +9,7 @@ pick up words, names and dialogue within a few hundred steps, and varied enough 
 model cannot simply memorise it. It contains no third-party text, so it ships with xtrain
 under the project's own terms.
 
-Layout (relied upon by lib/data/demo_corpus.cpp): a title line, paragraphs separated by one
+Layout (relied upon by lib/data/sources/demo_corpus.cpp): a title line, paragraphs separated by one
 blank line, stories separated by two blank lines.
 
 The output is a pure function of SEED (Python's random.Random is stable across versions for

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ckpt/hf_config.h"
-#include "model/llama_family.h"
+#include "model/spec/hf_config.h"
+#include "model/spec/llama_family.h"
 
 using namespace xtrain;
 using nlohmann::json;

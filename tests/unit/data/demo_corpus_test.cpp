@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "data/demo_corpus.h"
-#include "data/text_source.h"
+#include "data/sources/demo_corpus.h"
+#include "data/sources/text_source.h"
 
 using xtrain::data::demo_corpus;
 using xtrain::data::demo_documents;

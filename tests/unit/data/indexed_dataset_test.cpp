@@ -15,7 +15,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "data/indexed_dataset.h"
+#include "data/sources/indexed_dataset.h"
 #include "data/indexed_dataset_writer.h"
 #include "scratch_dir.h"
 #include "util/input_error.h"

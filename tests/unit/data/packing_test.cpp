@@ -12,9 +12,9 @@
 #include "data/micro_batch.h"
 #include "data/token_dataset.h"
 #include "memory/memory_policy.h"
-#include "model/blockwise_attention.h"
+#include "model/attention/blockwise_attention.h"
 #include "model/causal_lm.h"
-#include "model/sequence_layout.h"
+#include "model/layers/sequence_layout.h"
 #include "model/small_llama.h"
 #include "train/training_loss.h"
 

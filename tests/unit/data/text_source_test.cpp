@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "data/text_source.h"
+#include "data/sources/text_source.h"
 #include "scratch_dir.h"
 #include "util/input_error.h"
 

@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "model/aux_loss.h"
+#include "model/layers/aux_loss.h"
 
 using namespace xtrain;
 

@@ -10,10 +10,10 @@
 
 #include "ckpt/hf_folder.h"
 #include "ckpt/safetensors.h"
-#include "model/bert.h"
+#include "model/bert/bert.h"
 #include "model/model_builder.h"
-#include "model/model_spec.h"
-#include "model/sequence_layout.h"
+#include "model/spec/model_spec.h"
+#include "model/layers/sequence_layout.h"
 #include "scratch_dir.h"
 #include "tensor_compare.h"
 #include "train/training_loss.h"

@@ -8,11 +8,11 @@
 
 #include <catch2/catch.hpp>
 
-#include "model/attention.h"
-#include "model/blockwise_attention.h"
+#include "model/attention/attention.h"
+#include "model/attention/blockwise_attention.h"
 #include "model/gradcheck.h"
-#include "model/sdpa_attention.h"
-#include "model/span_attention.h"
+#include "model/attention/sdpa_attention.h"
+#include "model/attention/span_attention.h"
 #include "tensor_compare.h"
 
 using namespace xtrain;

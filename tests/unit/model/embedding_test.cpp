@@ -2,8 +2,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "model/linear.h"
-#include "model/parameter_source.h"
+#include "model/layers/linear.h"
+#include "model/layers/parameter_source.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include "ckpt/safetensors.h"
-#include "model/float8_linear.h"
+#include "model/layers/float8_linear.h"
 #include "parallel/shard_unit.h"
 #include "parallel/thread_comm.h"
 #include "parallel/rank_threads.h"

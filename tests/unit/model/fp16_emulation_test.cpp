@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "model/fp16_emulation.h"
-#include "model/linear.h"
-#include "model/parameter_source.h"
+#include "model/kernels/fp16_emulation.h"
+#include "model/layers/linear.h"
+#include "model/layers/parameter_source.h"
 
 using namespace xtrain;
 

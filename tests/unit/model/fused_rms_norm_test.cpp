@@ -8,8 +8,8 @@
 
 #include <torch/torch.h>
 
-#include "model/fused_rms_norm.h"
-#include "model/rms_norm.h"
+#include "model/kernels/fused_rms_norm.h"
+#include "model/layers/rms_norm.h"
 
 using namespace xtrain;
 

@@ -7,10 +7,10 @@
 
 #include <torch/torch.h>
 
-#include "model/attention.h"
-#include "model/fused_kernels.h"
-#include "model/fused_rotary.h"
-#include "model/rotary.h"
+#include "model/attention/attention.h"
+#include "model/kernels/fused_kernels.h"
+#include "model/kernels/fused_rotary.h"
+#include "model/layers/rotary.h"
 #include "tensor_compare.h"
 
 using namespace xtrain;

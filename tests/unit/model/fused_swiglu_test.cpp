@@ -11,9 +11,9 @@
 #include <torch/torch.h>
 
 #include "util/cpu_kernel_support.h"
-#include "model/fused_kernels.h"
-#include "model/fused_swiglu.h"
-#include "model/swiglu.h"
+#include "model/kernel_choice.h"
+#include "model/kernels/fused_swiglu.h"
+#include "model/layers/swiglu.h"
 #include "tensor_compare.h"
 
 using namespace xtrain;

@@ -1,12 +1,12 @@
 #include <catch2/catch.hpp>
 
-#include "model/attention.h"
+#include "model/attention/attention.h"
 #include "model/llama.h"
-#include "model/parameter_source.h"
+#include "model/layers/parameter_source.h"
 #include "model/small_llama.h"
-#include "model/rms_norm.h"
-#include "model/rotary.h"
-#include "model/swiglu.h"
+#include "model/layers/rms_norm.h"
+#include "model/layers/rotary.h"
+#include "model/layers/swiglu.h"
 #include "model/gradcheck.h"
 
 using namespace xtrain;

@@ -10,11 +10,11 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "ckpt/hf_config.h"
+#include "model/spec/hf_config.h"
 #include "ckpt/hf_folder.h"
 #include "ckpt/safetensors.h"
 #include "model/model_builder.h"
-#include "model/model_spec.h"
+#include "model/spec/model_spec.h"
 #include "scratch_dir.h"
 #include "tensor_compare.h"
 #include "train/training_loss.h"

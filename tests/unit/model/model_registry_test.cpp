@@ -10,10 +10,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "ckpt/hf_config.h"
+#include "model/spec/hf_config.h"
 #include "model/causal_lm.h"
 #include "model/model_builder.h"
-#include "model/model_spec.h"
+#include "model/spec/model_spec.h"
 #include "model/small_llama.h"
 #include "util/input_error.h"
 

@@ -9,9 +9,9 @@
 #include <catch2/catch.hpp>
 
 #include "ckpt/safetensors.h"
-#include "model/moe.h"
-#include "model/parameter_init.h"
-#include "model/parameter_source.h"
+#include "model/layers/moe.h"
+#include "model/layers/parameter_init.h"
+#include "model/layers/parameter_source.h"
 #include "scratch_dir.h"
 #include "tensor_compare.h"
 

@@ -7,9 +7,9 @@
 
 #include "model/causal_lm.h"
 #include "model/model_builder.h"
-#include "model/model_spec.h"
-#include "model/parameter_init.h"
-#include "model/parameter_source.h"
+#include "model/spec/model_spec.h"
+#include "model/layers/parameter_init.h"
+#include "model/layers/parameter_source.h"
 #include "model/small_llama.h"
 
 using namespace xtrain;

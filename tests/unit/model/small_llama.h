@@ -4,9 +4,9 @@
 #include <string>
 
 #include "model/causal_lm.h"
-#include "model/model_config.h"
+#include "model/spec/model_config.h"
 #include "model/model_builder.h"
-#include "model/model_spec.h"
+#include "model/spec/model_spec.h"
 
 namespace xtrain::testing {
 

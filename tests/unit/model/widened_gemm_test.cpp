@@ -1,4 +1,4 @@
-// bf16 GEMMs widened to fp32 (model/widened_gemm.h) against ATen's own bf16 GEMMs, forward and
+// bf16 GEMMs widened to fp32 (model/kernels/widened_gemm.h) against ATen's own bf16 GEMMs, forward and
 // backward, under CPU autocast and on bf16 tensors: the same products, accumulated in fp32 in
 // another order, so the bf16 results agree but for the last bit of a few elements.
 #include <optional>
@@ -9,7 +9,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "model/widened_gemm.h"
+#include "model/kernels/widened_gemm.h"
 
 using namespace xtrain;
 

@@ -11,8 +11,8 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
-#include "model/attention.h"
-#include "model/blockwise_attention.h"
+#include "model/attention/attention.h"
+#include "model/attention/blockwise_attention.h"
 #include "parallel/context_parallel.h"
 #include "parallel/thread_comm.h"
 #include "parallel/ulysses_attention.h"

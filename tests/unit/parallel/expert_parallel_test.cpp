@@ -9,9 +9,9 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
-#include "model/moe.h"
-#include "model/parameter_init.h"
-#include "model/parameter_source.h"
+#include "model/layers/moe.h"
+#include "model/layers/parameter_init.h"
+#include "model/layers/parameter_source.h"
 #include "parallel/expert_dispatch.h"
 #include "parallel/thread_comm.h"
 #include "rank_threads.h"

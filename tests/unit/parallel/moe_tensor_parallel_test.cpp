@@ -1,4 +1,4 @@
-// Tensor parallelism of a MoE block over thread ranks (model/moe.h): each tp rank holds E / tp
+// Tensor parallelism of a MoE block over thread ranks (model/layers/moe.h): each tp rank holds E / tp
 // experts and a slice of the shared experts, routes every token with the replicated router and
 // sums its experts' outputs with the others'. Against one block holding everything: the routing,
 // the outputs, the input gradients, the router's gradient (whole on every rank, a router loss
@@ -10,9 +10,9 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
-#include "model/moe.h"
-#include "model/parameter_init.h"
-#include "model/parameter_source.h"
+#include "model/layers/moe.h"
+#include "model/layers/parameter_init.h"
+#include "model/layers/parameter_source.h"
 #include "parallel/expert_dispatch.h"
 #include "parallel/tensor_parallel_plan.h"
 #include "parallel/thread_comm.h"

@@ -14,8 +14,8 @@
 
 #include "ckpt/checkpoint.h"
 #include "model/model_builder.h"
-#include "model/parameter_init.h"
-#include "model/parameter_source.h"
+#include "model/layers/parameter_init.h"
+#include "model/layers/parameter_source.h"
 #include "model/small_llama.h"
 #include "parallel/parallelize.h"
 #include "parallel/rank_threads.h"

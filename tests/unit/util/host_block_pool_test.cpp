@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "util/host_block_pool.h"
+#include "device/host_block_pool.h"
 
 using xtrain::util::HostBlockPool;
 

@@ -8,8 +8,8 @@
 #include <c10/core/CPUAllocator.h>
 #include <torch/torch.h>
 
-#include "util/device.h"
-#include "util/host_tensor_memory.h"
+#include "device/device.h"
+#include "device/host_tensor_memory.h"
 
 using namespace xtrain::util;
 

@@ -1,0 +1,136 @@
+#include "model/bert/bert.h"
+
+#include <torch/torch.h>
+
+#include "model/spec/bert_family.h"
+#include "model/layers/module_scope.h"
+
+namespace xtrain::model {
+
+BertLayerImpl::BertLayerImpl(const ModelConfig& c) : num_heads_(c.num_heads), head_dim_(c.hidden_size / c.num_heads) {
+  auto attention = module_scope(*this, "attention");
+  auto self = module_scope(*attention, "self");
+  query = self->register_module("query", Linear(c.hidden_size, c.hidden_size, true));
+  key = self->register_module("key", Linear(c.hidden_size, c.hidden_size, true));
+  value = self->register_module("value", Linear(c.hidden_size, c.hidden_size, true));
+  auto attention_output = module_scope(*attention, "output");
+  attention_dense = attention_output->register_module("dense", Linear(c.hidden_size, c.hidden_size, true));
+  attention_norm = attention_output->register_module("LayerNorm", LayerNorm(c.hidden_size, c.norm_eps));
+  intermediate = module_scope(*this, "intermediate")->register_module("dense", Linear(c.hidden_size, c.intermediate_size, true));
+  auto output = module_scope(*this, "output");
+  output_dense = output->register_module("dense", Linear(c.intermediate_size, c.hidden_size, true));
+  output_norm = output->register_module("LayerNorm", LayerNorm(c.hidden_size, c.norm_eps));
+}
+
+torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
+  const int64_t b = x.size(0), t = x.size(1);
+  auto heads = [&](Linear& projection) { return projection(x).view({b, t, -1, head_dim_}).transpose(1, 2); };
+  auto context = at::scaled_dot_product_attention(heads(query), heads(key), heads(value), mask);
+  context = context.transpose(1, 2).reshape({b, t, -1});
+  const auto h = attention_norm(attention_dense(context) + x);
+  return output_norm(output_dense(torch::gelu(intermediate(h))) + h);
+}
+
+void BertLayerImpl::describe_init(const std::string& name, double std, InitPlan& plan) const {
+  query->describe_init(name + ".attention.self.query", std, plan);
+  key->describe_init(name + ".attention.self.key", std, plan);
+  value->describe_init(name + ".attention.self.value", std, plan);
+  attention_dense->describe_init(name + ".attention.output.dense", std, plan);
+  attention_norm->describe_init(name + ".attention.output.LayerNorm", plan);
+  intermediate->describe_init(name + ".intermediate.dense", std, plan);
+  output_dense->describe_init(name + ".output.dense", std, plan);
+  output_norm->describe_init(name + ".output.LayerNorm", plan);
+}
+
+BertForMaskedLM::BertForMaskedLM(const ModelConfig& c) : CausalLM(c) {
+  auto bert = module_scope(*this, "bert");
+  auto embeddings = module_scope(*bert, "embeddings");
+  word_embeddings = embeddings->register_module("word_embeddings", Embedding(c.vocab_size, c.hidden_size));
+  word_embeddings->padding_idx = c.pad_token_id;
+  position_embeddings = embeddings->register_module("position_embeddings", Embedding(c.max_seq_len, c.hidden_size));
+  token_type_embeddings =
+      embeddings->register_module("token_type_embeddings", Embedding(c.type_vocab_size, c.hidden_size));
+  embeddings_norm = embeddings->register_module("LayerNorm", LayerNorm(c.hidden_size, c.norm_eps));
+  layers = module_scope(*bert, "encoder")->register_module("layer", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_layers; ++i) layers->push_back(BertLayer(c));
+  auto predictions = module_scope(*module_scope(*this, "cls"), "predictions");
+  prediction_bias = predictions->register_parameter("bias", unmaterialized({c.vocab_size}));
+  auto transform_scope = module_scope(*predictions, "transform");
+  transform = transform_scope->register_module("dense", Linear(c.hidden_size, c.hidden_size, true));
+  transform_norm = transform_scope->register_module("LayerNorm", LayerNorm(c.hidden_size, c.norm_eps));
+}
+
+torch::Tensor encoder_attention_mask(const Batch& batch) {
+  const int64_t b = batch.input_ids.size(0), t = batch.input_ids.size(1);
+  const auto options = torch::TensorOptions().dtype(torch::kBool).device(batch.input_ids.device());
+  auto mask = torch::ones({b, 1, t, t}, options);
+  if (const auto keys = batch.extra_input("attention_mask"); keys.defined())
+    mask = mask.logical_and(keys.ne(0).view({b, 1, 1, t}));
+  if (batch.layout.packed()) {
+    // Document index of each token: the count of boundaries at or before it.
+    const auto bounds = batch.layout.cu_seqlens.narrow(0, 1, batch.layout.cu_seqlens.size(0) - 2).to(options.device());
+    const auto positions = torch::arange(t, options.dtype(torch::kInt64));
+    const auto document = positions.unsqueeze(1).ge(bounds.unsqueeze(0)).sum(1);
+    mask = mask.logical_and(document.unsqueeze(1).eq(document.unsqueeze(0)).view({1, 1, t, t}));
+  }
+  return mask;
+}
+
+torch::Tensor BertForMaskedLM::embed(const Batch& batch) {
+  const auto& ids = batch.input_ids;
+  TORCH_CHECK((batch.layout.packed() ? batch.layout.longest : ids.size(1)) <= config().max_seq_len, "sequence of ",
+              ids.size(1), " tokens exceeds model.max_seq_len ", config().max_seq_len);
+  auto positions = batch.layout.packed() ? batch.layout.positions
+                                         : torch::arange(ids.size(1), ids.options().dtype(torch::kInt64));
+  auto types = batch.extra_input("token_type_ids");
+  if (!types.defined()) types = torch::zeros_like(ids);
+  auto lookup = [&](const torch::Tensor& input) {
+    return word_embeddings(input) + position_embeddings(positions).unsqueeze(0) + token_type_embeddings(types);
+  };
+  return embeddings_norm(embed_runner ? embed_runner(ids, lookup) : lookup(ids));
+}
+
+ModelOutput BertForMaskedLM::forward(const Batch& batch) {
+  auto x = embed(batch);
+  const auto mask = encoder_attention_mask(batch);
+  for (size_t i = 0; i < layers->size(); ++i) {
+    auto* layer = (*layers)[i]->as<BertLayer>();
+    auto block = [layer, mask](const torch::Tensor& input) { return layer->forward(input, mask); };
+    x = block_runner ? block_runner(static_cast<int64_t>(i), x, block) : block(x);
+  }
+  return {transform_norm(torch::gelu(transform(x))), {}, {}, {}, {}};
+}
+
+torch::Tensor BertForMaskedLM::output_weight() const { return word_embeddings->weight; }
+
+InitPlan BertForMaskedLM::init_plan() const {
+  const double std = config().init_std;
+  InitPlan plan;
+  word_embeddings->describe_init("bert.embeddings.word_embeddings", std, plan);
+  position_embeddings->describe_init("bert.embeddings.position_embeddings", std, plan);
+  token_type_embeddings->describe_init("bert.embeddings.token_type_embeddings", std, plan);
+  embeddings_norm->describe_init("bert.embeddings.LayerNorm", plan);
+  for (size_t i = 0; i < layers->size(); ++i)
+    (*layers)[i]->as<BertLayer>()->describe_init("bert.encoder.layer." + std::to_string(i), std, plan);
+  plan["cls.predictions.bias"] = {ParameterInit::Kind::zeros, 0.0};
+  transform->describe_init("cls.predictions.transform.dense", std, plan);
+  transform_norm->describe_init("cls.predictions.transform.LayerNorm", plan);
+  return plan;
+}
+
+ShardPlan BertForMaskedLM::shard_plan() {
+  ShardPlan plan;
+  for (size_t i = 0; i < layers->size(); ++i) {
+    const std::string name = "bert.encoder.layer." + std::to_string(i);
+    ShardPlan::Unit unit{name, {}, parallel::Dim::fsdp, parallel::Dim::dp, {}};
+    for (const auto& item : (*layers)[i]->named_parameters()) unit.parameters.emplace_back(name + "." + item.key(), item.value());
+    plan.blocks.push_back({std::move(unit)});
+  }
+  // FSDP's tied layout: no embedding unit, the root unit holding the table stays gathered.
+  plan.head = {"root", {}, parallel::Dim::fsdp, parallel::Dim::dp, {}};
+  for (const auto& item : named_parameters())
+    if (item.key().rfind("bert.encoder.", 0) != 0) plan.head.parameters.emplace_back(item.key(), item.value());
+  return plan;
+}
+
+}  // namespace xtrain::model

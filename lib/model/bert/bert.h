@@ -1,0 +1,72 @@
+// BERT (transformers' BertForMaskedLM): word, position and token-type embeddings summed and
+// layer-normed; N post-LN encoder layers [bidirectional attention with biases -> dense ->
+// residual -> LayerNorm, GELU MLP -> residual -> LayerNorm]; the masked-LM head (dense, GELU,
+// LayerNorm, then the word embeddings as output projection, always tied, plus a bias). Parameter names
+// are Hugging Face's (bert.encoder.layer.0.attention.self.query.weight, ..., cls.predictions.bias).
+//
+// Attention is bidirectional within a document: keys where Batch::extra["attention_mask"]
+// ([B, T], 0 at padding) is 0 are masked, and a packed layout confines each token to its own
+// document, whose positions restart at 0. forward() gives the head's transformed hidden states:
+// the loss multiplies them by output_weight() and adds output_bias(), as for the decoders, and
+// counts only the positions whose label is not -100 (the masked tokens).
+//
+// Init as BERT's: every weight ~ N(0, init_std^2), biases 0, LayerNorm gains 1. Not split by
+// tensor or pipeline parallelism (the recipe refuses both).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/pimpl.h>
+
+#include "model/causal_lm.h"
+#include "model/layers/layer_norm.h"
+#include "model/layers/linear.h"
+
+namespace xtrain::model {
+
+class BertLayerImpl : public torch::nn::Module {
+ public:
+  explicit BertLayerImpl(const ModelConfig& config);
+  // mask: bool [B, 1, T, T], true where a query may attend to a key.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
+  void describe_init(const std::string& name, double std, InitPlan& plan) const;
+
+  Linear query{nullptr}, key{nullptr}, value{nullptr}, attention_dense{nullptr};
+  LayerNorm attention_norm{nullptr};
+  Linear intermediate{nullptr}, output_dense{nullptr};
+  LayerNorm output_norm{nullptr};
+
+ private:
+  int64_t num_heads_, head_dim_;
+};
+TORCH_MODULE(BertLayer);
+
+class BertForMaskedLM final : public CausalLM {
+ public:
+  explicit BertForMaskedLM(const ModelConfig& config);
+
+  ModelOutput forward(const Batch& batch) override;
+  torch::Tensor output_weight() const override;
+  torch::Tensor output_bias() const override { return prediction_bias; }
+  InitPlan init_plan() const override;
+  // The embeddings and the head as one unit (they share the word embeddings), each layer its own.
+  ShardPlan shard_plan() override;
+  std::vector<AttentionKernel*> attention_kernels() override { return {}; }
+
+  Embedding word_embeddings{nullptr}, position_embeddings{nullptr}, token_type_embeddings{nullptr};
+  LayerNorm embeddings_norm{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  torch::Tensor prediction_bias;
+  Linear transform{nullptr};
+  LayerNorm transform_norm{nullptr};
+
+ private:
+  torch::Tensor embed(const Batch& batch);
+};
+
+// The encoder's attention mask for a batch: bool [B, 1, T, T].
+torch::Tensor encoder_attention_mask(const Batch& batch);
+
+}  // namespace xtrain::model

@@ -1,0 +1,73 @@
+// The CLIP vision transformer as transformers' CLIPVisionModel computes it: a patch Conv2d
+// (no bias) over a square image, a class token in front, learned position embeddings,
+// pre_layrnorm, N pre-LN encoder layers [LayerNorm -> bidirectional attention with q, k, v and
+// out biases -> residual, LayerNorm -> fc1, quick_gelu (x * sigmoid(1.702 x)), fc2 -> residual],
+// and post_layernorm (which only CLIP's pooled output reads: a vision-language model takes an
+// encoder layer's hidden states, so the layer is held for the checkpoint's sake). Parameter names
+// under the module are transformers' (embeddings.class_embedding, encoder.layers.0.self_attn.
+// q_proj.weight, ...).
+//
+// Init as CLIP's (factor 1): embeddings ~ N(0, init_std^2) but the class token ~ N(0, 1/hidden);
+// q, k, v and fc2 ~ N(0, 1/(2 hidden layers)) and out_proj ~ N(0, 1/hidden) scaled by hidden's
+// root as CLIP does; fc1 ~ N(0, 1/(2 hidden)); biases 0, LayerNorm gains 1.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/pimpl.h>
+
+#include "model/causal_lm.h"
+#include "model/layers/layer_norm.h"
+#include "model/layers/linear.h"
+#include "model/spec/model_config.h"
+
+namespace xtrain::model {
+
+class ClipEncoderLayerImpl : public torch::nn::Module {
+ public:
+  explicit ClipEncoderLayerImpl(const VisionConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);  // [N, tokens, hidden]
+  void describe_init(const std::string& name, const VisionConfig& config, InitPlan& plan) const;
+
+  Linear k_proj{nullptr}, v_proj{nullptr}, q_proj{nullptr}, out_proj{nullptr};
+  LayerNorm layer_norm1{nullptr};
+  Linear fc1{nullptr}, fc2{nullptr};
+  LayerNorm layer_norm2{nullptr};
+
+ private:
+  int64_t num_heads_, head_dim_;
+};
+TORCH_MODULE(ClipEncoderLayer);
+
+class ClipVisionImpl : public torch::nn::Module {
+ public:
+  explicit ClipVisionImpl(const VisionConfig& config);
+  // pixel_values [N, channels, image_size, image_size] -> the hidden states [N, 1 + patches,
+  // hidden] of the embeddings (after pre_layrnorm) and of each of the first `depth` encoder
+  // layers: transformers' hidden_states[0 .. depth]. Layers past `depth` are not run (nothing
+  // reads them). Layer i runs through runner(first_block + i, ...) when a runner is set.
+  std::vector<torch::Tensor> hidden_states(const torch::Tensor& pixel_values, int64_t depth,
+                                           const BlockRunner& runner = {}, int64_t first_block = 0);
+  // The embeddings' and the pre_layrnorm's part of hidden_states.
+  torch::Tensor embed(const torch::Tensor& pixel_values);
+  void describe_init(const std::string& name, InitPlan& plan) const;
+
+  torch::Tensor class_embedding;  // [hidden]
+  torch::Tensor patch_weight;     // embeddings.patch_embedding.weight [hidden, channels, patch, patch]
+  Embedding position_embedding{nullptr};  // [1 + patches, hidden]
+  LayerNorm pre_layrnorm{nullptr};        // transformers' spelling
+  torch::nn::ModuleList layers{nullptr};  // encoder.layers
+  LayerNorm post_layernorm{nullptr};
+
+ private:
+  VisionConfig config_;
+};
+TORCH_MODULE(ClipVision);
+
+// CLIP's activation: x * sigmoid(1.702 x).
+torch::Tensor quick_gelu(const torch::Tensor& x);
+
+}  // namespace xtrain::model

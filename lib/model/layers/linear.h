@@ -1,0 +1,59 @@
+// Linear: y = x W^T + b, with its parameters declared without storage (model/layers/parameter_source.h)
+// until the model is materialised. Under an Fp16EmulationScope the input, weight and output
+// round through fp16 (model/kernels/fp16_emulation.h); with a Float8Recipe set (model::apply_float8) the
+// product runs in FP8 (model/layers/float8_linear.h).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include "model/layers/float8_linear.h"
+#include "model/layers/parameter_init.h"
+#include "model/layers/tensor_parallel_ops.h"
+
+namespace xtrain::model {
+
+class LinearImpl : public torch::nn::Module {
+ public:
+  LinearImpl(int64_t in_features, int64_t out_features, bool bias);
+  torch::Tensor forward(const torch::Tensor& x);
+  // The layer's product with another form of its weight and bias (a tensor-parallel slice or a
+  // wrapper of it), in the layer's precision.
+  torch::Tensor project_with(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const;
+  // weight ~ N(0, std^2), bias 0, under the module's full name.
+  void describe_init(const std::string& name, double std, InitPlan& plan) const;
+
+  torch::Tensor weight;  // [out, in]
+  torch::Tensor bias;    // [out], or undefined
+  std::shared_ptr<const Float8Recipe> float8;  // null: high precision
+};
+TORCH_MODULE(Linear);
+
+// A token embedding table [num_embeddings, dim], declared without storage like Linear's.
+// Vocabulary-parallel when tensor_parallel is set: the table holds rows [first_row, first_row +
+// rows) of the whole, ids outside them look up zeros, and the ranks' lookups are summed (with
+// sequence parallelism, reduce-scattered along the sequence).
+class EmbeddingImpl : public torch::nn::Module {
+ public:
+  EmbeddingImpl(int64_t num_embeddings, int64_t dim);
+  torch::Tensor forward(const torch::Tensor& ids);
+  void describe_init(const std::string& name, double std, InitPlan& plan) const;  // ~ N(0, std^2)
+
+  torch::Tensor weight;
+  std::shared_ptr<TensorParallelOps> tensor_parallel;
+  int64_t first_row = 0;
+  int64_t padding_idx = -1;  // a row whose lookups give it no gradient (-1: none)
+  // For a backward() pass (never autograd::grad): when the table's .grad exists (an FSDP unit's
+  // full gradient buffer), the lookup's backward adds to the rows it looked up, in place, instead
+  // of handing autograd a dense gradient as large as the table.
+  bool accumulate_grad_in_place = false;
+};
+TORCH_MODULE(Embedding);
+
+// Sets accumulate_grad_in_place on every Embedding in `model`: the trainer's, whose parameters'
+// gradients are buffers that backward() accumulates into.
+void accumulate_lookup_grads_in_place(torch::nn::Module& model);
+
+}  // namespace xtrain::model
