@@ -33,6 +33,9 @@ that make a cycle (xtrain_ckpt naming xtrain_parallel, which names xtrain_ckpt) 
 an order there, so a cycle shows here as an include that the later library does not declare.
 Includes that all pass therefore follow one acyclic order of floors.
 
+`--without TARGET:DEPENDENCY` checks as if TARGET did not declare DEPENDENCY, which shows that
+the check catches a missing declaration (ctest build.layering_catches).
+
 Prints one line per violation, `lib/a/x.cpp:12: includes b/y.h (xtrain_b), which xtrain_a does
 not declare`, then a count, and exits 1; prints a summary and exits 0 when clean. Exits 2 when
 the build has no codemodel.
@@ -195,9 +198,28 @@ def reaches_torch(path, edges, build_dir, memo):
     return found
 
 
+def parse_arguments(argv):
+    """(the build folder, the declarations to leave out: (target, dependency) pairs)."""
+    build_dir, without = os.path.join(SOURCE_DIR, "build"), []
+    items = iter(argv)
+    for item in items:
+        if item == "--without":
+            pair = next(items, "")
+            if pair.count(":") != 1:
+                sys.exit("check-layering: --without takes TARGET:DEPENDENCY, e.g. xtrain_optim:xtrain_model_kernels")
+            without.append(tuple(pair.split(":")))
+        else:
+            build_dir = item
+    return os.path.abspath(build_dir), without
+
+
 def main():
-    build_dir = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(SOURCE_DIR, "build"))
+    build_dir, without = parse_arguments(sys.argv[1:])
     sources, deps, torch_free = read_targets(load_codemodel(build_dir))
+    for name, dependency in without:  # the check of the check: a declaration taken away must show
+        if dependency not in deps.get(name, set()):
+            sys.exit(f"check-layering: {name} does not declare {dependency}, so --without has nothing to remove")
+        deps[name].discard(dependency)
     reach = closure(deps)
     owner = {}
     for name, files in sources.items():
