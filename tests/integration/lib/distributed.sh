@@ -68,13 +68,16 @@ PY
 # ("RUN: N steps, max loss difference ..., max grad norm difference ..., max weight difference ...").
 # An optional WEIGHT_TOLERANCE replaces the weights' 1e-5 (see the MoE check that uses it), and
 # an optional GRAD_NORM_TOLERANCE the gradient norms' 1e-5 (see the packed tensor-parallel check).
+# The reference's export is reused while it is newer than the checkpoint it came from (one
+# reference serves many layouts), and the weights are read with numpy: importing torch would cost
+# two seconds a comparison.
 compare_runs() {
   local reference=$1 run=$2 first=${3:-1} weight_tolerance=${4:-1e-5} grad_norm_tolerance=${5:-1e-5}
-  "$xtrain" export "$reference/checkpoints/latest" "$reference/export" --overwrite > /dev/null
-  "$xtrain" export "$run/checkpoints/latest" "$run/export" --overwrite > /dev/null
+  export_latest "$reference"
+  export_latest "$run"
   "${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" - "$reference" "$run" "$first" "$weight_tolerance" "$grad_norm_tolerance" <<'PY'
-import json, sys
-from safetensors.torch import load_file
+import json, struct, sys
+import numpy as np
 reference, run, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
 weight_tolerance, grad_norm_tolerance = float(sys.argv[4]), float(sys.argv[5])
 
@@ -89,9 +92,27 @@ def relative_error(key):
 
 steps, loss_error = relative_error("loss")
 _, grad_norm_error = relative_error("grad_norm")
+def load_file(path):  # name -> float64 array; bf16 widened exactly (its bits are fp32's top half)
+    with open(path, "rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+        data = f.read()
+    kinds = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": np.uint16}
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        values = np.frombuffer(data[begin:end], dtype=kinds[info["dtype"]])
+        if info["dtype"] == "BF16":
+            values = (values.astype(np.uint32) << 16).view(np.float32)
+        tensors[name] = values.astype(np.float64).reshape(info["shape"])
+    return tensors
+
 wa, wb = load_file(f"{reference}/export/model.safetensors"), load_file(f"{run}/export/model.safetensors")
 assert wa.keys() == wb.keys(), (sorted(wa), sorted(wb))
-weight_error = max((wa[k].double() - wb[k].double()).abs().max().item() for k in wa)
+assert all(wa[k].shape == wb[k].shape for k in wa), [k for k in wa if wa[k].shape != wb[k].shape]
+weight_errors = [float(np.abs(wa[k] - wb[k]).max(initial=0.0)) for k in wa]
+weight_error = float("nan") if any(np.isnan(weight_errors)) else max(weight_errors)  # NaN fails
 print(f"{run.split('/')[-1]}: {steps} steps, max loss difference {loss_error:.2e} (relative), "
       f"max grad norm difference {grad_norm_error:.2e} (relative), "
       f"max weight difference {weight_error:.2e} (absolute)")
@@ -99,6 +120,15 @@ assert loss_error <= 1e-5, loss_error
 assert grad_norm_error <= grad_norm_tolerance, grad_norm_error
 assert weight_error <= weight_tolerance, weight_error
 PY
+}
+
+# export_latest RUN_DIR: RUN_DIR/export holds the weights of RUN_DIR's latest checkpoint.
+export_latest() {
+  local checkpoint
+  checkpoint=$(readlink -f "$1/checkpoints/latest")
+  [[ -f $1/export/model.safetensors && $1/export/model.safetensors -nt $checkpoint && $(cat "$1/export.source" 2>/dev/null) == "$checkpoint" ]] && return
+  "$xtrain" export "$1/checkpoints/latest" "$1/export" --overwrite > /dev/null
+  echo "$checkpoint" > "$1/export.source"
 }
 
 # losses RUN_DIR: the per-step losses, one per line, exactly as written.
