@@ -63,7 +63,7 @@ from_export=$("$xtrain" generate "$work/single/export" --prompt "The" --max-new-
 # The export holds the expert bias the run moved.
 "$python" - "$work/single/export" "$work/single/checkpoints/latest/trainer_state.json" <<'PY'
 import json, sys
-from safetensors.torch import load_file
+from safetensors.numpy import load_file  # numpy: torch's import would cost 2 s
 tensors = load_file(f"{sys.argv[1]}/model.safetensors")
 biases = json.load(open(sys.argv[2]))["expert_bias"]
 for name, values in biases.items():

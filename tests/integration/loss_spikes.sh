@@ -20,7 +20,7 @@ expect_line() { grep -qxF -- "$2" "$1" || { cat "$1"; fail "no line '$2' in $1";
 # field FILE KEY: a key of trainer_state.json; optimizer_step DIR: the AdamW step count of a checkpoint.
 field() { "$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 optimizer_step() {
-  "$python" -c 'import sys; from safetensors.torch import load_file; print(int(load_file(sys.argv[1])["step"]))' \
+  "$python" -c 'import sys; from safetensors.numpy import load_file; print(int(load_file(sys.argv[1])["step"]))' \
     "$1/optimizer.safetensors"
 }
 write_recipe "$work/recipe.yaml" 14
