@@ -46,13 +46,6 @@ ModelOutput CausalLM::forward_chunk(const Batch&, const torch::Tensor&, int64_t,
   missing_capability(config_, "pipeline", "forward_chunk");
 }
 
-std::vector<std::pair<std::string, MoeBlockImpl*>> CausalLM::moe_blocks() {
-  std::vector<std::pair<std::string, MoeBlockImpl*>> blocks;
-  for (const auto& item : named_modules())
-    if (auto* block = item.value()->as<MoeBlockImpl>()) blocks.emplace_back(item.key(), block);
-  return blocks;
-}
-
 int64_t CausalLM::num_parameters() const {
   int64_t total = 0;
   for (const auto& p : parameters()) total += p.numel();
@@ -61,11 +54,10 @@ int64_t CausalLM::num_parameters() const {
 
 int64_t CausalLM::num_active_parameters() const {
   int64_t idle = 0;
-  for (const auto& module : modules())
-    if (auto* block = module->as<MoeBlockImpl>()) {
-      const int64_t experts = config_.num_experts, chosen = config_.num_experts_per_tok;
-      for (const auto& [name, weight] : block->expert_weights()) idle += weight.numel() / experts * (experts - chosen);
-    }
+  for (const auto& [block_name, block] : moe_blocks()) {
+    const int64_t experts = config_.num_experts, chosen = config_.num_experts_per_tok;
+    for (const auto& [name, weight] : block->expert_weights()) idle += weight.numel() / experts * (experts - chosen);
+  }
   return num_parameters() - idle;
 }
 

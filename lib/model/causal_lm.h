@@ -23,6 +23,7 @@
 #include "model/batch.h"
 #include "model/spec/model_config.h"
 #include "model/model_output.h"
+#include "model/layers/fused_kernel_user.h"
 #include "model/layers/parameter_init.h"
 #include "model/shard_plan.h"
 #include "model/layers/tensor_parallel_ops.h"
@@ -37,7 +38,7 @@ using BlockRunner = std::function<torch::Tensor(int64_t layer, const torch::Tens
 // Runs the token embedding on input ids; `embed` is the plain lookup.
 using EmbedRunner = std::function<torch::Tensor(const torch::Tensor& input_ids, const BlockFn& embed)>;
 
-class CausalLM : public torch::nn::Module {
+class CausalLM : public torch::nn::Module, public FusedKernelUser {
  public:
   // The hidden states that the output projection turns into logits, and the auxiliary losses.
   virtual ModelOutput forward(const Batch& batch) = 0;
@@ -77,9 +78,11 @@ class CausalLM : public torch::nn::Module {
   int64_t vocab_first() const;
 
   // The model's mixture-of-experts blocks, by module name, in layer order (none in a dense
-  // model): expert parallelism shards their experts and installs their dispatchers, the
-  // trainer balances their loads.
-  std::vector<std::pair<std::string, MoeBlockImpl*>> moe_blocks();
+  // model, the default): expert parallelism shards their experts and installs their
+  // dispatchers, the trainer balances their loads. A family lists its own layers' blocks.
+  virtual std::vector<std::pair<std::string, MoeBlockImpl*>> moe_blocks() const { return {}; }
+  // The fused kernels of the family's layers (model/kernel_choice.h); none by default.
+  void set_fused_kernels(bool) override {}
 
   // logits [B, T, vocab] of the batch (evaluation and generation; training runs the chunked loss).
   torch::Tensor logits(const Batch& batch);

@@ -177,6 +177,12 @@ std::pair<torch::Tensor, torch::Tensor> AttentionImpl::rotate(const torch::Tenso
   return {rotated_q, apply_rotary(k, cos, sin)};
 }
 
+void AttentionImpl::set_fused_kernels(bool fused) {
+  fused_rotary = fused;
+  if (q_norm) q_norm->set_fused_kernels(fused);
+  if (k_norm) k_norm->set_fused_kernels(fused);
+}
+
 TensorParallelPlan AttentionImpl::tensor_parallel_plan(int64_t rank, int64_t ranks) const {
   TORCH_CHECK(num_heads_ % ranks == 0 && (num_kv_heads_ % ranks == 0 || ranks % num_kv_heads_ == 0), num_heads_,
               " query and ", num_kv_heads_, " key/value heads do not split over ", ranks, " tensor-parallel ranks");

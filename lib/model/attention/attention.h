@@ -9,6 +9,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "model/attention/attention_layer.h"
 #include "model/spec/attention_features.h"
 #include "model/layers/linear.h"
 #include "model/spec/model_config.h"
@@ -52,34 +53,27 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
 // of each position: int64 [seq].
 torch::Tensor document_ids(const torch::Tensor& cu_seqlens, int64_t seq);
 
-// The attention kernel a layer calls with rotated q, k and v, the row's layout (its cu_seqlens
-// undefined for one causal sequence) and the layer's variant. Memory policies swap it (for a
-// blockwise kernel, or to recompute it in backward), context parallelism for one that sees the
-// whole row.
-using AttentionKernel =
-    std::function<torch::Tensor(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                const SequenceLayout& layout, const AttentionVariant& variant)>;
-
-class AttentionImpl : public torch::nn::Module {
+class AttentionImpl : public AttentionLayer {
  public:
   // layer: its index, which decides its window (ModelConfig::window_of).
   AttentionImpl(const ModelConfig& config, const AttentionFeatures& features, int64_t layer = 0);
   // x: [B, T, hidden]; rotary tables cover every position of the layout (T when not packed).
-  torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {});
+  torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {}) override;
   // q, k and v ~ N(0, std^2), their biases 0; o_proj, which writes into the residual stream,
   // ~ N(0, output_std^2); the q and k norm gains 1.
-  void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const;
+  void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const override;
+  // The fused rotation, and the q and k norms' kernels.
+  void set_fused_kernels(bool fused) override;
 
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qwen3 only
   torch::Tensor sinks;  // [heads] sink logits (gpt_oss), or undefined
-  AttentionKernel kernel;  // empty: causal_attention
   bool fused_rotary = false;  // q and k rotated by model/kernels/fused_rotary.h where it applies
 
   // The rows of each projection that rank `rank` of `ranks` holds, by parameter name relative to
   // this module (model/layers/tensor_parallel_ops.h); replicated ones are absent.
-  TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const;
-  void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops);
+  TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const override;
+  void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) override;
 
  private:
   torch::Tensor key_value(const Linear& projection, const torch::Tensor& x) const;

@@ -32,6 +32,11 @@ LatentAttentionImpl::LatentAttentionImpl(const ModelConfig& config)
   o_proj = register_module("o_proj", Linear(heads * latent_.v_head_dim, hidden, false));
 }
 
+void LatentAttentionImpl::set_fused_kernels(bool fused) {
+  if (q_a_layernorm) q_a_layernorm->set_fused_kernels(fused);
+  kv_a_layernorm->set_fused_kernels(fused);
+}
+
 void LatentAttentionImpl::describe_init(const std::string& name, double std, double output_std,
                                         InitPlan& plan) const {
   if (q_proj) q_proj->describe_init(name + ".q_proj", std, plan);

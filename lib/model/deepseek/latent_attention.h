@@ -26,23 +26,24 @@
 
 namespace xtrain::model {
 
-class LatentAttentionImpl : public torch::nn::Module {
+class LatentAttentionImpl : public AttentionLayer {
  public:
   explicit LatentAttentionImpl(const ModelConfig& config);
   // x: [B, T, hidden]; rotary tables of qk_rope_head_dim features cover every position.
-  torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {});
+  torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {}) override;
   // Projections ~ N(0, std^2), o_proj ~ N(0, output_std^2), the norms' gains 1.
-  void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const;
+  void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const override;
+  // The latent norms' kernels (the rotation here is unfused).
+  void set_fused_kernels(bool fused) override;
 
   Linear q_proj{nullptr};                                   // without q_lora_rank
   Linear q_a_proj{nullptr}, q_b_proj{nullptr};              // with q_lora_rank
   RMSNorm q_a_layernorm{nullptr};
   Linear kv_a_proj_with_mqa{nullptr}, kv_b_proj{nullptr}, o_proj{nullptr};
   RMSNorm kv_a_layernorm{nullptr};
-  AttentionKernel kernel;  // empty: causal_attention
 
-  TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const;
-  void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops);
+  TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const override;
+  void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) override;
 
  private:
   torch::Tensor queries(const torch::Tensor& x);  // [B, T, heads * qk head dim]

@@ -266,6 +266,11 @@ torch::Tensor MoeBlockImpl::gate_of_shared(const torch::Tensor& x) const {
   return project(x, tp && tp->sequence_parallel() ? tp->shared(weight) : weight, {});
 }
 
+void MoeBlockImpl::set_fused_kernels(bool on) {
+  fused = on;
+  if (shared_experts) shared_experts->set_fused_kernels(on);
+}
+
 void MoeBlockImpl::use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) {
   const int64_t experts = options_.num_experts, ranks = ops->size();
   TORCH_CHECK(experts % ranks == 0 && gate_up_proj.size(0) == experts / ranks, "MoE block under tensor parallelism: ",

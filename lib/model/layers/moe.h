@@ -43,6 +43,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "model/layers/fused_kernel_user.h"
 #include "model/layers/linear.h"
 #include "model/spec/moe_choices.h"
 #include "model/layers/parameter_init.h"
@@ -135,7 +136,7 @@ class TokenDispatcher {
   }
 };
 
-class MoeBlockImpl : public torch::nn::Module {
+class MoeBlockImpl : public torch::nn::Module, public FusedKernelUser {
  public:
   explicit MoeBlockImpl(const MoeOptions& options);
   // x: [..., H] -> [..., H]; the routing of its tokens (flattened) in `routing` when not null.
@@ -171,6 +172,8 @@ class MoeBlockImpl : public torch::nn::Module {
   SwiGLU shared_experts{nullptr};         // when num_shared_experts > 0
   Linear shared_expert_gate{nullptr};     // [1, H], when shared_expert_gate
   bool fused = false;  // the experts' silu(gate) * up by model/kernels/fused_swiglu.h where it applies
+  // The experts' and the shared experts' choice.
+  void set_fused_kernels(bool on) override;
   std::shared_ptr<const Float8Recipe> float8;  // the experts' products in FP8 (model/layers/float8_linear.h)
 
  private:

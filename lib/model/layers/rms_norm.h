@@ -7,12 +7,13 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "model/layers/fused_kernel_user.h"
 #include "model/layers/parameter_init.h"
 #include "model/layers/tensor_parallel_ops.h"
 
 namespace xtrain::model {
 
-class RMSNormImpl : public torch::nn::Module {
+class RMSNormImpl : public torch::nn::Module, public FusedKernelUser {
  public:
   RMSNormImpl(int64_t dim, double eps);
   torch::Tensor forward(const torch::Tensor& x);
@@ -28,6 +29,7 @@ class RMSNormImpl : public torch::nn::Module {
   // The fused kernel where it applies (model/kernels/fused_rms_norm.h), as the memory policy sets it
   // (memory.fused_kernels); false: the unfused ops, those of transformers' Llama RMSNorm.
   bool fused = false;
+  void set_fused_kernels(bool on) override { fused = on; }
 
  private:
   double eps_;

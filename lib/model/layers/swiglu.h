@@ -9,11 +9,12 @@
 #include <torch/nn/pimpl.h>
 
 #include "model/layers/linear.h"
+#include "model/layers/fused_kernel_user.h"
 #include "model/layers/parameter_init.h"
 
 namespace xtrain::model {
 
-class SwiGLUImpl : public torch::nn::Module {
+class SwiGLUImpl : public torch::nn::Module, public FusedKernelUser {
  public:
   SwiGLUImpl(int64_t hidden_size, int64_t intermediate_size);
   torch::Tensor forward(const torch::Tensor& x);
@@ -23,6 +24,7 @@ class SwiGLUImpl : public torch::nn::Module {
   Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
   std::shared_ptr<TensorParallelOps> tensor_parallel;
   bool fused = false;  // silu(gate) * up by model/kernels/fused_swiglu.h where it applies (model/kernels/fused_kernels.h)
+  void set_fused_kernels(bool on) override { fused = on; }
 
  private:
   torch::Tensor gated(const torch::Tensor& x);

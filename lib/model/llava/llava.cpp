@@ -87,6 +87,12 @@ InitPlan LlavaForConditionalGeneration::init_plan() const {
   return plan;
 }
 
+std::vector<std::pair<std::string, MoeBlockImpl*>> LlavaForConditionalGeneration::moe_blocks() const {
+  auto blocks = language_model->moe_blocks();
+  for (auto& [name, block] : blocks) name = "language_model." + name;
+  return blocks;
+}
+
 ShardPlan LlavaForConditionalGeneration::shard_plan() {
   auto unit = [](const std::string& name, const torch::nn::Module& module) {
     ShardPlan::Unit u{name, {}, parallel::Dim::fsdp, parallel::Dim::dp, {}};

@@ -43,6 +43,9 @@ class LlavaForConditionalGeneration final : public CausalLM {
   // The decoder's attention kernels (the tower's attention is bidirectional and not swapped).
   std::vector<AttentionKernel*> attention_kernels() override { return language_model->attention_kernels(); }
   int64_t vision_blocks() const override { return config().vision.feature_depth(); }
+  // The language model's (the tower has no fused path).
+  void set_fused_kernels(bool fused) override { language_model->set_fused_kernels(fused); }
+  std::vector<std::pair<std::string, MoeBlockImpl*>> moe_blocks() const override;
 
   // The projected features of pixel_values, image after image: [images * features_per_image, hidden].
   torch::Tensor image_features(const torch::Tensor& pixel_values);

@@ -1,0 +1,106 @@
+#include "model/deepseek/multi_token_prediction.h"
+
+#include <torch/torch.h>
+
+#include "model/llama.h"
+
+namespace xtrain::model {
+
+SharedHeadImpl::SharedHeadImpl(int64_t hidden_size, double eps) {
+  norm = register_module("norm", RMSNorm(hidden_size, eps));
+}
+
+MtpLayerImpl::MtpLayerImpl(const ModelConfig& config, const DecoderParts& parts, int64_t layer)
+    : DecoderLayerImpl(config, parts, layer) {
+  enorm = register_module("enorm", RMSNorm(config.hidden_size, config.norm_eps));
+  hnorm = register_module("hnorm", RMSNorm(config.hidden_size, config.norm_eps));
+  eh_proj = register_module("eh_proj", Linear(2 * config.hidden_size, config.hidden_size, false));
+  shared_head = register_module("shared_head", SharedHead(config.hidden_size, config.norm_eps));
+}
+
+torch::Tensor MtpLayerImpl::forward_ahead(const torch::Tensor& pair, const RotaryTables& rotary,
+                                          const SequenceLayout& layout, double loss_weight,
+                                          const torch::Tensor& balance_coefficients) {
+  const auto halves = pair.chunk(2, -1);
+  const auto combined = eh_proj(torch::cat({enorm(halves[0]), hnorm(halves[1])}, -1));
+  const auto states = forward(combined, rotary, layout, loss_weight, balance_coefficients);
+  return torch::cat({states, shared_head->norm(states)}, -1);
+}
+
+void MtpLayerImpl::describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const {
+  DecoderLayerImpl::describe_init(name, std, output_std, plan);
+  enorm->describe_init(name + ".enorm", plan);
+  hnorm->describe_init(name + ".hnorm", plan);
+  eh_proj->describe_init(name + ".eh_proj", std, plan);
+  shared_head->norm->describe_init(name + ".shared_head.norm", plan);
+}
+
+void MtpLayerImpl::set_fused_kernels(bool fused) {
+  DecoderLayerImpl::set_fused_kernels(fused);
+  enorm->set_fused_kernels(fused);
+  hnorm->set_fused_kernels(fused);
+  shared_head->norm->set_fused_kernels(fused);
+}
+
+MultiTokenPrediction::MultiTokenPrediction(const ModelConfig& config, const DecoderParts& parts, LlamaBodyImpl& body)
+    : num_layers_(config.num_layers) {
+  // The depths follow the decoder's layers, as in DeepSeek's checkpoints.
+  for (int64_t i = 0; i < config.mtp_layers; ++i) {
+    depths_.push_back(MtpLayer(config, parts, config.num_layers + i));
+    body.append_layer(depths_.back().ptr());
+  }
+}
+
+namespace {
+// [ids; ids moved k to the left for k = 1..depths] along the rows: row block k holds at
+// position i the token i + k (0 past the end, where no target is counted).
+torch::Tensor tokens_ahead(const torch::Tensor& input_ids, int64_t depths) {
+  std::vector<torch::Tensor> blocks = {input_ids};
+  const int64_t length = input_ids.size(1);
+  for (int64_t k = 1; k <= depths; ++k) {
+    auto ahead = torch::zeros_like(input_ids);
+    if (k < length) ahead.narrow(1, 0, length - k).copy_(input_ids.narrow(1, k, length - k));
+    blocks.push_back(ahead);
+  }
+  return torch::cat(blocks, 0);
+}
+}  // namespace
+
+void MultiTokenPrediction::forward(LlamaBodyImpl& body, const Batch& batch, const BlockRunner& block_runner,
+                                   const EmbedRunner& embed_runner, const torch::Tensor& balance_coefficients,
+                                   ModelOutput& output) const {
+  body.check_length(batch.input_ids, batch.layout);
+  const auto depths = static_cast<int64_t>(depths_.size());
+  const int64_t rows = batch.input_ids.size(0);
+  auto looked_up = body.embed(tokens_ahead(batch.input_ids, depths), embed_runner);
+  looked_up = looked_up.view({depths + 1, rows, looked_up.size(1), looked_up.size(2)});
+  output.hidden = body.norm(body.run_layers(looked_up[0], batch.layout, block_runner, 0, num_layers_,
+                                            batch.loss_weight, balance_coefficients));
+  output.mtp_hidden = predict_ahead(body, batch, block_runner, output.hidden, looked_up.narrow(0, 1, depths),
+                                    balance_coefficients);
+}
+
+std::vector<torch::Tensor> MultiTokenPrediction::predict_ahead(LlamaBodyImpl& body, const Batch& batch,
+                                                               const BlockRunner& block_runner, torch::Tensor previous,
+                                                               const torch::Tensor& embedded,
+                                                               const torch::Tensor& balance_coefficients) const {
+  std::vector<torch::Tensor> states;
+  const int64_t hidden = previous.size(-1);
+  for (size_t k = 0; k < depths_.size(); ++k) {
+    const int64_t index = num_layers_ + static_cast<int64_t>(k);
+    auto* layer = depths_[k].ptr().get();
+    const auto coefficients = balance_coefficients.defined() ? balance_coefficients[index] : torch::Tensor();
+    // Captures by value: a block runner may keep this callable until backward.
+    auto block = [body = &body, layer, layout = batch.layout, loss_weight = batch.loss_weight,
+                  coefficients](const torch::Tensor& pair) {
+      return layer->forward_ahead(pair, body->rotary(), layout, loss_weight, coefficients);
+    };
+    const auto pair = torch::cat({embedded[static_cast<int64_t>(k)], previous}, -1);
+    const auto out = block_runner ? block_runner(index, pair, block) : block(pair);
+    previous = out.narrow(-1, 0, hidden);
+    states.push_back(out.narrow(-1, hidden, hidden));
+  }
+  return states;
+}
+
+}  // namespace xtrain::model
