@@ -173,11 +173,4 @@ torch::Tensor chunked_cross_entropy(const torch::Tensor& hidden, const torch::Te
                                     weight_grad);
 }
 
-int64_t auto_chunk_tokens(int64_t vocab_size, int64_t num_tokens, int64_t budget_bytes) {
-  // Budgeted as two fp32 [chunk, V] buffers, the logits and the gradient they become; the
-  // forward pass reuses one buffer for both, so this is an upper bound.
-  const int64_t bytes_per_row = 2 * std::max<int64_t>(vocab_size, 1) * static_cast<int64_t>(sizeof(float));
-  return std::clamp<int64_t>(budget_bytes / bytes_per_row, 1, std::max<int64_t>(num_tokens, 1));
-}
-
 }  // namespace xtrain::memory

@@ -15,6 +15,7 @@
 // differentiable.
 //
 // Where the weight's gradient goes: see WeightGrad.
+// How many tokens a chunk takes for the recipe's memory.chunked_loss: layout/loss_chunking.h.
 #pragma once
 #include <cstdint>
 
@@ -49,9 +50,5 @@ torch::Tensor chunked_cross_entropy(const torch::Tensor& hidden, const torch::Te
                                     const torch::Tensor& targets, int64_t chunk_tokens,
                                     int64_t ignore_index = -100, const VocabParallel& vocab = {},
                                     const torch::Tensor& bias = {}, WeightGrad weight_grad = WeightGrad::to_autograd);
-
-// Largest chunk whose fp32 logits and one same-sized temporary fit in budget_bytes, clamped to
-// [1, num_tokens].
-int64_t auto_chunk_tokens(int64_t vocab_size, int64_t num_tokens, int64_t budget_bytes = 256 << 20);
 
 }  // namespace xtrain::memory

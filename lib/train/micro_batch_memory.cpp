@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "layout/activation_memory.h"
+
 namespace xtrain::train {
 namespace {
 
@@ -13,8 +15,9 @@ std::string size_text(double bytes) {
   return bytes >= kGiB ? fmt::format("{:.1f} GiB", bytes / kGiB) : fmt::format("{:.1f} MiB", bytes / kMiB);
 }
 
-// Mixed precision keeps activations in 2 bytes, fp32 in 4.
-int64_t activation_bytes(const config::Recipe& recipe) { return recipe.train.dtype == config::Dtype::fp32 ? 4 : 2; }
+int64_t element_bytes(const config::Recipe& recipe) {
+  return layout::activation_bytes(recipe.train.dtype == config::Dtype::fp32);
+}
 
 // The largest micro batch <= limit that divides the sequences each data rank takes per step.
 int64_t largest_fitting_divisor(int64_t per_rank, int64_t limit) {
@@ -31,10 +34,10 @@ int64_t sequence_bytes_lower_bound(const config::Recipe& recipe, const RankShape
   const int64_t layers = std::max<int64_t>(1, m.num_layers / shape.pp);
   // Each context-parallel rank holds 1/cp of the tokens, and sequence parallelism 1/tp of those.
   const int64_t cp = std::max<int64_t>(1, recipe.parallel.cp);
-  const int64_t sequence_split = (recipe.parallel.sequence_parallel ? shape.tp : 1) * cp;
-  int64_t bytes = tokens * m.hidden_size * activation_bytes(recipe) * layers / sequence_split;
+  const layout::ActivationSplit split{shape.tp, recipe.parallel.sequence_parallel, cp};
+  int64_t bytes = layout::kept_block_inputs_bytes(tokens, m.hidden_size, layers, split, element_bytes(recipe));
   // Unchunked, the loss holds the fp32 logits of the last stage's tokens (vocabulary split by tp).
-  if (recipe.memory.chunked_loss == "off") bytes += tokens / cp * m.vocab_size * 4 / shape.tp;
+  if (recipe.memory.chunked_loss == "off") bytes += layout::fp32_logits_bytes(tokens / cp, m.vocab_size, shape.tp);
   return bytes;
 }
 
@@ -48,7 +51,7 @@ std::optional<std::string> micro_batch_memory_problem(const config::Recipe& reci
       "{} sequences of {} tokens keep at least {} alive for backward on this rank (each block's input, "
       "{} layers x hidden {} x {} bytes a token{}), more than the {} available to it ({})",
       micro, recipe.data.seq_len, size_text(static_cast<double>(micro) * per_sequence),
-      std::max<int64_t>(1, recipe.model.num_layers / shape.pp), recipe.model.hidden_size, activation_bytes(recipe),
+      std::max<int64_t>(1, recipe.model.num_layers / shape.pp), recipe.model.hidden_size, element_bytes(recipe),
       recipe.memory.chunked_loss == "off" ? ", and the unchunked logits" : "", size_text(static_cast<double>(available_bytes)), memory_name);
   const int64_t per_rank = recipe.train.global_batch_size / std::max<int64_t>(1, shape.data_ranks);
   const int64_t fitting = largest_fitting_divisor(per_rank, available_bytes / per_sequence);

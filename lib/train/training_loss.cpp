@@ -3,17 +3,15 @@
 #include <torch/torch.h>
 
 #include "data/sample_dataset.h"
+#include "layout/loss_chunking.h"
 #include "memory/chunked_loss.h"
 #include "model/attention/attention.h"
 
 namespace xtrain::train {
 
 int64_t loss_chunk_tokens(const config::Recipe& recipe) {
-  const auto& spec = recipe.memory.chunked_loss;
-  if (spec == "off") return 0;
-  const int64_t tokens_per_micro_batch = recipe.train.micro_batch_size * recipe.data.seq_len;
-  if (spec == "auto") return memory::auto_chunk_tokens(recipe.model.vocab_size, tokens_per_micro_batch);
-  return std::stoll(spec);
+  return layout::loss_chunk_tokens(recipe.memory.chunked_loss, recipe.model.vocab_size,
+                                   recipe.train.micro_batch_size * recipe.data.seq_len);
 }
 
 torch::Tensor next_token_loss_of_hidden(model::CausalLM& model, const torch::Tensor& hidden, const torch::Tensor& labels,

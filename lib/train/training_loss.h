@@ -14,7 +14,7 @@
 
 namespace xtrain::train {
 
-// Tokens per loss chunk for memory.chunked_loss (0: unchunked).
+// Tokens per loss chunk for memory.chunked_loss (0: unchunked), by layout::loss_chunk_tokens.
 int64_t loss_chunk_tokens(const config::Recipe& recipe);
 
 struct BatchLoss {

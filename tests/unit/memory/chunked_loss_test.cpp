@@ -7,7 +7,6 @@
 #include "model/gradcheck.h"
 #include "tensor_compare.h"
 
-using xtrain::memory::auto_chunk_tokens;
 using xtrain::memory::chunked_cross_entropy;
 
 namespace {
@@ -208,15 +207,6 @@ TEST_CASE("bf16 chunked cross-entropy stays close to fp32", "[memory]") {
   CHECK(result.grad_weight.scalar_type() == torch::kBFloat16);
   CHECK(xtrain::testing::norm_relative_error(result.grad_hidden, expected.grad_hidden) < 3e-2);
   CHECK(xtrain::testing::norm_relative_error(result.grad_weight, expected.grad_weight) < 3e-2);
-}
-
-TEST_CASE("auto_chunk_tokens fits the budget and stays in range", "[memory]") {
-  // Two fp32 rows of 1024 logits take 8 KiB.
-  CHECK(auto_chunk_tokens(1024, 1000, 8 << 10) == 1);
-  CHECK(auto_chunk_tokens(1024, 1000, 80 << 10) == 10);
-  CHECK(auto_chunk_tokens(1024, 4, 80 << 10) == 4);
-  CHECK(auto_chunk_tokens(1 << 20, 1000, 1024) == 1);
-  CHECK(auto_chunk_tokens(131072, 8192) == 256);
 }
 
 TEST_CASE("under bf16 autocast the chunk matmuls take bf16 operands and the loss stays fp32", "[memory]") {
