@@ -8,39 +8,33 @@
 #include <fmt/format.h>
 
 #include "config/pipeline_layout.h"
+#include "layout/activation_memory.h"
+#include "layout/loss_chunking.h"
 #include "plan/stage_share.h"
 
 namespace xtrain::plan {
 namespace {
 
 constexpr double kStateBytes = 16;  // fp32 weight, gradient, and AdamW's two moments
-constexpr double kExpertImbalance = 1.25;  // dropless routing: the busiest expert's rows over the mean
 
-// Bytes one token leaves in a layer for backward, on this rank, without recompute: the whole
-// set, and its MLP's (or experts') intermediates, whose gradients a rerun layer's backward forms
-// while the set is still held.
-struct LayerBytes {
-  double set = 0, mlp = 0;
-};
+// A layer's widths as layout/activation_memory.h counts them.
+layout::LayerWidths layer_widths(const ModelCensus& c, const LayerCensus& layer) {
+  layout::LayerWidths w;
+  w.hidden = c.hidden;
+  w.query_width = c.query_width;
+  w.key_width = c.key_width;
+  w.value_width = c.value_width;
+  w.intermediate = c.intermediate;
+  w.routed = layer.experts > 0;
+  w.experts = c.experts;
+  w.top_k = c.top_k;
+  w.moe_intermediate = c.moe_intermediate;
+  w.shared_experts = c.shared_experts;
+  return w;
+}
 
-LayerBytes layer_activation_bytes(const ModelCensus& c, const LayerCensus& layer, const ClusterLayout& layout,
-                                  double element) {
-  const auto tp = static_cast<double>(layout.tp);
-  const double stream = layout.sequence_parallel ? static_cast<double>(c.hidden) / tp : static_cast<double>(c.hidden);
-  // Attention: the norm's input and output, q, k, v and the attention output.
-  double per_token = 2 * stream + static_cast<double>(c.query_width + 2 * c.key_width + c.value_width) / tp;
-  per_token += 2 * stream;  // the MLP's norm input and output
-  double mlp = 0;
-  if (layer.experts > 0) {
-    const double rows = static_cast<double>(c.top_k) * kExpertImbalance / tp;
-    mlp = rows * static_cast<double>(3 * c.moe_intermediate) + static_cast<double>(3 * c.moe_intermediate * c.shared_experts) / tp;
-    per_token += mlp + rows * static_cast<double>(2 * c.hidden);
-    per_token += static_cast<double>(c.experts) * 4 / element;  // router logits, fp32
-  } else {
-    mlp = 3 * static_cast<double>(c.intermediate) / tp;  // gate, up, and their product
-    per_token += mlp;
-  }
-  return {per_token * element, mlp * element};
+layout::ActivationSplit activation_split(const ClusterLayout& layout) {
+  return {layout.tp, layout.sequence_parallel, layout.cp};
 }
 
 }  // namespace
@@ -56,7 +50,9 @@ const MemoryTerm& MemoryEstimate::largest() const {
                            [](const MemoryTerm& a, const MemoryTerm& b) { return a.bytes < b.bytes; });
 }
 
-double activation_bytes(const config::Recipe& recipe) { return recipe.train.dtype == config::Dtype::fp32 ? 4 : 2; }
+double element_bytes(const config::Recipe& recipe) {
+  return static_cast<double>(layout::activation_bytes(recipe.train.dtype == config::Dtype::fp32));
+}
 
 namespace {
 
@@ -77,16 +73,15 @@ HeldActivations held_activations(const ModelCensus& c, const config::Recipe& rec
   std::vector<double> chunk_kept;
   double widest = 0;
   int64_t ordinal = 0;
+  const auto split = activation_split(layout);
+  const double input = tokens * layout::block_input_bytes(c.hidden, split, element);
   for (const auto& [first, last] : share.chunk_layers) {
     double kept = 0;
     for (int64_t i = first; i < last; ++i, ++ordinal) {
-      const auto bytes = layer_activation_bytes(c, c.layers[static_cast<size_t>(i)], layout, element);
+      const auto bytes = layout::layer_activation_bytes(layer_widths(c, c.layers[static_cast<size_t>(i)]), split, element);
       const double full = bytes.set * tokens;
       widest = std::max(widest, (bytes.set + bytes.mlp) * tokens);
       const bool recomputes = static_cast<double>(ordinal) < recompute * static_cast<double>(share.layers);
-      const double input = tokens * element *
-                           (layout.sequence_parallel ? static_cast<double>(c.hidden) / static_cast<double>(layout.tp)
-                                                     : static_cast<double>(c.hidden));
       kept += recomputes ? (m.offload_activations ? 0 : input) : full;
     }
     chunk_kept.push_back(kept);
@@ -112,22 +107,18 @@ struct Moment {
   double total() const { return gathered + activations + logits + expert_sums; }
 };
 
-// The loss's memory beside the head's gradient. The chunked loss (memory/chunked_loss.h) holds one
-// fp32 [chunk, vocabulary / tp] buffer, the logits that become their gradient in place, and the
-// gradient of its input; its auto chunk is budgeted as two such buffers in 256 MiB
-// (memory::auto_chunk_tokens). Tensor parallelism always chunks (one chunk when the recipe says
-// off). Unchunked, the logits, their log-softmax and its gradient.
+// The loss's memory beside the head's gradient (layout::loss_bytes), its chunk cut as the engine
+// cuts it (layout::loss_chunk_tokens), at most this rank's tokens. Tensor parallelism always
+// chunks (one chunk when the recipe says off).
 double loss_bytes(const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout, double tokens,
                   double element) {
   const auto& spec = recipe.memory.chunked_loss;
-  const double vocab = static_cast<double>(c.vocab) / static_cast<double>(layout.tp);
-  if (spec == "off" && layout.tp == 1) return tokens * vocab * (element + 8);
-  const double micro_batch_tokens = static_cast<double>(recipe.train.micro_batch_size * recipe.data.seq_len);
-  double chunk = spec == "auto"  ? std::floor(256.0 * 1024 * 1024 / (8 * static_cast<double>(std::max<int64_t>(c.vocab, 1))))
-                 : spec == "off" ? tokens
-                                 : static_cast<double>(std::stoll(spec));
-  chunk = std::clamp(chunk, 1.0, std::max(1.0, std::min(tokens, micro_batch_tokens)));
-  return chunk * vocab * 4 + tokens * static_cast<double>(c.hidden) * element;
+  if (spec == "off" && layout.tp == 1) return layout::loss_bytes(tokens, 0, c.vocab, c.hidden, layout.tp, element);
+  const int64_t micro_batch_tokens = recipe.train.micro_batch_size * recipe.data.seq_len;
+  const int64_t engine_chunk = layout::loss_chunk_tokens(spec, c.vocab, micro_batch_tokens);
+  double chunk = engine_chunk == 0 ? tokens : static_cast<double>(engine_chunk);
+  chunk = std::clamp(chunk, 1.0, std::max(1.0, std::min(tokens, static_cast<double>(micro_batch_tokens))));
+  return layout::loss_bytes(tokens, chunk, c.vocab, c.hidden, layout.tp, element);
 }
 
 // The memory of the pipeline rank whose share is `share`. Its transient memory peaks at one of two
@@ -138,7 +129,7 @@ double loss_bytes(const ModelCensus& c, const config::Recipe& recipe, const Clus
 // recompute, and a MoE layer's expert gradient sums. The terms are those of the larger.
 MemoryEstimate rank_memory(const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout,
                            const HardwareProfile& hardware, const StageShare& share) {
-  const double element = activation_bytes(recipe);
+  const double element = element_bytes(recipe);
   const double dense_shards = static_cast<double>(layout.fsdp * layout.cp);
   const double expert_shards = static_cast<double>(layout.expert_shards());
   MemoryEstimate e;

@@ -36,8 +36,8 @@ struct MemoryEstimate {
   const MemoryTerm& largest() const;
 };
 
-// Bytes of one activation or logit element in the recipe's compute dtype.
-double activation_bytes(const config::Recipe& recipe);
+// Bytes of one activation or logit element in the recipe's compute dtype (layout::activation_bytes).
+double element_bytes(const config::Recipe& recipe);
 
 MemoryEstimate estimate_memory(const ModelCensus& census, const config::Recipe& recipe, const ClusterLayout& layout,
                                const HardwareProfile& hardware);

@@ -246,7 +246,7 @@ StepTimeEstimate estimate_step_time(const ModelCensus& c, const config::Recipe& 
   const auto share = stage_share(c, layout);
   const auto& t = recipe.train;
   const auto& m = recipe.memory;
-  const double element = activation_bytes(recipe);
+  const double element = element_bytes(recipe);
   const double peak = peak_tflops(recipe, hw) * 1e12;
   const double seq = static_cast<double>(recipe.data.seq_len);
   const double tp = static_cast<double>(layout.tp), cp = static_cast<double>(layout.cp);
