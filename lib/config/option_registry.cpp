@@ -150,6 +150,17 @@ template <> std::string render_value(const std::vector<double>& value) {
   return text + "]";
 }
 
+namespace {
+
+template <class T>
+std::string plain_text(const T& value) {
+  return fmt::format("{}", value);
+}
+template <> std::string plain_text(const std::vector<double>& value) { return render_value(value); }
+template <> std::string plain_text(const std::vector<std::string>& value) { return render_value(value); }
+
+}  // namespace
+
 template <class T>
 void OptionRegistry::add(std::string path, std::function<T&(Recipe&)> field, T default_value,
                          std::string doc, Check<T> check) {
@@ -171,6 +182,11 @@ void OptionRegistry::add(std::string path, std::function<T&(Recipe&)> field, T d
   };
   option.render = [field](const Recipe& recipe) {
     return render_value<T>(field(const_cast<Recipe&>(recipe)));
+  };
+  option.plain = [field](const Recipe& recipe) { return plain_text<T>(field(const_cast<Recipe&>(recipe))); };
+  option.copy = [field](const Recipe& from, Recipe& to) { field(to) = field(const_cast<Recipe&>(from)); };
+  option.same = [field](const Recipe& a, const Recipe& b) {
+    return field(const_cast<Recipe&>(a)) == field(const_cast<Recipe&>(b));
   };
   options_.push_back(std::move(option));
 }
@@ -249,6 +265,9 @@ void OptionRegistry::add_text(std::string path, std::string default_text, std::s
     return store(value, recipe);
   };
   option.render = [text](const Recipe& recipe) { return render_value(text(recipe)); };
+  option.plain = text;
+  option.copy = [store, text](const Recipe& from, Recipe& to) { store(text(from), to); };
+  option.same = [text](const Recipe& a, const Recipe& b) { return text(a) == text(b); };
   options_.push_back(std::move(option));
 }
 

@@ -28,6 +28,12 @@ struct Option {
   std::function<std::optional<std::string>(const YAML::Node&, Recipe&)> assign;
   // The field's value rendered as YAML text (a plain scalar or a flow list).
   std::function<std::string(const Recipe&)> render;
+  // The field's value as messages write it (fmt's "{}", a choice's name), and as model.init_from
+  // hands a config.json value to `assign` for its check.
+  std::function<std::string(const Recipe&)> plain;
+  // Copies the field from one recipe into another; whether two recipes hold the same value.
+  std::function<void(const Recipe& from, Recipe& to)> copy;
+  std::function<bool(const Recipe&, const Recipe&)> same;
   std::string default_text;
   bool required = false;
 };

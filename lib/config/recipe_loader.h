@@ -2,32 +2,18 @@
 // Every problem is collected as a Diagnostic of the form
 //   recipe.yaml:12:5: model.hiden_size: unknown key (did you mean model.hidden_size?)
 //   --set train.steps=abc: train.steps: expected an integer, got 'abc'
-// and load_recipe throws RecipeError holding all of them (an InputError: exit code 2).
+// and load_recipe throws RecipeError holding all of them (an InputError: exit code 2). Each
+// feature's own rules are in config/rules/ (config/recipe_rule.h), model.init_from's import in
+// config/hf_import.h.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "config/recipe.h"
-#include "util/input_error.h"
+#include "config/recipe_report.h"
 
 namespace xtrain::config {
-
-struct Diagnostic {
-  std::string where;  // "file:line:col" or "--set key=value"
-  std::string key;    // dotted key path, may be empty for file-level problems
-  std::string message;
-  std::string str() const;
-};
-
-class RecipeError : public InputError {
- public:
-  explicit RecipeError(std::vector<Diagnostic> diagnostics);
-  const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
-
- private:
-  std::vector<Diagnostic> diagnostics_;
-};
 
 struct LoadOptions {
   std::vector<std::string> overrides;  // "key.path=value", YAML-parsed values

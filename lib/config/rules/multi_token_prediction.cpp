@@ -1,0 +1,28 @@
+// Multi-token prediction: a family that has it, on the layouts it runs under.
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "config/recipe_rule.h"
+#include "model/spec/model_spec.h"
+
+namespace xtrain::config::rules {
+
+void multi_token_prediction(const RuleContext& c) {
+  const auto& m = c.recipe.model;
+  const auto& p = c.recipe.parallel;
+  if (m.mtp_layers == 0) return;
+  if (const auto* spec = model::find_model_spec(m.family); spec && !spec->capabilities.multi_token_prediction)
+    c.refuse("model.mtp_layers",
+             fmt::format("{}: model.family {} has no multi-token prediction (deepseek_v3 has); leave it at 0",
+                         m.mtp_layers, m.family));
+  for (const auto& [key, degree] :
+       {std::pair<const char*, int64_t>{"parallel.pp", p.pp}, {"parallel.tp", p.tp}, {"parallel.cp", p.cp}})
+    if (degree > 1)
+      c.refuse("model.mtp_layers",
+               fmt::format("{} with {} {}: multi-token prediction runs under fsdp, dp and ep only for now; leave "
+                           "{} at 1, or mtp_layers at 0",
+                           m.mtp_layers, key, degree, key));
+}
+
+}  // namespace xtrain::config::rules

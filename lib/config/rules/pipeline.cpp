@@ -1,0 +1,43 @@
+// The pipeline's stages and schedule fit the model and the batch.
+#include <fmt/format.h>
+
+#include "config/recipe_rule.h"
+#include "model/spec/model_spec.h"
+
+namespace xtrain::config::rules {
+
+void pipeline(const RuleContext& c) {
+  const auto& m = c.recipe.model;
+  const auto& p = c.recipe.parallel;
+  const int64_t v = p.pp_virtual_stages;
+  if (v > 1 && p.pp_schedule != PpSchedule::interleaved_1f1b)
+    c.refuse("parallel.pp_virtual_stages",
+             fmt::format("{} chunks per rank need parallel.pp_schedule interleaved_1f1b (it is {})", v,
+                         to_string(p.pp_schedule)));
+  if (p.pp <= 1) return;
+  // Each stage runs its layers only: a balancing loss whose gradient in one layer needs every
+  // layer's counts, or every data rank's, is not computed by any of them.
+  if (m.num_experts > 0 && m.router_aux_loss_coef > 0 && m.router_aux_loss_scope == model::AuxLossScope::model)
+    c.refuse("model.router_aux_loss_scope",
+             fmt::format("model balances over every layer's routing at once, which parallel.pp {} splits over its "
+                         "stages: set model.router_aux_loss_scope layer (each layer's own balancing loss)",
+                         p.pp));
+  if (m.num_experts > 0 && m.router_aux_loss_coef > 0 && m.router_aux_loss_global_average)
+    c.refuse("model.router_aux_loss_global_average",
+             fmt::format("true defers the balancing loss to the end of the forward, which no stage of parallel.pp {} "
+                         "runs whole: set it false (each micro batch's counts)",
+                         p.pp));
+  if (const auto* spec = model::find_model_spec(m.family); spec && !spec->capabilities.pipeline)
+    c.refuse("parallel.pp",
+             fmt::format("{}: model.family {} is not split into pipeline stages: leave it at 1 (use FSDP)", p.pp,
+                         m.family));
+  if (p.pp_schedule == PpSchedule::interleaved_1f1b && v < 2)
+    c.refuse("parallel.pp_virtual_stages", "interleaved_1f1b needs at least 2 chunks per rank");
+  const int64_t chunks = p.pp * v;
+  if (m.num_layers + 2 < chunks)
+    c.refuse("parallel.pp", fmt::format("{} x {} chunks for {} layers and the embedding and head: each chunk needs "
+                                        "one of them",
+                                        p.pp, v, m.num_layers));
+}
+
+}  // namespace xtrain::config::rules
