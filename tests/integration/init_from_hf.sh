@@ -17,6 +17,21 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export TMPDIR=$work
 
+# eval_losses MODEL...: transformers' eval loss of each folder on $work/eval.jsonl, one line each
+# ("LOSS TARGETS", as `hf_folder.py eval-loss` prints), from one Python: importing transformers
+# costs seconds a process.
+eval_losses() {
+  "$python" - "$srcdir/tools/reference" "$work/eval.jsonl" "$@" <<'PY'
+import argparse, sys
+sys.path.insert(0, sys.argv[1])
+import hf_folder, torch, transformers
+torch.set_num_threads(1)
+transformers.utils.logging.disable_progress_bar()
+for model in sys.argv[3:]:
+    hf_folder.eval_loss(argparse.Namespace(model=model, data=sys.argv[2], seq_len=32))
+PY
+}
+
 "$python" "$srcdir/tools/data/make_tokenizer_text.py" --size 60000 > "$work/text.txt"
 "$python" "$srcdir/tools/data/train_hf_bpe.py" "$work/text.txt" "$work/tokenizers" > /dev/null
 "$python" "$srcdir/tools/reference/hf_folder.py" make --family qwen3 --tokenizer "$work/tokenizers/qwen2.json" \
@@ -92,10 +107,7 @@ from_checkpoint=$("$xtrain" generate "$work/fsdp2/checkpoints/latest" --prompt "
 from_export=$("$xtrain" generate "$work/export" --prompt "The" --max-new-tokens 8 --temperature 0)
 [[ -n $from_export && $from_export == "$from_checkpoint" ]] || { echo "'$from_export' vs '$from_checkpoint'"; exit 1; }
 
-read -r start_reference _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss --model "$work/qwen3" \
-  --data "$work/eval.jsonl" --seq-len 32)
-read -r end_reference _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss --model "$work/export" \
-  --data "$work/eval.jsonl" --seq-len 32)
+{ read -r start_reference _; read -r end_reference _; } < <(eval_losses "$work/qwen3" "$work/export")
 "$python" - "$work/fsdp2/metrics.jsonl" "$start_reference" "$end_reference" <<'PY'
 import json, sys
 records = [json.loads(line) for line in open(sys.argv[1])]
@@ -138,10 +150,7 @@ PY
 train moe_ep2 2 --set model.init_from="hf:$work/qwen3_moe" --set parallel.ep=2
 grep -q "experts split over ep 2" "$work/moe_ep2.log"
 "$xtrain" export "$work/moe_ep2/checkpoints/latest" "$work/moe_export" > /dev/null
-read -r moe_start _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss --model "$work/qwen3_moe" \
-  --data "$work/eval.jsonl" --seq-len 32)
-read -r moe_end _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss --model "$work/moe_export" \
-  --data "$work/eval.jsonl" --seq-len 32)
+{ read -r moe_start _; read -r moe_end _; } < <(eval_losses "$work/qwen3_moe" "$work/moe_export")
 "$python" - "$work/moe_ep2/metrics.jsonl" "$moe_start" "$moe_end" <<'PY'
 import json, sys
 evals = {r["step"]: r["eval_loss"] for r in map(json.loads, open(sys.argv[1])) if "eval_loss" in r}
@@ -166,10 +175,7 @@ for family in deepseek_v3 gpt_oss; do
   train ${family}_fsdp2 2 --set model.init_from="hf:$work/$family"
   grep -q "model: initial weights from hf:$work/$family (" "$work/${family}_fsdp2.log"
   "$xtrain" export "$work/${family}_fsdp2/checkpoints/latest" "$work/${family}_export" > /dev/null
-  read -r family_start _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss --model "$work/$family" \
-    --data "$work/eval.jsonl" --seq-len 32)
-  read -r family_end _ < <("$python" "$srcdir/tools/reference/hf_folder.py" eval-loss \
-    --model "$work/${family}_export" --data "$work/eval.jsonl" --seq-len 32)
+  { read -r family_start _; read -r family_end _; } < <(eval_losses "$work/$family" "$work/${family}_export")
   "$python" - "$work/${family}_fsdp2/metrics.jsonl" "$family_start" "$family_end" $family <<'PY'
 import json, sys
 evals = {r["step"]: r["eval_loss"] for r in map(json.loads, open(sys.argv[1])) if "eval_loss" in r}
