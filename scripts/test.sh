@@ -11,7 +11,7 @@ bash scripts/build.sh
 built=$(date +%s)
 # The unit tests run side by side (most of their time is starting the binary). The end-to-end
 # tests two at a time, as far as their cores go: each declares the cores it keeps busy (PROCESSORS
-# in tests/CMakeLists.txt, 1 or 2), so a test that starts ranks runs alone, two one-thread tests
+# in tests/CMakeLists.txt, 1 or 2), so a test that starts ranks runs alone, two one-process tests
 # run together, and a test that holds something to a time limit, or uses the GPU, runs alone.
 ctest --test-dir build --output-on-failure -L unit -j "$(nproc)" "$@"
 ctest --test-dir build --output-on-failure -LE unit -j 2 "$@"
