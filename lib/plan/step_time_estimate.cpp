@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "layout/loss_chunking.h"
 #include "plan/memory_estimate.h"
 #include "plan/stage_share.h"
 
@@ -63,17 +64,16 @@ std::string calls_note(double calls, const HardwareProfile& hw) {
 // an all-reduce of each norm weight's gradient, which its rank's part of the sequence left
 // partial (10); a recomputed forward repeats the forward's (2 or 4). Beside the layers: the
 // vocabulary-parallel embedding and head (2; with SP 5, the final norm's gradient among them) and
-// the loss, two all-reduces a chunk of its logits.
+// the loss, two all-reduces a chunk of its logits, cut as the engine cuts them (one chunk when the
+// recipe turns chunking off).
 double tensor_parallel_calls(const config::Recipe& recipe, const ClusterLayout& layout, const StepShape& step,
-                             double vocab, double recomputed) {
+                             int64_t vocab, double recomputed) {
   if (layout.tp <= 1) return 0;
   const bool sp = layout.sequence_parallel;
   const double per_layer = (sp ? 10 : 4) + recomputed * (sp ? 4 : 2);
-  const double chunk_rows =
-      recipe.memory.chunked_loss == "off"
-          ? step.micro_tokens
-          : (recipe.memory.chunked_loss == "auto" ? 256.0 * 1024 * 1024 / (8 * vocab / static_cast<double>(layout.tp))
-                                                  : std::stod(recipe.memory.chunked_loss));
+  const int64_t engine_chunk = layout::loss_chunk_tokens(recipe.memory.chunked_loss, vocab,
+                                                         recipe.train.micro_batch_size * recipe.data.seq_len);
+  const double chunk_rows = engine_chunk == 0 ? step.micro_tokens : static_cast<double>(engine_chunk);
   const double loss_chunks = std::ceil(step.micro_tokens / std::max(1.0, chunk_rows));
   return (per_layer * step.layers + (sp ? 5 : 2) + 2 * loss_chunks) * step.micro_batches;
 }
@@ -150,7 +150,7 @@ void add_communication(StepTimeEstimate& e, const ModelCensus& c, const config::
   // TP: two all-reduces (or all-gather + reduce-scatter pairs) a layer forward, two backward, and
   // the forward's two again where full recompute runs it twice.
   const double recomputed = recipe.memory.recompute == memory::Recompute::full ? recipe.memory.recompute_ratio : 0;
-  const double tp_calls = tensor_parallel_calls(recipe, layout, step, static_cast<double>(c.vocab), recomputed);
+  const double tp_calls = tensor_parallel_calls(recipe, layout, step, c.vocab, recomputed);
   const double tp_s = ring_seconds(micro_tokens_bytes(step, hidden), layout.tp, 1, layout, hw, 2) *
                           (4 + 2 * recomputed) * layers * micro_batches +
                       latency_seconds(tp_calls, hw);
