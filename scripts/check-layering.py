@@ -54,10 +54,7 @@ HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".h.in")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 TORCH_INCLUDE = re.compile(r'^\s*#\s*include\s*<(torch|ATen|c10)/')
 # (includer's target, the header as written): why the include stays until the header moves.
-WAIVED = {
-    ("xtrain_config", "optim/lr_schedule.h"):
-        "the recipe holds optim.schedule's choices, declared with the torch-free schedule in lib/optim",
-}
+WAIVED = {}
 
 
 def reply_index(build_dir):

@@ -11,7 +11,7 @@
 #include "layout/mesh_dim.h"
 #include "model/spec/float8_scaling.h"
 #include "model/spec/model_config.h"
-#include "optim/lr_schedule.h"
+#include "config/lr_schedule_choice.h"
 #include "util/device_setting.h"
 
 namespace xtrain::config {
@@ -26,7 +26,7 @@ struct ModelSection : model::ModelConfig {
   std::string init_from;  // "" (run.seed's random init) or hf:DIR
   std::vector<std::string> freeze;  // parts of the model (ModelSpec::parts) that do not train
   // Always 0: xtrain computes no dropout. Set explicitly, it lets model.init_from take a folder
-  // whose config.json has dropout (config/recipe_loader.cpp).
+  // whose config.json has dropout (config/hf_import.cpp).
   double dropout = 0;
 };
 
@@ -70,7 +70,7 @@ struct OptimSection {
   double lr = 0;
   double min_lr = 0;
   int64_t warmup_steps = 0;
-  optim::Decay schedule = optim::Decay::cosine;
+  LrDecay schedule = LrDecay::cosine;
   std::vector<double> betas;
   double eps = 0;
   double weight_decay = 0;

@@ -230,7 +230,7 @@ void add_optim_options(OptionRegistry& r) {
   r.add<double>("optim.lr", FIELD(optim.lr), 3e-4, "Peak learning rate.", positive());
   r.add<double>("optim.min_lr", FIELD(optim.min_lr), 0.0, "Learning rate at the end of the decay.", at_least(0.0));
   r.add<int64_t>("optim.warmup_steps", FIELD(optim.warmup_steps), 0, "Linear warmup steps from 0 to optim.lr. Longer than train.steps (a smoke run of a real recipe) trains with a warning: the schedule, cut short, never decays.", at_least<int64_t>(0));
-  add_choice<optim::Decay>(r, "optim.schedule", FIELD(optim.schedule), optim::Decay::cosine, "Decay after warmup: cosine, linear or constant.");
+  add_choice<LrDecay>(r, "optim.schedule", FIELD(optim.schedule), LrDecay::cosine, "Decay after warmup: cosine, linear or constant.");
   r.add<Floats>("optim.betas", FIELD(optim.betas), Floats{0.9, 0.95}, "AdamW betas [beta1, beta2].", adam_betas());
   r.add<double>("optim.eps", FIELD(optim.eps), 1e-8, "AdamW epsilon.", positive());
   r.add<double>("optim.weight_decay", FIELD(optim.weight_decay), 0.1, "Decoupled weight decay on matrices (not on norms, biases).", at_least(0.0));

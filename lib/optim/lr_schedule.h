@@ -6,23 +6,12 @@
 #include <cstdint>
 #include <string>
 
-#include "util/choice.h"
+#include "config/lr_schedule_choice.h"
 
 namespace xtrain::optim {
 
 // The decay after warmup; the names are the recipe's optim.schedule.
-enum class Decay { cosine, linear, constant };
-
-XTRAIN_CHOICES_BEGIN
-constexpr const char* to_string(Decay value) {
-  switch (value) {
-    case Decay::cosine: return "cosine";
-    case Decay::linear: return "linear";
-    case Decay::constant: return "constant";
-  }
-  return nullptr;
-}
-XTRAIN_CHOICES_END
+using Decay = config::LrDecay;
 
 struct LrSchedule {
   double peak_lr = 0;

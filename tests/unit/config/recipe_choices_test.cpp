@@ -33,7 +33,7 @@ TEST_CASE("each choice's name parses back to it, and nothing else parses", "[con
   require_round_trip<config::PpSchedule>();
   require_round_trip<config::Backend>();
   require_round_trip<util::DeviceSetting>();
-  require_round_trip<optim::Decay>();
+  require_round_trip<config::LrDecay>();
   require_round_trip<memory::Recompute>();
   require_round_trip<memory::Attention>();
   require_round_trip<model::Router>();
