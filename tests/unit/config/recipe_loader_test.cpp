@@ -1,12 +1,15 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "config/option_registry.h"
 #include "config/recipe_loader.h"
 #include "config/recipe_problems.h"
+#include "config/recipe_rule.h"
 #include "scratch_dir.h"
 
 using namespace xtrain::config;
@@ -208,4 +211,33 @@ TEST_CASE("a layout or objective the family does not support names the family, t
   has(problems("name: x\ndata:\n  objective: mlm\n"),
       "r.yaml:3:3: data.objective: mlm trains an encoder, and model.family llama is a decoder: set model.family "
       "bert, or data.objective clm");
+}
+
+TEST_CASE("each file of config/rules is one feature of the rule table, and the table has no other", "[config]") {
+  std::set<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(XTRAIN_SOURCE_DIR) + "/lib/config/rules"))
+    if (entry.path().extension() == ".cpp" && entry.path().stem() != "rules") files.insert(entry.path().stem());
+  std::set<std::string> features;
+  for (const auto& rule : recipe_rules()) {
+    CHECK(rule.check != nullptr);
+    CHECK(features.insert(rule.feature).second);
+  }
+  CHECK(features == files);
+}
+
+TEST_CASE("a feature's rule refuses the key where the recipe set it, or the file for a default", "[config]") {
+  const std::string recipe =
+      "name: x\nmodel:\n  family: llama\n  hidden_size: 64\n  num_layers: 2\n  num_heads: 4\n"
+      "data:\n  train: builtin:demo\n  tokenizer: byte\n  seq_len: 30\n"
+      "train:\n  steps: 1\n  global_batch_size: 2\n  micro_batch_size: 2\n";
+  CHECK(problems(recipe, {"parallel.cp=2"}) ==
+        std::vector<std::string>{"--set parallel.cp=2: parallel.cp: 2 cuts each sequence into 2 x cp = 4 chunks "
+                                 "(head-tail), which does not divide data.seq_len 30: make data.seq_len a multiple of "
+                                 "4"});
+  CHECK(problems(recipe + "optim:\n  name: onebit_adam\n") ==
+        std::vector<std::string>{"r.yaml: parallel.dp: 1: optim.name onebit_adam compresses the momentum exchanged "
+                                 "between data-parallel replicas, and there is one. Pure FSDP's reduce-scatter "
+                                 "already moves each gradient element once and its optimizer state is sharded, so "
+                                 "there is nothing to replace: use parallel.dp above 1 (DDP, or HSDP with "
+                                 "parallel.fsdp)"});
 }
