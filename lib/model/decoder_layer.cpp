@@ -24,8 +24,6 @@ MoeOptions moe_options(const ModelConfig& config) {
   options.shared_expert_gate = config.shared_expert_gate;
   options.capacity_factor = config.capacity_factor;
   options.drop_policy = config.drop_policy;
-  options.swiglu_limit = config.swiglu_limit;
-  options.swiglu_alpha = config.swiglu_alpha;
   return options;
 }
 

@@ -148,7 +148,6 @@ AttentionImpl::AttentionImpl(const ModelConfig& config, const AttentionFeatures&
   k_proj = register_module("k_proj", Linear(config.hidden_size, num_kv_heads_ * head_dim_, bias));
   v_proj = register_module("v_proj", Linear(config.hidden_size, num_kv_heads_ * head_dim_, bias));
   o_proj = register_module("o_proj", Linear(num_heads_ * head_dim_, config.hidden_size, features.o_bias));
-  if (features.sinks) sinks = register_parameter("sinks", unmaterialized({num_heads_}));
   if (features.qk_norm) {
     q_norm = register_module("q_norm", RMSNorm(head_dim_, config.norm_eps));
     k_norm = register_module("k_norm", RMSNorm(head_dim_, config.norm_eps));
@@ -160,7 +159,6 @@ void AttentionImpl::describe_init(const std::string& name, double std, double ou
   k_proj->describe_init(name + ".k_proj", std, plan);
   v_proj->describe_init(name + ".v_proj", std, plan);
   o_proj->describe_init(name + ".o_proj", output_std, plan);
-  if (sinks.defined()) plan[name + ".sinks"] = {ParameterInit::Kind::zeros, 0.0};
   if (q_norm) q_norm->describe_init(name + ".q_norm", plan);
   if (k_norm) k_norm->describe_init(name + ".k_norm", plan);
 }
@@ -191,7 +189,6 @@ TensorParallelPlan AttentionImpl::tensor_parallel_plan(int64_t rank, int64_t ran
     return SplitShare{share.first * head_dim_, share.count * head_dim_};
   };
   TensorParallelPlan plan = {{"q_proj.weight", {0, heads(num_heads_)}}, {"o_proj.weight", {1, heads(num_heads_)}}};
-  if (sinks.defined()) plan["sinks"] = {0, split_share(num_heads_, rank, ranks)};
   if (q_proj->bias.defined()) plan["q_proj.bias"] = {0, heads(num_heads_)};
   if (num_kv_heads_ % ranks == 0)
     for (const auto* name : {"k_proj", "v_proj"}) {
@@ -234,11 +231,15 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& whole, const RotaryTab
   std::tie(q, k) = rotate(q, k, rotary, layout, query_shift);
   auto v = heads(key_value(v_proj, x));
   TORCH_CHECK(kernel || !layout.context, "a row split over context-parallel ranks needs a context-parallel kernel");
-  AttentionVariant variant;
-  variant.window = window_;
-  variant.sinks = sinks;  // under tensor parallelism, this rank's heads' (the plan splits them)
+  const auto variant = this->variant();
   auto attended = kernel ? kernel(q, k, v, layout, variant) : causal_attention(q, k, v, layout.cu_seqlens, variant);
   return output(attended.transpose(1, 2).reshape({batch, seq, -1}));
+}
+
+AttentionVariant AttentionImpl::variant() const {
+  AttentionVariant variant;
+  variant.window = window_;
+  return variant;
 }
 
 // Row-parallel: the ranks' partial sums are added, then the bias, once. With sequence

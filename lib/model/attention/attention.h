@@ -67,13 +67,17 @@ class AttentionImpl : public AttentionLayer {
 
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qwen3 only
-  torch::Tensor sinks;  // [heads] sink logits (gpt_oss), or undefined
   bool fused_rotary = false;  // q and k rotated by model/kernels/fused_rotary.h where it applies
 
   // The rows of each projection that rank `rank` of `ranks` holds, by parameter name relative to
   // this module (model/layers/tensor_parallel_ops.h); replicated ones are absent.
   TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const override;
   void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) override;
+
+ protected:
+  // What this layer's softmax adds to plain causal attention: its window (GPT-OSS's layers add
+  // their sinks, model/gpt_oss/sink_attention.h).
+  virtual AttentionVariant variant() const;
 
  private:
   torch::Tensor key_value(const Linear& projection, const torch::Tensor& x) const;

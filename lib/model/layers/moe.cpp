@@ -19,26 +19,29 @@ struct ParameterHolder : torch::nn::Module {};
 
 }  // namespace
 
-MoeBlockImpl::MoeBlockImpl(const MoeOptions& options) : options_(options), tp_experts_(options.num_experts) {
+MoeBlockImpl::MoeBlockImpl(const MoeOptions& options) : MoeBlockImpl(options, ExpertLayout{}) {}
+
+MoeBlockImpl::MoeBlockImpl(const MoeOptions& options, const ExpertLayout& layout)
+    : options_(options), tp_experts_(options.num_experts) {
   const int64_t e = options.num_experts, h = options.hidden_size, i = options.intermediate_size;
   TORCH_CHECK(options.n_group >= 1 && e % options.n_group == 0 && options.topk_group <= options.n_group &&
                   (options.n_group == 1 || e / options.n_group >= 2) &&
                   options.top_k <= options.topk_group * (e / options.n_group),
               "MoE groups: ", e, " experts in ", options.n_group, " groups, ", options.topk_group,
               " chosen, cannot offer top_k ", options.top_k);
-  const bool gpt_oss = options.gpt_oss_experts;
-  auto gate = register_module(gpt_oss ? "router" : "gate", std::make_shared<ParameterHolder>());
+  const bool biased = layout.biased, transposed = layout.transposed;
+  auto gate = register_module(layout.router, std::make_shared<ParameterHolder>());
   gate_weight = gate->register_parameter("weight", unmaterialized({e, h}));
-  if (gpt_oss) router_bias = gate->register_parameter("bias", unmaterialized({e}));
+  if (biased) router_bias = gate->register_parameter("bias", unmaterialized({e}));
   if (options.router == Router::sigmoid_bias)
     expert_bias = gate->register_buffer("e_score_correction_bias", torch::zeros({e}));
   auto experts = register_module("experts", std::make_shared<ParameterHolder>());
-  gate_up_proj = experts->register_parameter("gate_up_proj", unmaterialized(gpt_oss ? std::vector<int64_t>{e, h, 2 * i}
+  gate_up_proj = experts->register_parameter("gate_up_proj", unmaterialized(transposed ? std::vector<int64_t>{e, h, 2 * i}
                                                                                      : std::vector<int64_t>{e, 2 * i, h}));
-  if (gpt_oss) gate_up_bias = experts->register_parameter("gate_up_proj_bias", unmaterialized({e, 2 * i}));
-  down_proj = experts->register_parameter("down_proj", unmaterialized(gpt_oss ? std::vector<int64_t>{e, i, h}
+  if (biased) gate_up_bias = experts->register_parameter("gate_up_proj_bias", unmaterialized({e, 2 * i}));
+  down_proj = experts->register_parameter("down_proj", unmaterialized(transposed ? std::vector<int64_t>{e, i, h}
                                                                                : std::vector<int64_t>{e, h, i}));
-  if (gpt_oss) down_bias = experts->register_parameter("down_proj_bias", unmaterialized({e, h}));
+  if (biased) down_bias = experts->register_parameter("down_proj_bias", unmaterialized({e, h}));
   if (options.num_shared_experts > 0)
     shared_experts = register_module("shared_experts", SwiGLU(h, i * options.num_shared_experts));
   if (options.shared_expert_gate) shared_expert_gate = register_module("shared_expert_gate", Linear(h, 1, false));
@@ -66,12 +69,13 @@ Routing MoeBlockImpl::route(const torch::Tensor& tokens) const {
   Routing r;
   r.logits = torch::nn::functional::linear(tokens.to(torch::kFloat32), gate_weight.to(torch::kFloat32),
                                            router_bias.defined() ? router_bias.to(torch::kFloat32) : torch::Tensor());
-  if (options_.gpt_oss_experts) {  // the softmax of the chosen logits, as GPT-OSS computes it
-    r.probs = torch::softmax(r.logits, -1);
-    auto [top, experts] = r.logits.topk(options_.top_k, -1);
-    r.weights = torch::softmax(top, -1);
-    r.experts = experts;
-  } else if (options_.router == Router::softmax) {
+  choose(r);
+  if (options_.routed_scaling_factor != 1.0) r.weights = r.weights * options_.routed_scaling_factor;
+  return r;
+}
+
+void MoeBlockImpl::choose(Routing& r) const {
+  if (options_.router == Router::softmax) {
     r.probs = torch::softmax(r.logits, -1);
     auto [top, experts] = r.probs.topk(options_.top_k, -1);
     r.weights = options_.norm_topk_prob ? top / top.sum(-1, /*keepdim=*/true) : top;
@@ -85,8 +89,6 @@ Routing MoeBlockImpl::route(const torch::Tensor& tokens) const {
     if (options_.norm_topk_prob) r.weights = r.weights / (r.weights.sum(-1, /*keepdim=*/true) + 1e-20);
     r.probs = scores / scores.sum(-1, /*keepdim=*/true);
   }
-  if (options_.routed_scaling_factor != 1.0) r.weights = r.weights * options_.routed_scaling_factor;
-  return r;
 }
 
 // Every (token, choice) pair within capacity is computed (all of them when dropless). The pairs
@@ -201,34 +203,18 @@ torch::Tensor MoeBlockImpl::compute_experts(const torch::Tensor& rows, const std
   int64_t offset = 0;
   for (size_t e = 0; e < counts.size(); ++e) {
     const auto segment = rows.narrow(0, offset, counts[e]);
-    const auto expert = static_cast<int64_t>(e);
-    if (options_.gpt_oss_experts) {
-      outputs.push_back(gpt_oss_expert(segment, matrices, expert));
-      offset += counts[e];
-      continue;
-    }
-    const auto gate_up = expert_product(segment, gate_up_proj, matrices.gate_up[e], expert, false).chunk(2, -1);
-    const auto gated = fused && fused_swiglu_applies(gate_up[0], gate_up[1]) ? fused_swiglu(gate_up[0], gate_up[1])
-                                                                             : torch::silu(gate_up[0]) * gate_up[1];
-    outputs.push_back(expert_product(gated, down_proj, matrices.down[e], expert, false));
+    outputs.push_back(expert(segment, matrices, static_cast<int64_t>(e)));
     offset += counts[e];
   }
   return torch::cat(outputs);
 }
 
-// transformers' GptOssExperts, in its order of operations.
-torch::Tensor MoeBlockImpl::gpt_oss_expert(const torch::Tensor& rows, const ExpertMatrices& matrices,
-                                           int64_t expert) const {
-  using torch::indexing::None;
-  using torch::indexing::Slice;
-  const auto gate_up = expert_product(rows, gate_up_proj, matrices.gate_up[static_cast<size_t>(expert)], expert, true) +
-                       gate_up_bias[expert];
-  const double limit = options_.swiglu_limit;
-  const auto gate = gate_up.index({"...", Slice(0, None, 2)}).clamp_max(limit);
-  const auto up = gate_up.index({"...", Slice(1, None, 2)}).clamp(-limit, limit);
-  const auto glu = gate * torch::sigmoid(gate * options_.swiglu_alpha);
-  return expert_product((up + 1) * glu, down_proj, matrices.down[static_cast<size_t>(expert)], expert, true) +
-         down_bias[expert];
+torch::Tensor MoeBlockImpl::expert(const torch::Tensor& rows, const ExpertMatrices& matrices, int64_t expert) const {
+  const auto e = static_cast<size_t>(expert);
+  const auto gate_up = expert_product(rows, gate_up_proj, matrices.gate_up[e], expert, false).chunk(2, -1);
+  const auto gated = fused && fused_swiglu_applies(gate_up[0], gate_up[1]) ? fused_swiglu(gate_up[0], gate_up[1])
+                                                                           : torch::silu(gate_up[0]) * gate_up[1];
+  return expert_product(gated, down_proj, matrices.down[e], expert, false);
 }
 
 torch::Tensor MoeBlockImpl::expert_product(const torch::Tensor& rows, const torch::Tensor& weight,
@@ -282,18 +268,15 @@ void MoeBlockImpl::use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) {
 }
 
 void MoeBlockImpl::describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const {
-  if (options_.gpt_oss_experts) {
-    plan[name + ".router.weight"] = {ParameterInit::Kind::normal, std};
-    plan[name + ".router.bias"] = {ParameterInit::Kind::zeros, 0.0};
-    plan[name + ".experts.gate_up_proj_bias"] = {ParameterInit::Kind::zeros, 0.0};
-    plan[name + ".experts.down_proj_bias"] = {ParameterInit::Kind::zeros, 0.0};
-  } else {
-    plan[name + ".gate.weight"] = {ParameterInit::Kind::normal, std};
-  }
+  describe_router(name, std, plan);
   plan[name + ".experts.gate_up_proj"] = {ParameterInit::Kind::normal, std};
   plan[name + ".experts.down_proj"] = {ParameterInit::Kind::normal, output_std};
   if (shared_experts) shared_experts->describe_init(name + ".shared_experts", std, output_std, plan);
   if (shared_expert_gate) shared_expert_gate->describe_init(name + ".shared_expert_gate", std, plan);
+}
+
+void MoeBlockImpl::describe_router(const std::string& name, double std, InitPlan& plan) const {
+  plan[name + ".gate.weight"] = {ParameterInit::Kind::normal, std};
 }
 
 void MoeBlockImpl::update_expert_bias(const torch::Tensor& load, double rate) {

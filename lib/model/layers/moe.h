@@ -68,13 +68,6 @@ struct MoeOptions {
   // dropped passes through the residual alone.
   double capacity_factor = 0.0;
   DropPolicy drop_policy = DropPolicy::probs;
-  // GPT-OSS (transformers' GptOssMLP), with its names: the router is `router` (weight [E, H]
-  // and bias [E]; the softmax of the top-k logits weighs the chosen experts), the experts'
-  // experts.gate_up_proj [E, H, 2I] has gate and up in alternate columns, experts.down_proj is
-  // [E, I, H], each with a bias (gate_up_proj_bias [E, 2I], down_proj_bias [E, H]), and the
-  // activation is (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha g), g = min(gate, limit).
-  bool gpt_oss_experts = false;
-  double swiglu_limit = 7.0, swiglu_alpha = 1.702;
 };
 
 struct Routing {
@@ -142,6 +135,7 @@ class MoeBlockImpl : public torch::nn::Module, public FusedKernelUser {
   // x: [..., H] -> [..., H]; the routing of its tokens (flattened) in `routing` when not null.
   torch::Tensor forward(const torch::Tensor& x, Routing* routing = nullptr);
   Routing route(const torch::Tensor& tokens) const;  // tokens: [T, H]
+  virtual ~MoeBlockImpl() = default;
   // Router and experts ~ N(0, std^2), except down_proj, which writes into the residual stream.
   void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const;
 
@@ -165,8 +159,8 @@ class MoeBlockImpl : public torch::nn::Module, public FusedKernelUser {
   std::vector<std::pair<std::string, torch::Tensor>> expert_weights() const;
 
   torch::Tensor gate_weight;              // [E, H], registered as gate.weight (GPT-OSS: router.weight)
-  torch::Tensor router_bias;              // [E], GPT-OSS's router.bias
-  torch::Tensor gate_up_bias, down_bias;  // GPT-OSS's experts.gate_up_proj_bias and down_proj_bias
+  torch::Tensor router_bias;              // [E], a biased router's (GPT-OSS's router.bias)
+  torch::Tensor gate_up_bias, down_bias;  // biased experts' experts.gate_up_proj_bias and down_proj_bias
   torch::Tensor expert_bias;              // [E] buffer gate.e_score_correction_bias (sigmoid_bias)
   torch::Tensor gate_up_proj, down_proj;  // registered under experts.
   SwiGLU shared_experts{nullptr};         // when num_shared_experts > 0
@@ -175,6 +169,33 @@ class MoeBlockImpl : public torch::nn::Module, public FusedKernelUser {
   // The experts' and the shared experts' choice.
   void set_fused_kernels(bool on) override;
   std::shared_ptr<const Float8Recipe> float8;  // the experts' products in FP8 (model/layers/float8_linear.h)
+
+ protected:
+  // How a family stores its experts (model/gpt_oss/clamped_experts.h): the router's module name,
+  // biases on the router and the experts, and the experts' matrices held [in, out] (transposed)
+  // rather than [out, in].
+  struct ExpertLayout {
+    const char* router = "gate";
+    bool biased = false;
+    bool transposed = false;
+  };
+  MoeBlockImpl(const MoeOptions& options, const ExpertLayout& layout);
+  // Every held expert's matrices, views of gate_up_proj and down_proj.
+  struct ExpertMatrices {
+    std::vector<torch::Tensor> gate_up, down;
+  };
+  // The chosen experts, their weights and the router probabilities, from routing.logits (fp32),
+  // before routed_scaling_factor.
+  virtual void choose(Routing& routing) const;
+  // Expert `expert`'s output on its rows: SwiGLU, gate rows first.
+  virtual torch::Tensor expert(const torch::Tensor& rows, const ExpertMatrices& matrices, int64_t expert) const;
+  // The router's parameters' init (and any biases').
+  virtual void describe_router(const std::string& name, double std, InitPlan& plan) const;
+  // rows [T, K] times one expert's `matrix` [N, K] (`transposed`: held [K, N]) of `weight`
+  // (gate_up_proj or down_proj, whose FP8 scales it takes), in the block's precision.
+  torch::Tensor expert_product(const torch::Tensor& rows, const torch::Tensor& weight, const torch::Tensor& matrix,
+                               int64_t expert, bool transposed) const;
+  const MoeOptions& options() const { return options_; }
 
  private:
   // between: what to compute while the last combines are in flight (the shared experts).
@@ -189,15 +210,6 @@ class MoeBlockImpl : public torch::nn::Module, public FusedKernelUser {
   std::vector<int64_t> tp_counts(const std::vector<int64_t>& counts) const;
   // rows grouped by expert (of the experts held here), counts per held expert.
   torch::Tensor compute_experts(const torch::Tensor& rows, const std::vector<int64_t>& counts) const;
-  // Every held expert's matrices, views of gate_up_proj and down_proj.
-  struct ExpertMatrices {
-    std::vector<torch::Tensor> gate_up, down;
-  };
-  torch::Tensor gpt_oss_expert(const torch::Tensor& rows, const ExpertMatrices& matrices, int64_t expert) const;
-  // rows [T, K] times one expert's `matrix` [N, K] (`transposed`: held [K, N]) of `weight`
-  // (gate_up_proj or down_proj, whose FP8 scales it takes), in the block's precision.
-  torch::Tensor expert_product(const torch::Tensor& rows, const torch::Tensor& weight, const torch::Tensor& matrix,
-                               int64_t expert, bool transposed) const;
   torch::Tensor gate_of_shared(const torch::Tensor& x) const;
   // sigmoid_bias: the experts each token may choose from, as -inf where it may not.
   torch::Tensor group_limited(const torch::Tensor& choice) const;
