@@ -24,6 +24,7 @@
 #include "model/spec/model_config.h"
 #include "model/model_output.h"
 #include "model/layers/fused_kernel_user.h"
+#include "model/layers/linear.h"
 #include "model/layers/parameter_init.h"
 #include "model/shard_plan.h"
 #include "model/layers/tensor_parallel_ops.h"
@@ -38,7 +39,7 @@ using BlockRunner = std::function<torch::Tensor(int64_t layer, const torch::Tens
 // Runs the token embedding on input ids; `embed` is the plain lookup.
 using EmbedRunner = std::function<torch::Tensor(const torch::Tensor& input_ids, const BlockFn& embed)>;
 
-class CausalLM : public torch::nn::Module, public FusedKernelUser {
+class CausalLM : public torch::nn::Module, public FusedKernelUser, public LookupTableOwner {
  public:
   // The hidden states that the output projection turns into logits, and the auxiliary losses.
   virtual ModelOutput forward(const Batch& batch) = 0;
@@ -83,6 +84,8 @@ class CausalLM : public torch::nn::Module, public FusedKernelUser {
   virtual std::vector<std::pair<std::string, MoeBlockImpl*>> moe_blocks() const { return {}; }
   // The fused kernels of the family's layers (model/kernel_choice.h); none by default.
   void set_fused_kernels(bool) override {}
+  // Every token and position table of the family (model/layers/linear.h).
+  std::vector<EmbeddingImpl*> lookup_tables() override = 0;
 
   // logits [B, T, vocab] of the batch (evaluation and generation; training runs the chunked loss).
   torch::Tensor logits(const Batch& batch);

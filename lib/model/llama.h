@@ -91,6 +91,7 @@ class LlamaForCausalLM final : public CausalLM {
   // Every norm's, MLP's, attention's and expert block's choice.
   void set_fused_kernels(bool fused) override;
   std::vector<std::pair<std::string, MoeBlockImpl*>> moe_blocks() const override;
+  std::vector<EmbeddingImpl*> lookup_tables() override { return {model->embed_tokens.get()}; }
 
   LlamaBody model{nullptr};
   Linear lm_head{nullptr};  // null when embeddings are tied

@@ -54,6 +54,9 @@ class BertForMaskedLM final : public CausalLM {
   // The embeddings and the head as one unit (they share the word embeddings), each layer its own.
   ShardPlan shard_plan() override;
   std::vector<AttentionKernel*> attention_kernels() override { return {}; }
+  std::vector<EmbeddingImpl*> lookup_tables() override {
+    return {word_embeddings.get(), position_embeddings.get(), token_type_embeddings.get()};
+  }
 
   Embedding word_embeddings{nullptr}, position_embeddings{nullptr}, token_type_embeddings{nullptr};
   LayerNorm embeddings_norm{nullptr};

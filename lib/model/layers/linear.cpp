@@ -62,9 +62,8 @@ class InPlaceGradLookup : public torch::autograd::Function<InPlaceGradLookup> {
 
 }  // namespace
 
-void accumulate_lookup_grads_in_place(torch::nn::Module& model) {
-  for (const auto& module : model.modules())
-    if (auto* embedding = module->as<EmbeddingImpl>()) embedding->accumulate_grad_in_place = true;
+void accumulate_lookup_grads_in_place(LookupTableOwner& model) {
+  for (auto* table : model.lookup_tables()) table->accumulate_grad_in_place = true;
 }
 
 EmbeddingImpl::EmbeddingImpl(int64_t num_embeddings, int64_t dim) {

@@ -35,7 +35,17 @@ TORCH_MODULE(Linear);
 // Vocabulary-parallel when tensor_parallel is set: the table holds rows [first_row, first_row +
 // rows) of the whole, ids outside them look up zeros, and the ranks' lookups are summed (with
 // sequence parallelism, reduce-scattered along the sequence).
-class EmbeddingImpl : public torch::nn::Module {
+class EmbeddingImpl;
+
+// A module that holds token lookups, or parts that do: each lists its own tables, by type, for
+// the trainer's accumulate_lookup_grads_in_place.
+class LookupTableOwner {
+ public:
+  virtual ~LookupTableOwner() = default;
+  virtual std::vector<EmbeddingImpl*> lookup_tables() = 0;
+};
+
+class EmbeddingImpl : public torch::nn::Module, public LookupTableOwner {
  public:
   EmbeddingImpl(int64_t num_embeddings, int64_t dim);
   torch::Tensor forward(const torch::Tensor& ids);
@@ -49,11 +59,12 @@ class EmbeddingImpl : public torch::nn::Module {
   // full gradient buffer), the lookup's backward adds to the rows it looked up, in place, instead
   // of handing autograd a dense gradient as large as the table.
   bool accumulate_grad_in_place = false;
+  std::vector<EmbeddingImpl*> lookup_tables() override { return {this}; }
 };
 TORCH_MODULE(Embedding);
 
-// Sets accumulate_grad_in_place on every Embedding in `model`: the trainer's, whose parameters'
-// gradients are buffers that backward() accumulates into.
-void accumulate_lookup_grads_in_place(torch::nn::Module& model);
+// Sets accumulate_grad_in_place on every lookup table of `model`: the trainer's, whose
+// parameters' gradients are buffers that backward() accumulates into.
+void accumulate_lookup_grads_in_place(LookupTableOwner& model);
 
 }  // namespace xtrain::model

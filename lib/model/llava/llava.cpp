@@ -87,6 +87,12 @@ InitPlan LlavaForConditionalGeneration::init_plan() const {
   return plan;
 }
 
+std::vector<EmbeddingImpl*> LlavaForConditionalGeneration::lookup_tables() {
+  auto tables = language_model->lookup_tables();
+  tables.push_back(vision_tower->position_embedding.get());
+  return tables;
+}
+
 std::vector<std::pair<std::string, MoeBlockImpl*>> LlavaForConditionalGeneration::moe_blocks() const {
   auto blocks = language_model->moe_blocks();
   for (auto& [name, block] : blocks) name = "language_model." + name;

@@ -46,6 +46,7 @@ class LlavaForConditionalGeneration final : public CausalLM {
   // The language model's (the tower has no fused path).
   void set_fused_kernels(bool fused) override { language_model->set_fused_kernels(fused); }
   std::vector<std::pair<std::string, MoeBlockImpl*>> moe_blocks() const override;
+  std::vector<EmbeddingImpl*> lookup_tables() override;
 
   // The projected features of pixel_values, image after image: [images * features_per_image, hidden].
   torch::Tensor image_features(const torch::Tensor& pixel_values);
