@@ -133,7 +133,8 @@ TensorParallelPlan LlamaForCausalLM::tensor_parallel_plan(int64_t rank, int64_t 
   for (size_t i = 0; i < model->blocks.size(); ++i) {
     const auto prefix = "model.layers." + std::to_string(i) + ".";
     const auto& layer = *model->blocks[i];
-    for (const auto& [name, slice] : layer.self_attn->tensor_parallel_plan(rank, ranks)) plan[prefix + "self_attn." + name] = slice;
+    for (const auto& [name, slice] : layer.self_attn->tensor_parallel_plan(rank, ranks))
+      plan[prefix + "self_attn." + name] = slice;
     auto mlp = [&](const std::string& name, int64_t width) {
       const auto share = split_share(width, rank, ranks);
       plan[prefix + name + ".gate_proj.weight"] = {0, share};
@@ -190,7 +191,8 @@ void LlamaForCausalLM::set_fused_kernels(bool fused) {
 std::vector<std::pair<std::string, MoeBlockImpl*>> LlamaForCausalLM::moe_blocks() const {
   std::vector<std::pair<std::string, MoeBlockImpl*>> blocks;
   for (size_t i = 0; i < model->blocks.size(); ++i)
-    if (const auto& moe = model->blocks[i]->moe) blocks.emplace_back("model.layers." + std::to_string(i) + ".mlp", moe.ptr().get());
+    if (const auto& moe = model->blocks[i]->moe)
+      blocks.emplace_back("model.layers." + std::to_string(i) + ".mlp", moe.ptr().get());
   return blocks;
 }
 

@@ -18,8 +18,8 @@ namespace {
 // the ranks with their loss weights (T_r / T), these are the global batch's losses.
 torch::Tensor fill_balance_coefficients(const ModelConfig& c, const torch::Tensor& coefficients,
                                         const std::vector<int64_t>& moe_layers, const torch::Tensor& counts,
-                                        const torch::Tensor& prob_sums, double tokens, const RankSum& sum_over_data_ranks,
-                                        const RankSum& sum_over_context_ranks) {
+                                        const torch::Tensor& prob_sums, double tokens,
+                                        const RankSum& sum_over_data_ranks, const RankSum& sum_over_context_ranks) {
   torch::NoGradGuard no_grad;
   auto totals = torch::cat({counts.reshape(-1), torch::full({1}, tokens, counts.options())}).to(torch::kFloat64);
   if (c.router_aux_loss_global_average && sum_over_data_ranks)

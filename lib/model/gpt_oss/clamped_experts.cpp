@@ -5,7 +5,9 @@
 namespace xtrain::model {
 
 ClampedExpertsImpl::ClampedExpertsImpl(const MoeOptions& options, double limit, double alpha)
-    : MoeBlockImpl(options, ExpertLayout{"router", /*biased=*/true, /*transposed=*/true}), limit_(limit), alpha_(alpha) {}
+    : MoeBlockImpl(options, ExpertLayout{"router", /*biased=*/true, /*transposed=*/true}),
+      limit_(limit),
+      alpha_(alpha) {}
 
 // The softmax of the chosen logits, as GPT-OSS computes it.
 void ClampedExpertsImpl::choose(Routing& r) const {
