@@ -65,6 +65,10 @@ expect unknown_family "unknown_family.yaml:5:11: model.family: must be one of ll
 "${head}model:
   family: gpt2
 "
+expect llava_without_tower "llava_without_tower.yaml:5:3: model.family: llava reads images through a vision tower, which only a Hugging Face folder describes: set model.init_from: hf:DIR to a folder whose config.json has a vision_config" \
+"${head}model:
+  family: llava
+"
 expect odd_head_dim "odd_head_dim.yaml:7:3: model.head_dim: head size head_dim = 7 must be even for rotary embeddings" \
 "${head}model:
   family: qwen3

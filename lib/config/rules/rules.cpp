@@ -22,6 +22,7 @@ void sequence_length(const RuleContext&);
 void batch_geometry(const RuleContext&);
 void activation_offload(const RuleContext&);
 void learning_rate(const RuleContext&);
+void vision_tower(const RuleContext&);
 }  // namespace rules
 
 const std::vector<FeatureRule>& recipe_rules() {
@@ -42,6 +43,7 @@ const std::vector<FeatureRule>& recipe_rules() {
       {"batch_geometry", rules::batch_geometry},
       {"activation_offload", rules::activation_offload},
       {"learning_rate", rules::learning_rate},
+      {"vision_tower", rules::vision_tower},
   };
   return table;
 }
