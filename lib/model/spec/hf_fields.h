@@ -1,7 +1,7 @@
 // Reading a config.json's fields, each with an InputError naming the file and the field; a
 // missing or null field takes the fallback given (transformers' class default). Integers are
 // those of int64 (a bigger one is refused, not wrapped), numbers finite; whether a value is in
-// the recipe's range is the recipe loader's check (config/recipe_loader.cpp), made after.
+// the recipe's range is the recipe's check (config/hf_import.cpp), made after.
 #pragma once
 #include <cmath>
 #include <cstdint>

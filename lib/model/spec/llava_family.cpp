@@ -103,7 +103,7 @@ VisionConfig vision_from_hf(const nlohmann::json& json, const std::string& sourc
   if (v.patch_size < 1 || v.image_size < v.patch_size)
     throw InputError(fmt::format("{}: image_size {} and patch_size {} give no patch", where, v.image_size, v.patch_size));
   // The tower's other sizes are checked against the recipe's ranges of the language model's
-  // (config/recipe_loader.cpp); these have no recipe key, and their products must not overflow.
+  // (config/hf_import.cpp); these have no recipe key, and their products must not overflow.
   if (v.image_size > kMaxImageSize)
     throw InputError(fmt::format("{}: image_size {} is more than {} pixels a side", where, v.image_size, kMaxImageSize));
   if (v.num_channels < 1 || v.num_channels > kMaxImageChannels)

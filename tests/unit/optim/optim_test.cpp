@@ -165,9 +165,9 @@ TEST_CASE("AdamW follows LibTorch's torch::optim::AdamW over 100 steps", "[optim
       CHECK(libtorch_state.step() == steps);
       const double error = (xtrain[fused][i].tensor.detach() - expected).abs().max().item<double>();
       const double exp_avg_error =
-          testing::max_relative_error(state.at("exp_avg." + kCompared[i].name), libtorch_state.exp_avg());
+          xtrain::testing::max_relative_error(state.at("exp_avg." + kCompared[i].name), libtorch_state.exp_avg());
       const double exp_avg_sq_error =
-          testing::max_relative_error(state.at("exp_avg_sq." + kCompared[i].name), libtorch_state.exp_avg_sq());
+          xtrain::testing::max_relative_error(state.at("exp_avg_sq." + kCompared[i].name), libtorch_state.exp_avg_sq());
       CHECK(error <= 1e-6);
       CHECK(exp_avg_error <= 1e-6);
       CHECK(exp_avg_sq_error <= 1e-6);
