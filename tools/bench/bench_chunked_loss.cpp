@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "layout/loss_chunking.h"
 #include "memory/chunked_loss.h"
 
 namespace {
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
   auto targets = torch::randint(vocab, {tokens});
   const double baseline_mib = resident_mib();
 
-  const int64_t chunk = impl == "chunked" ? xtrain::memory::auto_chunk_tokens(vocab, tokens, budget_mib << 20) : tokens;
+  const int64_t chunk = impl == "chunked" ? xtrain::layout::auto_chunk_tokens(vocab, tokens, budget_mib << 20) : tokens;
   const auto start = std::chrono::steady_clock::now();
   auto loss = impl == "chunked"
                   ? xtrain::memory::chunked_cross_entropy(hidden, weight, targets, chunk)
