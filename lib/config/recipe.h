@@ -135,6 +135,14 @@ struct CheckpointSection {
   bool at_start = false;
 };
 
+// data.objective dpo: the preference loss and its frozen reference model (train/dpo_loss.h).
+struct DpoSection {
+  double beta = 0.1;
+  DpoLoss loss = DpoLoss::sigmoid;
+  double label_smoothing = 0;
+  std::string reference;  // "" : the policy's initial weights; hf:DIR : a Hugging Face folder
+};
+
 struct MetricsSection {
   bool tensorboard = true;
 };
@@ -152,6 +160,7 @@ struct Recipe {
   DistSection dist;
   CheckpointSection checkpoint;
   MetricsSection metrics;
+  DpoSection dpo;
 
   // Micro batches per optimizer step on one data-parallel rank.
   int64_t accumulation_steps(int64_t data_parallel_ranks = 1) const {

@@ -12,7 +12,8 @@ namespace xtrain::config {
 enum class Dtype { fp32, bf16, fp16 };                         // train.dtype
 enum class OmpWaitPolicy { automatic, library_default, passive, active };  // train.omp_wait_policy
 enum class Spike { off, skip, rollback };                      // train.spike
-enum class Objective { clm, mlm };                             // data.objective
+enum class Objective { clm, mlm, dpo };                        // data.objective
+enum class DpoLoss { sigmoid, ipo };                           // dpo.loss
 enum class Optimizer { adamw, onebit_adam };                   // optim.name
 enum class PpSchedule { gpipe, one_f_one_b, interleaved_1f1b };  // parallel.pp_schedule
 enum class Backend { automatic, gloo, nccl };                  // dist.backend
@@ -60,6 +61,15 @@ constexpr const char* to_string(Objective value) {
   switch (value) {
     case Objective::clm: return "clm";
     case Objective::mlm: return "mlm";
+    case Objective::dpo: return "dpo";
+  }
+  return nullptr;
+}
+
+constexpr const char* to_string(DpoLoss value) {
+  switch (value) {
+    case DpoLoss::sigmoid: return "sigmoid";
+    case DpoLoss::ipo: return "ipo";
   }
   return nullptr;
 }

@@ -194,7 +194,7 @@ void add_data_options(OptionRegistry& r) {
   r.add_sources("data.eval", FIELD(data.eval), "", "Evaluation data, same forms as data.train; empty means none.");
   r.add<std::string>("data.tokenizer", FIELD(data.tokenizer), "byte", "Tokenizer: byte (UTF-8 bytes plus an end-of-text token), sentencepiece:MODEL, tiktoken:RANKS[:ENCODING] or hf:TOKENIZER_JSON; see docs/data.md, Tokenizers.", not_empty());
   r.add<std::string>("data.chat_template", FIELD(data.chat_template), "chatml", "How chat records are written: chatml, llama3, or ROLE=PREFIX{content}SUFFIX entries separated by ;. The loss is on the assistant's turns only; see docs/data.md.", chat_template());
-  add_choice<Objective>(r, "data.objective", FIELD(data.objective), Objective::clm, "What the model learns: clm (each token predicts the next; decoders) or mlm (masked tokens are recovered from both sides; model.family bert). See docs/models.md, Masked-language models.");
+  add_choice<Objective>(r, "data.objective", FIELD(data.objective), Objective::clm, "What the model learns: clm (each token predicts the next; decoders), mlm (masked tokens are recovered from both sides; model.family bert; see docs/models.md, Masked-language models) or dpo (direct preference optimization on a .jsonl file of prompt/chosen/rejected records against a frozen reference model; see docs/post-training.md).");
   r.add<double>("data.mlm_probability", FIELD(data.mlm_probability), 0.15, "mlm: the share of ordinary tokens chosen per sample; of them 80% become [MASK], 10% a random token and 10% stay, and only they carry a loss.", in_range(0.0, 1.0));
   r.add<int64_t>("data.seq_len", FIELD(data.seq_len), 256, "Tokens per training sequence.", at_least<int64_t>(2));
   r.add<bool>("data.shuffle", FIELD(data.shuffle), true, "Shuffle samples each epoch (seeded by run.seed).");
@@ -203,6 +203,13 @@ void add_data_options(OptionRegistry& r) {
   r.add<int64_t>("data.prefetch", FIELD(data.prefetch), 2, "Steps of micro batches a background thread reads ahead of training.", at_least<int64_t>(1));
   r.add<bool>("data.skip_bad_images", FIELD(data.skip_bad_images), false, "Image chat (llava): leave out, and count, the records whose images are missing or do not decode; off, such a record stops the run before its first step, named with its file and line.");
   r.add<std::string>("data.cache_dir", FIELD(data.cache_dir), "", "Keep tokenized text sources in this folder as memory-mapped entries keyed by the sources' content, the tokenizer, the chat template, the objective and data.seq_len, so that later runs, restarts and the other ranks read them instead of tokenizing again; empty: tokenize on every start. See docs/data.md, The data cache.");
+}
+
+void add_dpo_options(OptionRegistry& r) {
+  r.add<double>("dpo.beta", FIELD(dpo.beta), 0.1, "data.objective dpo: how far the policy may move from the reference (TRL's beta; for ipo, the regularization tau).", positive());
+  add_choice<DpoLoss>(r, "dpo.loss", FIELD(dpo.loss), DpoLoss::sigmoid, "data.objective dpo: sigmoid (DPO's -log sigmoid(beta x the chosen minus the rejected log-ratio)) or ipo (the squared distance of the per-token log-ratio difference from 1 / (2 beta)), as TRL's DPOTrainer computes them.");
+  r.add<double>("dpo.label_smoothing", FIELD(dpo.label_smoothing), 0.0, "data.objective dpo, sigmoid: the assumed share of flipped preference labels e (conservative DPO: (1 - e) x the loss of the pair plus e x the loss of the pair swapped); 0 is plain DPO.", in_range(0.0, 0.5));
+  r.add<std::string>("dpo.reference", FIELD(dpo.reference), "", "data.objective dpo: the frozen reference model: empty for the policy's initial weights (model.init_from, or run.seed's init), or hf:DIR, a Hugging Face folder of the same shape.", init_source());
 }
 
 void add_train_options(OptionRegistry& r) {
@@ -293,6 +300,7 @@ OptionRegistry build_registry() {
   add_run_options(r);
   add_model_options(r);
   add_data_options(r);
+  add_dpo_options(r);
   add_train_options(r);
   add_optim_options(r);
   add_memory_options(r);

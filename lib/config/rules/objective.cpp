@@ -1,4 +1,5 @@
-// Encoders learn masked tokens, decoders the next one.
+// Encoders learn masked tokens, decoders the next one; dpo learns from preference pairs, which a
+// micro batch keeps whole on one rank and one process computes whole (docs/post-training.md).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -6,6 +7,36 @@
 #include "model/spec/model_spec.h"
 
 namespace xtrain::config::rules {
+
+namespace {
+
+void preference_rules(const RuleContext& c) {
+  const auto& r = c.recipe;
+  const char* fix = "data.objective dpo runs on data and fully sharded data parallelism only";
+  if (r.train.micro_batch_size % 2 != 0)
+    c.refuse("train.micro_batch_size",
+             fmt::format("data.objective dpo reads preference pairs as two rows each (chosen, rejected): set an even "
+                         "train.micro_batch_size (2 x pairs), not {}",
+                         r.train.micro_batch_size));
+  if (r.data.train.size() < 6 || r.data.train.compare(r.data.train.size() - 6, 6, ".jsonl") != 0)
+    c.refuse("data.train", "data.objective dpo reads one .jsonl file of {\"prompt\", \"chosen\", \"rejected\"} "
+                           "records (docs/post-training.md)");
+  if (!r.data.eval.empty()) c.refuse("data.eval", "data.objective dpo has no evaluation yet: leave data.eval empty");
+  if (r.data.pack) c.refuse("data.pack", "data.objective dpo pads each completion to its own row: set data.pack false");
+  if (r.data.balance_window != 0)
+    c.refuse("data.balance_window", "data.objective dpo keeps each pair's rows together: set data.balance_window 0");
+  const std::pair<const char*, int64_t> layouts[] = {{"parallel.tp", r.parallel.tp},
+                                                     {"parallel.pp", r.parallel.pp},
+                                                     {"parallel.cp", r.parallel.cp},
+                                                     {"parallel.ep", r.parallel.ep}};
+  for (const auto& [key, degree] : layouts)
+    if (degree != 1) c.refuse(key, fmt::format("{}: set {} 1", fix, key));
+  if (r.model.mtp_layers > 0) c.refuse("model.mtp_layers", "data.objective dpo has no multi-token prediction: set 0");
+  if (r.dpo.label_smoothing != 0 && r.dpo.loss != DpoLoss::sigmoid)
+    c.refuse("dpo.label_smoothing", "label smoothing applies to dpo.loss sigmoid only: set 0");
+}
+
+}  // namespace
 
 void objective(const RuleContext& c) {
   const auto& family = c.recipe.model.family;
@@ -21,6 +52,7 @@ void objective(const RuleContext& c) {
                          "data.objective clm",
                          family, fmt::join(encoders, " or ")));
   }
+  if (chosen == Objective::dpo && !encoder) preference_rules(c);
   if (encoder && chosen != Objective::mlm)
     c.refuse("model.family",
              fmt::format("{} is an encoder trained on masked tokens: set data.objective mlm", family));
