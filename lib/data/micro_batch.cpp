@@ -55,7 +55,7 @@ MicroBatch make_micro_batch(const SampleDataset& dataset, const std::vector<int6
   }
   MicroBatch batch;
   if (!pixel_values.empty()) batch.pixel_values = torch::cat(pixel_values);
-  batch.target_count = targets.ne(kIgnoreIndex).sum().item<int64_t>();
+  batch.target_count = dataset.preference_pairs() ? rows / 2 : targets.ne(kIgnoreIndex).sum().item<int64_t>();
   if (pack) {
     batch.inputs = inputs.reshape({1, rows * seq});
     batch.targets = targets.reshape({1, rows * seq});

@@ -31,6 +31,9 @@ class SampleDataset {
   virtual torch::Tensor targets(int64_t first_global_index, int64_t count) const = 0;
   // False when every token is a target, so targets() == batch()[:, 1:].
   virtual bool has_loss_mask() const = 0;
+  // True when rows 2i and 2i + 1 are a preference pair's chosen and rejected completions
+  // (data/preference_dataset.h): a micro batch then counts its pairs as its targets.
+  virtual bool preference_pairs() const { return false; }
   // Where documents begin inside sample g: ascending offsets in [1, seq_len] into its
   // seq_len + 1 tokens (offset 0 always begins a piece: a document, or the rest of one cut by
   // the previous window). An offset s splits the inputs at s, and target s - 1 (token s)

@@ -8,6 +8,7 @@
 #include "data/dataset_loader.h"
 #include "data/image_chat_dataset.h"
 #include "data/masked_lm_dataset.h"
+#include "data/preference_dataset.h"
 #include "data/sources/source_list.h"
 #include "util/input_error.h"
 
@@ -69,6 +70,10 @@ std::unique_ptr<data::SampleDataset> load_recipe_dataset(const std::string& key,
   std::unique_ptr<data::SampleDataset> dataset;
   try {
     if (recipe.model.vision.enabled()) return load_image_chat(source, tokenizer, recipe, shuffle);
+    if (recipe.data.objective == config::Objective::dpo)
+      return std::make_unique<data::PreferenceDataset>(
+          data::read_preference_pairs(source, tokenizer, recipe.data.seq_len), recipe.data.seq_len,
+          tokenizer.eos_id(), options.seed, shuffle);
     dataset = data::load_dataset(source, tokenizer, options);
   } catch (const InputError& e) {
     throw InputError(fmt::format("{} ({}): {}", key, source, e.what()));
