@@ -92,6 +92,7 @@ void StepReport::write_metrics(int64_t step, int64_t samples_consumed, const Ste
                                    {"data_wait_s", outcome.data_wait},
                                    {"data_read_s", outcome.data_read}};
   for (const auto& [name, value] : outcome.aux_losses) record["aux_loss." + name] = value;
+  for (const auto& [name, value] : outcome.objective_metrics) record[name] = value;
   if (outcome.gathered_bytes > 0) record["fsdp.gathered_bytes"] = outcome.gathered_bytes;
   if (degrees_.tp > 1) {
     record["tp.collective_s"] = outcome.comm.tensor_parallel;
@@ -156,6 +157,9 @@ void StepReport::write_metrics(int64_t step, int64_t samples_consumed, const Ste
 void StepReport::print_line(int64_t step, const StepOutcome& outcome) {
   std::string aux;
   for (const auto& [name, value] : outcome.aux_losses) aux += fmt::format(" | {} {:.4f}", name, value);
+  if (const auto margins = outcome.objective_metrics.find("rewards/margins"); margins != outcome.objective_metrics.end())
+    aux += fmt::format(" | margin {:.4f}, accuracy {:.2f}", margins->second,
+                       outcome.objective_metrics.at("rewards/accuracies"));
   if (const auto& experts = outcome.experts) {
     aux += fmt::format(" | experts max/mean {:.2f} (layer {})", experts->worst_ratio, experts->worst_layer);
     if (recipe_.model.capacity_factor > 0) aux += fmt::format(", dropped {:.1f}%", 100 * experts->dropped_fraction);

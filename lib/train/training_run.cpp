@@ -21,6 +21,7 @@
 #include "parallel/exact_momentum_average.h"
 #include "parallel/fully_sharded.h"
 #include "parallel/parallelize.h"
+#include "train/dpo_loss.h"
 #include "parallel/placement.h"
 #include "train/micro_batch_memory.h"
 #include "train/recipe_agreement.h"
@@ -184,6 +185,7 @@ void TrainingRun::parallelize_model() {
                         t_.spike != config::Spike::off, t_.max_skipped_steps, t_.spike_window, t_.spike_zscore, chief_};
   training_step_ = std::make_unique<TrainingStep>(*parallel_, *schedule_, *optimizer_, scaler, trained_.optimized,
                                                   *experts_, *mesh_, *sums_, settings);
+  if (recipe_.data.objective == config::Objective::dpo) training_step_->use_dpo(make_dpo_objective(recipe_, device_));
   RunIdentity identity{recipe_.data.seq_len, degrees_, recipe_.parallel.sequence_parallel,
                        {{"global_batch_size", t_.global_batch_size},
                         {"balance_window", recipe_.data.balance_window},

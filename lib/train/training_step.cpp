@@ -111,9 +111,12 @@ StepOutcome TrainingStep::run(const StepInput& input) {
 // rows of its layers' loads (zeros elsewhere): summed over the stages too, they are one
 // process's, and every stage moves every layer's expert bias alike.
 void TrainingStep::sum_losses(const MicroBatchLosses& losses, StepOutcome& outcome) {
-  for (const auto& [name, value] : losses.aux_losses)
-    outcome.aux_losses[name] =
-        step_targets_ > 0 ? sums_.sum(value.item<double>() * aux_share_) / step_targets_ : 0.0;
+  const auto& dpo_names = dpo_metric_names();
+  for (const auto& [name, value] : losses.aux_losses) {
+    const bool objective = dpo_ && std::find(dpo_names.begin(), dpo_names.end(), name) != dpo_names.end();
+    auto& figures = objective ? outcome.objective_metrics : outcome.aux_losses;
+    figures[name] = step_targets_ > 0 ? sums_.sum(value.item<double>() * aux_share_) / step_targets_ : 0.0;
+  }
   if (experts_.active() && losses.expert_load.defined())
     outcome.experts = experts_.finish_step(
         losses.expert_load, losses.dropped, *mesh_.flatten({parallel::Dim::pp, parallel::Dim::dp, parallel::Dim::fsdp}));
@@ -139,9 +142,10 @@ MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, i
     // Auxiliary losses weigh as the loss does, so that their gradient does not depend on the
     // layout; the model applies it inside its blocks' backward (model/layers/aux_loss.h).
     model_input.loss_weight = loss_weight;
-    output = training_loss(model_.model(), model_input, settings_.loss_chunk,
-                           model_.fresh_head_gradients() ? memory::WeightGrad::into_fresh_grad
-                                                         : memory::WeightGrad::into_existing_grad);
+    output = dpo_ ? dpo_->loss(model_.model(), model_input)
+                  : training_loss(model_.model(), model_input, settings_.loss_chunk,
+                                  model_.fresh_head_gradients() ? memory::WeightGrad::into_fresh_grad
+                                                                : memory::WeightGrad::into_existing_grad);
   }
   auto loss = output.loss;
   if (input_.loss_factor != 1.0) loss = loss * input_.loss_factor;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "parallel/device_mesh.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/parallel_model.h"
+#include "train/dpo_loss.h"
 #include "train/evaluate.h"
 #include "train/expert_balance.h"
 #include "train/fault_injection.h"
@@ -68,6 +70,7 @@ struct StepOutcome {
   RankSpread peak_rss_mib;                    // each rank's peak resident memory so far
   RankSpread peak_device_mib;                 // each rank's peak of tensor memory on its device so far
   std::map<std::string, double> aux_losses;   // per target, over the global batch
+  std::map<std::string, double> objective_metrics;  // data.objective dpo: per pair (train/dpo_loss.h)
   std::optional<ExpertBalanceStats> experts;  // mixtures of experts
   parallel::CommSeconds comm;                 // blocked on collectives during the step
   int64_t gathered_bytes = 0;                 // received by the step's parameter gathers
@@ -87,6 +90,9 @@ class TrainingStep final : private MicroBatchWork {
   StepOutcome run(const StepInput& input);
   // Loss, perplexity and (where measured) accuracy over `batches`, the same on every rank.
   EvalResult evaluate(const std::vector<data::MicroBatch>& batches);
+
+  // data.objective dpo: every micro batch's loss is `objective`'s (its targets count pairs).
+  void use_dpo(std::unique_ptr<DpoObjective> objective) { dpo_ = std::move(objective); }
 
   const NonFiniteGuard& non_finite() const { return non_finite_; }
   int64_t spikes_in_a_row() const { return spikes_in_a_row_; }
@@ -126,6 +132,7 @@ class TrainingStep final : private MicroBatchWork {
   // of every pipeline stage (each stage's are those of its layers).
   double aux_share_ = 1.0;
 
+  std::unique_ptr<DpoObjective> dpo_;
   NonFiniteGuard non_finite_;
   SpikeDetector spikes_;
   int64_t spikes_in_a_row_ = 0;
