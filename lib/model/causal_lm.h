@@ -23,6 +23,7 @@
 #include "model/batch.h"
 #include "model/spec/model_config.h"
 #include "model/model_output.h"
+#include "model/layers/float8_user.h"
 #include "model/layers/fused_kernel_user.h"
 #include "model/layers/linear.h"
 #include "model/layers/parameter_init.h"
@@ -39,7 +40,7 @@ using BlockRunner = std::function<torch::Tensor(int64_t layer, const torch::Tens
 // Runs the token embedding on input ids; `embed` is the plain lookup.
 using EmbedRunner = std::function<torch::Tensor(const torch::Tensor& input_ids, const BlockFn& embed)>;
 
-class CausalLM : public torch::nn::Module, public FusedKernelUser, public LookupTableOwner {
+class CausalLM : public torch::nn::Module, public FusedKernelUser, public LookupTableOwner, public Float8User {
  public:
   // The hidden states that the output projection turns into logits, and the auxiliary losses.
   virtual ModelOutput forward(const Batch& batch) = 0;
@@ -86,6 +87,9 @@ class CausalLM : public torch::nn::Module, public FusedKernelUser, public Lookup
   void set_fused_kernels(bool) override {}
   // Every token and position table of the family (model/layers/linear.h).
   std::vector<EmbeddingImpl*> lookup_tables() override = 0;
+  // The layers precision.fp8 converts, each family its own (model/layers/float8_user.h): every
+  // linear layer but the output head and the gates, and every expert block.
+  void float8_layers(const std::string& name, Float8Layers& layers) override = 0;
 
   // logits [B, T, vocab] of the batch (evaluation and generation; training runs the chunked loss).
   torch::Tensor logits(const Batch& batch);

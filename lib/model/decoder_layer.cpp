@@ -105,4 +105,12 @@ void DecoderLayerImpl::set_fused_kernels(bool fused) {
     mlp->set_fused_kernels(fused);
 }
 
+void DecoderLayerImpl::float8_layers(const std::string& name, Float8Layers& layers) {
+  self_attn->float8_layers(module_name(name, "self_attn"), layers);
+  if (moe)
+    moe->float8_layers(module_name(name, "mlp"), layers);
+  else
+    mlp->float8_layers(module_name(name, "mlp"), layers);
+}
+
 }  // namespace xtrain::model

@@ -14,6 +14,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "model/attention/attention_layer.h"
+#include "model/layers/float8_user.h"
 #include "model/layers/fused_kernel_user.h"
 #include "model/layers/moe.h"
 #include "model/layers/parameter_init.h"
@@ -40,7 +41,7 @@ DecoderParts llama_decoder_parts(const AttentionFeatures& features);
 // The parts of the family whose spec has these features and whose model has this shape.
 DecoderParts family_decoder_parts(const ModelConfig& config, const AttentionFeatures& features);
 
-class DecoderLayerImpl : public torch::nn::Module, public FusedKernelUser {
+class DecoderLayerImpl : public torch::nn::Module, public FusedKernelUser, public Float8User {
  public:
   // layer: its index, which decides whether its feed-forward is dense or MoE.
   DecoderLayerImpl(const ModelConfig& config, const DecoderParts& parts, int64_t layer = 0);
@@ -55,6 +56,8 @@ class DecoderLayerImpl : public torch::nn::Module, public FusedKernelUser {
                         double loss_weight = 1.0, const torch::Tensor& balance_coefficients = {});
   virtual void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const;
   void set_fused_kernels(bool fused) override;
+  // The attention's and the feed-forward's.
+  void float8_layers(const std::string& name, Float8Layers& layers) override;
 
   RMSNorm input_layernorm{nullptr};
   std::shared_ptr<AttentionLayer> self_attn;  // the family's attention

@@ -196,6 +196,11 @@ std::vector<std::pair<std::string, MoeBlockImpl*>> LlamaForCausalLM::moe_blocks(
   return blocks;
 }
 
+void LlamaForCausalLM::float8_layers(const std::string& name, Float8Layers& layers) {
+  for (size_t i = 0; i < model->blocks.size(); ++i)
+    model->blocks[i]->float8_layers(module_name(name, "model.layers." + std::to_string(i)), layers);
+}
+
 InitPlan LlamaForCausalLM::init_plan() const {
   const double std = config().init_std;
   const double output_std = std / std::sqrt(2.0 * config().num_layers);

@@ -92,6 +92,8 @@ class LlamaForCausalLM final : public CausalLM {
   void set_fused_kernels(bool fused) override;
   std::vector<std::pair<std::string, MoeBlockImpl*>> moe_blocks() const override;
   std::vector<EmbeddingImpl*> lookup_tables() override { return {model->embed_tokens.get()}; }
+  // Each decoder layer's and prediction depth's; lm_head stays in high precision.
+  void float8_layers(const std::string& name, Float8Layers& layers) override;
 
   LlamaBody model{nullptr};
   Linear lm_head{nullptr};  // null when embeddings are tied

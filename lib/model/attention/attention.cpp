@@ -251,4 +251,11 @@ torch::Tensor AttentionImpl::output(const torch::Tensor& attended) {
   return out + (tensor_parallel_->sequence_parallel() ? tensor_parallel_->shared(o_proj->bias) : o_proj->bias);
 }
 
+void AttentionImpl::float8_layers(const std::string& name, Float8Layers& layers) {
+  layers.linears.emplace_back(module_name(name, "q_proj"), q_proj.get());
+  layers.linears.emplace_back(module_name(name, "k_proj"), k_proj.get());
+  layers.linears.emplace_back(module_name(name, "v_proj"), v_proj.get());
+  layers.linears.emplace_back(module_name(name, "o_proj"), o_proj.get());
+}
+
 }  // namespace xtrain::model

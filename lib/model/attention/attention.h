@@ -64,6 +64,7 @@ class AttentionImpl : public AttentionLayer {
   void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const override;
   // The fused rotation, and the q and k norms' kernels.
   void set_fused_kernels(bool fused) override;
+  void float8_layers(const std::string& name, Float8Layers& layers) override;  // q, k, v and o
 
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qwen3 only

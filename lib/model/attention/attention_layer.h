@@ -9,6 +9,7 @@
 
 #include <torch/nn/module.h>
 
+#include "model/layers/float8_user.h"
 #include "model/layers/fused_kernel_user.h"
 #include "model/layers/parameter_init.h"
 #include "model/layers/rotary.h"
@@ -27,7 +28,7 @@ using AttentionKernel =
     std::function<torch::Tensor(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const SequenceLayout& layout, const AttentionVariant& variant)>;
 
-class AttentionLayer : public torch::nn::Module, public FusedKernelUser {
+class AttentionLayer : public torch::nn::Module, public FusedKernelUser, public Float8User {
  public:
   // x: [B, T, hidden]; the rotary tables cover every position of the layout (T when not packed).
   virtual torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout) = 0;
@@ -38,6 +39,8 @@ class AttentionLayer : public torch::nn::Module, public FusedKernelUser {
   // module (model/layers/tensor_parallel_ops.h), and installing the group's ops once sliced.
   virtual TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const = 0;
   virtual void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) = 0;
+  // Every projection (the family's own: model/layers/float8_user.h).
+  void float8_layers(const std::string& name, Float8Layers& layers) override = 0;
   // The kernel slot (empty: the eager causal_attention).
   AttentionKernel kernel;
 };

@@ -42,6 +42,15 @@ void BertLayerImpl::describe_init(const std::string& name, double std, InitPlan&
   output_norm->describe_init(name + ".output.LayerNorm", plan);
 }
 
+void BertLayerImpl::float8_layers(const std::string& name, Float8Layers& layers) {
+  layers.linears.emplace_back(module_name(name, "attention.self.query"), query.get());
+  layers.linears.emplace_back(module_name(name, "attention.self.key"), key.get());
+  layers.linears.emplace_back(module_name(name, "attention.self.value"), value.get());
+  layers.linears.emplace_back(module_name(name, "attention.output.dense"), attention_dense.get());
+  layers.linears.emplace_back(module_name(name, "intermediate.dense"), intermediate.get());
+  layers.linears.emplace_back(module_name(name, "output.dense"), output_dense.get());
+}
+
 BertForMaskedLM::BertForMaskedLM(const ModelConfig& c) : CausalLM(c) {
   auto bert = module_scope(*this, "bert");
   auto embeddings = module_scope(*bert, "embeddings");
@@ -52,7 +61,10 @@ BertForMaskedLM::BertForMaskedLM(const ModelConfig& c) : CausalLM(c) {
       embeddings->register_module("token_type_embeddings", Embedding(c.type_vocab_size, c.hidden_size));
   embeddings_norm = embeddings->register_module("LayerNorm", LayerNorm(c.hidden_size, c.norm_eps));
   layers = module_scope(*bert, "encoder")->register_module("layer", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.num_layers; ++i) layers->push_back(BertLayer(c));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    blocks.push_back(BertLayer(c));
+    layers->push_back(blocks.back());
+  }
   auto predictions = module_scope(*module_scope(*this, "cls"), "predictions");
   prediction_bias = predictions->register_parameter("bias", unmaterialized({c.vocab_size}));
   auto transform_scope = module_scope(*predictions, "transform");
@@ -94,11 +106,17 @@ ModelOutput BertForMaskedLM::forward(const Batch& batch) {
   auto x = embed(batch);
   const auto mask = encoder_attention_mask(batch);
   for (size_t i = 0; i < layers->size(); ++i) {
-    auto* layer = (*layers)[i]->as<BertLayer>();
+    auto* layer = blocks[i].get();
     auto block = [layer, mask](const torch::Tensor& input) { return layer->forward(input, mask); };
     x = block_runner ? block_runner(static_cast<int64_t>(i), x, block) : block(x);
   }
   return {transform_norm(torch::gelu(transform(x))), {}, {}, {}, {}};
+}
+
+void BertForMaskedLM::float8_layers(const std::string& name, Float8Layers& layers) {
+  for (size_t i = 0; i < blocks.size(); ++i)
+    blocks[i]->float8_layers(module_name(name, "bert.encoder.layer." + std::to_string(i)), layers);
+  layers.linears.emplace_back(module_name(name, "cls.predictions.transform.dense"), transform.get());
 }
 
 torch::Tensor BertForMaskedLM::output_weight() const { return word_embeddings->weight; }
@@ -111,7 +129,7 @@ InitPlan BertForMaskedLM::init_plan() const {
   token_type_embeddings->describe_init("bert.embeddings.token_type_embeddings", std, plan);
   embeddings_norm->describe_init("bert.embeddings.LayerNorm", plan);
   for (size_t i = 0; i < layers->size(); ++i)
-    (*layers)[i]->as<BertLayer>()->describe_init("bert.encoder.layer." + std::to_string(i), std, plan);
+    blocks[i]->describe_init("bert.encoder.layer." + std::to_string(i), std, plan);
   plan["cls.predictions.bias"] = {ParameterInit::Kind::zeros, 0.0};
   transform->describe_init("cls.predictions.transform.dense", std, plan);
   transform_norm->describe_init("cls.predictions.transform.LayerNorm", plan);

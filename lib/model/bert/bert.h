@@ -26,12 +26,13 @@
 
 namespace xtrain::model {
 
-class BertLayerImpl : public torch::nn::Module {
+class BertLayerImpl : public torch::nn::Module, public Float8User {
  public:
   explicit BertLayerImpl(const ModelConfig& config);
   // mask: bool [B, 1, T, T], true where a query may attend to a key.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
   void describe_init(const std::string& name, double std, InitPlan& plan) const;
+  void float8_layers(const std::string& name, Float8Layers& layers) override;  // attention and MLP projections
 
   Linear query{nullptr}, key{nullptr}, value{nullptr}, attention_dense{nullptr};
   LayerNorm attention_norm{nullptr};
@@ -57,10 +58,13 @@ class BertForMaskedLM final : public CausalLM {
   std::vector<EmbeddingImpl*> lookup_tables() override {
     return {word_embeddings.get(), position_embeddings.get(), token_type_embeddings.get()};
   }
+  // Each encoder layer's and the head's transform (the tied output projection stays in high precision).
+  void float8_layers(const std::string& name, Float8Layers& layers) override;
 
   Embedding word_embeddings{nullptr}, position_embeddings{nullptr}, token_type_embeddings{nullptr};
   LayerNorm embeddings_norm{nullptr};
-  torch::nn::ModuleList layers{nullptr};
+  torch::nn::ModuleList layers{nullptr};  // bert.encoder.layer: the modules of `blocks`, for their names
+  std::vector<BertLayer> blocks;
   torch::Tensor prediction_bias;
   Linear transform{nullptr};
   LayerNorm transform_norm{nullptr};

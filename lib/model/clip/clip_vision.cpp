@@ -60,7 +60,10 @@ ClipVisionImpl::ClipVisionImpl(const VisionConfig& c) : config_(c) {
       embeddings->register_module("position_embedding", Embedding(c.num_patches() + 1, c.hidden_size));
   pre_layrnorm = register_module("pre_layrnorm", LayerNorm(c.hidden_size, c.norm_eps));
   layers = module_scope(*this, "encoder")->register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.num_layers; ++i) layers->push_back(ClipEncoderLayer(c));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    blocks.push_back(ClipEncoderLayer(c));
+    layers->push_back(blocks.back());
+  }
   post_layernorm = register_module("post_layernorm", LayerNorm(c.hidden_size, c.norm_eps));
 }
 
@@ -83,11 +86,25 @@ std::vector<torch::Tensor> ClipVisionImpl::hidden_states(const torch::Tensor& pi
               layers->size(), " layers");
   std::vector<torch::Tensor> states{embed(pixel_values)};
   for (int64_t i = 0; i < depth; ++i) {
-    auto* layer = (*layers)[static_cast<size_t>(i)]->as<ClipEncoderLayer>();
+    auto* layer = blocks[static_cast<size_t>(i)].get();
     auto block = [layer](const torch::Tensor& input) { return layer->forward(input); };
     states.push_back(runner ? runner(first_block + i, states.back(), block) : block(states.back()));
   }
   return states;
+}
+
+void ClipEncoderLayerImpl::float8_layers(const std::string& name, Float8Layers& layers) {
+  layers.linears.emplace_back(module_name(name, "self_attn.k_proj"), k_proj.get());
+  layers.linears.emplace_back(module_name(name, "self_attn.v_proj"), v_proj.get());
+  layers.linears.emplace_back(module_name(name, "self_attn.q_proj"), q_proj.get());
+  layers.linears.emplace_back(module_name(name, "self_attn.out_proj"), out_proj.get());
+  layers.linears.emplace_back(module_name(name, "mlp.fc1"), fc1.get());
+  layers.linears.emplace_back(module_name(name, "mlp.fc2"), fc2.get());
+}
+
+void ClipVisionImpl::float8_layers(const std::string& name, Float8Layers& layers) {
+  for (size_t i = 0; i < blocks.size(); ++i)
+    blocks[i]->float8_layers(module_name(name, "encoder.layers." + std::to_string(i)), layers);
 }
 
 void ClipVisionImpl::describe_init(const std::string& name, InitPlan& plan) const {
@@ -98,7 +115,7 @@ void ClipVisionImpl::describe_init(const std::string& name, InitPlan& plan) cons
   position_embedding->describe_init(name + ".embeddings.position_embedding", c.init_std, plan);
   pre_layrnorm->describe_init(name + ".pre_layrnorm", plan);
   for (size_t i = 0; i < layers->size(); ++i)
-    (*layers)[i]->as<ClipEncoderLayer>()->describe_init(name + ".encoder.layers." + std::to_string(i), c, plan);
+    blocks[i]->describe_init(name + ".encoder.layers." + std::to_string(i), c, plan);
   post_layernorm->describe_init(name + ".post_layernorm", plan);
 }
 

@@ -20,17 +20,19 @@
 #include <torch/nn/pimpl.h>
 
 #include "model/causal_lm.h"
+#include "model/layers/float8_user.h"
 #include "model/layers/layer_norm.h"
 #include "model/layers/linear.h"
 #include "model/spec/model_config.h"
 
 namespace xtrain::model {
 
-class ClipEncoderLayerImpl : public torch::nn::Module {
+class ClipEncoderLayerImpl : public torch::nn::Module, public Float8User {
  public:
   explicit ClipEncoderLayerImpl(const VisionConfig& config);
   torch::Tensor forward(const torch::Tensor& x);  // [N, tokens, hidden]
   void describe_init(const std::string& name, const VisionConfig& config, InitPlan& plan) const;
+  void float8_layers(const std::string& name, Float8Layers& layers) override;  // attention and MLP projections
 
   Linear k_proj{nullptr}, v_proj{nullptr}, q_proj{nullptr}, out_proj{nullptr};
   LayerNorm layer_norm1{nullptr};
@@ -42,7 +44,7 @@ class ClipEncoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ClipEncoderLayer);
 
-class ClipVisionImpl : public torch::nn::Module {
+class ClipVisionImpl : public torch::nn::Module, public Float8User {
  public:
   explicit ClipVisionImpl(const VisionConfig& config);
   // pixel_values [N, channels, image_size, image_size] -> the hidden states [N, 1 + patches,
@@ -54,12 +56,16 @@ class ClipVisionImpl : public torch::nn::Module {
   // The embeddings' and the pre_layrnorm's part of hidden_states.
   torch::Tensor embed(const torch::Tensor& pixel_values);
   void describe_init(const std::string& name, InitPlan& plan) const;
+  // Every encoder layer's, those past a model's feature layer too (the patch embedding is no
+  // linear layer).
+  void float8_layers(const std::string& name, Float8Layers& layers) override;
 
   torch::Tensor class_embedding;  // [hidden]
   torch::Tensor patch_weight;     // embeddings.patch_embedding.weight [hidden, channels, patch, patch]
   Embedding position_embedding{nullptr};  // [1 + patches, hidden]
   LayerNorm pre_layrnorm{nullptr};        // transformers' spelling
-  torch::nn::ModuleList layers{nullptr};  // encoder.layers
+  torch::nn::ModuleList layers{nullptr};  // encoder.layers: the modules of `blocks`, for their names
+  std::vector<ClipEncoderLayer> blocks;
   LayerNorm post_layernorm{nullptr};
 
  private:

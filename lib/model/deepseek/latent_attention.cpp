@@ -126,4 +126,15 @@ torch::Tensor LatentAttentionImpl::forward(const torch::Tensor& whole, const Rot
   return tensor_parallel_ ? tensor_parallel_->leave(out) : out;
 }
 
+void LatentAttentionImpl::float8_layers(const std::string& name, Float8Layers& layers) {
+  if (q_proj) layers.linears.emplace_back(module_name(name, "q_proj"), q_proj.get());
+  if (q_a_proj) {
+    layers.linears.emplace_back(module_name(name, "q_a_proj"), q_a_proj.get());
+    layers.linears.emplace_back(module_name(name, "q_b_proj"), q_b_proj.get());
+  }
+  layers.linears.emplace_back(module_name(name, "kv_a_proj_with_mqa"), kv_a_proj_with_mqa.get());
+  layers.linears.emplace_back(module_name(name, "kv_b_proj"), kv_b_proj.get());
+  layers.linears.emplace_back(module_name(name, "o_proj"), o_proj.get());
+}
+
 }  // namespace xtrain::model

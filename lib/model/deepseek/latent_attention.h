@@ -35,6 +35,7 @@ class LatentAttentionImpl : public AttentionLayer {
   void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const override;
   // The latent norms' kernels (the rotation here is unfused).
   void set_fused_kernels(bool fused) override;
+  void float8_layers(const std::string& name, Float8Layers& layers) override;  // every projection
 
   Linear q_proj{nullptr};                                   // without q_lora_rank
   Linear q_a_proj{nullptr}, q_b_proj{nullptr};              // with q_lora_rank

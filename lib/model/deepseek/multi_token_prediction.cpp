@@ -42,6 +42,11 @@ void MtpLayerImpl::set_fused_kernels(bool fused) {
   shared_head->norm->set_fused_kernels(fused);
 }
 
+void MtpLayerImpl::float8_layers(const std::string& name, Float8Layers& layers) {
+  DecoderLayerImpl::float8_layers(name, layers);
+  layers.linears.emplace_back(module_name(name, "eh_proj"), eh_proj.get());
+}
+
 MultiTokenPrediction::MultiTokenPrediction(const ModelConfig& config, const DecoderParts& parts, LlamaBodyImpl& body)
     : num_layers_(config.num_layers) {
   // The depths follow the decoder's layers, as in DeepSeek's checkpoints.

@@ -44,6 +44,7 @@ class MtpLayerImpl : public DecoderLayerImpl {
                               double loss_weight, const torch::Tensor& balance_coefficients);
   void describe_init(const std::string& name, double std, double output_std, InitPlan& plan) const override;
   void set_fused_kernels(bool fused) override;
+  void float8_layers(const std::string& name, Float8Layers& layers) override;  // the decoder layer's and eh_proj
 
   RMSNorm enorm{nullptr}, hnorm{nullptr};
   Linear eh_proj{nullptr};  // [hidden, 2 hidden]: the embedding's half first

@@ -195,26 +195,21 @@ torch::Tensor gathered_float8_scales(const torch::Tensor& weight) {
   return found == gathered().end() ? torch::Tensor() : found->second;
 }
 
-Float8Weights apply_float8(torch::nn::Module& model, const Float8Recipe& recipe) {
+Float8Weights apply_float8(Float8User& model, const Float8Recipe& recipe) {
   Float8Weights converted;
   if (recipe.scaling == Float8Scaling::off) return converted;
   const auto shared = std::make_shared<const Float8Recipe>(recipe);
   const auto weight_block = scaling_blocks(recipe.scaling).forward.b;
-  auto ends_with = [](const std::string& name, const std::string& tail) {
-    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
-  };
-  for (const auto& item : model.named_modules()) {
-    const auto& name = item.key();
-    const auto& module = item.value();
-    if (auto* linear = module->template as<LinearImpl>()) {
-      if (ends_with(name, "lm_head") || ends_with(name, "shared_expert_gate")) continue;
-      linear->float8 = shared;
-      converted[name + ".weight"] = weight_block;
-    } else if (auto* moe = module->template as<MoeBlockImpl>()) {
-      moe->float8 = shared;
-      converted[name + ".experts.gate_up_proj"] = weight_block;
-      converted[name + ".experts.down_proj"] = weight_block;
-    }
+  Float8Layers layers;
+  model.float8_layers("", layers);
+  for (const auto& [name, linear] : layers.linears) {
+    linear->float8 = shared;
+    converted[name + ".weight"] = weight_block;
+  }
+  for (const auto& [name, moe] : layers.experts) {
+    moe->float8 = shared;
+    converted[name + ".experts.gate_up_proj"] = weight_block;
+    converted[name + ".experts.down_proj"] = weight_block;
   }
   return converted;
 }

@@ -20,6 +20,7 @@
 #include <torch/nn/module.h>
 
 #include "model/layers/float8.h"
+#include "model/layers/float8_user.h"
 
 namespace xtrain::model {
 
@@ -66,9 +67,9 @@ torch::Tensor gathered_float8_scales(const torch::Tensor& weight);  // undefined
 // one quantization of W serves forward and input gradient alike).
 using Float8Weights = std::map<std::string, ScaleBlock>;
 
-// Sets the recipe on every Linear of `model` except the output head and gates (the router's
-// and shared_expert_gate, which stay in high precision as torchao and DeepSeek keep them), and
-// on every MoE block's experts. Returns the weights converted.
-Float8Weights apply_float8(torch::nn::Module& model, const Float8Recipe& recipe);
+// Sets the recipe on the linear layers and the MoE blocks' experts that `model` hands over
+// (model/layers/float8_user.h: every linear layer but the output head and the gates). Returns
+// the weights converted.
+Float8Weights apply_float8(Float8User& model, const Float8Recipe& recipe);
 
 }  // namespace xtrain::model

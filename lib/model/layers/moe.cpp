@@ -306,4 +306,9 @@ torch::Tensor load_balancing_loss(const RoutingStats& stats, int64_t top_k) {
 
 torch::Tensor router_z_loss(const RoutingStats& stats) { return stats.z_sum / stats.tokens; }
 
+void MoeBlockImpl::float8_layers(const std::string& name, Float8Layers& layers) {
+  layers.experts.emplace_back(name, this);
+  if (shared_experts) shared_experts->float8_layers(module_name(name, "shared_experts"), layers);
+}
+
 }  // namespace xtrain::model

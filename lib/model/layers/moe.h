@@ -43,6 +43,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "model/layers/float8_user.h"
 #include "model/layers/fused_kernel_user.h"
 #include "model/layers/linear.h"
 #include "model/spec/moe_choices.h"
@@ -129,7 +130,7 @@ class TokenDispatcher {
   }
 };
 
-class MoeBlockImpl : public torch::nn::Module, public FusedKernelUser {
+class MoeBlockImpl : public torch::nn::Module, public FusedKernelUser, public Float8User {
  public:
   explicit MoeBlockImpl(const MoeOptions& options);
   // x: [..., H] -> [..., H]; the routing of its tokens (flattened) in `routing` when not null.
@@ -168,6 +169,8 @@ class MoeBlockImpl : public torch::nn::Module, public FusedKernelUser {
   bool fused = false;  // the experts' silu(gate) * up by model/kernels/fused_swiglu.h where it applies
   // The experts' and the shared experts' choice.
   void set_fused_kernels(bool on) override;
+  // The experts and the shared experts; the router and shared_expert_gate stay in high precision.
+  void float8_layers(const std::string& name, Float8Layers& layers) override;
   std::shared_ptr<const Float8Recipe> float8;  // the experts' products in FP8 (model/layers/float8_linear.h)
 
  protected:

@@ -28,4 +28,10 @@ void SwiGLUImpl::describe_init(const std::string& name, double std, double outpu
   down_proj->describe_init(name + ".down_proj", output_std, plan);
 }
 
+void SwiGLUImpl::float8_layers(const std::string& name, Float8Layers& layers) {
+  layers.linears.emplace_back(module_name(name, "gate_proj"), gate_proj.get());
+  layers.linears.emplace_back(module_name(name, "up_proj"), up_proj.get());
+  layers.linears.emplace_back(module_name(name, "down_proj"), down_proj.get());
+}
+
 }  // namespace xtrain::model

@@ -9,12 +9,13 @@
 #include <torch/nn/pimpl.h>
 
 #include "model/layers/linear.h"
+#include "model/layers/float8_user.h"
 #include "model/layers/fused_kernel_user.h"
 #include "model/layers/parameter_init.h"
 
 namespace xtrain::model {
 
-class SwiGLUImpl : public torch::nn::Module, public FusedKernelUser {
+class SwiGLUImpl : public torch::nn::Module, public FusedKernelUser, public Float8User {
  public:
   SwiGLUImpl(int64_t hidden_size, int64_t intermediate_size);
   torch::Tensor forward(const torch::Tensor& x);
@@ -25,6 +26,7 @@ class SwiGLUImpl : public torch::nn::Module, public FusedKernelUser {
   std::shared_ptr<TensorParallelOps> tensor_parallel;
   bool fused = false;  // silu(gate) * up by model/kernels/fused_swiglu.h where it applies (model/kernels/fused_kernels.h)
   void set_fused_kernels(bool on) override { fused = on; }
+  void float8_layers(const std::string& name, Float8Layers& layers) override;  // all three projections
 
  private:
   torch::Tensor gated(const torch::Tensor& x);

@@ -99,6 +99,13 @@ std::vector<std::pair<std::string, MoeBlockImpl*>> LlavaForConditionalGeneration
   return blocks;
 }
 
+void LlavaForConditionalGeneration::float8_layers(const std::string& name, Float8Layers& layers) {
+  vision_tower->float8_layers(module_name(name, "vision_tower"), layers);
+  layers.linears.emplace_back(module_name(name, "multi_modal_projector.linear_1"), linear_1.get());
+  layers.linears.emplace_back(module_name(name, "multi_modal_projector.linear_2"), linear_2.get());
+  language_model->float8_layers(module_name(name, "language_model"), layers);
+}
+
 ShardPlan LlavaForConditionalGeneration::shard_plan() {
   auto unit = [](const std::string& name, const torch::nn::Module& module) {
     ShardPlan::Unit u{name, {}, parallel::Dim::fsdp, parallel::Dim::dp, {}};

@@ -47,6 +47,8 @@ class LlavaForConditionalGeneration final : public CausalLM {
   void set_fused_kernels(bool fused) override { language_model->set_fused_kernels(fused); }
   std::vector<std::pair<std::string, MoeBlockImpl*>> moe_blocks() const override;
   std::vector<EmbeddingImpl*> lookup_tables() override;
+  // The tower's, the projector's and the language model's (its head stays in high precision).
+  void float8_layers(const std::string& name, Float8Layers& layers) override;
 
   // The projected features of pixel_values, image after image: [images * features_per_image, hidden].
   torch::Tensor image_features(const torch::Tensor& pixel_values);
