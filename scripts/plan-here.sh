@@ -14,7 +14,7 @@
 # the process baseline: the peak resident memory of the fullest rank of the same launch training a
 # model of 58K parameters (hidden 64, one block) for 3 steps, which holds the executable,
 # LibTorch, the communicator, the data and the autograd machinery and almost no tensors. Each
-# run's profile is written to OUT/NAME.yaml (based on data/hardware/cpu-here.yaml, whose
+# run's profile is written to OUT/NAME.yaml (based on this CPU kind's profile, below, whose
 # efficiencies and allocator overhead stay) and given to `xtrain plan --hardware FILE`.
 #
 # Memory is compared as peak minus baseline against the plan's total minus its runtime term
@@ -22,6 +22,13 @@
 #   scripts/plan-here.sh [--quick] [--gate both|memory] [--only NAME[,NAME...]] [--steps N] [--out DIR] [--xtrain PATH]
 #   scripts/plan-here.sh --replan DIR     plans DIR's runs again with this planner and their own
 #                                         profiles (after a change to the planner), runs nothing
+#   scripts/plan-here.sh --fit DIR        fits this CPU's allocator overhead and GEMM and expert
+#                                         efficiencies on DIR's two calibration rows
+#                                         (scripts/lib/plan_here_fit.py), runs nothing
+#
+# The figures the runs do not measure come from the profile of this kind of CPU:
+# data/hardware/cpu-here-intel.yaml on an Intel CPU, data/hardware/cpu-here.yaml (fitted on an AMD
+# EPYC) otherwise, or --base PROFILE.
 # --quick runs 4 configurations (the ctest's); exit 1 when a configuration misses 10% memory or
 # 20% time. --gate memory holds memory only (the ctest: a step time is no test's business on a
 # shared machine); it skips the rate measurements around each run, so its plans take cpu-here's
@@ -36,6 +43,8 @@ out=""
 only=""
 quick=0
 replan=""
+fit=""
+base=""
 gate=both
 while (($#)); do
   case $1 in
@@ -46,10 +55,25 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --xtrain) xtrain=$2; shift 2 ;;
     --replan) replan=$2; shift 2 ;;
+    --fit) fit=$2; shift 2 ;;
+    --base) base=$2; shift 2 ;;
     *) echo "scripts/plan-here.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [[ $gate == both || $gate == memory ]] || { echo "scripts/plan-here.sh: --gate is both or memory, got $gate" >&2; exit 2; }
+# The calibrated profile of this kind of CPU: the runtime's heap and MKL's kernels differ between
+# vendors (docs/plan.md, "Plan against runs here").
+if [[ -z $base ]]; then
+  base=cpu-here
+  if grep -q -m1 '^vendor_id.*GenuineIntel' /proc/cpuinfo && [[ -f data/hardware/cpu-here-intel.yaml ]]; then
+    base=cpu-here-intel
+  fi
+fi
+[[ $base == *.yaml ]] || base=$PWD/data/hardware/$base.yaml  # a path: any xtrain binary finds it
+echo "scripts/plan-here.sh: the figures no run measures come from $base" >&2
+if [[ -n $fit ]]; then
+  exec "$python" scripts/lib/plan_here_fit.py "$fit" "$xtrain" "$steps"
+fi
 if [[ -z $out && -z $replan ]]; then
   out=$(mktemp -d)
   trap 'rm -rf "$out"' EXIT
@@ -136,9 +160,9 @@ measure_rate() {
 # write_profile NAME RANKS: OUT/NAME.yaml, the profile for NAME's run: the matmul rate measured
 # just before and just after it, shared by RANKS ranks on the cores, and RANKS's links and baseline.
 write_profile() {
-  "$python" - "$out" "$1" "$2" "$cores" <<'PY'
+  "$python" - "$out" "$1" "$2" "$cores" "$base" <<'PY'
 import json, re, statistics, sys
-out, name, ranks, cores = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+out, name, ranks, cores, base = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 def core_rate(log):
     rates = [float(m) for m in re.findall(r"^\[rank 0\]: +\d+ +\S+ +([0-9.]+) +agrees", open(log).read(), re.M)]
     return statistics.median(rates) if rates else None
@@ -150,7 +174,7 @@ else:
     rank = (before + after) / 2 * min(1, cores / ranks)
 with open(f"{out}/{name}.yaml", "w") as f:
     f.write(f"""# Measured by scripts/plan-here.sh around the run it is checked against.
-based_on: cpu-here
+based_on: {base}
 name: cpu-here-{name}
 description: this machine, {ranks} ranks on its {cores} cores, as measured around the run
 sources:
@@ -171,6 +195,7 @@ replan_runs() {
   while IFS='|' read -r name ranks sets; do
     recipe=$dense
     [[ $name == moe-* ]] && recipe=$moe
+    sed -i "s#^based_on: .*#based_on: $base#" "$out/$name.yaml"
     set_args=(--set train.steps="$steps")
     for s in $sets; do set_args+=(--set "$s"); done
     "$xtrain" plan "$recipe" "${set_args[@]}" --nodes 1 --gpus-per-node "$ranks" \
