@@ -12,6 +12,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_export.h"
 #include "ckpt/hf_folder.h"
+#include "config/pipeline_layout.h"
 #include "config/recipe_loader.h"
 #include "data/data_prepare.h"
 #include "data_cache_command.h"
@@ -151,7 +152,10 @@ Command add_health(CLI::App& app) {
 
 // Every run of a published-runs file planned against its published figure; exit 1 when a run that
 // is not a calibration row misses by more than its tolerance. With `run_name`, that run's whole plan.
-int check_published_runs(const std::string& file, double max_error_percent, const std::string& run_name) {
+// With `holdout_source`, the efficiencies fitted on every other source and that source's errors
+// (every source's in turn for "all"); with `fit`, the fit on the calibration rows.
+int check_published_runs(const std::string& file, double max_error_percent, const std::string& run_name,
+                         const std::string& holdout_source = "", bool fit = false) {
   const auto runs = plan::load_published_runs(file);
   if (!run_name.empty()) {
     for (const auto& run : runs.runs) {
@@ -166,8 +170,15 @@ int check_published_runs(const std::string& file, double max_error_percent, cons
     }
     throw InputError(fmt::format("--run {}: {} has no such run", run_name, file));
   }
+  const auto planned = plan::plan_published_runs(runs, train::model_census);
+  if (!holdout_source.empty())
+    return plan::print_holdout(runs, planned, holdout_source, max_error_percent / 100) == 0 ? 0 : 1;
+  if (fit) {
+    plan::print_calibration_fit(planned);
+    return 0;
+  }
   std::vector<plan::PublishedCheck> checks;
-  for (const auto& run : runs.runs) checks.push_back(plan::check_published_run(runs, run, train::model_census));
+  for (const auto& p : planned) checks.push_back(plan::check_planned_run(p));
   return plan::print_published_checks(runs, checks, max_error_percent / 100) == 0 ? 0 : 1;
 }
 
@@ -177,8 +188,9 @@ Command add_plan(CLI::App& app) {
   struct PlanArgs {
     RecipeArgs recipe;
     plan::PlanRequest request;
-    std::string published, run_name;
+    std::string published, run_name, holdout_source;
     double max_error_percent = 15;
+    bool fit = false;
   };
   auto args = storage<PlanArgs>();
   auto* command = app.add_subcommand(
@@ -200,9 +212,14 @@ Command add_plan(CLI::App& app) {
   command->add_option("--max-error", args->max_error_percent, "--validate: the error allowed, percent")
       ->check(CLI::Range(0.0, 1000.0));
   command->add_option("--run", args->run_name, "--validate: print this run's whole plan instead of the table");
+  command->add_option("--holdout-source", args->holdout_source,
+                      "--validate: fit the profiles' efficiencies on every other source_id's runs and print this "
+                      "source's errors (all: every source in turn); exit 1 when one misses --max-error");
+  command->add_flag("--fit", args->fit, "--validate: fit the efficiencies on the calibration rows and print them");
   return {command, [args] {
             if (!args->published.empty())
-              return check_published_runs(args->published, args->max_error_percent, args->run_name);
+              return check_published_runs(args->published, args->max_error_percent, args->run_name,
+                                          args->holdout_source, args->fit);
             if (args->recipe.path.empty()) throw InputError("plan: give a RECIPE (or --validate FILE)");
             const auto recipe = args->recipe.load();
             return plan::print_plan(train::model_census(recipe), recipe, args->request) ? 0 : 3;
@@ -213,8 +230,17 @@ Command add_validate(CLI::App& app) {
   auto args = storage<RecipeArgs>();
   auto* command = app.add_subcommand("validate", "Check a recipe and print it fully resolved");
   args->declare(command);
-  return {command, [args] {
+  auto micro_batches = storage<int64_t>();
+  command->add_option("--print-schedule", *micro_batches,
+                      "Print instead each pipeline rank's order of forwards and backwards (parallel.pp_schedule) "
+                      "on this many micro batches");
+  return {command, [args, micro_batches] {
             const auto recipe = args->load();
+            if (*micro_batches > 0) {
+              const auto& p = recipe.parallel;
+              fmt::print("{}", config::format_pipeline_actions(p.pp_schedule, p.pp, p.pp_virtual_stages, *micro_batches));
+              return 0;
+            }
             fmt::print("{}", config::dump_recipe(recipe));
             fmt::print("{}\n", parameter_summary(recipe));
             return 0;

@@ -90,7 +90,8 @@ void check_known_fields(const YAML::Node& node, const std::string& file) {
       "name", "description", "sources", "based_on", "peak_tflops_fp32", "peak_tflops_bf16", "peak_tflops_fp8",
       "memory_gib", "memory_gbs", "intra_node_gbs", "inter_node_gbs", "runtime_gib", "allocator_overhead",
       "gemm_efficiency", "attention_efficiency", "expert_efficiency", "link_efficiency", "fp8_gemm_efficiency",
-      "communication_overlaps_compute", "collective_latency_ms"};
+      "communication_overlaps_compute", "collective_latency_ms", "attention_kernels", "attention_kernel",
+      "fp8_gemm_tflops", "grouped_gemm_half_tokens"};
   for (const auto& entry : node) {
     const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : describe(entry.first);
     if (std::find(kFields.begin(), kFields.end(), key) != kFields.end()) continue;
@@ -99,6 +100,54 @@ void check_known_fields(const YAML::Node& node, const std::string& file) {
                                  meant ? fmt::format(" (did you mean {}?)", *meant)
                                        : " (the fields are those of data/hardware/h100-sxm.yaml)"));
   }
+}
+
+// A list of numbers within `bounds`, rising strictly where `rising`.
+std::vector<double> numbers(const YAML::Node& node, const std::string& file, const std::string& key, Bounds bounds,
+                            bool rising) {
+  if (!node.IsSequence() || node.size() == 0)
+    throw InputError(fmt::format("{}: '{}' must be a list of numbers, got {}", line_of(file, node), key, describe(node)));
+  std::vector<double> values;
+  for (const auto& item : node) {
+    double value = 0;
+    try {
+      value = item.as<double>();
+    } catch (const YAML::Exception&) {
+      throw InputError(fmt::format("{}: '{}' holds {}; it must be numbers", line_of(file, item), key, describe(item)));
+    }
+    if (!std::isfinite(value) || value < bounds.low || value > bounds.high || (rising && !values.empty() && value <= values.back()))
+      throw InputError(fmt::format("{}: '{}' holds {}; it must be {}numbers from {} to {}", line_of(file, item), key,
+                                   item.Scalar(), rising ? "rising " : "", bounds.low, bounds.high));
+    values.push_back(value);
+  }
+  return values;
+}
+
+constexpr Bounds kDimension{1, 1e9, false, ""};
+
+// attention_kernels: {NAME: {head_dims: [..], seq_lens: [..], tflops: [[a row a head dim], ..]}, ..}
+std::map<std::string, AttentionRateTable> attention_tables(const YAML::Node& node, const std::string& file) {
+  if (!node.IsMap())
+    throw InputError(fmt::format("{}: 'attention_kernels' must map kernel names to tables, got {}", line_of(file, node),
+                                 describe(node)));
+  std::map<std::string, AttentionRateTable> tables;
+  for (const auto& entry : node) {
+    const std::string name = entry.first.Scalar(), key = "attention_kernels." + name;
+    const YAML::Node table = entry.second;
+    if (!table.IsMap() || !table["head_dims"] || !table["seq_lens"] || !table["tflops"] || !table["tflops"].IsSequence())
+      throw InputError(fmt::format("{}: '{}' needs head_dims, seq_lens and tflops (a row a head dim)", line_of(file, table), key));
+    AttentionRateTable t;
+    t.head_dims = numbers(table["head_dims"], file, key + ".head_dims", kDimension, true);
+    t.seq_lens = numbers(table["seq_lens"], file, key + ".seq_lens", kDimension, true);
+    for (const auto& row : table["tflops"]) t.tflops.push_back(numbers(row, file, key + ".tflops", kTflops, false));
+    bool shaped = t.tflops.size() == t.head_dims.size();
+    for (const auto& row : t.tflops) shaped = shaped && row.size() == t.seq_lens.size();
+    if (!shaped)
+      throw InputError(fmt::format("{}: '{}.tflops' must hold a row of {} figures for each of the {} head_dims",
+                                   line_of(file, table["tflops"]), key, t.seq_lens.size(), t.head_dims.size()));
+    tables[name] = t;
+  }
+  return tables;
 }
 
 std::filesystem::path profile_path(const std::string& name_or_file) {
@@ -112,6 +161,38 @@ std::filesystem::path profile_path(const std::string& name_or_file) {
                                  name_or_file, known));
   }
   return path;
+}
+
+// The published kernel rates: the profile's own, or its base's scaled by the ratio of their peaks
+// (a power limit lowers the clock every kernel runs at).
+void read_kernel_rates(const YAML::Node& node, const std::string& file, std::pair<double, double> base_peaks,
+                       HardwareProfile& p) {
+  if (node["attention_kernels"]) {
+    p.attention_kernels = attention_tables(node["attention_kernels"], file);
+  } else if (base_peaks.first > 0) {
+    for (auto& [name, table] : p.attention_kernels)
+      for (auto& row : table.tflops)
+        for (auto& rate : row) rate *= p.peak_tflops_bf16 / base_peaks.first;
+  }
+  p.attention_kernel = text(node, file, "attention_kernel", p.attention_kernel);
+  if (!p.attention_kernel.empty() && !p.attention_kernels.count(p.attention_kernel))
+    throw InputError(fmt::format("{}: 'attention_kernel: {}' names no table of attention_kernels", line_of(file, node["attention_kernel"]),
+                                 p.attention_kernel));
+  if (!p.attention_kernels.empty() && p.attention_kernel.empty())
+    throw InputError(fmt::format("{}: 'attention_kernels' given without 'attention_kernel': name the one the engine runs", file));
+  if (node["fp8_gemm_tflops"]) {
+    const YAML::Node table = node["fp8_gemm_tflops"];
+    if (!table.IsMap() || !table["k"] || !table["tflops"])
+      throw InputError(fmt::format("{}: 'fp8_gemm_tflops' needs k and tflops lists", line_of(file, table)));
+    p.fp8_gemm_tflops.k = numbers(table["k"], file, "fp8_gemm_tflops.k", kDimension, true);
+    p.fp8_gemm_tflops.tflops = numbers(table["tflops"], file, "fp8_gemm_tflops.tflops", kTflops, false);
+    if (p.fp8_gemm_tflops.k.size() != p.fp8_gemm_tflops.tflops.size())
+      throw InputError(fmt::format("{}: 'fp8_gemm_tflops' needs as many tflops as k", line_of(file, table)));
+  } else if (base_peaks.second > 0 && p.peak_tflops_fp8 > 0) {
+    for (auto& rate : p.fp8_gemm_tflops.tflops) rate *= p.peak_tflops_fp8 / base_peaks.second;
+  }
+  p.grouped_gemm_half_tokens =
+      figure(node, file, "grouped_gemm_half_tokens", p.grouped_gemm_half_tokens, Bounds{0, 1e7, false, "tokens"}, false);
 }
 
 // `chain`: the files this one is the base of, outermost first, so that a loop of based_on is
@@ -165,6 +246,7 @@ HardwareProfile load_profile(const std::string& name_or_file, std::vector<std::s
   }
   if (p.sources.empty())
     throw InputError(fmt::format("{}: hardware profile names no 'sources': list where each figure comes from", file));
+  const std::pair<double, double> base_peaks{p.peak_tflops_bf16, p.peak_tflops_fp8};
   p.peak_tflops_fp32 = figure(node, file, "peak_tflops_fp32", p.peak_tflops_fp32, kTflops);
   p.peak_tflops_bf16 = figure(node, file, "peak_tflops_bf16", p.peak_tflops_bf16, kTflops);
   p.peak_tflops_fp8 = figure(node, file, "peak_tflops_fp8", p.peak_tflops_fp8, kTflops, false);
@@ -182,6 +264,7 @@ HardwareProfile load_profile(const std::string& name_or_file, std::vector<std::s
   p.communication_overlaps_compute =
       flag(node, file, "communication_overlaps_compute", p.communication_overlaps_compute);
   p.collective_latency_ms = figure(node, file, "collective_latency_ms", p.collective_latency_ms, kLatencyMs, false);
+  read_kernel_rates(node, file, base_peaks, p);
   if (p.runtime_gib >= p.memory_gib)
     throw InputError(fmt::format("{}: runtime_gib {} leaves nothing of memory_gib {} for the model: it must be less",
                                  file, p.runtime_gib, p.memory_gib));
@@ -189,6 +272,39 @@ HardwareProfile load_profile(const std::string& name_or_file, std::vector<std::s
 }
 
 }  // namespace
+
+namespace {
+
+// The index i of the segment [xs[i], xs[i + 1]] holding x, and where x lies along it in logs,
+// clamped to the table's ends.
+std::pair<size_t, double> log_position(const std::vector<double>& xs, double x) {
+  if (xs.size() < 2 || x <= xs.front()) return {0, 0};
+  if (x >= xs.back()) return {xs.size() - 2, 1};
+  size_t i = 0;
+  while (x > xs[i + 1]) ++i;
+  return {i, std::log(x / xs[i]) / std::log(xs[i + 1] / xs[i])};
+}
+
+double along(const std::vector<double>& ys, std::pair<size_t, double> at) {
+  if (ys.size() < 2) return ys.empty() ? 0 : ys.front();
+  return ys[at.first] + (ys[at.first + 1] - ys[at.first]) * at.second;
+}
+
+}  // namespace
+
+double AttentionRateTable::rate(double head_dim, double seq_len) const {
+  const auto at_seq = log_position(seq_lens, seq_len);
+  std::vector<double> by_head;
+  for (const auto& row : tflops) by_head.push_back(along(row, at_seq));
+  return along(by_head, log_position(head_dims, head_dim));
+}
+
+double GemmRateTable::rate(double k_dim) const { return along(tflops, log_position(k, k_dim)); }
+
+const AttentionRateTable* HardwareProfile::attention_table(const std::string& kernel) const {
+  const auto found = attention_kernels.find(kernel.empty() ? attention_kernel : kernel);
+  return found == attention_kernels.end() ? nullptr : &found->second;
+}
 
 std::vector<std::string> hardware_profile_names() {
   std::vector<std::string> names;

@@ -4,12 +4,29 @@
 // the source of every figure; the datasheet figures are kept apart from the efficiencies, which
 // are fitted to measured runs (docs/plan.md says which).
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
 namespace xtrain::plan {
 
 inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// A published attention kernel's forward rate (TFLOP/s, causal, the FlashAttention papers' FLOP
+// count) by head dimension and sequence length; rate() interpolates in the logarithms of both and
+// holds the end figures beyond the table.
+struct AttentionRateTable {
+  std::vector<double> head_dims, seq_lens;
+  std::vector<std::vector<double>> tflops;  // a row a head dimension, a column a sequence length
+  double rate(double head_dim, double seq_len) const;
+};
+
+// A published FP8 GEMM's rate (TFLOP/s) by its reduction dimension K at a large M (DeepGEMM's
+// table); rate() interpolates in log K and holds the end figures beyond it.
+struct GemmRateTable {
+  std::vector<double> k, tflops;
+  double rate(double k_dim) const;
+};
 
 struct HardwareProfile {
   std::string name, description;
@@ -39,6 +56,16 @@ struct HardwareProfile {
   // none (a GPU queues its collectives behind the compute on the stream).
   double collective_latency_ms = 0;
   double fp8_efficiency() const { return fp8_gemm_efficiency > 0 ? fp8_gemm_efficiency : gemm_efficiency; }
+  // Published attention kernels by name (fa2, fa3, cudnn) and the one the engine runs (xtrain:
+  // LibTorch's flash attention, FA2); without tables attention runs at attention_efficiency of peak.
+  std::map<std::string, AttentionRateTable> attention_kernels;
+  std::string attention_kernel;
+  const AttentionRateTable* attention_table(const std::string& kernel = "") const;
+  // Published FP8 GEMM rates by shape; without them FP8 GEMMs run at fp8_efficiency() of peak.
+  GemmRateTable fp8_gemm_tflops;
+  // The tokens an expert's grouped GEMM needs to reach half its large-shape rate: the rate at t
+  // tokens an expert is expert_efficiency x t / (t + this) of peak (0: no such loss).
+  double grouped_gemm_half_tokens = 0;
 };
 
 // NAME (a file data/hardware/NAME.yaml under the source tree or beside the executable's) or a

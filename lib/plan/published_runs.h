@@ -34,6 +34,11 @@ struct PublishedRun {
   double tolerance = 0;
   std::string tolerance_reason;
   std::string source;
+  // The publication or team the figure comes from; runs of one source are held out together.
+  std::string source_id;
+  // The attention kernel the engine ran (a table of the hardware profile's attention_kernels:
+  // cudnn for Megatron's Transformer Engine), where it is not the profile's own.
+  std::string attention_kernel;
 };
 
 struct PublishedRuns {
@@ -64,5 +69,36 @@ PublishedCheck check_published_run(const PublishedRuns& runs, const PublishedRun
 // are not calibration rows miss by more than `max_error` (a fraction), or than their own
 // tolerance where they state one.
 int64_t print_published_checks(const PublishedRuns& runs, const std::vector<PublishedCheck>& checks, double max_error);
+
+// The fitted efficiencies of the hardware profiles (at most three; 0: the profile's own):
+// large dense GEMMs' fraction of peak, the experts' grouped GEMMs' at large tokens an expert, and
+// the links' fraction of their bandwidth that collectives reach.
+struct FittedEfficiencies {
+  double gemm = 0, expert = 0, link = 0;
+};
+
+// A run with what planning it needs, built once so that a fit can plan it many times.
+struct PlannedRun {
+  PublishedRun run;
+  config::Recipe recipe;
+  ModelCensus census;
+  HardwareProfile hardware;
+  double flops_per_token = 0;
+};
+std::vector<PlannedRun> plan_published_runs(const PublishedRuns& runs, const CensusOf& census_of);
+PublishedCheck check_planned_run(const PlannedRun& planned, const FittedEfficiencies& fitted = {});
+
+// The efficiencies that minimise the sum of squared log errors over the runs `fit_on` chooses,
+// every profile taking the same three (an efficiency no chosen run depends on keeps its value).
+FittedEfficiencies fit_efficiencies(const std::vector<PlannedRun>& planned,
+                                    const std::function<bool(const PublishedRun&)>& fit_on);
+
+// Leave one source out: for `source_id` (or every source where it is "all") the efficiencies
+// fitted on the runs of every other source and the held-out runs' errors under them; returns how
+// many held-out runs miss by more than `max_error`.
+int64_t print_holdout(const PublishedRuns& runs, const std::vector<PlannedRun>& planned, const std::string& source_id,
+                      double max_error);
+// The fit on the calibration rows, printed beside the profiles' values.
+void print_calibration_fit(const std::vector<PlannedRun>& planned);
 
 }  // namespace xtrain::plan

@@ -222,6 +222,44 @@ void add_pipeline(StepTimeEstimate& e, const ModelCensus& c, const config::Recip
                                  v > 1 ? fmt::format(", {:.0f} virtual stages", v) : "")});
 }
 
+struct AttentionTime {
+  double seconds = 0;
+  std::string detail;
+};
+
+// FlashAttention's backward runs 2.5x the forward's FLOPs (its five matrix products, the scores
+// recomputed) at this fraction of the forward's rate: FlashAttention-2 on H100, head dim 128,
+// 370 TFLOP/s forward and 335 forward and backward (arXiv:2307.08691).
+constexpr double kAttentionBackwardFlops = 2.5, kAttentionBackwardRate = 0.87;
+
+// The score and value products of this rank's tokens, a query against the keys it sees (half the
+// sequence under the causal mask; a sliding window fewer), forward and backward (and a recomputed
+// forward). With a published kernel table: at the kernel's rate for the head dimension and the
+// sequence length; else at attention_efficiency of the dtype's peak, the forward's FLOPs thrice.
+AttentionTime attention_seconds(const ModelCensus& c, const config::Recipe& recipe, const HardwareProfile& hw,
+                                double rank_tokens, double layers, double tp, bool recomputed, double dtype_peak) {
+  const double seq = static_cast<double>(recipe.data.seq_len);
+  const int64_t model_layers = std::max<int64_t>(1, static_cast<int64_t>(c.layers.size()));
+  double keys = 0;  // keys a query sees, the mean over the model's layers
+  for (int64_t layer = 0; layer < model_layers; ++layer) {
+    const double window = static_cast<double>(recipe.model.window_of(layer));
+    keys += window > 0 && window < seq ? window - window * window / (2 * seq) : seq / 2;
+  }
+  keys /= static_cast<double>(model_layers);
+  const double forward = rank_tokens * layers * 2 * keys * static_cast<double>(c.query_width + c.value_width) / tp;
+  const double forwards = recomputed ? 2 : 1;
+  const auto* table = hw.attention_table();
+  if (table == nullptr)
+    return {forward * (2 + forwards) / (dtype_peak * hw.attention_efficiency),
+            fmt::format("causal, {:.0f} tokens a sequence, {:.3g} forward FLOPs at {:.0f}% of peak", seq, forward,
+                        100 * hw.attention_efficiency)};
+  const double head_dim = static_cast<double>(c.query_width) / static_cast<double>(std::max<int64_t>(1, c.heads));
+  const double rate = table->rate(head_dim, seq) * 1e12;
+  return {forward * forwards / rate + kAttentionBackwardFlops * forward / (rate * kAttentionBackwardRate),
+          fmt::format("causal, {:.0f} tokens a sequence, head dim {:.0f}: {:.3g} forward FLOPs at {} {:.0f} TFLOP/s", seq,
+                      head_dim, forward, hw.attention_kernel, rate / 1e12)};
+}
+
 }  // namespace
 
 // The bandwidth (bytes/s) one rank of a group of `ranks`, `stride` apart in rank order, reaches
@@ -274,26 +312,53 @@ StepTimeEstimate estimate_step_time(const ModelCensus& c, const config::Recipe& 
   const bool fp8 = recipe.precision.fp8 != model::Float8Scaling::off && hw.peak_tflops_fp8 > 0;
   const double high_passes = fp8 && recipe.precision.fp8 == model::Float8Scaling::rowwise_with_gw_hp ? 2 : 0;
   const double dtype_peak = (t.dtype == config::Dtype::fp32 ? hw.peak_tflops_fp32 : hw.peak_tflops_bf16) * 1e12;
-  const double fp8_rate = hw.peak_tflops_fp8 * 1e12 * hw.fp8_efficiency();
-  // Seconds a matrix parameter a token takes over its passes: the fp8 rate for those FP8 runs,
+  const double hidden = static_cast<double>(c.hidden);
+  // FP8 GEMMs at the published rate for their reduction dimension (the hidden size) where the
+  // profile has the table, else at its fraction of the fp8 peak.
+  const double fp8_rate = hw.fp8_gemm_tflops.k.empty() ? hw.peak_tflops_fp8 * 1e12 * hw.fp8_efficiency()
+                                                       : hw.fp8_gemm_tflops.rate(hidden) * 1e12;
+  // Seconds a matrix parameter a token takes over its passes: `low_rate` for those FP8 runs,
   // `dtype_rate` for the rest.
-  auto per_parameter = [&](double dtype_rate) {
-    return fp8 ? (gemm_passes - high_passes) / fp8_rate + high_passes / dtype_rate : gemm_passes / dtype_rate;
+  auto per_parameter = [&](double dtype_rate, double low_rate) {
+    return fp8 ? (gemm_passes - high_passes) / low_rate + high_passes / dtype_rate : gemm_passes / dtype_rate;
   };
   const double dense_s =
-      rank_tokens * ((dense_matrices - share.head) * per_parameter(dtype_peak * hw.gemm_efficiency) +
+      rank_tokens * ((dense_matrices - share.head) * per_parameter(dtype_peak * hw.gemm_efficiency, fp8_rate) +
                      share.head * gemm_passes / (dtype_peak * hw.gemm_efficiency));
-  const double expert_s = rank_tokens * share.expert_matrices * per_parameter(dtype_peak * hw.expert_efficiency);
+  // Experts' grouped GEMMs lose rate as their tokens an expert fall: t / (t + half) of the large
+  // shapes' (the profile's grouped_gemm_half_tokens, from a published grouped GEMM table); under
+  // FP8 at the published FP8 rate so reduced (that table is FP8's), else at expert_efficiency.
+  const double tokens_per_expert = c.experts > 0 ? micro_tokens * static_cast<double>(c.top_k * layout.ep) /
+                                                       static_cast<double>(c.experts)
+                                                 : 0;
+  const double grouped = hw.grouped_gemm_half_tokens > 0 && tokens_per_expert > 0
+                             ? tokens_per_expert / (tokens_per_expert + hw.grouped_gemm_half_tokens)
+                             : 1;
+  const double expert_s = rank_tokens * share.expert_matrices *
+                          per_parameter(dtype_peak * hw.expert_efficiency * grouped,
+                                        fp8_rate * grouped);
   const bool recompute_attention = m.recompute != memory::Recompute::none;
-  const double attention_s = rank_tokens * attention_model / 2 * (recompute_attention ? 4.0 / 3 : 1) /
-                             (dtype_peak * hw.attention_efficiency);  // causal: half the square
+  const auto attention = attention_seconds(c, recipe, hw, rank_tokens, layers, tp, recompute_attention, dtype_peak);
   e.terms.push_back({"GEMMs (dense)", dense_s, fmt::format("{:.3g} matrix parameters a token here", dense_matrices)});
   if (share.expert_matrices > 0)
-    e.terms.push_back({"GEMMs (experts)", expert_s, fmt::format("{:.3g} active expert parameters a token here", share.expert_matrices)});
-  e.terms.push_back({"attention", attention_s, fmt::format("causal, {:.0f} tokens a sequence", seq)});
+    e.terms.push_back({"GEMMs (experts)", expert_s,
+                       fmt::format("{:.3g} active expert parameters a token here, {:.0f} tokens an expert", share.expert_matrices,
+                                   tokens_per_expert)});
+  const double attention_s = attention.seconds;
+  e.terms.push_back({"attention", attention_s, attention.detail});
+  if (fp8) {
+    // Each linear layer's input and output gradient are scaled and cast to fp8 (an amax read, a
+    // read and a write, and the transposed copy the weight gradient needs: 6 bytes an element) and
+    // so is each weight, gathered, once a micro batch; memory bound.
+    const double inner = static_cast<double>(std::max(c.intermediate, c.moe_intermediate * c.top_k));
+    const double cast_bytes = 6 * (rank_tokens * layers * (9 * hidden + 3 * inner) / tp +
+                                   micro_batches * (share.token_matrices - share.head));
+    e.terms.push_back({"FP8 scaling and casts", cast_bytes / (hw.memory_gbs * 1e9),
+                       "each linear layer's input, output gradient and weight, 6 B an element"});
+  }
   const double elementwise_bytes =
       rank_tokens * layers * element *
-      (kElementwiseHidden * static_cast<double>(c.hidden) / (layout.sequence_parallel ? tp : 1) +
+      (kElementwiseHidden * hidden / (layout.sequence_parallel ? tp : 1) +
        kElementwiseIntermediate * static_cast<double>(std::max(c.intermediate, c.moe_intermediate * c.top_k)) / tp);
   e.terms.push_back({"elementwise", elementwise_bytes / (hw.memory_gbs * 1e9), "norms, rotary, activations, residuals"});
   const double shard_parameters = share.dense / static_cast<double>(layout.fsdp * layout.cp) +

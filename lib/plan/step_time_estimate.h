@@ -1,10 +1,15 @@
 // One optimizer step's time on one rank, term by term, for a recipe on a cluster layout:
 //   GEMMs           6 FLOPs a parameter a token (forward and both gradients) of the matrices a
 //                   token passes through on this rank, at peak x the profile's GEMM efficiency,
-//                   experts at its grouped-GEMM efficiency, plus full recompute's second forward;
-//                   under FP8 the linear layers at the fp8 peak x its own efficiency;
-//   attention       the causal score and value products (half the full square), at its
-//                   attention efficiency (selective and full recompute add a forward);
+//                   experts at its grouped-GEMM efficiency x t / (t + half) for t tokens an
+//                   expert, plus full recompute's second forward; under FP8 the linear layers at
+//                   the profile's published FP8 GEMM rate for K = the hidden size, and their
+//                   scaling casts (memory bound);
+//   attention       the score and value products of the keys each query sees (causal: half the
+//                   sequence; a sliding window fewer), at the profile's published kernel rate for
+//                   the head dimension and sequence length (the backward 2.5x the forward's
+//                   FLOPs), or without a table at its attention efficiency of peak (selective and
+//                   full recompute add a forward);
 //   elementwise     norms, rotary, activations and residuals, bound by memory bandwidth;
 //   optimizer       AdamW over this rank's shard, bound by memory bandwidth;
 //   communication   each collective's bytes over the link its group uses (inside a node or

@@ -45,13 +45,19 @@ expect_text "$work/ranks.log" "parallel.dp 1 x cp 1 x tp 8 x pp 8 = 64 does not 
 # overlap; a bound no plan meets exits 1.
 published="$srcdir/tests/data/plan/published.yaml"
 expect_exit 0 "$work/published.log" "$xtrain" plan --validate "$published"
-expect_text "$work/published.log" "8 of the 9 runs that are not calibration rows lie within 15%"
+expect_text "$work/published.log" "14 of the 31 runs that are not calibration rows lie within 15%"
 [[ $(grep -c " calibration$" "$work/published.log") -eq 3 ]] || { cat "$work/published.log"; fail "not 3 calibration rows"; }
 expect_exit 0 "$work/published_run.log" "$xtrain" plan --validate "$published" --run megatron-gpt-32b
 expect_text "$work/published_run.log" "behind the last backward and the first forward"
 expect_exit 1 "$work/published_tight.log" "$xtrain" plan --validate "$published" --max-error 0.1
 expect_exit 2 "$work/published_none.log" "$xtrain" plan --validate "$published" --run gpt-5
 expect_text "$work/published_none.log" "--run gpt-5: $published has no such run"
+# Leave one source out: the fit on the other sources, the held-out source's rows; an unknown
+# source names the known ones.
+expect_exit 0 "$work/holdout.log" "$xtrain" plan --validate "$published" --holdout-source trainy-h200 --max-error 20
+expect_text "$work/holdout.log" "held out trainy-h200: fitted on the other sources' runs: gemm_efficiency"
+expect_exit 2 "$work/holdout_none.log" "$xtrain" plan --validate "$published" --holdout-source nobody
+expect_text "$work/holdout_none.log" "has no such source_id"
 
 # The collectives a step waits on as they are called, which the plan charges cpu-here's latency
 # for: its count of each kind against the engine's own counters, one step of here-dense (4 micro
