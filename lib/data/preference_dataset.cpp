@@ -33,8 +33,9 @@ std::string text_field(const nlohmann::json& record, const char* name, const std
 std::vector<int64_t> completion(const text::Tokenizer& tokenizer, const std::string& text, const char* name,
                                 const std::string& where) {
   if (text.empty())
-    throw InputError(fmt::format("{}: \"{}\" is empty: a preference pair compares two non-empty completions", where,
-                                 name));
+    throw InputError(fmt::format(
+        "{}: \"{}\" is empty: a preference pair compares two non-empty completions; fill it in or leave the record out",
+        where, name));
   auto ids = tokenizer.encode(text);
   ids.push_back(tokenizer.eos_id());
   return ids;

@@ -14,7 +14,8 @@ using torch::indexing::Slice;
 
 namespace {
 // The whole vocabulary's logits of the rows, in float32 as TRL's: preference rows are short.
-torch::Tensor sum_of_target_log_probs(model::CausalLM& model, const torch::Tensor& hidden, const torch::Tensor& labels) {
+torch::Tensor sum_of_target_log_probs(model::CausalLM& model, const torch::Tensor& hidden,
+                                      const torch::Tensor& labels) {
   const auto logits = F::linear(hidden, model.output_weight(), model.output_bias());
   const auto log_probs = logits.to(torch::kFloat32).log_softmax(-1);
   const auto picked = log_probs.gather(-1, labels.clamp_min(0).unsqueeze(-1)).squeeze(-1);
