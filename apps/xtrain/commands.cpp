@@ -166,6 +166,7 @@ int check_published_runs(const std::string& file, double max_error_percent, cons
       request.gpus_per_node = run.gpus_per_node;
       request.hardware = run.hardware;
       request.overlap = run.overlap;
+      request.attention_kernel = run.attention_kernel;
       return plan::print_plan(train::model_census(recipe), recipe, request) ? 0 : 3;
     }
     throw InputError(fmt::format("--run {}: {} has no such run", run_name, file));

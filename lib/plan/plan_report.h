@@ -18,6 +18,7 @@ struct PlanRequest {
   bool search = false;
   int64_t top = 3;  // layouts --search prints
   CommunicationOverlap overlap;  // the engine's, where it is not xtrain (published runs)
+  std::string attention_kernel;  // the engine's kernel table, where it is not the profile's own
 };
 
 // Prints the plan to stdout; returns whether the recipe's own layout fits in the device memory.

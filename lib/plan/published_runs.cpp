@@ -10,6 +10,7 @@
 #include "config/recipe_loader.h"
 #include "plan/cluster_layout.h"
 #include "plan/hardware_profile.h"
+#include "plan/memory_estimate.h"
 #include "util/input_error.h"
 
 namespace xtrain::plan {
@@ -94,6 +95,7 @@ PublishedRuns load_published_runs(const std::string& file) {
     run.source = field<std::string>(row, where, "source");
     run.source_id = row["source_id"] ? field<std::string>(row, where, "source_id") : run.source;
     if (row["attention_kernel"]) run.attention_kernel = field<std::string>(row, where, "attention_kernel");
+    if (row["published_memory_gib"]) run.published_memory_gib = field<double>(row, where, "published_memory_gib");
     if (row["tolerance_percent"]) {
       run.tolerance = field<double>(row, where, "tolerance_percent") / 100;
       run.tolerance_reason = field<std::string>(row, where, "tolerance_reason");
@@ -148,7 +150,9 @@ PublishedCheck check_planned_run(const PlannedRun& planned, const FittedEfficien
   auto layout = layout_of(planned.recipe, run.nodes, run.gpus_per_node);
   layout.ends_as_layers = run.ends_as_layers;
   const auto time = estimate_step_time(planned.census, planned.recipe, layout, hardware, run.overlap);
-  PublishedCheck check{run, 0};
+  PublishedCheck check{run, 0, 0};
+  if (run.published_memory_gib > 0)
+    check.predicted_memory_gib = estimate_memory(planned.census, planned.recipe, layout, hardware).total() / kGiB;
   if (run.unit == PublishedUnit::tokens_per_second_per_device) {
     check.predicted = time.tokens_per_second_per_device();
   } else {
@@ -295,6 +299,14 @@ int64_t print_published_checks(const PublishedRuns& runs, const std::vector<Publ
     return !c.run.calibration && std::abs(c.error()) <= max_error;
   });
   fmt::print("{} of the {} runs that are not calibration rows lie within {:.0f}%\n", within, tested, 100 * max_error);
+  bool memory_header = false;
+  for (const auto& c : checks) {
+    if (c.run.published_memory_gib <= 0) continue;
+    if (!memory_header) fmt::print("memory per device against the published:\n  {:<44} {:>10} {:>10}  {:>7}\n", "run", "planned GiB", "published", "error");
+    memory_header = true;
+    fmt::print("  {:<44} {:>10.1f} {:>10.1f}  {:>+6.1f}%\n", c.run.name, c.predicted_memory_gib, c.run.published_memory_gib,
+               100 * c.memory_error());
+  }
   return misses;
 }
 

@@ -39,6 +39,8 @@ struct PublishedRun {
   // The attention kernel the engine ran (a table of the hardware profile's attention_kernels:
   // cudnn for Megatron's Transformer Engine), where it is not the profile's own.
   std::string attention_kernel;
+  // The memory a device held, GiB, where the source publishes it (0: not published).
+  double published_memory_gib = 0;
 };
 
 struct PublishedRuns {
@@ -49,7 +51,9 @@ struct PublishedRuns {
 struct PublishedCheck {
   PublishedRun run;
   double predicted = 0;
+  double predicted_memory_gib = 0;  // the plan's total for the fullest rank
   double error() const { return (predicted - run.published) / run.published; }
+  double memory_error() const { return (predicted_memory_gib - run.published_memory_gib) / run.published_memory_gib; }
 };
 
 // Throws InputError naming the file, the row and the field.
@@ -65,9 +69,10 @@ config::Recipe recipe_of(const PublishedRuns& runs, const PublishedRun& run);
 // published figure's unit (TFLOP/s per device as Megatron counts them, or tokens/s per device).
 PublishedCheck check_published_run(const PublishedRuns& runs, const PublishedRun& run, const CensusOf& census_of);
 
-// Prints every run's predicted and published figure and their error; returns how many runs that
-// are not calibration rows miss by more than `max_error` (a fraction), or than their own
-// tolerance where they state one.
+// Prints every run's predicted and published figure and their error, then the planned memory
+// against the published where a run gives it; returns how many runs that are not calibration
+// rows miss by more than `max_error` (a fraction), or than their own tolerance where they state
+// one (memory is printed, not counted).
 int64_t print_published_checks(const PublishedRuns& runs, const std::vector<PublishedCheck>& checks, double max_error);
 
 // The fitted efficiencies of the hardware profiles (at most three; 0: the profile's own):

@@ -336,6 +336,41 @@ TEST_CASE("FP8 runs the linear layers at the fp8 rate, the head in the compute d
   CHECK(high.terms[0].seconds == Approx(256 * (16000 * (4 / 1e12 + 2 / 0.5e12) + 2000 * 6 / 0.5e12)));
 }
 
+TEST_CASE("attention runs at the published kernel rate for its head dim and sequence length", "[plan]") {
+  plan::AttentionRateTable table{{64, 256}, {1024, 4096}, {{100, 200}, {300, 400}}};
+  CHECK(table.rate(64, 1024) == Approx(100));
+  CHECK(table.rate(64, 2048) == Approx(150));   // halfway in log sequence length
+  CHECK(table.rate(128, 4096) == Approx(300));  // halfway in log head dim
+  CHECK(table.rate(512, 1 << 20) == Approx(400));  // the ends held beyond the table
+  const auto c = four_layers();
+  const auto recipe = recipe_for(8, 1, 32);
+  auto hw = device();
+  plan::ClusterLayout layout;
+  const auto by_efficiency = plan::estimate_step_time(c, recipe, layout, hw);
+  hw.attention_kernels["flash"] = {{1}, {1}, {{2}}};  // 2 TFLOP/s at any shape
+  hw.attention_kernel = "flash";
+  const auto by_kernel = plan::estimate_step_time(c, recipe, layout, hw);
+  const auto attention = [](const plan::StepTimeEstimate& e) {
+    for (const auto& term : e.terms)
+      if (term.name == "attention") return term.seconds;
+    return -1.0;
+  };
+  // The forward's FLOPs: three times at half of the 1 TFLOP/s peak, or once at the kernel's rate
+  // and its backward's 2.5 times at 0.87 of it.
+  const double forward = attention(by_efficiency) * 0.5e12 / 3;
+  CHECK(attention(by_kernel) == Approx(forward / 2e12 + 2.5 * forward / (0.87 * 2e12)));
+}
+
+TEST_CASE("a power-limited profile scales its base's kernel rates by its peak", "[plan]") {
+  const auto base = plan::load_hardware_profile("h100-sxm");
+  const auto capped = plan::load_hardware_profile("h100-sxm-500w");
+  REQUIRE(capped.attention_table() != nullptr);
+  CHECK(capped.attention_table()->rate(128, 8192) ==
+        Approx(base.attention_table()->rate(128, 8192) * capped.peak_tflops_bf16 / base.peak_tflops_bf16));
+  CHECK(capped.fp8_gemm_tflops.rate(4096) ==
+        Approx(base.fp8_gemm_tflops.rate(4096) * capped.peak_tflops_fp8 / base.peak_tflops_fp8));
+}
+
 TEST_CASE("a profile based on another keeps what it does not list", "[plan]") {
   const auto base = plan::load_hardware_profile("h100-sxm");
   const auto capped = plan::load_hardware_profile("h100-sxm-500w");
@@ -348,7 +383,7 @@ TEST_CASE("a profile based on another keeps what it does not list", "[plan]") {
 
 TEST_CASE("the plan reproduces the published runs", "[plan]") {
   const auto runs = plan::load_published_runs(std::string(XTRAIN_SOURCE_DIR) + "/tests/data/plan/published.yaml");
-  REQUIRE(runs.runs.size() == 12);
+  REQUIRE(runs.runs.size() == 34);
   int calibration = 0;
   for (const auto& run : runs.runs) {
     const auto check = plan::check_published_run(runs, run, train::model_census);
