@@ -4,6 +4,7 @@
 
 #include "model/kernels/fp16_emulation.h"
 #include "model/layers/parameter_source.h"
+#include "model/layers/weight_grad_store.h"
 
 namespace xtrain::model {
 
@@ -16,6 +17,8 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) { return project_with(
 
 torch::Tensor LinearImpl::project_with(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
   if (float8) return float8_linear(x, w, b, *float8, gathered_float8_scales(w));
+  // Under a zero-bubble pipeline schedule the weight's gradient waits for its W pass.
+  if (WeightGradStore::defers(x, w)) return deferred_weight_linear(x, w, b, *WeightGradStore::current());
   return project(x, w, b);
 }
 
