@@ -5,9 +5,13 @@
 //     of the S = layers + 2 slots embedding, layer 0, ..., layer L-1, head; chunk c runs on
 //     pipeline rank c mod pp.
 //   - pipeline_actions: the order in which one pipeline rank runs the forwards and backwards of
-//     its chunks on a step's micro batches (train/pipeline_schedule.h runs it).
+//     its chunks on a step's micro batches (train/pipeline_schedule.h runs it). zb_h1 splits each
+//     backward into B (the input gradient, which the previous stage waits for) and W (the weight
+//     gradients), the order of PyTorch's ScheduleInterleavedZeroBubble with one chunk per rank
+//     (scripts/pipeline_orders.py prints both).
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "config/recipe_choices.h"
@@ -23,12 +27,24 @@ struct PipelineChunk {
 std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks);
 
 struct PipelineAction {
+  // A backward's part: whole (input and weight gradients at once), or, split, the input
+  // gradient (B) and later the weight gradients it left (W).
+  enum class Part { whole, input, weight };
   bool forward = true;
   int64_t chunk = 0;  // this rank's virtual index
   int64_t micro_batch = 0;
+  Part part = Part::whole;  // backwards only
+  // Whether the micro batch's activations are let go after this action.
+  bool releases() const { return !forward && part != Part::input; }
 };
 
 std::vector<PipelineAction> pipeline_actions(PpSchedule schedule, int64_t stages, int64_t virtual_stages, int64_t rank,
                                              int64_t micro_batches);
+
+// Every rank's actions, one line a rank, in PyTorch's notation (torch.distributed.pipelining):
+// global chunk, F (forward), B (whole backward), I (input gradient) or W (weight gradients), micro
+// batch: "rank 0: 0F0 0F1 0F2 0F3 0I0 0W0 ...".
+std::string format_pipeline_actions(PpSchedule schedule, int64_t stages, int64_t virtual_stages,
+                                    int64_t micro_batches);
 
 }  // namespace xtrain::config

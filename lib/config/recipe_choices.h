@@ -15,7 +15,7 @@ enum class Spike { off, skip, rollback };                      // train.spike
 enum class Objective { clm, mlm, dpo };                        // data.objective
 enum class DpoLoss { sigmoid, ipo };                           // dpo.loss
 enum class Optimizer { adamw, onebit_adam };                   // optim.name
-enum class PpSchedule { gpipe, one_f_one_b, interleaved_1f1b };  // parallel.pp_schedule
+enum class PpSchedule { gpipe, one_f_one_b, interleaved_1f1b, zb_h1 };  // parallel.pp_schedule
 enum class Backend { automatic, gloo, nccl };                  // dist.backend
 enum class HealthAction { stop, warn };                        // dist.health_action
 enum class Float8GradFormat { automatic, e4m3, e5m2 };         // precision.fp8_grad
@@ -87,6 +87,7 @@ constexpr const char* to_string(PpSchedule value) {
     case PpSchedule::gpipe: return "gpipe";
     case PpSchedule::one_f_one_b: return "1f1b";
     case PpSchedule::interleaved_1f1b: return "interleaved_1f1b";
+    case PpSchedule::zb_h1: return "zb_h1";
   }
   return nullptr;
 }

@@ -94,7 +94,9 @@ HeldActivations held_activations(const ModelCensus& c, const config::Recipe& rec
     for (const auto& action : config::pipeline_actions(recipe.parallel.pp_schedule, layout.pp, layout.virtual_stages,
                                                        share.pipeline_rank,
                                                        static_cast<int64_t>(std::ceil(micro_batches)))) {
-      live += (action.forward ? 1 : -1) * chunk_kept[static_cast<size_t>(action.chunk)];
+      // A split backward's activations go with its W (the weight gradients read them).
+      if (action.forward || action.releases())
+        live += (action.forward ? 1 : -1) * chunk_kept[static_cast<size_t>(action.chunk)];
       held = std::max(held, live);
     }
   }

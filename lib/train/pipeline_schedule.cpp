@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 #include <torch/torch.h>
@@ -102,6 +103,9 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
     torch::Tensor input, output;
   };
   std::map<std::pair<int64_t, int64_t>, Saved> saved;  // by (chunk, micro batch)
+  // Split backwards: each B's weight-gradient records until its W, by (chunk, micro batch).
+  std::map<std::pair<int64_t, int64_t>, std::vector<model::DeferredWeightGrad>> deferred;
+  const bool splits = schedule_ == config::PpSchedule::zb_h1;
   MicroBatchLosses total;
   const auto device_options = torch::TensorOptions().device(device_);
   for (const auto& action : pipeline_actions(schedule_, stages, virtual_stages_, rank, count)) {
@@ -110,13 +114,23 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
     if (action.forward) {
       torch::Tensor input;
       if (chunk > 0) input = receive(previous, kActivationTag, device_options).requires_grad_(true);
+      std::optional<model::WeightGradStore::Scope> split;
+      if (splits) split.emplace(weight_grads_);
       auto out = run_chunk(action.chunk, input, [&](const parallel::PipelineChunk& part, const torch::Tensor& x) {
         return work.forward_chunk(part, batch, m, count, x);
       });
+      split.reset();
       total.add(out.losses);  // the loss on the last chunk, every chunk's router figures
       if (chunk != last_chunk) send(out.output, next, kActivationTag);
       saved[{action.chunk, m}] = {input, out.output};
-      peak_in_flight_ = std::max(peak_in_flight_, static_cast<int64_t>(saved.size()));
+      peak_in_flight_ = std::max(peak_in_flight_, static_cast<int64_t>(saved.size() + deferred.size()));
+      continue;
+    }
+    if (action.part == PipelineAction::Part::weight) {
+      auto records = deferred.extract({action.chunk, m});
+      TORCH_CHECK(!records.empty(), "pipeline: weight gradients of chunk ", chunk, " micro batch ", m,
+                  " before its input gradient");
+      for (const auto& record : records.mapped()) record.run();
       continue;
     }
     auto node = saved.extract({action.chunk, m});
@@ -127,7 +141,9 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
     else
       output.backward(receive(next, kGradientTag, output.options()));
     if (chunk > 0) send(input.grad(), previous, kGradientTag);
+    if (action.part == PipelineAction::Part::input) deferred[{action.chunk, m}] = weight_grads_.take();
   }
+  TORCH_CHECK(deferred.empty(), "pipeline: ", deferred.size(), " micro batches' weight gradients never ran");
   for (auto& pending : sends_) pending.wait();
   sends_.clear();
   in_flight_.clear();

@@ -5,7 +5,10 @@
 //   1f1b              pp - rank - 1 warm-up forwards, then one forward and one backward in turn,
 //                     then the remaining backwards: at most pp micro batches in flight on rank 0;
 //   interleaved_1f1b  v chunks per rank (chunk c on rank c mod pp), micro batches in groups of
-//                     pp, Megatron's warm-up of (pp - rank - 1) x 2 + (v - 1) x pp forwards.
+//                     pp, Megatron's warm-up of (pp - rank - 1) x 2 + (v - 1) x pp forwards;
+//   zb_h1             1f1b's order with each backward split into B, the input gradient sent
+//                     upstream at once, and W, the Linear layers' weight gradients
+//                     (model/layers/weight_grad_store.h), deferred to fill the cooldown's waits.
 // Sends never block (they complete by the end of the step); a rank blocks only on the receive of
 // an input it needs next, so every schedule's order, being a valid pipeline order on each rank,
 // cannot deadlock. Each tensor goes with its shape first, so micro batches of any length pass.
@@ -22,6 +25,7 @@
 #include <c10/core/Device.h>
 
 #include "data/micro_batch.h"
+#include "model/layers/weight_grad_store.h"
 #include "parallel/comm.h"
 #include "parallel/pipeline_stage.h"
 #include "config/pipeline_layout.h"
@@ -45,7 +49,8 @@ class PipelineSchedule final : public Schedule {
   // on the last stage.
   MicroBatchLosses evaluate(const std::vector<data::MicroBatch>& micro_batches, MicroBatchWork& work) override;
   double last_idle_seconds() const override { return idle_seconds_; }
-  // Forward done, backward not yet: pp for 1f1b on stage 0, every micro batch for gpipe.
+  // Forward done, backward (zb_h1: its W) not yet: pp for 1f1b on stage 0, every micro batch for
+  // gpipe, pp on every stage for zb_h1.
   int64_t last_peak_in_flight() const override { return peak_in_flight_; }
 
  private:
@@ -64,6 +69,7 @@ class PipelineSchedule final : public Schedule {
   int64_t peak_in_flight_ = 0;
   std::vector<parallel::PendingCollective> sends_;
   std::vector<torch::Tensor> in_flight_;  // what the sends read, alive until they complete
+  model::WeightGradStore weight_grads_;  // zb_h1: what this rank's B passes defer
 };
 
 }  // namespace xtrain::train

@@ -33,6 +33,18 @@ void pipeline(const RuleContext& c) {
                          m.family));
   if (p.pp_schedule == PpSchedule::interleaved_1f1b && v < 2)
     c.refuse("parallel.pp_virtual_stages", "interleaved_1f1b needs at least 2 chunks per rank");
+  if (p.pp_schedule == PpSchedule::zb_h1) {
+    if (p.fsdp > 1)
+      c.refuse("parallel.fsdp", fmt::format("{}: zb_h1 defers the weight gradients past each block's backward, where "
+                                            "FSDP reduce-scatters them: set parallel.fsdp 1 (parallel.dp replicates "
+                                            "the stages) or parallel.pp_schedule 1f1b",
+                                            p.fsdp));
+    if (m.num_experts > 0)
+      c.refuse("parallel.pp_schedule",
+               fmt::format("zb_h1 splits the backward of dense models only: the {} experts' GEMMs and their "
+                           "all-to-all have no split backward yet: use 1f1b or interleaved_1f1b",
+                           m.num_experts));
+  }
   const int64_t chunks = p.pp * v;
   if (m.num_layers + 2 < chunks)
     c.refuse("parallel.pp", fmt::format("{} x {} chunks for {} layers and the embedding and head: each chunk needs "

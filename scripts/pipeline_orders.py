@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Pipeline action orders: xtrain's (`xtrain validate --print-schedule`) beside PyTorch's
+(torch.distributed.pipelining) for the same stages and micro batches.
+
+zb_h1 is PyTorch's ScheduleInterleavedZeroBubble (the ZB1P schedule of Qi et al.) with one chunk
+per rank: the same order on every rank, once PyTorch's empty time slots are left out (xtrain's
+ranks wait on their receives instead). PyTorch's grid (time steps x ranks, with those slots) is
+printed too, for the timing it assumes (every F, I and W one slot).
+
+  scripts/pipeline_orders.py [--xtrain build/xtrain] [--stages 4] [--micro-batches 8]
+  scripts/pipeline_orders.py --write   # tests/data/pipeline/zb_h1_pytorch_4x8.txt, which the
+                                       # unit test [pipeline_layout] compares xtrain's order with
+Exit 1 where the orders differ.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+from torch.distributed.pipelining import schedules
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytorch_zero_bubble(stages, micro_batches):
+    """ScheduleInterleavedZeroBubble's pipeline_order for one chunk per rank, computed as its
+    __init__ does, without the stage modules and process group it would otherwise need."""
+    schedule = schedules.ScheduleInterleavedZeroBubble.__new__(schedules.ScheduleInterleavedZeroBubble)
+    schedule.pp_group_size = stages
+    schedule.n_local_stages = 1
+    schedule._n_microbatches = micro_batches
+    schedule.number_of_rounds = max(1, micro_batches // stages)
+    schedule.microbatches_per_round = micro_batches // schedule.number_of_rounds
+    schedule.pipeline_order = {rank: schedule._calculate_single_rank_operations(rank) for rank in range(stages)}
+    return schedule._add_bubbles_to_actions(stages)
+
+
+def as_lines(order):
+    return "".join(f"rank {rank}: " + " ".join(str(a) for a in order[rank] if a is not None) + "\n"
+                   for rank in sorted(order))
+
+
+def xtrain_order(binary, schedule, stages, micro_batches):
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as recipe:
+        recipe.write(f"name: orders\nmodel: {{num_layers: {2 * stages}}}\n"
+                     f"parallel: {{pp: {stages}, fsdp: 1, pp_schedule: {schedule}}}\n")
+    try:
+        return subprocess.run([binary, "validate", recipe.name, "--print-schedule", str(micro_batches)],
+                              check=True, capture_output=True, text=True).stdout
+    finally:
+        os.unlink(recipe.name)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--xtrain", default=os.path.join(ROOT, "build", "xtrain"))
+    parser.add_argument("--stages", type=int, default=4)
+    parser.add_argument("--micro-batches", type=int, default=8)
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args()
+    order = pytorch_zero_bubble(args.stages, args.micro_batches)
+    theirs = as_lines(order)
+    if args.write:
+        path = os.path.join(ROOT, "tests", "data", "pipeline",
+                            f"zb_h1_pytorch_{args.stages}x{args.micro_batches}.txt")
+        with open(path, "w") as out:
+            out.write(theirs)
+        print(f"wrote {path}")
+        return 0
+    print(f"PyTorch ScheduleInterleavedZeroBubble, 1 chunk per rank, {args.stages} stages x "
+          f"{args.micro_batches} micro batches (time steps x ranks):")
+    print(schedules._format_pipeline_order(order))
+    print("\nPyTorch, empty slots left out:")
+    print(theirs, end="")
+    ours = xtrain_order(args.xtrain, "zb_h1", args.stages, args.micro_batches)
+    print("\nxtrain parallel.pp_schedule zb_h1:")
+    print(ours, end="")
+    print("\nxtrain parallel.pp_schedule 1f1b (zb_h1 without the Ws, I as B):")
+    print(xtrain_order(args.xtrain, "1f1b", args.stages, args.micro_batches), end="")
+    same = ours == theirs
+    print(f"\nzb_h1 {'is' if same else 'is NOT'} PyTorch's order on every rank")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
