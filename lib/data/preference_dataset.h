@@ -1,7 +1,8 @@
 // PreferenceDataset: preference pairs for data.objective dpo, read from a JSONL file of records
-// {"prompt": "...", "chosen": "...", "rejected": "..."} (TRL's plain preference format). Each
-// pair is two rows, sample 2i its chosen completion and 2i + 1 its rejected one: the prompt's
-// tokens, then the completion's and EOS, right-padded with EOS to seq_len + 1 tokens. Only the
+// {"prompt": "...", "chosen": "...", "rejected": "..."} (TRL's plain preference format), or the
+// same with lists of {"role", "content"} messages (TRL's conversational format). Each pair is
+// two rows, sample 2i its chosen completion and 2i + 1 its rejected one: the prompt's tokens,
+// then the completion's (and EOS after a plain one), right-padded with EOS to seq_len + 1 tokens. Only the
 // completion's tokens (its EOS included) are targets, as TRL masks the prompt; a completion
 // longer than the row is cut at its end (TRL's keep_start). The pairs are shuffled whole, so a
 // micro batch of an even number of rows starting at an even index holds whole pairs.
@@ -22,9 +23,10 @@ struct PreferencePair {
   std::vector<int64_t> prompt, chosen, rejected;  // token ids; the completions end with EOS
 };
 
-// The pairs of a preference JSONL file, tokenized; nothing is cut yet.
+// The pairs of a preference JSONL file, tokenized; nothing is cut yet. Conversational records
+// are written with chat_template (data.chat_template's spec, text/chat_template.h).
 std::vector<PreferencePair> read_preference_pairs(const std::string& path, const text::Tokenizer& tokenizer,
-                                                  int64_t seq_len);
+                                                  int64_t seq_len, const std::string& chat_template = "chatml");
 
 class PreferenceDataset final : public SampleDataset {
  public:
