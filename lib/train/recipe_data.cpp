@@ -7,11 +7,9 @@
 
 #include "data/dataset_loader.h"
 #include "data/image_chat_dataset.h"
-#include "data/image_class_dataset.h"
 #include "data/masked_lm_dataset.h"
 #include "data/preference_dataset.h"
 #include "data/sources/source_list.h"
-#include "model/spec/model_spec.h"
 #include "util/input_error.h"
 
 namespace xtrain::train {
