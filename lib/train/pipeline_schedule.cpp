@@ -99,6 +99,12 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
   const auto count = static_cast<int64_t>(micro_batches.size());
   idle_seconds_ = 0;
   peak_in_flight_ = 0;
+  passes_ = {};
+  auto timed = [](double& seconds, auto&& pass) {
+    const auto started = std::chrono::steady_clock::now();
+    pass();
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
   struct Saved {
     torch::Tensor input, output;
   };
@@ -114,12 +120,14 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
     if (action.forward) {
       torch::Tensor input;
       if (chunk > 0) input = receive(previous, kActivationTag, device_options).requires_grad_(true);
-      std::optional<model::WeightGradStore::Scope> split;
-      if (splits) split.emplace(weight_grads_);
-      auto out = run_chunk(action.chunk, input, [&](const parallel::PipelineChunk& part, const torch::Tensor& x) {
-        return work.forward_chunk(part, batch, m, count, x);
+      ChunkOutput out;
+      timed(passes_.forward, [&] {
+        std::optional<model::WeightGradStore::Scope> split;
+        if (splits) split.emplace(weight_grads_);
+        out = run_chunk(action.chunk, input, [&](const parallel::PipelineChunk& part, const torch::Tensor& x) {
+          return work.forward_chunk(part, batch, m, count, x);
+        });
       });
-      split.reset();
       total.add(out.losses);  // the loss on the last chunk, every chunk's router figures
       if (chunk != last_chunk) send(out.output, next, kActivationTag);
       saved[{action.chunk, m}] = {input, out.output};
@@ -130,16 +138,17 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
       auto records = deferred.extract({action.chunk, m});
       TORCH_CHECK(!records.empty(), "pipeline: weight gradients of chunk ", chunk, " micro batch ", m,
                   " before its input gradient");
-      for (const auto& record : records.mapped()) record.run();
+      timed(passes_.weight, [&] {
+        for (const auto& record : records.mapped()) record.run();
+      });
       continue;
     }
     auto node = saved.extract({action.chunk, m});
     TORCH_CHECK(!node.empty(), "pipeline: backward of chunk ", chunk, " micro batch ", m, " before its forward");
     auto& [input, output] = node.mapped();
-    if (chunk == last_chunk)
-      output.backward();
-    else
-      output.backward(receive(next, kGradientTag, output.options()));
+    torch::Tensor gradient;
+    if (chunk != last_chunk) gradient = receive(next, kGradientTag, output.options());
+    timed(passes_.backward, [&] { gradient.defined() ? output.backward(gradient) : output.backward(); });
     if (chunk > 0) send(input.grad(), previous, kGradientTag);
     if (action.part == PipelineAction::Part::input) deferred[{action.chunk, m}] = weight_grads_.take();
   }

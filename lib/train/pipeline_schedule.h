@@ -52,6 +52,7 @@ class PipelineSchedule final : public Schedule {
   // Forward done, backward (zb_h1: its W) not yet: pp for 1f1b on stage 0, every micro batch for
   // gpipe, pp on every stage for zb_h1.
   int64_t last_peak_in_flight() const override { return peak_in_flight_; }
+  PassSeconds last_pass_seconds() const override { return passes_; }
 
  private:
   // Chunk `chunk`'s (virtual index) forward through the stage, which holds its parameters.
@@ -67,6 +68,7 @@ class PipelineSchedule final : public Schedule {
   torch::Device device_;
   double idle_seconds_ = 0;
   int64_t peak_in_flight_ = 0;
+  PassSeconds passes_;
   std::vector<parallel::PendingCollective> sends_;
   std::vector<torch::Tensor> in_flight_;  // what the sends read, alive until they complete
   model::WeightGradStore weight_grads_;  // zb_h1: what this rank's B passes defer

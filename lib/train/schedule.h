@@ -69,6 +69,12 @@ class Schedule {
   virtual double last_idle_seconds() const { return 0; }
   // The most micro batches whose activations the last run held at once.
   virtual int64_t last_peak_in_flight() const { return 1; }
+  // Seconds of the last run in forwards, backwards (whole, or the input gradient of a split one)
+  // and deferred weight gradients (zb_h1's W), as the host saw them: the pipeline's passes.
+  struct PassSeconds {
+    double forward = 0, backward = 0, weight = 0;
+  };
+  virtual PassSeconds last_pass_seconds() const { return {}; }
 };
 
 class GradientAccumulation final : public Schedule {

@@ -112,6 +112,9 @@ void StepReport::write_metrics(int64_t step, int64_t samples_consumed, const Ste
     record["pp.idle_s_by_stage"] = outcome.stage_idle;
     record["pp.in_flight_by_stage"] = outcome.stage_in_flight;
     record["pp.peak_rss_mib_by_stage"] = outcome.stage_rss;
+    record["pp.forward_s_by_stage"] = outcome.stage_forward;
+    record["pp.backward_s_by_stage"] = outcome.stage_backward;
+    record["pp.weight_grad_s_by_stage"] = outcome.stage_weight;
   }
   if (const auto& experts = outcome.experts) {
     record["moe.load_ratio"] = experts->load_ratio;

@@ -86,6 +86,7 @@ StepOutcome TrainingStep::run(const StepInput& input) {
   model_.finish_gradients();
   outcome.pipeline_idle = schedule_.last_idle_seconds();
   outcome.pipeline_in_flight = static_cast<double>(schedule_.last_peak_in_flight());
+  outcome.pipeline_passes = schedule_.last_pass_seconds();
   if (model_.whole()) inject_gradient_fault(optimized_);
   // This rank's forward and backward time, less what it spent blocked on its peers: a rank
   // whose share is heavier (or whose machine is slower) stands out. Reading the loss waits for
@@ -231,22 +232,29 @@ void TrainingStep::update(StepOutcome& outcome) {
   }
 }
 
-// Each pipeline stage's idle time, most micro batches in flight and peak resident memory (of its
-// first tp and data rank), for the step's metrics: one all-reduce.
+// Each pipeline stage's idle time, most micro batches in flight, peak resident memory and seconds
+// in each kind of pass (of its first tp and data rank), for the step's metrics: one all-reduce.
 void TrainingStep::report_stages(StepOutcome& outcome) {
   const auto stages = static_cast<size_t>(mesh_.size(parallel::Dim::pp));
-  std::vector<double> values(3 * stages, 0.0);
+  std::vector<double> values(6 * stages, 0.0);
   if (mesh_.coordinate(parallel::Dim::tp) == 0 && mesh_.data_rank() == 0) {
     const auto stage = static_cast<size_t>(mesh_.coordinate(parallel::Dim::pp));
-    values[stage] = outcome.pipeline_idle;
-    values[stages + stage] = outcome.pipeline_in_flight;
-    values[2 * stages + stage] = util::peak_rss_mib();
+    const auto& passes = outcome.pipeline_passes;
+    const double mine[] = {outcome.pipeline_idle, outcome.pipeline_in_flight, util::peak_rss_mib(),
+                           passes.forward,        passes.backward,            passes.weight};
+    for (size_t figure = 0; figure < 6; ++figure) values[figure * stages + stage] = mine[figure];
   }
   values = sums_.sum(std::move(values));
-  outcome.stage_idle.assign(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(stages));
-  outcome.stage_in_flight.assign(values.begin() + static_cast<std::ptrdiff_t>(stages),
-                                 values.begin() + static_cast<std::ptrdiff_t>(2 * stages));
-  outcome.stage_rss.assign(values.begin() + static_cast<std::ptrdiff_t>(2 * stages), values.end());
+  auto figure = [&](size_t index) {
+    const auto first = values.begin() + static_cast<std::ptrdiff_t>(index * stages);
+    return std::vector<double>(first, first + static_cast<std::ptrdiff_t>(stages));
+  };
+  outcome.stage_idle = figure(0);
+  outcome.stage_in_flight = figure(1);
+  outcome.stage_rss = figure(2);
+  outcome.stage_forward = figure(3);
+  outcome.stage_backward = figure(4);
+  outcome.stage_weight = figure(5);
 }
 
 // Every rank evaluates the same batches (a sharded model's gathers need all of them); the figures

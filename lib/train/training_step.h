@@ -78,6 +78,8 @@ struct StepOutcome {
   double pipeline_idle = 0;                   // seconds waiting on pipeline neighbours (pp > 1)
   double pipeline_in_flight = 0;              // most micro batches held at once (pp > 1)
   std::vector<double> stage_idle, stage_in_flight, stage_rss;  // by pipeline stage (pp > 1)
+  Schedule::PassSeconds pipeline_passes;      // this rank's (pp > 1)
+  std::vector<double> stage_forward, stage_backward, stage_weight;  // its seconds, by stage
 };
 
 class TrainingStep final : private MicroBatchWork {
