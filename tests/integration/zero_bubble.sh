@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The zero-bubble schedule: parallel.pp_schedule zb_h1 on 4 stages with 8 micro batches (a
-# 4-layer model, micro batches of 1) gives one process's per-step losses and gradient norms
-# within 1e-5 over 20 steps and its weights, holds at most pp = 4 micro batches on every stage,
-# and the recipe check refuses it, exit 2, where its weight gradients would come too late (FSDP
-# within a stage) or are not split (experts), naming the key.
+# 4-layer model, micro batches of 1), and under TP 2 x PP 2, gives one process's per-step losses
+# and gradient norms within 1e-5 over 20 steps and its weights; its 4 stages hold at most pp = 4
+# micro batches each; and the recipe check refuses it, exit 2, where its weight gradients would
+# come too late (FSDP within a stage) or are not split (experts), naming the key.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -16,7 +16,9 @@ four=(--set model.num_layers=4 --set optim.lr=1e-3 --set train.micro_batch_size=
 
 train single 1 "${four[@]}"
 train zb_h1 4 "${four[@]}" --set parallel.pp=4 --set parallel.fsdp=1 --set parallel.pp_schedule=zb_h1
-compare_runs "$work/single" "$work/zb_h1"
+train tp2_zb_h1 4 "${four[@]}" --set parallel.pp=2 --set parallel.tp=2 --set parallel.fsdp=1 \
+  --set parallel.pp_schedule=zb_h1
+for run in zb_h1 tp2_zb_h1; do compare_runs "$work/single" "$work/$run"; done
 "${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" - "$work/zb_h1/metrics.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"pp.in_flight_by_stage"' in l]
