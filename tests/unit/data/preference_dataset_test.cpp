@@ -31,6 +31,20 @@ TEST_CASE("preference rows: the completion's tokens are the targets, pairs stay 
   CHECK(data::make_micro_batch(dataset, {0, 1, 2, 3}, false).target_count == 2);  // pairs
 }
 
+TEST_CASE("preference rows: conversational records are the chat template's prompt and the rest", "[data][dpo]") {
+  testing::ScratchDir dir;
+  const auto file = dir.write(
+      "chat.jsonl",
+      "{\"prompt\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"chosen\": [{\"role\": \"assistant\", "
+      "\"content\": \"Yo\"}], \"rejected\": [{\"role\": \"assistant\", \"content\": \"No\"}]}\n");
+  const text::ByteTokenizer bytes;
+  const auto pairs = data::read_preference_pairs(file, bytes, 64, "chatml");
+  REQUIRE(pairs.size() == 1);
+  CHECK(bytes.decode(pairs[0].prompt) == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  CHECK(bytes.decode(pairs[0].chosen) == "Yo<|im_end|>\n");  // the end-of-turn marker, no EOS
+  CHECK(bytes.decode(pairs[0].rejected) == "No<|im_end|>\n");
+}
+
 TEST_CASE("preference rows: bad records name the file and line", "[data][dpo]") {
   testing::ScratchDir dir;
   const text::ByteTokenizer bytes;
