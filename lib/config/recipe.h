@@ -76,6 +76,14 @@ struct OptimSection {
   double weight_decay = 0;
   double grad_clip = 0;
   int64_t freeze_step = 0;  // onebit_adam
+  struct {                  // muon: the 2-D hidden matrices; the rest take AdamW
+    double momentum = 0;
+    bool nesterov = true;
+    int64_t ns_steps = 0;
+    MuonAdjustLr adjust_lr = MuonAdjustLr::original;
+    MuonNsDtype ns_dtype = MuonNsDtype::bf16;
+    double adamw_lr = 0;    // the AdamW part's peak lr; 0: optim.lr
+  } muon;
 };
 
 struct MemorySection {

@@ -14,7 +14,9 @@ enum class OmpWaitPolicy { automatic, library_default, passive, active };  // tr
 enum class Spike { off, skip, rollback };                      // train.spike
 enum class Objective { clm, mlm, dpo };                        // data.objective
 enum class DpoLoss { sigmoid, ipo };                           // dpo.loss
-enum class Optimizer { adamw, onebit_adam };                   // optim.name
+enum class Optimizer { adamw, onebit_adam, muon };             // optim.name
+enum class MuonAdjustLr { original, match_rms_adamw };         // optim.muon.adjust_lr
+enum class MuonNsDtype { bf16, fp32 };                         // optim.muon.ns_dtype
 enum class PpSchedule { gpipe, one_f_one_b, interleaved_1f1b, zb_h1 };  // parallel.pp_schedule
 enum class Backend { automatic, gloo, nccl };                  // dist.backend
 enum class HealthAction { stop, warn };                        // dist.health_action
@@ -78,6 +80,23 @@ constexpr const char* to_string(Optimizer value) {
   switch (value) {
     case Optimizer::adamw: return "adamw";
     case Optimizer::onebit_adam: return "onebit_adam";
+    case Optimizer::muon: return "muon";
+  }
+  return nullptr;
+}
+
+constexpr const char* to_string(MuonAdjustLr value) {
+  switch (value) {
+    case MuonAdjustLr::original: return "original";
+    case MuonAdjustLr::match_rms_adamw: return "match_rms_adamw";
+  }
+  return nullptr;
+}
+
+constexpr const char* to_string(MuonNsDtype value) {
+  switch (value) {
+    case MuonNsDtype::bf16: return "bf16";
+    case MuonNsDtype::fp32: return "fp32";
   }
   return nullptr;
 }

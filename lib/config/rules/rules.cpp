@@ -15,6 +15,7 @@ void multi_token_prediction(const RuleContext&);
 void float8(const RuleContext&);
 void freeze(const RuleContext&);
 void onebit_adam(const RuleContext&);
+void muon(const RuleContext&);
 void objective(const RuleContext&);
 void vocabulary(const RuleContext&);
 void rope_scaling(const RuleContext&);
@@ -36,6 +37,7 @@ const std::vector<FeatureRule>& recipe_rules() {
       {"float8", rules::float8},
       {"freeze", rules::freeze},
       {"onebit_adam", rules::onebit_adam},
+      {"muon", rules::muon},
       {"objective", rules::objective},
       {"vocabulary", rules::vocabulary},
       {"rope_scaling", rules::rope_scaling},
