@@ -12,13 +12,15 @@
 #include "model/spec/llama_family.h"
 #include "model/spec/llava_family.h"
 #include "model/spec/model_spec.h"
+#include "model/spec/vit_family.h"
 #include "util/input_error.h"
 
 namespace xtrain::model {
 
 const std::vector<ModelSpec>& model_specs() {
   static const std::vector<ModelSpec> specs = {llama_spec(), qwen2_spec(), qwen3_spec(), qwen3_moe_spec(),
-                                                 mixtral_spec(), deepseek_v3_spec(), gpt_oss_spec(), bert_spec(), llava_spec()};
+                                                 mixtral_spec(), deepseek_v3_spec(), gpt_oss_spec(), bert_spec(), llava_spec(),
+                                                 vit_spec()};
   return specs;
 }
 

@@ -30,6 +30,7 @@ enum class Architecture {
   llama_decoder,  // model/llama.h, with the spec's attention features
   bert,           // model/bert/bert.h
   llava,          // model/llava/llava.h: a CLIP tower in front of a llama decoder
+  vit,            // model/vit/vit.h: an image classifier
 };
 
 // What a family's models support. A recipe that asks for more is refused by the recipe loader
@@ -54,6 +55,9 @@ struct Capabilities {
   bool multi_token_prediction = false;
   // Reads images beside its tokens (a vision tower; image-chat data, generate --image).
   bool images = false;
+  // Classifies whole images: it reads images with integer labels (data/image_class_dataset.h),
+  // one target an image, and the vocabulary is its labels.
+  bool image_classes = false;
 };
 
 struct ModelSpec {
