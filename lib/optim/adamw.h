@@ -40,7 +40,7 @@ class AdamW {
   int64_t steps_taken() const { return step_; }
 
   // "exp_avg.<name>", "exp_avg_sq.<name>" and "step" (int64 scalar).
-  std::map<std::string, torch::Tensor> state() const;
+  virtual std::map<std::string, torch::Tensor> state() const;
   // Restores state(); a missing or mis-shaped entry is an InputError naming it.
   virtual void load_state(const std::map<std::string, torch::Tensor>& state);
 

@@ -1,0 +1,91 @@
+// Muon (Keller Jordan 2024; Moonlight, Liu et al. 2025): momentum orthogonalised by the quintic
+// Newton-Schulz iteration, for the model's hidden weight matrices; everything else (embeddings,
+// the output head, norms, biases, routers: muon_takes() says which) takes AdamW, whose state and
+// update this class inherits. The matrix update is torch.optim.Muon's, op for op (bfloat16
+// Newton-Schulz with at::mm / at::addmm, coefficients 3.4445, -4.7750, 2.0315, transposed when
+// rows > cols, normalised by the Frobenius norm clamped at 1e-7; float32 on request, since in
+// bfloat16 a gradient differing in its last bit, as another layout's reduction order gives, can
+// round differently and move an update by a bfloat16 step):
+//   buf.lerp_(g, 1 - momentum); u = nesterov ? g.lerp(buf, momentum) : buf;
+//   p *= 1 - lr * wd; p -= adjusted_lr * NS(u),
+// adjusted_lr = lr * sqrt(max(1, A/B)) (original) or lr * 0.2 * sqrt(max(A, B)) (match_rms_adamw).
+// A 3-D expert tensor [experts, A, B] is a stack of matrices: each expert's matrix is
+// orthogonalised alone and scaled by its own [A, B] (torch.optim.Muon refuses 3-D; this is what it
+// does applied to each slice).
+//
+// Sharded parameters: a matrix's piece is elements [begin, begin + numel) of its flattening.
+// The element-wise momentum stays on the piece; `gather` assembles the whole matrix's u from
+// every rank's piece, every rank orthogonalises the whole matrix (the same bits everywhere) and
+// keeps its own elements of the result. Orthogonalising the piece alone is a different (wrong)
+// update: MuonOrthogonalize::piece exists only to show that the parity tests catch it.
+//
+// Checkpoints keep AdamW's layout: a matrix's momentum buffer is its "exp_avg" (the same
+// recurrence as Adam's first moment), and its "exp_avg_sq" is zeros.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "optim/adamw.h"
+
+namespace xtrain::optim {
+
+enum class MuonAdjustLr { original, match_rms_adamw };
+enum class MuonOrthogonalize { whole, piece };
+
+struct MuonOptions {
+  double momentum = 0.95;
+  bool nesterov = true;
+  int64_t ns_steps = 5;
+  MuonAdjustLr adjust_lr = MuonAdjustLr::original;
+  // torch's bfloat16, or float32: the same ops, for runs that must agree across layouts.
+  torch::ScalarType ns_dtype = torch::kBFloat16;
+  double weight_decay = 0.1;
+  // The AdamW part's lr as a multiple of the lr step() is given (optim.muon.adamw_lr / optim.lr).
+  double adamw_lr_ratio = 1.0;
+  MuonOrthogonalize orthogonalize = MuonOrthogonalize::whole;
+};
+
+// One matrix (or stack of expert matrices) that Muon updates: this rank's piece of it.
+struct MuonMatrix {
+  NamedParameter parameter;    // .tensor: the piece (any shape; numel elements from `begin`)
+  std::vector<int64_t> shape;  // of the whole tensor: [A, B] or [experts, A, B]
+  int64_t begin = 0;           // in the whole tensor's flattening
+};
+
+// Given a piece's values (1-D) and where it lies, the whole matrix's flattening, the same on
+// every rank holding a piece of it; called in the same order on every rank.
+using MuonGather = std::function<torch::Tensor(const torch::Tensor& piece, int64_t begin, int64_t whole_numel)>;
+
+// Whether Muon takes the parameter `name` of `dims` dimensions: 2-D weights other than
+// embeddings, the output head and routers, and the 3-D expert stacks.
+bool muon_takes(const std::string& name, size_t dims);
+
+// The orthogonalisation of one 2-D matrix, torch's _zeropower_via_newtonschulz, computed (and
+// returned) in `dtype`.
+torch::Tensor newton_schulz(const torch::Tensor& matrix, int64_t steps, torch::ScalarType dtype = torch::kBFloat16);
+// lr scaled for a [rows, cols] matrix by the rule.
+double muon_adjusted_lr(double lr, MuonAdjustLr rule, int64_t rows, int64_t cols);
+
+class Muon final : public AdamW {
+ public:
+  // `adamw_part` takes AdamWOptions; `matrices` Muon. Without `gather`, pieces are whole.
+  Muon(std::vector<NamedParameter> adamw_part, std::vector<MuonMatrix> matrices, AdamWOptions adamw_options,
+       MuonOptions options, MuonGather gather = {});
+
+  void step(double lr) override;
+  std::map<std::string, torch::Tensor> state() const override;
+  void load_state(const std::map<std::string, torch::Tensor>& state) override;
+
+  int64_t matrix_count() const { return static_cast<int64_t>(matrices_.size()); }
+
+ private:
+  void update(MuonMatrix& matrix, torch::Tensor& buffer, double lr);
+
+  std::vector<MuonMatrix> matrices_;
+  std::vector<torch::Tensor> buffers_;
+  MuonOptions muon_options_;
+  MuonGather gather_;
+};
+
+}  // namespace xtrain::optim
