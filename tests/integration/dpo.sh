@@ -3,7 +3,8 @@
 # Llama that transformers writes and a reference model of its own (dpo.reference), one step of
 # xtrain over four preference pairs, in two micro batches, gives TRL's loss, gradients and
 # rewards metrics within 1e-6 (fp32; relative to the larger of 1 and the figure's scale), for the sigmoid and the ipo loss. FSDP 2 then trains
-# 3 steps as one process does (losses, gradient norms and weights within 1e-5). Bad preference
+# 3 steps as one process does (losses, gradient norms and weights within 1e-5), and a run
+# stopped and resumed ends with the same weights bit for bit. Bad preference
 # data: hostile/case_preference_rows_bad.sh.
 set -euo pipefail
 xtrain=$1
@@ -61,4 +62,10 @@ train single 1 "${parity[@]}"
 train fsdp 2 "${parity[@]}" --set parallel.fsdp=2
 compare_runs "$work/single" "$work/fsdp"
 grep -q '"rewards/margins"' "$work/fsdp/metrics.jsonl" || { cat "$work/fsdp/metrics.jsonl"; exit 1; }
+
+# Stopped after step 2 and resumed (the reference rebuilt from the folder), the weights are the
+# uninterrupted run's, bit for bit.
+train resumed 1 "${parity[@]}" --stop-at-step 2 --set checkpoint.every=1
+train resumed 1 "${parity[@]}" --set checkpoint.every=1
+cmp "$work/single/checkpoints/step-3/model.safetensors" "$work/resumed/checkpoints/step-3/model.safetensors"
 
