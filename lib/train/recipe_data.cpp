@@ -7,9 +7,11 @@
 
 #include "data/dataset_loader.h"
 #include "data/image_chat_dataset.h"
+#include "data/image_class_dataset.h"
 #include "data/masked_lm_dataset.h"
 #include "data/preference_dataset.h"
 #include "data/sources/source_list.h"
+#include "model/spec/model_spec.h"
 #include "util/input_error.h"
 
 namespace xtrain::train {
@@ -70,6 +72,10 @@ std::unique_ptr<data::SampleDataset> load_recipe_dataset(const std::string& key,
   std::unique_ptr<data::SampleDataset> dataset;
   try {
     if (recipe.model.vision.enabled()) return load_image_chat(source, tokenizer, recipe, shuffle);
+    if (model::model_spec(recipe.model.family).capabilities.image_classes) {
+      data::ImageClassOptions images{recipe.model.vocab_size, recipe.model.vision.image_size, options.seed, shuffle};
+      return std::make_unique<data::ImageClassDataset>(source, images);
+    }
     if (recipe.data.objective == config::Objective::dpo)
       return std::make_unique<data::PreferenceDataset>(
           data::read_preference_pairs(source, tokenizer, recipe.data.seq_len, recipe.data.chat_template),

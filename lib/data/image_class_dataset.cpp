@@ -1,0 +1,104 @@
+#include "data/image_class_dataset.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "data/permutation.h"
+#include "image/image_decode.h"
+#include "image/pil_resize.h"
+#include "util/input_error.h"
+
+namespace xtrain::data {
+namespace {
+
+std::string image_class_fix() {
+  return "each line is {\"image\": \"PATH\", \"label\": N}, PATH relative to the file (docs/models.md, Image "
+         "classification)";
+}
+
+}  // namespace
+
+ImageClassDataset::ImageClassDataset(const std::string& jsonl_path, ImageClassOptions options)
+    : options_(options) {
+  std::ifstream in(jsonl_path);
+  if (!in) throw InputError(fmt::format("{}: cannot read the file", jsonl_path));
+  const std::filesystem::path folder = std::filesystem::path(jsonl_path).parent_path();
+  std::vector<int64_t> counts(static_cast<size_t>(options_.num_labels), 0);
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = fmt::format("{}:{}", jsonl_path, number);
+    const auto json = nlohmann::json::parse(line, nullptr, false);
+    if (json.is_discarded() || !json.is_object() || !json.contains("image") || !json.at("image").is_string() ||
+        !json.contains("label") || !json.at("label").is_number_integer())
+      throw InputError(fmt::format("{}: not an image record; {}", where, image_class_fix()));
+    const auto label = json.at("label").get<int64_t>();
+    if (label < 0 || label >= options_.num_labels)
+      throw InputError(fmt::format("{}: label {} is outside the model's {} labels (0 to {}): correct the record, or "
+                                   "start from a model with more labels (config.json's id2label)",
+                                   where, label, options_.num_labels, options_.num_labels - 1));
+    const auto path = json.at("image").get<std::string>();
+    Record record{std::filesystem::path(path).is_absolute() ? path : (folder / path).string(), label};
+    try {
+      image::decode_image_file(record.image);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: image \"{}\": {}", where, path, e.what()));
+    }
+    ++counts[static_cast<size_t>(label)];
+    records_.push_back(std::move(record));
+  }
+  if (records_.empty()) throw InputError(fmt::format("{}: no image records; {}", jsonl_path, image_class_fix()));
+  for (int64_t count : counts) {
+    if (count == 0) continue;
+    const double p = static_cast<double>(count) / static_cast<double>(records_.size());
+    label_entropy_ -= p * std::log(p);
+  }
+}
+
+const ImageClassDataset::Record& ImageClassDataset::record(int64_t global_index) const {
+  const int64_t n = num_samples();
+  const int64_t epoch = global_index / n;
+  const int64_t position = global_index % n;
+  if (!options_.shuffle) return records_[static_cast<size_t>(position)];
+  std::lock_guard lock(epoch_mutex_);
+  if (epoch != cached_epoch_) {
+    cached_permutation_ = random_permutation(n, options_.seed, static_cast<uint64_t>(epoch));
+    cached_epoch_ = epoch;
+  }
+  return records_[static_cast<size_t>(cached_permutation_[static_cast<size_t>(position)])];
+}
+
+torch::Tensor ImageClassDataset::batch(int64_t first_global_index, int64_t count) const {
+  auto out = torch::zeros({count, 2}, torch::kInt64);
+  for (int64_t i = 0; i < count; ++i) out[i][1] = record(first_global_index + i).label;
+  return out;
+}
+
+torch::Tensor ImageClassDataset::targets(int64_t first_global_index, int64_t count) const {
+  return batch(first_global_index, count).narrow(1, 1, 1).clone();
+}
+
+torch::Tensor ImageClassDataset::preprocess(const std::string& path, int64_t image_size) {
+  const auto resized =
+      image::pil_resize(image::decode_image_file(path), image_size, image_size, image::ResampleFilter::Bilinear);
+  auto pixels = torch::from_blob(const_cast<uint8_t*>(resized.rgb.data()), {image_size, image_size, 3}, torch::kUInt8)
+                    .permute({2, 0, 1})
+                    .to(torch::kFloat32);
+  // ViTImageProcessor: rescale by 1/255, then (x - 0.5) / 0.5, in float32 as numpy computes it.
+  return ((pixels * (1.0f / 255.0f)) - 0.5f) / 0.5f;
+}
+
+torch::Tensor ImageClassDataset::pixel_values(int64_t global_index) const {
+  return preprocess(record(global_index).image, options_.image_size).unsqueeze(0);
+}
+
+std::string ImageClassDataset::notes() const {
+  return fmt::format("{} images of {} labels", records_.size(), options_.num_labels);
+}
+
+}  // namespace xtrain::data
