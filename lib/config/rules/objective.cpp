@@ -41,12 +41,13 @@ void preference_rules(const RuleContext& c) {
 void objective(const RuleContext& c) {
   const auto& family = c.recipe.model.family;
   const auto* spec = model::find_model_spec(family);
+  if (spec && spec->capabilities.image_classes) return;  // rules/image_classes.cpp
   const bool encoder = spec && !spec->capabilities.causal;
   const auto chosen = c.recipe.data.objective;
   if (chosen == Objective::mlm && !encoder) {
     std::vector<std::string> encoders;
     for (const auto& other : model::model_specs())
-      if (!other.capabilities.causal) encoders.push_back(other.family);
+      if (!other.capabilities.causal && !other.capabilities.image_classes) encoders.push_back(other.family);
     c.refuse("data.objective",
              fmt::format("mlm trains an encoder, and model.family {} is a decoder: set model.family {}, or "
                          "data.objective clm",

@@ -24,6 +24,7 @@ void batch_geometry(const RuleContext&);
 void activation_offload(const RuleContext&);
 void learning_rate(const RuleContext&);
 void vision_tower(const RuleContext&);
+void image_classes(const RuleContext&);
 }  // namespace rules
 
 const std::vector<FeatureRule>& recipe_rules() {
@@ -46,6 +47,7 @@ const std::vector<FeatureRule>& recipe_rules() {
       {"activation_offload", rules::activation_offload},
       {"learning_rate", rules::learning_rate},
       {"vision_tower", rules::vision_tower},
+      {"image_classes", rules::image_classes},
   };
   return table;
 }
