@@ -54,6 +54,14 @@ std::vector<std::string> check_resume_changes(const config::Recipe& recipe, cons
           "{}: this checkpoint was trained with {}={}, the recipe says {}; use the same model or "
           "set checkpoint.resume: never to start over",
           checkpoint_dir, option.path, was, now));
+    // Each optimizer reads the saved moments as its own state (Muon's momentum is AdamW's first
+    // moment, and its second moment is zeros, which AdamW would divide by).
+    if (option.path == "optim.name")
+      throw InputError(fmt::format(
+          "{}: this checkpoint was trained with optim.name={}, the recipe says {}; its optimizer state is {}'s. Use "
+          "optim.name {} to resume, or start {} from its weights (xtrain export CHECKPOINT DIR, then "
+          "model.init_from: hf:DIR)",
+          checkpoint_dir, was, now, was, was, now));
     const std::string change = fmt::format("{}: {} -> {}", option.path, was, now);
     const bool allow = allowed.data_change ||
                        std::find(allowed.keys.begin(), allowed.keys.end(), option.path) != allowed.keys.end();

@@ -16,6 +16,7 @@
 #include "config/recipe_loader.h"
 #include "model/spec/model_spec.h"
 #include "model/layers/parameter_source.h"
+#include "optim/muon.h"
 #include "optim/onebit_adam.h"
 #include "parallel/compressed_allreduce.h"
 #include "parallel/exact_momentum_average.h"
@@ -224,6 +225,10 @@ void TrainingRun::make_optimizer() {
     optimizer_ = std::make_unique<optim::AdamW>(trained_.optimized, options);
     return;
   }
+  if (recipe_.optim.name == config::Optimizer::muon) {
+    make_muon(options);
+    return;
+  }
   auto* sharded = dynamic_cast<parallel::FullyShardedModel*>(parallel_.get());
   if (!sharded || mesh_->size(parallel::Dim::dp) < 2)
     throw InputError(fmt::format("optim.name: onebit_adam compresses the momentum exchanged between data-parallel "
@@ -243,6 +248,65 @@ void TrainingRun::make_optimizer() {
                                                                torch::TensorOptions().dtype(torch::kFloat32).device(device));
       },
       [sharded](bool compressing) { sharded->set_replica_reduction(!compressing); });
+}
+
+// Muon for the hidden matrices (optim/muon.h's rule), AdamW for the rest; under FSDP a matrix's
+// pieces are assembled by an all-reduce over the shard group (each rank's piece in place, zeros
+// elsewhere), so that every rank orthogonalises the whole matrix and keeps its own elements. The
+// recipe loader refused tensor and expert parallelism, whose pieces are boxes of other groups.
+void TrainingRun::make_muon(const optim::AdamWOptions& adamw_options) {
+  const auto& m = recipe_.optim.muon;
+  optim::MuonOptions options;
+  options.momentum = m.momentum;
+  options.nesterov = m.nesterov;
+  options.ns_steps = m.ns_steps;
+  options.adjust_lr = m.adjust_lr == config::MuonAdjustLr::match_rms_adamw ? optim::MuonAdjustLr::match_rms_adamw
+                                                                           : optim::MuonAdjustLr::original;
+  options.ns_dtype = m.ns_dtype == config::MuonNsDtype::fp32 ? torch::kFloat32 : torch::kBFloat16;
+  options.weight_decay = recipe_.optim.weight_decay;
+  options.adamw_lr_ratio = m.adamw_lr > 0 ? m.adamw_lr / recipe_.optim.lr : 1.0;
+  if (const char* mode = std::getenv("XTRAIN_MUON_ORTHOGONALIZE"); mode && std::string(mode) == "piece") {
+    options.orthogonalize = optim::MuonOrthogonalize::piece;
+    if (chief_)
+      fmt::print("notice: XTRAIN_MUON_ORTHOGONALIZE=piece: Muon orthogonalises each rank's flat piece of a matrix, "
+                 "not the whole matrix (a wrong update, kept to show that the parity tests catch it)\n");
+  }
+  std::vector<optim::NamedParameter> adamw_part;
+  std::vector<optim::MuonMatrix> matrices;
+  std::set<std::string> muon_names, adamw_names;
+  int64_t muon_numel = 0, adamw_numel = 0;
+  for (size_t i = 0; i < trained_.optimized.size(); ++i) {
+    const auto& p = trained_.optimized[i];
+    const auto& layout = trained_.layouts[i];
+    int64_t numel = 1;
+    for (int64_t size : layout.shape) numel *= size;
+    if (!p.frozen && optim::muon_takes(p.name, layout.shape.size())) {
+      matrices.push_back({p, layout.shape, layout.begin});
+      if (muon_names.insert(p.name).second) muon_numel += numel;
+    } else {
+      adamw_part.push_back(p);
+      if (!p.frozen && adamw_names.insert(p.name).second) adamw_numel += numel;
+    }
+  }
+  optim::MuonGather gather;
+  auto* sharded = dynamic_cast<parallel::FullyShardedModel*>(parallel_.get());
+  if (sharded && mesh_->shard_group(parallel::Dim::fsdp)->size() > 1) {
+    auto group = mesh_->shard_group(parallel::Dim::fsdp);
+    gather = [group](const torch::Tensor& piece, int64_t begin, int64_t whole_numel) {
+      auto whole = torch::zeros({whole_numel}, piece.options());
+      whole.narrow(0, begin, piece.numel()).copy_(piece);
+      group->all_reduce_sum(whole).wait();
+      return whole;
+    };
+  }
+  if (chief_)
+    fmt::print("optim: muon on {} matrices ({} parameters; momentum {}, nesterov {}, {} Newton-Schulz steps in {}, "
+               "adjust_lr {}), adamw on {} tensors ({} parameters: embeddings, head, norms, biases, routers; lr "
+               "x{})\n",
+               muon_names.size(), muon_numel, m.momentum, m.nesterov, m.ns_steps, config::to_string(m.ns_dtype),
+               config::to_string(m.adjust_lr), adamw_names.size(), adamw_numel, options.adamw_lr_ratio);
+  optimizer_ = std::make_unique<optim::Muon>(std::move(adamw_part), std::move(matrices), adamw_options, options,
+                                             std::move(gather));
 }
 
 // model.freeze: the frozen parts' parameters take no gradient (autograd skips them) and the

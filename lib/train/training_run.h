@@ -59,6 +59,7 @@ class TrainingRun {
   void build_model();
   void parallelize_model();
   void make_optimizer();
+  void make_muon(const optim::AdamWOptions& adamw_options);
   void freeze_parts();
   void resume();
   void check_resumed_schedule(const std::string& dir) const;
