@@ -47,7 +47,8 @@ ImageClassDataset::ImageClassDataset(const std::string& jsonl_path, ImageClassOp
     try {
       image::decode_image_file(record.image);
     } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: image \"{}\": {}", where, path, e.what()));
+      throw InputError(fmt::format("{}: image \"{}\": {} (correct the record; a relative path is read from {})",
+                                   where, path, e.what(), folder.empty() ? std::string(".") : folder.string()));
     }
     ++counts[static_cast<size_t>(label)];
     records_.push_back(std::move(record));
