@@ -217,9 +217,16 @@ void add_pipeline(StepTimeEstimate& e, const ModelCensus& c, const config::Recip
                         step.expert_s * std::max(0.0, share.all_token_matrices / share.token_matrices - 1) +
                         step.attention_s * std::max(0.0, static_cast<double>(share.all_layers) /
                                                               static_cast<double>(std::max<int64_t>(1, share.layers)) - 1);
-  e.terms.push_back({"pipeline bubble", others / (step.micro_batches * v),
-                     fmt::format("{} stages, {:.0f} micro batches{}", layout.pp, step.micro_batches,
-                                 v > 1 ? fmt::format(", {:.0f} virtual stages", v) : "")});
+  // zb_h1 fills the bubble with the deferred weight gradients (W): (pp - 1)(F + B - W) of it
+  // where 1f1b leaves (pp - 1)(F + B + W), W being a third of the dense GEMMs' forward and
+  // backward (attention has no weights).
+  const double compute = step.dense_s + step.expert_s + step.attention_s;
+  const bool zero_bubble = recipe.parallel.pp_schedule == config::PpSchedule::zb_h1;
+  const double filled = zero_bubble && compute > 0 ? 1 - 2.0 / 3.0 * step.dense_s / compute : 1;
+  e.terms.push_back({"pipeline bubble", others / (step.micro_batches * v) * filled,
+                     fmt::format("{} stages, {:.0f} micro batches{}{}", layout.pp, step.micro_batches,
+                                 v > 1 ? fmt::format(", {:.0f} virtual stages", v) : "",
+                                 zero_bubble ? ", weight gradients in the bubble (zb_h1)" : "")});
 }
 
 struct AttentionTime {

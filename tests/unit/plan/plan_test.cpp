@@ -238,6 +238,12 @@ TEST_CASE("collectives take the link their group lies on, and the bubble follows
   const auto balanced = plan::estimate_step_time(even, pipelined, piped, device());
   const double compute = seconds_of(balanced, "GEMMs (dense)") + seconds_of(balanced, "attention");
   CHECK(seconds_of(balanced, "pipeline bubble") == Approx(compute / 8));
+  // zb_h1: the weight gradients, a third of the dense GEMMs' time, fill (pp - 1) of their slots
+  // twice over: (pp - 1)(F + B - W) of the fullest stage's micro batch where 1f1b leaves F + B + W.
+  pipelined.parallel.pp_schedule = config::PpSchedule::zb_h1;
+  const auto zero_bubble = plan::estimate_step_time(even, pipelined, piped, device());
+  CHECK(seconds_of(zero_bubble, "pipeline bubble") ==
+        Approx((seconds_of(balanced, "GEMMs (dense)") / 3 + seconds_of(balanced, "attention")) / 8));
 }
 
 TEST_CASE("the layout search returns only layouts that fit, fastest first", "[plan]") {
