@@ -32,7 +32,8 @@ bool ends_with(const std::string& name, const std::string& tail) {
   return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// Every linear layer but lm_head and the shared experts' gate, and every expert block, found by
+// Every linear layer but the head (lm_head, vit's classifier) and the shared experts' gate, and
+// every expert block, found by
 // walking the module tree: what apply_float8 must convert, and whether the recipe reached it.
 struct WalkedLayers {
   std::set<std::string> weights;
@@ -44,7 +45,7 @@ WalkedLayers walk(torch::nn::Module& model) {
   for (const auto& item : model.named_modules()) {
     const auto& name = item.key();
     if (const auto* linear = item.value()->as<model::LinearImpl>()) {
-      if (ends_with(name, "lm_head") || ends_with(name, "shared_expert_gate")) {
+      if (ends_with(name, "lm_head") || name == "classifier" || ends_with(name, "shared_expert_gate")) {
         if (linear->float8) walked.high_precision_with_recipe.insert(name);
         continue;
       }
@@ -65,10 +66,10 @@ model::Float8Recipe tensorwise() { return {model::Float8Scaling::tensorwise}; }
 // DeepSeek's latent attention and a prediction depth, shared experts with their gate.
 model::ModelConfig small_config(const model::ModelSpec& spec) {
   testing::SmallLlama shape;
-  shape.family = spec.family == "bert" || spec.family == "llava" ? "llama" : spec.family;
+  shape.family = spec.family == "bert" || spec.family == "llava" || spec.family == "vit" ? "llama" : spec.family;
   if (spec.capabilities.experts) shape.with_experts(24);
   if (spec.family == "mixtral" || spec.family == "gpt_oss") shape.first_k_dense = 0;
-  if (spec.family == "deepseek_v3" || spec.family == "bert") shape.kv_heads = shape.heads;
+  if (spec.family == "deepseek_v3" || spec.family == "bert" || spec.family == "vit") shape.kv_heads = shape.heads;
   auto c = shape.config();
   c.family = spec.family;
   if (spec.family == "deepseek_v3") {
@@ -80,6 +81,10 @@ model::ModelConfig small_config(const model::ModelSpec& spec) {
   if (spec.family == "qwen3_moe") {
     c.num_shared_experts = 1;
     c.shared_expert_gate = true;
+  }
+  if (spec.family == "vit") {
+    c.vision.image_size = 12;
+    c.vision.patch_size = 4;
   }
   if (spec.family == "llava") {
     auto& v = c.vision;

@@ -45,7 +45,9 @@ TEST_CASE("each family's init plan covers exactly its parameters, by its module 
       shape.tied = tied;
       const bool experts = model::model_spec(family).capabilities.experts;
       if (experts) shape.with_experts(24);
-      const auto model = model::declare_model(shape.config());
+      auto config = shape.config();
+      if (family == "vit") config.vision.image_size = 12, config.vision.patch_size = 4;
+      const auto model = model::declare_model(config);
       const auto plan = model->init_plan();
       std::vector<std::string> names, planned;
       for (const auto& item : model->named_parameters()) {
@@ -55,6 +57,12 @@ TEST_CASE("each family's init plan covers exactly its parameters, by its module 
       for (const auto& [name, init] : plan) planned.push_back(name);
       std::sort(names.begin(), names.end());
       CHECK(names == planned);
+      if (family == "vit") {  // ViT draws every weight at init_std, the class token and positions too
+        CHECK(plan.at("vit.encoder.layer.1.output.dense.weight").std == Approx(0.02));
+        CHECK(plan.at("vit.embeddings.position_embeddings").std == Approx(0.02));
+        CHECK(plan.at("vit.embeddings.patch_embeddings.projection.bias").kind == model::ParameterInit::Kind::zeros);
+        continue;
+      }
       if (family == "bert") {  // BERT draws every weight at init_std
         CHECK(plan.at("bert.encoder.layer.1.output.dense.weight").std == Approx(0.02));
         CHECK(plan.at("bert.encoder.layer.1.output.LayerNorm.bias").kind == model::ParameterInit::Kind::zeros);
