@@ -160,6 +160,12 @@ TEST_CASE("the memory is the fullest pipeline rank's, its chunks cut and run as 
   const auto last = plan::pipeline_rank_share(c, layout, 1);
   CHECK(last.layers == 2);
   CHECK(last.head > 0);
+  // zb_h1 holds a micro batch from its forward to its weight gradients (W): pp = 2 on both ranks,
+  // 1f1b's most, so rank 1, which holds the logits besides, is the fuller.
+  recipe.parallel.pp_schedule = config::PpSchedule::zb_h1;
+  const auto zero_bubble = plan::estimate_memory(c, recipe, layout, device());
+  CHECK(zero_bubble.pipeline_rank == 1);
+  CHECK(activations_of(zero_bubble) == Approx(2 * 2 * layer));
   // Interleaved over 2 virtual stages: 6 slots in 4 chunks, [embedding], [layers 0-1], [layer 2],
   // [layer 3, head]; rank 1 holds chunks 1 and 3, three layers and the head. Its schedule runs
   // chunk 1 on micro batches 0 and 1, then 1F1B with chunk 3 on them, then chunk 1 on micro batch
