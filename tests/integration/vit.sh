@@ -2,8 +2,9 @@
 # ViT image classification (model.family vit) from a tiny random ViTForImageClassification that
 # transformers writes, on a generated image set (tools/reference/vit_images.py: which quadrant
 # holds the square, 4 labels): 20 steps as one process and as FSDP 2 give the same per-step
-# losses and weights (1e-5); a longer run's export, scored by transformers on held-out images,
-# is well above chance (1/4); bad image records exit 2 naming the file and line.
+# losses and weights (1e-5); after a longer run, xtrain's evaluation of held-out images and
+# transformers' of the export agree (loss 1e-5, accuracy) and are well above chance (1/4); bad
+# image records exit 2 naming the file and line.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -42,14 +43,24 @@ train fsdp2 2 --set parallel.fsdp=2
 grep -q "parallel: 2 ranks (torchrun), FSDP 2" "$work/fsdp2.log"
 compare_runs "$work/single" "$work/fsdp2"
 
-# The demo: 300 steps of 16 images, then transformers' accuracy on the 128 held-out images.
+# The demo: 300 steps of 16 images, then the 128 held-out images: xtrain's evaluation and
+# transformers' on the export give the same loss and accuracy, well above chance.
 train demo 1 --set train.steps=300 --set train.global_batch_size=16 --set train.micro_batch_size=16 \
-  --set train.log_every=50 --set checkpoint.every=300 --set optim.warmup_steps=20
+  --set train.log_every=50 --set checkpoint.every=300 --set optim.warmup_steps=20 \
+  --set data.eval="$work/images/eval.jsonl" --set train.eval_every=300
 export_latest "$work/demo"
 result=$("$python" "$srcdir/tools/reference/vit_images.py" accuracy --model "$work/demo/export" \
   --data "$work/images/eval.jsonl")
-echo "held-out: $result (chance 0.25)"
-"$python" -c "import sys; a = float(sys.argv[1].split()[1]); assert a >= 0.6, a" "$result"
+"$python" - "$work/demo/metrics.jsonl" "$result" <<'PY'
+import json, re, sys
+ours = [json.loads(line) for line in open(sys.argv[1]) if "eval_loss" in line][-1]
+accuracy, loss = (float(x) for x in re.search(r"accuracy ([0-9.]+) .* loss ([0-9.e-]+)", sys.argv[2]).groups())
+print(f"held-out (128 images, chance 0.25): accuracy xtrain {ours['eval_accuracy']:.4f}, transformers {accuracy:.4f}; "
+      f"loss xtrain {ours['eval_loss']:.6f}, transformers {loss:.6f} "
+      f"(relative difference {abs(ours['eval_loss'] - loss) / loss:.1e})")
+assert accuracy >= 0.6 and abs(ours["eval_accuracy"] - accuracy) <= 1e-4, (ours, accuracy)
+assert abs(ours["eval_loss"] - loss) <= 1e-5 * loss, (ours, loss)
+PY
 
 # Bad records: a missing image, a label out of range, an undecodable file, each exit 2 naming
 # the file and line.

@@ -63,7 +63,7 @@ def accuracy(args):
     with torch.no_grad():
         out = model(pixel_values=torch.stack(pixels), labels=torch.tensor(labels))
     correct = (out.logits.argmax(-1) == torch.tensor(labels)).float().mean().item()
-    print(f"accuracy {correct:.4f} | {len(records)} images | loss {out.loss.item():.6f}")
+    print(f"accuracy {correct:.4f} | {len(records)} images | loss {out.loss.item():.9g}")
 
 
 def main():
