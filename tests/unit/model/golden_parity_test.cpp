@@ -292,7 +292,7 @@ struct GoldenFamily {
 
 TEST_CASE("logits, loss, gradients and AdamW steps match transformers' Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, "
           "DeepSeek-V3 and GPT-OSS",
-          "[model][golden]") {
+          "[model][golden][families]") {
   // qwen2: biases on q, k and v; qwen3: q and k normalised per head, head_dim 8 set apart from
   // hidden / heads = 16.
   const auto golden_family = GENERATE(GoldenFamily{"llama", 0, ""}, GoldenFamily{"qwen2", 0, ""},
