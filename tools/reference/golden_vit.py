@@ -5,7 +5,7 @@ forward/backward outputs.
 Usage:
     golden_vit.py make --out DIR [--seed N] [--image-size 12] [--patch-size 4] [--labels 5]
                        [--hidden 32] [--layers 2]
-    golden_vit.py golden --checkpoint DIR --batch BATCH.safetensors --out OUT.safetensors
+    golden_vit.py golden --checkpoint DIR --batch BATCH.safetensors --out OUT.safetensors [--steps K]
 
 make: a random model (dropout 0) whose biases, LayerNorm gains, class token and positions are
 perturbed away from their init, so that the comparison tests them, saved with save_pretrained.
@@ -14,7 +14,10 @@ golden: the model loaded from the folder (float32, eager attention; any missing,
 mis-shaped tensor is an error), in training mode, on BATCH's pixel_values (float [N, C, H, W])
 and labels (integer [N]). Outputs (float32): logits [N, labels]; loss, transformers'
 single-label cross entropy (the mean over the images); grad.<name> for every parameter, under
-its name in the checkpoint.
+its name in the checkpoint. With --steps K: train_losses [K] and final.<name> after K steps of
+clipping (1.0) + torch.optim.AdamW (betas 0.9, 0.95, eps 1e-8, the decay on matrices but the
+class token and positions) on the batch, and final64.<name> after the same steps in float64
+(golden.py's Float64Everywhere), the yardstick of float32's own rounding noise.
 """
 import argparse
 import os
@@ -23,6 +26,7 @@ import tempfile
 import torch
 from safetensors.torch import load_file, save_file
 
+from golden import Float64Everywhere
 from hf_loading import load_checked
 
 
@@ -41,25 +45,66 @@ def make(args):
     model.save_pretrained(args.out)
 
 
+def checkpoint_names(model):
+    """named_parameters() name -> the checkpoint's name: transformers renames the modules it loads
+    (vit.layers.0.attention.q_proj, ...), so each parameter is filled with its index and saved."""
+    names = [name for name, _ in model.named_parameters()]
+    with torch.no_grad():
+        saved = [p.detach().clone() for p in model.parameters()]
+        for index, p in enumerate(model.parameters()):
+            p.fill_(index)
+        with tempfile.TemporaryDirectory() as folder:
+            model.save_pretrained(folder)
+            stored = load_file(os.path.join(folder, "model.safetensors"))
+        for p, value in zip(model.parameters(), saved):
+            p.copy_(value)
+    return {names[int(t.flatten()[0].item())]: name for name, t in stored.items()}
+
+
+def train(model, pixels, labels, args):
+    """K steps of clipping + torch.optim.AdamW on one batch: the step losses and the parameters
+    after the last step. Matrices decay, but the class token and the positions (vit's spec)."""
+    decay = [p for n, p in model.named_parameters()
+             if p.dim() >= 2 and "cls_token" not in n and "position_embeddings" not in n]
+    rest = [p for n, p in model.named_parameters()
+            if not (p.dim() >= 2 and "cls_token" not in n and "position_embeddings" not in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                             {"params": rest, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8, foreach=False)
+    losses = []
+    for _ in range(args.steps):
+        opt.zero_grad(set_to_none=True)
+        loss = model(pixel_values=pixels, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], max_norm=1.0)
+        losses.append(loss.item())
+        opt.step()
+    return losses, {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
 def golden(args):
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     from transformers import ViTForImageClassification
     model = load_checked(ViTForImageClassification, args.checkpoint, attn_implementation="eager")
     model.train()  # dropout is 0 in the config
+    names = checkpoint_names(model)
     batch = load_file(args.batch)
-    out = model(pixel_values=batch["pixel_values"].float(), labels=batch["labels"].long())
+    pixels, labels = batch["pixel_values"].float(), batch["labels"].long()
+    out = model(pixel_values=pixels, labels=labels)
     out.loss.backward()
     result = {"logits": out.logits.detach().contiguous(), "loss": out.loss.detach()}
-    # transformers renames the modules it loads (vit.layers.0.attention.q_proj, ...): the
-    # gradients are saved under the checkpoint's names by saving them as the weights.
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.copy_(parameter.grad)
-    with tempfile.TemporaryDirectory() as folder:
-        model.save_pretrained(folder)
-        for name, grad in load_file(os.path.join(folder, "model.safetensors")).items():
-            result[f"grad.{name}"] = grad
+    for name, parameter in model.named_parameters():
+        result[f"grad.{names[name]}"] = parameter.grad.detach().clone()
+    if args.steps > 0:
+        model = load_checked(ViTForImageClassification, args.checkpoint, attn_implementation="eager").train()
+        losses, final = train(model, pixels, labels, args)
+        result["train_losses"] = torch.tensor(losses, dtype=torch.float64)
+        result.update({f"final.{names[n]}": p for n, p in final.items()})
+        model64 = load_checked(ViTForImageClassification, args.checkpoint, attn_implementation="eager").double().train()
+        with Float64Everywhere():
+            _, final64 = train(model64, pixels.double(), labels, args)
+        result.update({f"final64.{names[n]}": p for n, p in final64.items()})
     save_file(result, args.out)
     print(f"loss {out.loss.item():.6f}")
 
@@ -79,6 +124,9 @@ def main():
     g.add_argument("--checkpoint", required=True)
     g.add_argument("--batch", required=True)
     g.add_argument("--out", required=True)
+    g.add_argument("--steps", type=int, default=0)
+    g.add_argument("--lr", type=float, default=1e-3)
+    g.add_argument("--weight-decay", type=float, default=1.0)
     args = p.parse_args()
     make(args) if args.command == "make" else golden(args)
 

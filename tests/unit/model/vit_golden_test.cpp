@@ -1,10 +1,15 @@
 // ViT against transformers' ViTForImageClassification (tools/reference/golden_vit.py): a tiny
 // random model that transformers writes loads into xtrain and gives the same logits,
 // cross-entropy loss and gradients; the folder xtrain exports loads back to the same logits;
-// config.json refuses what xtrain's ViT does not compute.
+// three steps of clipping and AdamW end as near the float64 trajectory as transformers' own float32
+// run does (the rule of golden_parity_test.cpp); config.json refuses what xtrain's ViT does not
+// compute.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -13,11 +18,29 @@
 #include "ckpt/hf_folder.h"
 #include "ckpt/safetensors.h"
 #include "model/spec/model_spec.h"
+#include "optim/adamw.h"
+#include "optim/grad_clip.h"
 #include "scratch_dir.h"
 #include "tensor_compare.h"
 #include "train/training_loss.h"
 
 using namespace xtrain;
+
+namespace {
+
+struct Distance {
+  double max_abs = 0, rms = 0;
+};
+
+// The worst element's distance, and the rms of the others (golden_parity_test.cpp's measure).
+Distance distance(const torch::Tensor& actual, const torch::Tensor& float64) {
+  const auto squares = (actual.to(torch::kFloat64) - float64).square().flatten();
+  const double worst = squares.max().item<double>(), sum = squares.sum().item<double>();
+  const auto others = static_cast<double>(std::max<int64_t>(1, squares.numel() - 1));
+  return {std::sqrt(worst), std::sqrt(std::max(0.0, sum - worst) / others)};
+}
+
+}  // namespace
 
 TEST_CASE("ViT's logits, loss and gradients match transformers' ViTForImageClassification", "[model][golden][vit]") {
   testing::ScratchDir scratch;
@@ -84,6 +107,71 @@ TEST_CASE("ViT's logits, loss and gradients match transformers' ViTForImageClass
   auto reloaded = ckpt::load_hf_folder(exported);
   torch::NoGradGuard no_grad;
   CHECK(testing::max_relative_error(reloaded->logits(batch), model->logits(batch)) == 0);
+}
+
+TEST_CASE("ViT's AdamW steps stay as near the float64 trajectory as transformers' float32 run", "[model][golden][vit]") {
+  testing::ScratchDir scratch;
+  const std::string dir = (scratch.path() / "model").string();
+  const std::string tool = fmt::format("{} {}/tools/reference/golden_vit.py", XTRAIN_PYTHON, XTRAIN_SOURCE_DIR);
+  REQUIRE(std::system(fmt::format("{} make --out {} --seed 4", tool, dir).c_str()) == 0);
+  torch::manual_seed(4);
+  const int64_t n = 6;
+  const auto pixels = torch::randn({n, 3, 12, 12});
+  const auto labels = torch::randint(0, 5, {n}, torch::kInt64);
+  const std::string batch_path = (scratch.path() / "batch.safetensors").string();
+  const std::string out_path = (scratch.path() / "golden.safetensors").string();
+  ckpt::save_safetensors(batch_path, {{"pixel_values", pixels}, {"labels", labels}});
+  constexpr int kSteps = 3;
+  constexpr double kLr = 1e-3, kWeightDecay = 1.0;
+  REQUIRE(std::system(fmt::format("{} golden --checkpoint {} --batch {} --out {} --steps {} --lr {} --weight-decay {}",
+                                  tool, dir, batch_path, out_path, kSteps, kLr, kWeightDecay)
+                          .c_str()) == 0);
+  auto golden = ckpt::load_safetensors(out_path).tensors;
+
+  auto model = ckpt::load_hf_folder(dir);
+  const auto& spec = model::model_spec("vit");
+  std::vector<optim::NamedParameter> parameters;
+  for (const auto& item : model->named_parameters())
+    parameters.push_back({item.key(), item.value(), spec.decays(item.key(), item.value().dim())});
+  optim::AdamW adamw(parameters, {0.9, 0.95, 1e-8, kWeightDecay, /*fused=*/false});
+  model::Batch batch;
+  batch.input_ids = torch::zeros({n, 1}, torch::kInt64);
+  batch.labels = labels.view({n, 1});
+  batch.extra["pixel_values"] = pixels;
+  double step_loss_error = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+    auto loss = train::next_token_loss_of_hidden(*model, model->forward(batch).hidden, batch.labels, 0);
+    loss.backward();
+    const double expected = golden.at("train_losses")[step].item<double>();
+    const double error = std::abs(loss.item<double>() - expected) / std::abs(expected);
+    CHECK(error < 1e-5);
+    step_loss_error = std::max(step_loss_error, error);
+    optim::clip_grad_norm(model->parameters(), 1.0);
+    adamw.step(kLr);
+  }
+  // golden_parity_test.cpp's rule: AdamW turns last-bit gradient differences into update
+  // differences of up to 2 lr, so xtrain is held to transformers' own float32 distance from the
+  // float64 run: the worst element within 8x the worst of transformers' tensors, each tensor's
+  // rms within 4x transformers', plus a floor of 1e-4 lr.
+  Distance reference_worst, xtrain_worst;
+  for (const auto& item : model->named_parameters()) {
+    const auto d = distance(golden.at("final." + item.key()), golden.at("final64." + item.key()));
+    reference_worst = {std::max(reference_worst.max_abs, d.max_abs), std::max(reference_worst.rms, d.rms)};
+  }
+  for (const auto& item : model->named_parameters()) {
+    INFO(item.key());
+    const auto& float64 = golden.at("final64." + item.key());
+    const auto xtrain = distance(item.value().detach(), float64);
+    const auto reference = distance(golden.at("final." + item.key()), float64);
+    CHECK(xtrain.max_abs <= 8 * reference_worst.max_abs + 1e-4 * kLr);
+    CHECK(xtrain.rms <= 4 * reference.rms + 1e-4 * kLr);
+    xtrain_worst = {std::max(xtrain_worst.max_abs, xtrain.max_abs), std::max(xtrain_worst.rms, xtrain.rms)};
+  }
+  fmt::print("golden parity (vit, {} AdamW steps): distance from the float64 trajectory in units of lr: xtrain {:.2e} "
+             "max, {:.2e} rms; transformers float32 {:.2e} max, {:.2e} rms; step losses {:.2e}\n",
+             kSteps, xtrain_worst.max_abs / kLr, xtrain_worst.rms / kLr, reference_worst.max_abs / kLr,
+             reference_worst.rms / kLr, step_loss_error);
 }
 
 TEST_CASE("vit's config.json: a feature xtrain's ViT does not compute is refused", "[model][vit]") {
