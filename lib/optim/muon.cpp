@@ -93,6 +93,9 @@ void Muon::update(MuonMatrix& matrix, torch::Tensor& buffer, double lr) {
     const auto as_matrix = count % cols == 0 ? flat.view({count / cols, cols}) : flat.view({1, count});
     orthogonal = newton_schulz(as_matrix, o.ns_steps, o.ns_dtype).reshape(p.sizes());
   } else {
+    // Never a piece taken for the whole matrix: that is the silent trap above.
+    TORCH_CHECK(gather_ || count == whole_numel, "Muon: ", matrix.parameter.name, " is a piece of ", count, " of ",
+                whole_numel, " elements, and there is no gather to assemble it");
     auto whole = gather_ ? gather_(u.reshape(-1), matrix.begin, whole_numel) : u;
     whole = whole.reshape(shape);
     if (shape.size() == 2) {

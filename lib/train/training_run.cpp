@@ -289,9 +289,8 @@ void TrainingRun::make_muon(const optim::AdamWOptions& adamw_options) {
     }
   }
   optim::MuonGather gather;
-  auto* sharded = dynamic_cast<parallel::FullyShardedModel*>(parallel_.get());
-  if (sharded && mesh_->shard_group(parallel::Dim::fsdp)->size() > 1) {
-    auto group = mesh_->shard_group(parallel::Dim::fsdp);
+  // Pieces are stretches over the FSDP shard group, under a pipeline stage's model as well.
+  if (auto group = mesh_->shard_group(parallel::Dim::fsdp); group->size() > 1) {
     gather = [group](const torch::Tensor& piece, int64_t begin, int64_t whole_numel) {
       auto whole = torch::zeros({whole_numel}, piece.options());
       whole.narrow(0, begin, piece.numel()).copy_(piece);

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# optim.name muon: FSDP 2 and 4 (and FSDP 2 on a mixture of experts) against one process over
-# 20 steps: losses, gradient norms and final weights within 1e-5, with the Newton-Schulz iteration
-# in fp32 (in bf16 the layouts' gradients, which differ in their last bits, round differently; the
-# bf16 figures are printed). The trap: each rank orthogonalising its flat piece of a matrix instead
-# of the whole matrix must fail that comparison. FSDP 2 killed -9 after step 10's checkpoint and
-# resumed ends bit-identical. Bad recipes, and a resume with another optimizer, exit 2.
+# optim.name muon: FSDP 2 and 4, FSDP 2 in each of 2 pipeline stages, and FSDP 2 on a mixture of
+# experts against one process over 20 steps: losses, gradient norms and final weights within
+# 1e-5, with the Newton-Schulz iteration in fp32 (in bf16 the layouts' gradients, which differ in
+# their last bits, round differently; the bf16 figures are printed). The trap: each rank
+# orthogonalising its flat piece of a matrix instead of the whole matrix must fail that
+# comparison. FSDP 2 killed -9 after step 10's checkpoint and resumed ends bit-identical. Bad
+# recipes, and a resume with another optimizer, exit 2.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -27,6 +28,9 @@ train fsdp2 2 "${muon[@]}" --set parallel.fsdp=2
 compare_runs "$work/single" "$work/fsdp2"
 train fsdp4 4 "${muon[@]}" --set parallel.fsdp=4
 compare_runs "$work/single" "$work/fsdp4"
+# FSDP inside pipeline stages: the stage's model holds pieces over the same shard group.
+train pp2-fsdp2 4 "${muon[@]}" --set parallel.pp=2 --set parallel.fsdp=2
+compare_runs "$work/single" "$work/pp2-fsdp2"
 # Experts: each expert's matrix of the [experts, out, in] stacks, assembled from FSDP's shards.
 moe=(--set model.family=qwen3_moe --set model.num_experts=4 --set model.num_experts_per_tok=2
      --set model.moe_intermediate_size=48 --set model.first_k_dense=1)
