@@ -24,10 +24,17 @@ set +e; "$xtrain" frobnicate >/dev/null 2>&1; status=$?; set -e
 # data/vlm-demo): here into the scratch folder, which the overrides name.
 "${XTRAIN_PYTHON:-$source_dir/.venv/bin/python3}" "$source_dir/tools/data/make_vlm_demo.py" --out "$work/vlm-demo" \
   --train 48 --eval 8 --test 8 > /dev/null 2>&1
+# The image-classification demo's likewise (scripts/vit-demo.sh writes them to data/vit-demo).
+"${XTRAIN_PYTHON:-$source_dir/.venv/bin/python3}" "$source_dir/tools/reference/vit_images.py" make \
+  --out "$work/vit-demo" --size 16 --train 8 --eval 4 > /dev/null 2>&1
+"${XTRAIN_PYTHON:-$source_dir/.venv/bin/python3}" "$source_dir/tools/reference/golden_vit.py" make \
+  --out "$work/vit-demo/init" --image-size 16 --patch-size 4 --labels 4 > /dev/null 2>&1
 for recipe in "$source_dir"/recipes/*.yaml; do
   overrides=()
   [[ $(basename "$recipe") != vlm-demo.yaml ]] || overrides=(--set "model.init_from=hf:$work/vlm-demo/init"
     --set "data.train=$work/vlm-demo/train.jsonl" --set "data.eval=$work/vlm-demo/eval.jsonl")
+  [[ $(basename "$recipe") != vit-demo.yaml ]] || overrides=(--set "model.init_from=hf:$work/vit-demo/init"
+    --set "data.train=$work/vit-demo/train.jsonl" --set "data.eval=$work/vit-demo/eval.jsonl")
   (cd "$source_dir" && "$xtrain" validate "$recipe" "${overrides[@]}") > "$work/resolved.yaml"
   (cd "$source_dir" && "$xtrain" validate "$work/resolved.yaml") | cmp - "$work/resolved.yaml"
 done
