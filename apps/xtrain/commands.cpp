@@ -263,7 +263,12 @@ int run_generate(const std::string& dir, const train::PromptRequest& request, tr
   const auto check = ckpt::verify_checkpoint(dir);
   if (check.status == ckpt::ManifestCheck::Status::no_manifest) fmt::print(stderr, "notice: {}: {}\n", dir, check.summary());
   auto model = ckpt::load_hf_folder(dir);
-  if (!model::model_spec(model->config().family).capabilities.causal)
+  const auto& capabilities = model::model_spec(model->config().family).capabilities;
+  if (capabilities.image_classes)
+    throw InputError(fmt::format("{}: a {} checkpoint is an image classifier, which labels images and does not "
+                                 "generate text; xtrain eval scores it",
+                                 dir, model->config().family));
+  if (!capabilities.causal)
     throw InputError(fmt::format("{}: a {} checkpoint is an encoder, which predicts masked tokens and does not "
                                  "generate text; xtrain eval scores it",
                                  dir, model->config().family));

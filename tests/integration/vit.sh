@@ -76,4 +76,9 @@ echo "not a png" > "$work/images/images/broken.png"
 bad_case missing '{"image": "images/none.png", "label": 0}' 'image "images/none.png"'
 bad_case label '{"image": "images/train-00001.png", "label": 4}' "label 4 is outside the model's 4 labels"
 bad_case undecodable '{"image": "images/broken.png", "label": 0}' 'image "images/broken.png"'
-echo "vit: FSDP 2 equals one process; bad records refused"
+# An image classifier does not generate text: exit 2 with the reason.
+status=0
+"$xtrain" generate "$work/single/checkpoints/latest" --prompt "once" > "$work/generate.log" 2>&1 || status=$?
+[[ $status == 2 ]] || { cat "$work/generate.log"; echo "generate on vit exited $status"; exit 1; }
+grep -q "a vit checkpoint is an image classifier, which labels images and does not generate text" "$work/generate.log"
+echo "vit: FSDP 2 equals one process; the demo above chance; bad records and generate refused"
