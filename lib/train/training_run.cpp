@@ -265,12 +265,8 @@ void TrainingRun::make_muon(const optim::AdamWOptions& adamw_options) {
   options.ns_dtype = m.ns_dtype == config::MuonNsDtype::fp32 ? torch::kFloat32 : torch::kBFloat16;
   options.weight_decay = recipe_.optim.weight_decay;
   options.adamw_lr_ratio = m.adamw_lr > 0 ? m.adamw_lr / recipe_.optim.lr : 1.0;
-  if (const char* mode = std::getenv("XTRAIN_MUON_ORTHOGONALIZE"); mode && std::string(mode) == "piece") {
+  if (util::numeric_fault().is(util::NumericFaultKind::muon_piece))
     options.orthogonalize = optim::MuonOrthogonalize::piece;
-    if (chief_)
-      fmt::print("notice: XTRAIN_MUON_ORTHOGONALIZE=piece: Muon orthogonalises each rank's flat piece of a matrix, "
-                 "not the whole matrix (a wrong update, kept to show that the parity tests catch it)\n");
-  }
   std::vector<optim::NamedParameter> adamw_part;
   std::vector<optim::MuonMatrix> matrices;
   std::set<std::string> muon_names, adamw_names;

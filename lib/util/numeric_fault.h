@@ -12,6 +12,8 @@
 //   adamw_decay                  AdamW's weight decay times kNumericFaultDecayScale
 //   adamw_beta2                  AdamW's beta2 moved a tenth of the way to 1 (0.95: 0.955)
 //   adamw_eps                    AdamW's eps times kNumericFaultEpsScale
+//   muon_piece                   Muon orthogonalises each rank's flat piece of a matrix instead of
+//                                the whole matrix (the trap of sharded Muon)
 // RANK is the global rank (torchrun's RANK; 0 for a single process). Unset, every query is a
 // load of a value parsed once; set, the first query prints a warning, since the run's numbers
 // are then wrong on purpose. The value is parsed with the other test faults (util/test_faults.h):

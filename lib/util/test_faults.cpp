@@ -50,7 +50,8 @@ const Variable kNumericFault{"XTRAIN_NUMERIC_FAULT",
                               {"drop_micro_batch", {kRank}},
                               {"adamw_decay", {}},
                               {"adamw_beta2", {}},
-                              {"adamw_eps", {}}}};
+                              {"adamw_eps", {}},
+                              {"muon_piece", {}}}};
 
 // One value in the grammar: its kind and its fields, each read as its form says.
 struct Parsed {
@@ -179,7 +180,8 @@ NumericFault parse_numeric_fault(const std::string& value, int64_t this_rank) {
                : k == "drop_micro_batch"    ? NumericFaultKind::drop_micro_batch
                : k == "adamw_decay"         ? NumericFaultKind::adamw_decay
                : k == "adamw_beta2"         ? NumericFaultKind::adamw_beta2
-                                            : NumericFaultKind::adamw_eps;
+               : k == "adamw_eps"           ? NumericFaultKind::adamw_eps
+                                            : NumericFaultKind::muon_piece;
   fault.rank = parsed->rank;  // -1 for the kinds that strike every rank
   fault.target = parsed->name;
   return fault;

@@ -47,7 +47,8 @@ enum class NumericFaultKind {
   drop_micro_batch,
   adamw_decay,
   adamw_beta2,
-  adamw_eps
+  adamw_eps,
+  muon_piece
 };
 struct NumericFault {
   NumericFaultKind kind = NumericFaultKind::none;

@@ -38,7 +38,7 @@ train moe-single 1 "${muon[@]}" "${moe[@]}"
 grep -q "optim: muon on 13 matrices" "$work/moe-single.log"
 train moe-fsdp2 2 "${muon[@]}" "${moe[@]}" --set parallel.fsdp=2
 compare_runs "$work/moe-single" "$work/moe-fsdp2"
-XTRAIN_MUON_ORTHOGONALIZE=piece train trap 2 "${muon[@]}" --set parallel.fsdp=2
+XTRAIN_NUMERIC_FAULT=muon_piece train trap 2 "${muon[@]}" --set parallel.fsdp=2
 if compare_runs "$work/single" "$work/trap" > "$work/trap-compare.log" 2>&1; then
   cat "$work/trap-compare.log"
   echo "muon: orthogonalising each rank's flat piece passed the parity test"

@@ -32,7 +32,7 @@ refused() {
 }
 refused grad_scale:0:model.layers.9.mlp.up_proj.weight \
   "XTRAIN_NUMERIC_FAULT=grad_scale:0:model.layers.9.mlp.up_proj.weight: the model has no parameter of that name (e.g. model.embed_tokens.weight)"
-refused rope_shfit "XTRAIN_NUMERIC_FAULT=rope_shfit: unknown fault 'rope_shfit' (expected grad_scale:<rank>:<parameter>, rope_shift, skip_reduce_scatter:<unit>, grad_divisor:<rank>, drop_micro_batch:<rank>, adamw_decay, adamw_beta2 or adamw_eps)"
+refused rope_shfit "XTRAIN_NUMERIC_FAULT=rope_shfit: unknown fault 'rope_shfit' (expected grad_scale:<rank>:<parameter>, rope_shift, skip_reduce_scatter:<unit>, grad_divisor:<rank>, drop_micro_batch:<rank>, adamw_decay, adamw_beta2, adamw_eps or muon_piece)"
 XTRAIN_NUMERIC_FAULT=skip_reduce_scatter:model.layers.7 "$xtrain" launch --nproc-per-node 2 --master-port "$(free_port)" -- \
   train "$work/recipe.yaml" --set run.dir="$work/refused" > "$work/refused.log" 2>&1 && exit 1
 grep -q "XTRAIN_NUMERIC_FAULT=skip_reduce_scatter:model.layers.7: no FSDP unit has that name (units: model.embed_tokens, model.layers.0, model.layers.1, head)" "$work/refused.log" || {
