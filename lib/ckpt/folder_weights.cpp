@@ -194,7 +194,7 @@ FolderWeights folder_weights(const std::string& dir, const model::CausalLM& mode
     return {[checkpoint](const std::string& name, int64_t begin, int64_t count) {
               return checkpoint->read("model", name, begin, count);
             },
-            static_cast<int64_t>(found.size()), dir, {}};
+            static_cast<int64_t>(found.size()), dir, {}, 0, {}};
   }
   if (!std::filesystem::exists(weights_path) && std::filesystem::exists(index_path))
     return safetensors_weights(indexed_tensors(dir, index_path), index_path, model, quantization_of(dir));
