@@ -10,7 +10,6 @@
 #include <torch/torch.h>
 
 #include "data/sources/document_reader.h"
-#include "data/permutation.h"
 #include "data/pixel_tensor.h"
 #include "data/token_dataset.h"
 #include "image/image_decode.h"
@@ -51,7 +50,7 @@ std::vector<std::string> image_problems(const std::vector<std::vector<std::strin
 
 ImageChatDataset::ImageChatDataset(const std::string& jsonl_path, const text::Tokenizer& tokenizer,
                                    ImageChatOptions options)
-    : options_(std::move(options)), eos_id_(tokenizer.eos_id()) {
+    : options_(std::move(options)), eos_id_(tokenizer.eos_id()), order_(options_.seed, options_.shuffle) {
   read_records(jsonl_path, tokenizer);
   if (records_.empty())
     throw InputError(fmt::format("{}: no record left to train on ({} skipped for bad images)", jsonl_path,
@@ -132,16 +131,7 @@ void ImageChatDataset::check_images(const std::vector<std::string>& places) {
 }
 
 const ImageChatDataset::Record& ImageChatDataset::record(int64_t global_index) const {
-  const int64_t n = num_samples();
-  const int64_t epoch = global_index / n;
-  const int64_t position = global_index % n;
-  if (!options_.shuffle) return records_[static_cast<size_t>(position)];
-  std::lock_guard lock(epoch_mutex_);
-  if (epoch != cached_epoch_) {
-    cached_permutation_ = random_permutation(n, options_.seed, static_cast<uint64_t>(epoch));
-    cached_epoch_ = epoch;
-  }
-  return records_[static_cast<size_t>(cached_permutation_[static_cast<size_t>(position)])];
+  return records_[static_cast<size_t>(order_.sample(global_index, num_samples()))];
 }
 
 void ImageChatDataset::read_sample(int64_t global_index, int64_t* tokens, int64_t* targets) const {

@@ -15,11 +15,11 @@
 // read (on the batch loader's thread), so memory does not grow with the number of images.
 #pragma once
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "data/document_encoder.h"
+#include "data/epoch_order.h"
 #include "data/sample_dataset.h"
 #include "image/clip_image_processor.h"
 #include "text/tokenizer.h"
@@ -79,9 +79,7 @@ class ImageChatDataset final : public SampleDataset {
   int64_t skipped_records_ = 0;
   int64_t truncated_records_ = 0;
   double unigram_entropy_ = 0;
-  mutable std::mutex epoch_mutex_;  // the permutation of the epoch last read
-  mutable int64_t cached_epoch_ = -1;
-  mutable std::vector<int64_t> cached_permutation_;
+  EpochOrder order_;
 };
 
 }  // namespace xtrain::data

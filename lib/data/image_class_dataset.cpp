@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "data/permutation.h"
 #include "image/image_decode.h"
 #include "image/pil_resize.h"
 #include "util/input_error.h"
@@ -24,7 +23,7 @@ std::string image_class_fix() {
 }  // namespace
 
 ImageClassDataset::ImageClassDataset(const std::string& jsonl_path, ImageClassOptions options)
-    : options_(options) {
+    : options_(options), order_(options_.seed, options_.shuffle) {
   std::ifstream in(jsonl_path);
   if (!in) throw InputError(fmt::format("{}: cannot read the file", jsonl_path));
   const std::filesystem::path folder = std::filesystem::path(jsonl_path).parent_path();
@@ -62,16 +61,7 @@ ImageClassDataset::ImageClassDataset(const std::string& jsonl_path, ImageClassOp
 }
 
 const ImageClassDataset::Record& ImageClassDataset::record(int64_t global_index) const {
-  const int64_t n = num_samples();
-  const int64_t epoch = global_index / n;
-  const int64_t position = global_index % n;
-  if (!options_.shuffle) return records_[static_cast<size_t>(position)];
-  std::lock_guard lock(epoch_mutex_);
-  if (epoch != cached_epoch_) {
-    cached_permutation_ = random_permutation(n, options_.seed, static_cast<uint64_t>(epoch));
-    cached_epoch_ = epoch;
-  }
-  return records_[static_cast<size_t>(cached_permutation_[static_cast<size_t>(position)])];
+  return records_[static_cast<size_t>(order_.sample(global_index, num_samples()))];
 }
 
 torch::Tensor ImageClassDataset::batch(int64_t first_global_index, int64_t count) const {

@@ -13,10 +13,10 @@
 // does not grow with the number of images.
 #pragma once
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "data/epoch_order.h"
 #include "data/sample_dataset.h"
 
 namespace xtrain::data {
@@ -57,9 +57,7 @@ class ImageClassDataset final : public SampleDataset {
   ImageClassOptions options_;
   std::vector<Record> records_;
   double label_entropy_ = 0;
-  mutable std::mutex epoch_mutex_;  // the permutation of the epoch last read
-  mutable int64_t cached_epoch_ = -1;
-  mutable std::vector<int64_t> cached_permutation_;
+  EpochOrder order_;
 };
 
 }  // namespace xtrain::data

@@ -2,13 +2,11 @@
 
 #include <algorithm>
 #include <fstream>
-#include <mutex>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "data/permutation.h"
 #include "text/chat_template.h"
 #include "util/input_error.h"
 
@@ -138,26 +136,14 @@ std::vector<PreferencePair> read_preference_pairs(const std::string& path, const
 
 PreferenceDataset::PreferenceDataset(std::vector<PreferencePair> pairs, int64_t seq_len, int64_t pad_id,
                                      uint64_t seed, bool shuffle)
-    : pairs_(std::move(pairs)), seq_len_(seq_len), pad_id_(pad_id), seed_(seed), shuffle_(shuffle) {
+    : pairs_(std::move(pairs)), seq_len_(seq_len), pad_id_(pad_id), order_(seed, shuffle) {
   for (const auto& pair : pairs_)
     tokens_ += static_cast<int64_t>(2 * pair.prompt.size() + pair.chosen.size() + pair.rejected.size());
 }
 
 PreferenceDataset::Row PreferenceDataset::row(int64_t global_index) const {
-  const auto count = static_cast<int64_t>(pairs_.size());
-  const int64_t pair_index = global_index / 2;
-  int64_t position = pair_index % count;
-  if (shuffle_) {
-    // One permutation per epoch, kept while rows of that epoch are read.
-    const int64_t epoch = pair_index / count;
-    std::lock_guard<std::mutex> lock(permutation_mutex_);
-    if (permutation_epoch_ != epoch) {
-      permutation_ = random_permutation(count, seed_, static_cast<uint64_t>(epoch));
-      permutation_epoch_ = epoch;
-    }
-    position = permutation_[static_cast<size_t>(position)];
-  }
-  const auto& pair = pairs_[static_cast<size_t>(position)];
+  // Rows 2p and 2p + 1 are pair p's chosen and rejected completions.
+  const auto& pair = pairs_[static_cast<size_t>(order_.sample(global_index / 2, static_cast<int64_t>(pairs_.size())))];
   const auto& answer = global_index % 2 == 0 ? pair.chosen : pair.rejected;
   Row out;
   out.tokens = pair.prompt;

@@ -10,10 +10,10 @@
 // completion in data.seq_len) are InputErrors naming the file and line.
 #pragma once
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "data/epoch_order.h"
 #include "data/sample_dataset.h"
 #include "text/tokenizer.h"
 
@@ -53,12 +53,8 @@ class PreferenceDataset final : public SampleDataset {
   std::vector<PreferencePair> pairs_;
   int64_t seq_len_;
   int64_t pad_id_;
-  uint64_t seed_;
-  bool shuffle_;
+  EpochOrder order_;
   int64_t tokens_ = 0;
-  mutable std::mutex permutation_mutex_;
-  mutable std::vector<int64_t> permutation_;
-  mutable int64_t permutation_epoch_ = -1;
 };
 
 }  // namespace xtrain::data

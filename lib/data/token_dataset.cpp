@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "data/permutation.h"
 #include "util/input_error.h"
 
 namespace xtrain::data {
@@ -31,7 +30,7 @@ constexpr int64_t kEntropyBlock = int64_t{1} << 20;
 }  // namespace
 
 TokenDataset::TokenDataset(std::shared_ptr<const TokenStream> stream, int64_t seq_len, uint64_t seed, bool shuffle)
-    : stream_(std::move(stream)), seq_len_(seq_len), seed_(seed), shuffle_(shuffle) {
+    : stream_(std::move(stream)), seq_len_(seq_len), order_(seed, shuffle) {
   if (seq_len <= 0) throw InputError("seq_len must be positive, got " + std::to_string(seq_len));
   const int64_t window = seq_len + 1;
   const int64_t num_tokens = stream_->size();
@@ -47,23 +46,9 @@ TokenDataset::TokenDataset(const std::vector<std::string>& documents, const text
                            uint64_t seed, bool shuffle)
     : TokenDataset(encode_texts(documents, tokenizer), seq_len, seed, shuffle) {}
 
-// Not thread-safe: the permutation of the current epoch is cached, and computing it is the
-// only non-trivial work, done once per epoch.
-int64_t TokenDataset::index_in_epoch(int64_t global_index) const {
-  TORCH_CHECK(global_index >= 0, "sample index must be non-negative, got ", global_index);
-  const int64_t epoch = global_index / num_samples_;
-  const int64_t position = global_index % num_samples_;
-  if (!shuffle_) return position;
-  if (epoch != cached_epoch_) {
-    cached_permutation_ = random_permutation(num_samples_, seed_, static_cast<uint64_t>(epoch));
-    cached_epoch_ = epoch;
-  }
-  return cached_permutation_[static_cast<size_t>(position)];
-}
-
 void TokenDataset::read_sample(int64_t global_index, int64_t* tokens, int64_t* targets) const {
   const int64_t window = seq_len_ + 1;
-  const int64_t start = index_in_epoch(global_index) * window;
+  const int64_t start = order_.sample(global_index, num_samples_) * window;
   stream_->read(start, window, tokens);
   if (!targets) return;
   std::copy(tokens + 1, tokens + window, targets);
@@ -75,7 +60,7 @@ void TokenDataset::read_sample(int64_t global_index, int64_t* tokens, int64_t* t
 }
 
 std::vector<int64_t> TokenDataset::document_starts(int64_t global_index) const {
-  const int64_t start = index_in_epoch(global_index) * (seq_len_ + 1);
+  const int64_t start = order_.sample(global_index, num_samples_) * (seq_len_ + 1);
   std::vector<int64_t> starts;
   stream_->document_starts(start, seq_len_, starts);
   for (auto& offset : starts) offset -= start;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "data/epoch_order.h"
 #include "data/sample_dataset.h"
 #include "data/token_stream.h"
 #include "text/tokenizer.h"
@@ -38,15 +39,10 @@ class TokenDataset final : public SampleDataset {
   std::vector<double> unigram_distribution() const;
 
  private:
-  int64_t index_in_epoch(int64_t global_index) const;
-
   std::shared_ptr<const TokenStream> stream_;
   int64_t seq_len_;
-  uint64_t seed_;
-  bool shuffle_;
   int64_t num_samples_;
-  mutable int64_t cached_epoch_ = -1;
-  mutable std::vector<int64_t> cached_permutation_;
+  EpochOrder order_;
 };
 
 // Entropy (nats) of a distribution given as frequencies that sum to 1.

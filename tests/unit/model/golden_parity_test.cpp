@@ -31,22 +31,8 @@ using namespace xtrain;
 
 namespace {
 
-// How far a float32 trajectory ends from the float64 one, over a tensor: its worst element and the
-// root mean square of the others (the worst element is where amplified rounding shows; the rms is
-// where a systematic difference, such as a decay applied to the wrong tensors, shows). The worst
-// element stays out of the rms because in a small tensor one element decides it: one of qwen3's
-// 64 norm gains, flipped by chance as below, is 1.3e-2 lr off on an AVX-512 host running ATen's
-// default kernels, which alone makes an rms of 1.6e-3 lr, 176% of that tensor's rms tolerance.
-struct Distance {
-  double max_abs = 0, rms = 0;
-};
-
-Distance distance(const torch::Tensor& actual, const torch::Tensor& float64) {
-  const auto squares = (actual.to(torch::kFloat64) - float64).square().flatten();
-  const double worst = squares.max().item<double>(), sum = squares.sum().item<double>();
-  const auto others = static_cast<double>(std::max<int64_t>(1, squares.numel() - 1));
-  return {std::sqrt(worst), std::sqrt(std::max(0.0, sum - worst) / others)};
-}
+using testing::Distance;
+using testing::distance;
 
 // xtrain's distance within a multiple of the float32 reference's, plus a floor for tensors whose
 // float32 runs both land on the float64 values to within a rounding: 1e-4 lr is 1e-7 at the test's

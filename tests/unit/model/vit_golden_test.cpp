@@ -28,17 +28,8 @@ using namespace xtrain;
 
 namespace {
 
-struct Distance {
-  double max_abs = 0, rms = 0;
-};
-
-// The worst element's distance, and the rms of the others (golden_parity_test.cpp's measure).
-Distance distance(const torch::Tensor& actual, const torch::Tensor& float64) {
-  const auto squares = (actual.to(torch::kFloat64) - float64).square().flatten();
-  const double worst = squares.max().item<double>(), sum = squares.sum().item<double>();
-  const auto others = static_cast<double>(std::max<int64_t>(1, squares.numel() - 1));
-  return {std::sqrt(worst), std::sqrt(std::max(0.0, sum - worst) / others)};
-}
+using testing::Distance;
+using testing::distance;
 
 }  // namespace
 
