@@ -52,15 +52,36 @@ double muon_adjusted_lr(double lr, MuonAdjustLr rule, int64_t rows, int64_t cols
   return lr * std::sqrt(std::max(1.0, a / b));
 }
 
+namespace {
+int64_t numel_of(const std::vector<int64_t>& sizes) {
+  return std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>());
+}
+
+// The matrix's box of `whole` (a view).
+torch::Tensor box_of(torch::Tensor whole, const MuonMatrix& matrix) {
+  for (size_t d = 0; d < matrix.shape.size(); ++d)
+    whole = whole.narrow(static_cast<int64_t>(d), matrix.offsets[d], matrix.sizes[d]);
+  return whole;
+}
+}  // namespace
+
 Muon::Muon(std::vector<NamedParameter> adamw_part, std::vector<MuonMatrix> matrices, AdamWOptions adamw_options,
-           MuonOptions options, MuonGather gather)
-    : AdamW(std::move(adamw_part), adamw_options),
-      matrices_(std::move(matrices)),
-      muon_options_(options),
-      gather_(std::move(gather)) {
-  for (const auto& matrix : matrices_) {
-    TORCH_CHECK(matrix.shape.size() == 2 || matrix.shape.size() == 3, "Muon takes matrices and expert stacks; ",
-                matrix.parameter.name, " has ", matrix.shape.size(), " dimensions");
+           MuonOptions options)
+    : AdamW(std::move(adamw_part), adamw_options), matrices_(std::move(matrices)), muon_options_(options) {
+  for (auto& matrix : matrices_) {
+    const auto& name = matrix.parameter.name;
+    const auto& shape = matrix.shape;
+    TORCH_CHECK(shape.size() == 2 || shape.size() == 3, "Muon takes matrices and expert stacks; ", name, " has ",
+                shape.size(), " dimensions");
+    if (matrix.offsets.empty()) {
+      matrix.offsets.assign(shape.size(), 0);
+      matrix.sizes = shape;
+    }
+    TORCH_CHECK(matrix.offsets.size() == shape.size() && matrix.sizes.size() == shape.size(), "Muon: ", name,
+                "'s box has ", matrix.sizes.size(), " dimensions, the tensor ", shape.size());
+    // Each expert is orthogonalised alone, from the experts its box holds whole.
+    TORCH_CHECK(shape.size() == 2 || (matrix.sizes[1] == shape[1] && matrix.sizes[2] == shape[2]), "Muon: ", name,
+                "'s box holds parts of experts' matrices, which it does not assemble");
     buffers_.push_back(torch::zeros_like(matrix.parameter.tensor, torch::MemoryFormat::Preserve));
   }
 }
@@ -71,19 +92,53 @@ void Muon::step(double lr) {
   for (size_t i = 0; i < matrices_.size(); ++i) update(matrices_[i], buffers_[i], lr);
 }
 
+// The piece's elements (1-D) of the orthogonalised whole matrix, or of each orthogonalised
+// expert matrix of its box, assembled from every rank's u.
+torch::Tensor Muon::orthogonal_piece(const MuonMatrix& matrix, const torch::Tensor& u) const {
+  const auto& o = muon_options_;
+  const auto& name = matrix.parameter.name;
+  const int64_t count = u.numel(), box_numel = numel_of(matrix.sizes);
+  // Never a piece taken for the whole matrix: that is the silent trap MuonOrthogonalize::piece.
+  TORCH_CHECK(matrix.sum_pieces || count == box_numel, "Muon: ", name, " is a piece of ", count, " of ", box_numel,
+              " elements, and there is no sum over the pieces to assemble it");
+  auto box = u.reshape(-1);
+  if (matrix.sum_pieces) {  // on every rank of the group, even one whose piece is the box or empty
+    box = torch::zeros({box_numel}, u.options());
+    box.narrow(0, matrix.begin, count).copy_(u.reshape(-1));
+    matrix.sum_pieces(box);
+  }
+  box = box.reshape(matrix.sizes);
+  torch::Tensor orthogonal;  // the box's elements
+  if (matrix.shape.size() == 3) {
+    std::vector<torch::Tensor> experts;
+    for (int64_t e = 0; e < box.size(0); ++e) experts.push_back(newton_schulz(box[e], o.ns_steps, o.ns_dtype));
+    orthogonal = torch::stack(experts);
+  } else if (!matrix.sum_boxes) {
+    TORCH_CHECK(matrix.sizes == matrix.shape, "Muon: ", name, " is a slice of its matrix, and there is no sum over "
+                "the slices to assemble it");
+    orthogonal = newton_schulz(box, o.ns_steps, o.ns_dtype);
+  } else {
+    auto whole = torch::zeros(matrix.shape, u.options());
+    box_of(whole, matrix).copy_(box);
+    matrix.sum_boxes(whole);
+    orthogonal = box_of(newton_schulz(whole, o.ns_steps, o.ns_dtype), matrix);
+  }
+  orthogonal = orthogonal.reshape(-1);
+  return count == box_numel ? orthogonal : orthogonal.narrow(0, matrix.begin, count);
+}
+
 void Muon::update(MuonMatrix& matrix, torch::Tensor& buffer, double lr) {
   auto& p = matrix.parameter.tensor;
   auto grad = p.grad();
   if (!grad.defined()) {
-    if (!gather_) return;  // as torch: a parameter without a gradient is not updated
-    grad = torch::zeros_like(p);  // every rank joins the gather
+    if (!matrix.sum_pieces && !matrix.sum_boxes) return;  // as torch: no gradient, no update
+    grad = torch::zeros_like(p);  // every rank joins the sums
   }
   const auto& o = muon_options_;
   buffer.lerp_(grad, 1.0 - o.momentum);
   const auto u = o.nesterov ? grad.lerp(buffer, o.momentum) : buffer;
   const auto& shape = matrix.shape;
   const int64_t rows = shape[shape.size() - 2], cols = shape.back();
-  const int64_t whole_numel = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
   const int64_t count = p.numel();
   torch::Tensor orthogonal;  // this piece's elements of the update, in ns_dtype, p's shape
   if (o.orthogonalize == MuonOrthogonalize::piece) {
@@ -93,20 +148,7 @@ void Muon::update(MuonMatrix& matrix, torch::Tensor& buffer, double lr) {
     const auto as_matrix = count % cols == 0 ? flat.view({count / cols, cols}) : flat.view({1, count});
     orthogonal = newton_schulz(as_matrix, o.ns_steps, o.ns_dtype).reshape(p.sizes());
   } else {
-    // Never a piece taken for the whole matrix: that is the silent trap above.
-    TORCH_CHECK(gather_ || count == whole_numel, "Muon: ", matrix.parameter.name, " is a piece of ", count, " of ",
-                whole_numel, " elements, and there is no gather to assemble it");
-    auto whole = gather_ ? gather_(u.reshape(-1), matrix.begin, whole_numel) : u;
-    whole = whole.reshape(shape);
-    if (shape.size() == 2) {
-      orthogonal = newton_schulz(whole, o.ns_steps, o.ns_dtype);
-    } else {
-      std::vector<torch::Tensor> experts;
-      for (int64_t e = 0; e < shape[0]; ++e) experts.push_back(newton_schulz(whole[e], o.ns_steps, o.ns_dtype));
-      orthogonal = torch::stack(experts);
-    }
-    orthogonal = count == whole_numel ? orthogonal.reshape(p.sizes())
-                                      : orthogonal.reshape(-1).narrow(0, matrix.begin, count).view(p.sizes());
+    orthogonal = orthogonal_piece(matrix, u).view(p.sizes());
   }
   if (matrix.parameter.decay && o.weight_decay != 0.0) p.mul_(1.0 - lr * o.weight_decay);
   p.add_(orthogonal, -muon_adjusted_lr(lr, o.adjust_lr, rows, cols));

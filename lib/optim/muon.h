@@ -13,11 +13,17 @@
 // orthogonalised alone and scaled by its own [A, B] (torch.optim.Muon refuses 3-D; this is what it
 // does applied to each slice).
 //
-// Sharded parameters: a matrix's piece is elements [begin, begin + numel) of its flattening.
-// The element-wise momentum stays on the piece; `gather` assembles the whole matrix's u from
-// every rank's piece, every rank orthogonalises the whole matrix (the same bits everywhere) and
-// keeps its own elements of the result. Orthogonalising the piece alone is a different (wrong)
-// update: MuonOrthogonalize::piece exists only to show that the parity tests catch it.
+// Sharded parameters: a rank holds a box of the whole tensor (a tensor-parallel slice, or a
+// range of experts; the whole tensor without either) and of that box the elements
+// [begin, begin + numel) of its flattening (FSDP's piece). The element-wise momentum stays on the
+// piece. A matrix's u is assembled whole, first its box from the pieces over the ranks that
+// share the box (`sum_pieces`, FSDP's shard group), then the whole from the boxes over the ranks
+// that hold the others (`sum_boxes`, the tensor-parallel group); every rank orthogonalises the
+// whole matrix (the same bits everywhere) and keeps its own elements of the result. An expert
+// stack's box holds whole experts, which are orthogonalised each alone: only the box is
+// assembled, and each rank updates its own experts. Orthogonalising the piece alone is a
+// different (wrong) update: MuonOrthogonalize::piece exists only to show that the parity tests
+// catch it.
 //
 // Checkpoints keep AdamW's layout: a matrix's momentum buffer is its "exp_avg" (the same
 // recurrence as Adam's first moment), and its "exp_avg_sq" is zeros.
@@ -46,16 +52,19 @@ struct MuonOptions {
   MuonOrthogonalize orthogonalize = MuonOrthogonalize::whole;
 };
 
+// Sums a tensor in place over a group of ranks; called in the same order on every rank of it.
+using MuonSum = std::function<void(torch::Tensor&)>;
+
 // One matrix (or stack of expert matrices) that Muon updates: this rank's piece of it.
 struct MuonMatrix {
-  NamedParameter parameter;    // .tensor: the piece (any shape; numel elements from `begin`)
-  std::vector<int64_t> shape;  // of the whole tensor: [A, B] or [experts, A, B]
-  int64_t begin = 0;           // in the whole tensor's flattening
+  NamedParameter parameter;      // .tensor: the piece (any shape; numel elements from `begin`)
+  std::vector<int64_t> shape;    // of the whole tensor: [A, B] or [experts, A, B]
+  int64_t begin = 0;             // in the box's flattening
+  std::vector<int64_t> offsets;  // of the box in the whole tensor; empty: the box is the whole
+  std::vector<int64_t> sizes;    // of the box
+  MuonSum sum_pieces;            // over the ranks holding the box's other pieces; none: one piece
+  MuonSum sum_boxes;             // over the ranks holding the other boxes of a matrix; none: one box
 };
-
-// Given a piece's values (1-D) and where it lies, the whole matrix's flattening, the same on
-// every rank holding a piece of it; called in the same order on every rank.
-using MuonGather = std::function<torch::Tensor(const torch::Tensor& piece, int64_t begin, int64_t whole_numel)>;
 
 // Whether Muon takes the parameter `name` of `dims` dimensions: 2-D weights other than
 // embeddings, the output head and routers, and the 3-D expert stacks.
@@ -69,9 +78,10 @@ double muon_adjusted_lr(double lr, MuonAdjustLr rule, int64_t rows, int64_t cols
 
 class Muon final : public AdamW {
  public:
-  // `adamw_part` takes AdamWOptions; `matrices` Muon. Without `gather`, pieces are whole.
+  // `adamw_part` takes AdamWOptions; `matrices` Muon. A matrix's piece short of its box without
+  // sum_pieces, or a 2-D box short of the whole without sum_boxes, is an error at the first step.
   Muon(std::vector<NamedParameter> adamw_part, std::vector<MuonMatrix> matrices, AdamWOptions adamw_options,
-       MuonOptions options, MuonGather gather = {});
+       MuonOptions options);
 
   void step(double lr) override;
   std::map<std::string, torch::Tensor> state() const override;
@@ -81,11 +91,11 @@ class Muon final : public AdamW {
 
  private:
   void update(MuonMatrix& matrix, torch::Tensor& buffer, double lr);
+  torch::Tensor orthogonal_piece(const MuonMatrix& matrix, const torch::Tensor& u) const;
 
   std::vector<MuonMatrix> matrices_;
   std::vector<torch::Tensor> buffers_;
   MuonOptions muon_options_;
-  MuonGather gather_;
 };
 
 }  // namespace xtrain::optim

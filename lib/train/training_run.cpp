@@ -14,6 +14,7 @@
 #include "config/batch_geometry.h"
 #include "config/option_registry.h"
 #include "config/recipe_loader.h"
+#include "model/spec/lora_config.h"
 #include "model/spec/model_spec.h"
 #include "model/layers/parameter_source.h"
 #include "optim/muon.h"
@@ -179,6 +180,7 @@ void TrainingRun::parallelize_model() {
   });
   freeze_parts();
   make_optimizer();
+  print_lora_summary();
   if (t_.dtype == config::Dtype::fp16) {
     optim::LossScalerOptions scaling;
     scaling.initial_scale = recipe_.precision.loss_scale_initial;
@@ -250,10 +252,11 @@ void TrainingRun::make_optimizer() {
       [sharded](bool compressing) { sharded->set_replica_reduction(!compressing); });
 }
 
-// Muon for the hidden matrices (optim/muon.h's rule), AdamW for the rest; under FSDP a matrix's
-// pieces are assembled by an all-reduce over the shard group (each rank's piece in place, zeros
-// elsewhere), so that every rank orthogonalises the whole matrix and keeps its own elements. The
-// recipe loader refused tensor and expert parallelism, whose pieces are boxes of other groups.
+// Muon for the hidden matrices (optim/muon.h's rule), AdamW for the rest. A matrix is assembled
+// by all-reduces (each rank's part in place, zeros elsewhere): its box from FSDP's pieces over
+// the shard group of its unit (the experts' "edp" under expert parallelism, else fsdp's), and a
+// tensor-parallel slice's whole matrix over the tp group. An expert stack's box holds whole
+// experts (split by expert over tp and ep), each orthogonalised on the ranks that hold it.
 void TrainingRun::make_muon(const optim::AdamWOptions& adamw_options) {
   const auto& m = recipe_.optim.muon;
   optim::MuonOptions options;
@@ -277,22 +280,21 @@ void TrainingRun::make_muon(const optim::AdamWOptions& adamw_options) {
     int64_t numel = 1;
     for (int64_t size : layout.shape) numel *= size;
     if (!p.frozen && optim::muon_takes(p.name, layout.shape.size())) {
-      matrices.push_back({p, layout.shape, layout.begin});
+      matrices.push_back({p, layout.shape, layout.begin, layout.offsets, layout.sizes, {}, {}});
+      const bool experts = layout.shape.size() == 3;
+      if (auto group = mesh_->shard_group(experts && mesh_->size(parallel::Dim::ep) > 1 ? parallel::Dim::edp
+                                                                                          : parallel::Dim::fsdp);
+          group->size() > 1)
+        matrices.back().sum_pieces = [group](torch::Tensor& box) { group->all_reduce_sum(box).wait(); };
+      // A slice of a 2-D matrix is tensor parallelism's (the same cut on every tp rank); a
+      // matrix left whole is a copy on each tp rank, which updates its own.
+      if (auto tp = mesh_->group(parallel::Dim::tp); !experts && layout.sizes != layout.shape)
+        matrices.back().sum_boxes = [tp](torch::Tensor& whole) { tp->all_reduce_sum(whole).wait(); };
       if (muon_names.insert(p.name).second) muon_numel += numel;
     } else {
       adamw_part.push_back(p);
       if (!p.frozen && adamw_names.insert(p.name).second) adamw_numel += numel;
     }
-  }
-  optim::MuonGather gather;
-  // Pieces are stretches over the FSDP shard group, under a pipeline stage's model as well.
-  if (auto group = mesh_->shard_group(parallel::Dim::fsdp); group->size() > 1) {
-    gather = [group](const torch::Tensor& piece, int64_t begin, int64_t whole_numel) {
-      auto whole = torch::zeros({whole_numel}, piece.options());
-      whole.narrow(0, begin, piece.numel()).copy_(piece);
-      group->all_reduce_sum(whole).wait();
-      return whole;
-    };
   }
   if (chief_)
     fmt::print("optim: muon on {} matrices ({} parameters; momentum {}, nesterov {}, {} Newton-Schulz steps in {}, "
@@ -300,8 +302,7 @@ void TrainingRun::make_muon(const optim::AdamWOptions& adamw_options) {
                "x{})\n",
                muon_names.size(), muon_numel, m.momentum, m.nesterov, m.ns_steps, config::to_string(m.ns_dtype),
                config::to_string(m.adjust_lr), adamw_names.size(), adamw_numel, options.adamw_lr_ratio);
-  optimizer_ = std::make_unique<optim::Muon>(std::move(adamw_part), std::move(matrices), adamw_options, options,
-                                             std::move(gather));
+  optimizer_ = std::make_unique<optim::Muon>(std::move(adamw_part), std::move(matrices), adamw_options, options);
 }
 
 // model.freeze: the frozen parts' parameters take no gradient (autograd skips them) and the
@@ -310,8 +311,10 @@ void TrainingRun::freeze_parts() {
   const auto prefixes = frozen_prefixes(recipe_);
   // Also frozen: what the model itself marks as taking no gradient (llava's unused tower layers).
   std::set<std::string> fixed;
+  const bool lora = recipe_.model.lora.enabled();  // then only the adapters train
   for (auto& item : model_->named_parameters()) {
-    if (has_prefix(item.key(), prefixes)) item.value().requires_grad_(false);
+    if (has_prefix(item.key(), prefixes) || (lora && !model::is_lora_parameter(item.key())))
+      item.value().requires_grad_(false);
     if (!item.value().requires_grad()) fixed.insert(item.key());
   }
   int64_t frozen = 0;
@@ -327,6 +330,28 @@ void TrainingRun::freeze_parts() {
   if (chief_ && !prefixes.empty())
     fmt::print("model: frozen {} ({} parameters); {} train\n", fmt::join(recipe_.model.freeze, ", "), frozen,
                total_parameters_ - frozen);
+}
+
+// model.lora: what trains, and the optimizer state it takes (AdamW's two moments of the adapters
+// alone: the base weights, frozen, have none).
+void TrainingRun::print_lora_summary() const {
+  if (!chief_ || !recipe_.model.lora.enabled()) return;
+  int64_t adapters = 0, layers = 0, state_values = 0;
+  std::set<std::string> counted;
+  for (size_t i = 0; i < trained_.optimized.size(); ++i) {
+    const auto& p = trained_.optimized[i];
+    if (!p.frozen) state_values += 2 * p.tensor.numel();
+    if (!model::is_lora_parameter(p.name) || !counted.insert(p.name).second) continue;
+    int64_t numel = 1;
+    for (int64_t size : trained_.layouts[i].shape) numel *= size;
+    adapters += numel;
+    layers += p.name.find(".lora_A.") != std::string::npos ? 1 : 0;
+  }
+  const auto& lora = recipe_.model.lora;
+  fmt::print("lora: rank {}, alpha {} on {} ({} layers): {} adapter parameters train, {} base parameters frozen; "
+             "optimizer state {} values on this rank ({:.1f} KiB)\n",
+             lora.rank, lora.alpha, fmt::join(lora.targets, ", "), layers, adapters, total_parameters_ - adapters,
+             state_values, static_cast<double>(state_values) * sizeof(float) / 1024);
 }
 
 void TrainingRun::resume() {
