@@ -14,7 +14,6 @@
 #include "config/batch_geometry.h"
 #include "config/option_registry.h"
 #include "config/recipe_loader.h"
-#include "model/spec/lora_config.h"
 #include "model/spec/model_spec.h"
 #include "model/layers/parameter_source.h"
 #include "optim/muon.h"
@@ -180,7 +179,6 @@ void TrainingRun::parallelize_model() {
   });
   freeze_parts();
   make_optimizer();
-  print_lora_summary();
   if (t_.dtype == config::Dtype::fp16) {
     optim::LossScalerOptions scaling;
     scaling.initial_scale = recipe_.precision.loss_scale_initial;
@@ -311,10 +309,8 @@ void TrainingRun::freeze_parts() {
   const auto prefixes = frozen_prefixes(recipe_);
   // Also frozen: what the model itself marks as taking no gradient (llava's unused tower layers).
   std::set<std::string> fixed;
-  const bool lora = recipe_.model.lora.enabled();  // then only the adapters train
   for (auto& item : model_->named_parameters()) {
-    if (has_prefix(item.key(), prefixes) || (lora && !model::is_lora_parameter(item.key())))
-      item.value().requires_grad_(false);
+    if (has_prefix(item.key(), prefixes)) item.value().requires_grad_(false);
     if (!item.value().requires_grad()) fixed.insert(item.key());
   }
   int64_t frozen = 0;
@@ -330,28 +326,6 @@ void TrainingRun::freeze_parts() {
   if (chief_ && !prefixes.empty())
     fmt::print("model: frozen {} ({} parameters); {} train\n", fmt::join(recipe_.model.freeze, ", "), frozen,
                total_parameters_ - frozen);
-}
-
-// model.lora: what trains, and the optimizer state it takes (AdamW's two moments of the adapters
-// alone: the base weights, frozen, have none).
-void TrainingRun::print_lora_summary() const {
-  if (!chief_ || !recipe_.model.lora.enabled()) return;
-  int64_t adapters = 0, layers = 0, state_values = 0;
-  std::set<std::string> counted;
-  for (size_t i = 0; i < trained_.optimized.size(); ++i) {
-    const auto& p = trained_.optimized[i];
-    if (!p.frozen) state_values += 2 * p.tensor.numel();
-    if (!model::is_lora_parameter(p.name) || !counted.insert(p.name).second) continue;
-    int64_t numel = 1;
-    for (int64_t size : trained_.layouts[i].shape) numel *= size;
-    adapters += numel;
-    layers += p.name.find(".lora_A.") != std::string::npos ? 1 : 0;
-  }
-  const auto& lora = recipe_.model.lora;
-  fmt::print("lora: rank {}, alpha {} on {} ({} layers): {} adapter parameters train, {} base parameters frozen; "
-             "optimizer state {} values on this rank ({:.1f} KiB)\n",
-             lora.rank, lora.alpha, fmt::join(lora.targets, ", "), layers, adapters, total_parameters_ - adapters,
-             state_values, static_cast<double>(state_values) * sizeof(float) / 1024);
 }
 
 void TrainingRun::resume() {
