@@ -316,7 +316,7 @@ Command add_generate(CLI::App& app) {
 }
 
 int run_export(const std::string& checkpoint, const std::string& out, const std::string& max_shard_size,
-               bool overwrite) {
+               bool overwrite, ckpt::AdapterExport adapter) {
   const auto check = ckpt::verify_checkpoint(checkpoint);
   std::vector<ckpt::ExtraFile> extra_files;
   const auto spec = train::checkpoint_data_spec(checkpoint);
@@ -328,8 +328,10 @@ int run_export(const std::string& checkpoint, const std::string& out, const std:
     throw InputError(fmt::format("--max-shard-size {}: expected a size such as 5GB, 200MB, 100KB or a number of "
                                  "bytes",
                                  max_shard_size));
-  const int64_t tensors = ckpt::export_hf_folder(checkpoint, out, extra_files, *shard_bytes, overwrite);
-  fmt::print("exported {} tensors from {} ({}) to {}\n", tensors, checkpoint, check.summary(), out);
+  if (adapter.base_model.empty()) adapter.base_model = spec.base_model;
+  const int64_t tensors = ckpt::export_hf_folder(checkpoint, out, extra_files, *shard_bytes, overwrite, adapter);
+  fmt::print("exported {} {}tensors from {} ({}) to {}\n", tensors, adapter.adapter_only ? "adapter " : "", checkpoint,
+             check.summary(), out);
   return 0;
 }
 
@@ -337,6 +339,7 @@ Command add_export(CLI::App& app) {
   struct Args {
     std::string checkpoint, out, max_shard_size = "5GB";
     bool overwrite = false;
+    ckpt::AdapterExport adapter;
   };
   auto args = storage<Args>();
   auto* command = app.add_subcommand(
@@ -351,7 +354,14 @@ Command add_export(CLI::App& app) {
                       "(5GB, 200MB, 100KB or bytes; default 5GB, as save_pretrained)");
   command->add_flag("--overwrite", args->overwrite,
                     "Export into a non-empty folder: replace the files export writes, keep the others");
-  return {command, [args] { return run_export(args->checkpoint, args->out, args->max_shard_size, args->overwrite); }};
+  command->add_flag("--adapter", args->adapter.adapter_only,
+                    "A LoRA checkpoint's adapters alone, as PEFT saves them (adapter_config.json, "
+                    "adapter_model.safetensors); without it a LoRA checkpoint is exported merged, W + (alpha/r) B A");
+  command->add_option("--base-model", args->adapter.base_model,
+                      "--adapter: the base_model_name_or_path to write (default: the run's model.init_from folder)");
+  return {command, [args] {
+            return run_export(args->checkpoint, args->out, args->max_shard_size, args->overwrite, args->adapter);
+          }};
 }
 
 // The whole input is one document, as a data.train text file is; ids go on one line.

@@ -17,6 +17,7 @@
 #include "ckpt/checkpoint_reader.h"
 #include "model/spec/hf_config.h"
 #include "ckpt/hf_folder.h"
+#include "ckpt/lora_export.h"
 #include "ckpt/manifest.h"
 #include "ckpt/safetensors.h"
 #include "model/spec/model_spec.h"
@@ -38,7 +39,8 @@ bool is_weight_shard_name(const std::string& name) {
 // Every name an export may write or remove in its target (shards match is_weight_shard_name).
 bool is_export_file(const std::string& name, const std::set<std::string>& extra_names) {
   static const std::set<std::string> kFixed = {"model.safetensors", "model.safetensors.index.json", "config.json",
-                                               "generation_config.json", kManifestFile};
+                                               "generation_config.json", kManifestFile,
+                                               "adapter_config.json", "adapter_model.safetensors"};
   return kFixed.count(name) > 0 || extra_names.count(name) > 0 || is_weight_shard_name(name);
 }
 
@@ -218,14 +220,44 @@ void add_stored_buffers(const model::ModelSpec& spec, const nlohmann::json& trai
 }
 
 // Writes the folder's files into stage: nothing is there yet, so each is created exclusively.
+// The adapters alone, as PEFT saves them (ckpt/lora_export.h), with the extra files.
+int64_t write_adapter_folder(const CheckpointReader& checkpoint, const model::LoraConfig& lora, const TensorMap& tensors,
+                             const std::string& stage, const std::vector<ExtraFile>& extra_files,
+                             const std::string& base_model) {
+  const auto& spec = model::model_spec_for_hf(checkpoint.model_config, checkpoint.dir() + "/config.json");
+  const auto adapters = peft_adapter_tensors(tensors, spec);
+  save_safetensors(stage + "/adapter_model.safetensors", adapters, {{"format", "pt"}}, util::FileMode::create_new);
+  util::write_file_durable(stage + "/adapter_config.json", peft_adapter_config(lora, base_model).dump(2) + "\n",
+                           util::FileMode::create_new);
+  for (const auto& file : extra_files)
+    util::write_file_durable(stage + "/" + file.name, exported_contents(file.source, file.name),
+                             util::FileMode::create_new);
+  write_manifest(stage);
+  util::fsync_path(stage);
+  return static_cast<int64_t>(adapters.size());
+}
+
 int64_t write_folder(const std::string& checkpoint_dir, const std::string& stage,
-                     const std::vector<ExtraFile>& extra_files, int64_t max_shard_bytes) {
+                     const std::vector<ExtraFile>& extra_files, int64_t max_shard_bytes, const AdapterExport& adapter) {
   CheckpointReader checkpoint(checkpoint_dir);
   const auto& spec = model::model_spec_for_hf(checkpoint.model_config, checkpoint_dir + "/config.json");
+  const auto lora = model::lora_from_config(checkpoint.model_config, checkpoint_dir + "/config.json");
+  if (adapter.adapter_only && !lora)
+    throw InputError(fmt::format("--adapter: {} holds no LoRA adapters (its run set no model.lora.targets); export "
+                                 "it without --adapter",
+                                 checkpoint_dir));
   TensorMap tensors;
+  for (const auto& name : checkpoint.names()) tensors[name] = checkpoint.read_full("model", name);
+  if (adapter.adapter_only) return write_adapter_folder(checkpoint, *lora, tensors, stage, extra_files, adapter.base_model);
+  if (lora) {
+    const int64_t merged = merge_lora(tensors, *lora);
+    fmt::print(stderr, "note: merged the LoRA adapters of {} layers into their weights (W + {} B A); --adapter "
+                       "exports the adapters alone\n",
+               merged, lora->scale());
+  }
   std::vector<std::string> names;  // as stored in the folder, in the checkpoint's order
   for (const auto& name : checkpoint.names()) {
-    tensors[name] = checkpoint.read_full("model", name);
+    if (tensors.count(name) == 0) continue;  // a merged adapter
     for (const auto& stored : model::hf_stored_tensors(spec, name, tensors[name].sizes().vec()))
       names.push_back(stored.first);
   }
@@ -239,6 +271,7 @@ int64_t write_folder(const std::string& checkpoint_dir, const std::string& stage
     }
   write_weights(stage, names, stored, max_shard_bytes);
   nlohmann::json config = checkpoint.model_config;
+  config.erase(model::kLoraConfigKey);  // merged: a plain model
   note_stripped("config.json", strip_code_references(config));
   if (const auto gaps = config.find("xtrain_unexported"); gaps != config.end())
     fmt::print(stderr,
@@ -263,7 +296,8 @@ int64_t write_folder(const std::string& checkpoint_dir, const std::string& stage
 }  // namespace
 
 int64_t export_hf_folder(const std::string& checkpoint_dir, const std::string& out_dir,
-                         const std::vector<ExtraFile>& extra_files, int64_t max_shard_bytes, bool overwrite) {
+                         const std::vector<ExtraFile>& extra_files, int64_t max_shard_bytes, bool overwrite,
+                         const AdapterExport& adapter) {
   // "out/" names what the link "out" points to; the target is the entry itself.
   std::string target = out_dir;
   while (target.size() > 1 && target.back() == '/') target.pop_back();
@@ -272,7 +306,7 @@ int64_t export_hf_folder(const std::string& checkpoint_dir, const std::string& o
   const bool occupied = check_target(target, extra_names, overwrite);
   const std::string stage = make_stage_folder(target);
   try {
-    const int64_t tensors = write_folder(checkpoint_dir, stage, extra_files, max_shard_bytes);
+    const int64_t tensors = write_folder(checkpoint_dir, stage, extra_files, max_shard_bytes, adapter);
     if (occupied) {
       merge_into(stage, target, extra_names);
     } else {

@@ -15,6 +15,15 @@ struct ExtraFile {
   std::string name;
 };
 
+// A LoRA run's checkpoint (ckpt/lora_export.h): merged into the base weights (the default), or,
+// with adapter_only, PEFT's adapter_config.json and adapter_model.safetensors instead of the
+// weights, naming base_model as base_model_name_or_path. adapter_only on a checkpoint without
+// adapters is an InputError.
+struct AdapterExport {
+  bool adapter_only = false;
+  std::string base_model;
+};
+
 // The size above which the weights are split over several files, as save_pretrained does.
 constexpr int64_t kDefaultMaxShardBytes = 5'000'000'000;
 
@@ -35,7 +44,8 @@ constexpr int64_t kDefaultMaxShardBytes = 5'000'000'000;
 // removed so that no loader picks them, and manifest.json goes first and comes back last.
 int64_t export_hf_folder(const std::string& checkpoint_dir, const std::string& out_dir,
                          const std::vector<ExtraFile>& extra_files = {},
-                         int64_t max_shard_bytes = kDefaultMaxShardBytes, bool overwrite = false);
+                         int64_t max_shard_bytes = kDefaultMaxShardBytes, bool overwrite = false,
+                         const AdapterExport& adapter = {});
 
 // "5GB", "200MB", "100KB" or a number of bytes (decimal units, as transformers reads them);
 // std::nullopt when the text is none of these.

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "ckpt/folder_weights.h"
+#include "model/layers/lora.h"
 #include "model/model_builder.h"
 #include "model/spec/model_spec.h"
 #include "model/layers/parameter_source.h"
@@ -62,6 +63,9 @@ std::shared_ptr<model::CausalLM> load_hf_folder(const std::string& dir) {
   auto config = model_config_from_hf(read_hf_config(dir), dir + "/config.json");
   config.mtp_layers = 0;  // evaluation and generation read the next token alone
   auto model = model::declare_model(config);
+  // A LoRA run's checkpoint holds the adapters beside the base (an export merges them).
+  if (const auto lora = model::lora_from_config(read_hf_config(dir), dir + "/config.json"))
+    model::add_lora_adapters(*model, *lora);
   load_hf_weights(*model, dir);  // whole, on the CPU
   return model;
 }

@@ -10,6 +10,7 @@
 #include "layout/memory_choices.h"
 #include "layout/mesh_dim.h"
 #include "model/spec/float8_scaling.h"
+#include "model/spec/lora_config.h"
 #include "model/spec/model_config.h"
 #include "config/lr_schedule_choice.h"
 #include "util/device_setting.h"
@@ -25,6 +26,7 @@ struct RunSection {
 struct ModelSection : model::ModelConfig {
   std::string init_from;  // "" (run.seed's random init) or hf:DIR
   std::vector<std::string> freeze;  // parts of the model (ModelSpec::parts) that do not train
+  model::LoraConfig lora;  // model.lora.*: adapters on the named layers, the base frozen
   // Always 0: xtrain computes no dropout. Set explicitly, it lets model.init_from take a folder
   // whose config.json has dropout (config/hf_import.cpp).
   double dropout = 0;

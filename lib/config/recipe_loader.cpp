@@ -101,10 +101,19 @@ class RecipeBuilder {
       if (const Option* option = registry_.find(path)) {
         assign(*option, entry.second, mark_text(file(), entry.second.Mark()));
         report_.set_at(path, mark_text(file(), entry.first.Mark()));
+      } else if (entry.second.IsMap() && has_keys_under(path)) {  // model: {lora: {rank: 8}}
+        read_section(path, entry.second, mark_text(file(), entry.first.Mark()));
       } else {
         report_unknown(mark_text(file(), entry.first.Mark()), path);
       }
     }
+  }
+
+  // Whether options are registered under `prefix.` (a nested mapping such as model.lora).
+  bool has_keys_under(const std::string& prefix) const {
+    for (const auto& option : registry_.options())
+      if (option.path.rfind(prefix + ".", 0) == 0) return true;
+    return false;
   }
 
   void apply_override(const std::string& text) {

@@ -187,6 +187,10 @@ void add_model_options(OptionRegistry& r) {
   r.add<std::string>("model.init_from", FIELD(model.init_from), "", "Initial weights: empty for a random init from run.seed, or hf:DIR, a Hugging Face folder (config.json with model.safetensors, or its shards and model.safetensors.index.json). The model's shape comes from config.json, and the tokenizer from DIR/tokenizer.json unless data.tokenizer is set; a resumed run reads its checkpoint instead. See docs/models.md, Starting from a Hugging Face model.", init_source());
   r.add<double>("model.dropout", FIELD(model.dropout), 0.0, "Dropout probability. xtrain computes no dropout (modern LLM training uses none), so only 0 is accepted; set it explicitly to fine-tune a Hugging Face folder whose config.json has non-zero dropout, which model.init_from refuses otherwise. The export keeps the config's dropout values.", no_dropout());
   r.add<std::vector<std::string>>("model.freeze", FIELD(model.freeze), {}, "Parts of the model that do not train: they get no gradients and no optimizer state, and stay bit-identical (llava: any of vision_tower, projector, language_model). Freezing all but the projector is llava's alignment stage.");
+  r.add<int64_t>("model.lora.rank", FIELD(model.lora.rank), 8, "LoRA: the rank r of each adapter (A is [r, in], B is [out, r]); with model.lora.targets.", at_least<int64_t>(1));
+  r.add<double>("model.lora.alpha", FIELD(model.lora.alpha), 16.0, "LoRA: the adapters' output is scaled by alpha / rank (PEFT's lora_alpha).", positive());
+  r.add<double>("model.lora.dropout", FIELD(model.lora.dropout), 0.0, "LoRA: dropout on the adapters' input; only 0 for now (xtrain computes no dropout, see model.dropout).");
+  r.add<std::vector<std::string>>("model.lora.targets", FIELD(model.lora.targets), {}, "LoRA: the linear layers that get adapters, by module name (llama, qwen2, qwen3: any of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj). Empty: no adapters. With any, every base weight is frozen and only the adapters train and hold optimizer state; see docs/post-training.md.");
 }
 
 void add_data_options(OptionRegistry& r) {

@@ -61,6 +61,7 @@ CheckpointDataSpec checkpoint_data_spec(const std::string& dir) {
   const auto& init_from = recipe.model.init_from;
   if (init_from.rfind("hf:", 0) == 0) {
     const std::filesystem::path folder = init_from.substr(3);
+    spec.base_model = folder.string();
     const std::string file = (folder / "preprocessor_config.json").string();
     if (spec.image_processor.empty() && readable(file)) spec.image_processor = file;
     if (readable((folder / "generation_config.json").string()))

@@ -19,6 +19,8 @@ struct CheckpointDataSpec {
   std::string image_processor;  // a preprocessor_config.json, or "" for the defaults
   // model.init_from's generation_config.json, which an export keeps, or "" for none.
   std::string generation_config;
+  // The recipe's model.init_from folder (its "hf:" dropped), or "": a LoRA export's base model.
+  std::string base_model;
 };
 
 CheckpointDataSpec checkpoint_data_spec(const std::string& dir);

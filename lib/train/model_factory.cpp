@@ -6,13 +6,16 @@
 #include "ckpt/folder_weights.h"
 #include "ckpt/manifest.h"
 #include "model/model_builder.h"
+#include "model/layers/lora.h"
 #include "model/layers/parameter_init.h"
 #include "util/input_error.h"
 
 namespace xtrain::train {
 
 std::shared_ptr<model::CausalLM> build_model(const config::Recipe& recipe) {
-  return model::declare_model(recipe.model);
+  auto model = model::declare_model(recipe.model);
+  if (recipe.model.lora.enabled()) model::add_lora_adapters(*model, recipe.model.lora);
+  return model;
 }
 
 InitialWeights initial_weights(const config::Recipe& recipe, const model::CausalLM& model, bool fresh) {
@@ -24,7 +27,16 @@ InitialWeights initial_weights(const config::Recipe& recipe, const model::Causal
   // A folder xtrain exported carries a manifest: damage is found before it is trained on.
   const auto check = ckpt::verify_manifest(dir);
   if (!check.usable()) throw InputError(fmt::format("model.init_from {}: {}", init_from, check.summary()));
-  auto weights = ckpt::folder_weights(dir, model);
+  // With adapters the folder holds the base alone: its weights come from there, the adapters'
+  // from run.seed's init.
+  const bool adapters = recipe.model.lora.enabled();
+  auto weights = ckpt::folder_weights(dir, adapters ? *model::declare_model(recipe.model) : model);
+  if (adapters)
+    weights.source = [folder = std::move(weights.source),
+                      init = model::init_source(model.init_plan(), static_cast<uint64_t>(recipe.run.seed))](
+                         const std::string& name, int64_t begin, int64_t count) {
+      return model::is_lora_parameter(name) ? init(name, begin, count) : folder(name, begin, count);
+    };
   // Only a plain Hugging Face folder gets here without a manifest (manifest.h): the log says so.
   const std::string unverified =
       check.status == ckpt::ManifestCheck::Status::no_manifest ? "; " + check.summary() : "";

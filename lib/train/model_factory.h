@@ -12,7 +12,8 @@
 
 namespace xtrain::train {
 
-// The recipe's model, its parameters without storage (model/layers/parameter_source.h).
+// The recipe's model, its parameters without storage (model/layers/parameter_source.h), with
+// model.lora's adapters.
 std::shared_ptr<model::CausalLM> build_model(const config::Recipe& recipe);
 
 struct InitialWeights {
@@ -23,7 +24,8 @@ struct InitialWeights {
   nlohmann::json expert_bias;
 };
 // run.seed's init; or, with model.init_from (hf:DIR) and `fresh` (not resuming), the folder's
-// weights, whose shape the recipe loader took from DIR/config.json. A folder with a manifest (an
+// weights, whose shape the recipe loader took from DIR/config.json (with model.lora, the base's
+// weights, and the adapters' from run.seed's init). A folder with a manifest (an
 // xtrain export) must verify; its tensors must be exactly the model's (checked before any read).
 InitialWeights initial_weights(const config::Recipe& recipe, const model::CausalLM& model, bool fresh);
 

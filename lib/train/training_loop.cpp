@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "model/spec/hf_config.h"
+#include "model/spec/lora_config.h"
 #include "data/micro_batch.h"
 #include "train/context_split.h"
 #include "train/evaluate.h"
@@ -224,7 +225,9 @@ int64_t TrainingRun::state_bytes(bool peak) const {
 }
 
 void TrainingRun::save(int64_t at_step) {
-  const auto model_config = ckpt::hf_config(model_->config(), tokenizer_->eos_id(), imported_hf_config_);
+  auto model_config = ckpt::hf_config(model_->config(), tokenizer_->eos_id(), imported_hf_config_);
+  // The adapters' settings, for eval, generate and export (which turns them into PEFT's).
+  if (recipe_.model.lora.enabled()) model_config[model::kLoraConfigKey] = model::lora_to_json(recipe_.model.lora);
   state_->save(at_step, *checkpoints_, *store_, model_config, recipe_yaml_, fault_);
 }
 

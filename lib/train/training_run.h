@@ -61,6 +61,7 @@ class TrainingRun {
   void make_optimizer();
   void make_muon(const optim::AdamWOptions& adamw_options);
   void freeze_parts();
+  void print_lora_summary() const;
   void resume();
   void check_resumed_schedule(const std::string& dir) const;
   void open_outputs();

@@ -1,5 +1,7 @@
 #include "model/layers/linear.h"
 
+#include <cmath>
+
 #include <torch/torch.h>
 
 #include "model/kernels/fp16_emulation.h"
@@ -16,6 +18,12 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) { return project_with(x, weight, bias); }
 
 torch::Tensor LinearImpl::project_with(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
+  auto y = base_product(x, w, b);
+  if (!lora_A) return y;
+  return y + lora_B->forward(lora_A->forward(x)) * lora_scale;
+}
+
+torch::Tensor LinearImpl::base_product(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
   if (float8) return float8_linear(x, w, b, *float8, gathered_float8_scales(w));
   // Under a zero-bubble pipeline schedule the weight's gradient waits for its W pass.
   if (WeightGradStore::defers(x, w)) return deferred_weight_linear(x, w, b, *WeightGradStore::current());
@@ -25,6 +33,15 @@ torch::Tensor LinearImpl::project_with(const torch::Tensor& x, const torch::Tens
 void LinearImpl::describe_init(const std::string& name, double std, InitPlan& plan) const {
   plan[name + ".weight"] = {ParameterInit::Kind::normal, std};
   if (bias.defined()) plan[name + ".bias"] = {ParameterInit::Kind::zeros, 0.0};
+  if (!lora_A) return;
+  plan[name + ".lora_A.weight"] = {ParameterInit::Kind::normal, 1.0 / std::sqrt(3.0 * static_cast<double>(weight.size(1)))};
+  plan[name + ".lora_B.weight"] = {ParameterInit::Kind::zeros, 0.0};
+}
+
+void LinearImpl::add_adapter(int64_t rank, double scale) {
+  lora_A = register_module("lora_A", std::make_shared<LinearImpl>(weight.size(1), rank, false));
+  lora_B = register_module("lora_B", std::make_shared<LinearImpl>(rank, weight.size(0), false));
+  lora_scale = scale;
 }
 
 namespace {

@@ -1,7 +1,8 @@
 // Linear: y = x W^T + b, with its parameters declared without storage (model/layers/parameter_source.h)
 // until the model is materialised. Under an Fp16EmulationScope the input, weight and output
 // round through fp16 (model/kernels/fp16_emulation.h); with a Float8Recipe set (model::apply_float8) the
-// product runs in FP8 (model/layers/float8_linear.h).
+// product runs in FP8 (model/layers/float8_linear.h). With a LoRA adapter (add_adapter,
+// model/layers/lora.h) the product adds scale x (x A^T) B^T, PEFT's order of operations.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -23,11 +24,20 @@ class LinearImpl : public torch::nn::Module {
   // wrapper of it), in the layer's precision.
   torch::Tensor project_with(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const;
   // weight ~ N(0, std^2), bias 0, under the module's full name.
+  // With an adapter, also lora_A ~ N(0, 1 / (3 in)) (the variance of PEFT's kaiming-uniform
+  // A) and lora_B 0.
   void describe_init(const std::string& name, double std, InitPlan& plan) const;
+  // Adds the submodules lora_A ([rank, in]) and lora_B ([out, rank]), declared without storage.
+  void add_adapter(int64_t rank, double scale);
 
   torch::Tensor weight;  // [out, in]
   torch::Tensor bias;    // [out], or undefined
   std::shared_ptr<const Float8Recipe> float8;  // null: high precision
+  std::shared_ptr<LinearImpl> lora_A, lora_B;  // null: no adapter
+  double lora_scale = 0;                       // alpha / rank
+
+ private:
+  torch::Tensor base_product(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const;
 };
 TORCH_MODULE(Linear);
 
