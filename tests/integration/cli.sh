@@ -35,6 +35,8 @@ for recipe in "$source_dir"/recipes/*.yaml; do
     --set "data.train=$work/vlm-demo/train.jsonl" --set "data.eval=$work/vlm-demo/eval.jsonl")
   [[ $(basename "$recipe") != vit-demo.yaml ]] || overrides=(--set "model.init_from=hf:$work/vit-demo/init"
     --set "data.train=$work/vit-demo/train.jsonl" --set "data.eval=$work/vit-demo/eval.jsonl")
+  # The LoRA demo's base is the demo model's export (runs/demo/export): its shape, from a random init.
+  [[ $(basename "$recipe") != lora-demo.yaml ]] || overrides=(--set "model.init_from=")
   (cd "$source_dir" && "$xtrain" validate "$recipe" "${overrides[@]}") > "$work/resolved.yaml"
   (cd "$source_dir" && "$xtrain" validate "$work/resolved.yaml") | cmp - "$work/resolved.yaml"
 done
