@@ -104,11 +104,17 @@ ModelOutput LlamaForCausalLM::forward_chunk(const Batch& batch, const torch::Ten
   std::vector<RoutingReport> reports(static_cast<size_t>(last_layer - first_layer));
   const auto chunk = model->blocks.begin() + first_layer;
   for (size_t i = 0; i < reports.size(); ++i) chunk[static_cast<int64_t>(i)]->report = &reports[i];
+  // Only context parallelism defers the balancing loss here (the recipe check refuses the rest).
+  const auto coefficients = balance_deferred(c, static_cast<bool>(sum_over_context_ranks))
+                                ? torch::zeros({c.num_layers, c.num_experts},
+                                               torch::TensorOptions().device(batch.input_ids.device()))
+                                : torch::Tensor();
   auto x = embed ? model->embed(batch.input_ids, embed_runner) : hidden;
-  x = model->run_layers(x, batch.layout, block_runner, first_layer, last_layer, batch.loss_weight, {});
+  x = model->run_layers(x, batch.layout, block_runner, first_layer, last_layer, batch.loss_weight, coefficients);
   for (size_t i = 0; i < reports.size(); ++i) chunk[static_cast<int64_t>(i)]->report = nullptr;
   ModelOutput output;
-  if (c.num_experts > 0) chunk_routing(c, reports, first_layer, batch.input_ids.device(), output);
+  if (c.num_experts > 0)
+    chunk_routing(c, reports, first_layer, coefficients, sum_over_context_ranks, batch.input_ids.device(), output);
   if (head) {
     x = model->norm(x);
     if (tensor_parallel_) x = tensor_parallel_->enter(x);

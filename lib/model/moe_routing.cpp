@@ -16,9 +16,11 @@ namespace {
 // (global average) of every rank's, T_r this rank's: per layer, coef / L * E C_l,e / (k T T_r);
 // transformers' scope, every layer alike, coef * E (sum_l C_l,e) / (k L^2 T T_r). Summed over
 // the ranks with their loss weights (T_r / T), these are the global batch's losses.
+// `layers`: the model's MoE layers, of which `moe_layers` are those this forward ran (a pipeline
+// chunk's: its share of the loss).
 torch::Tensor fill_balance_coefficients(const ModelConfig& c, const torch::Tensor& coefficients,
-                                        const std::vector<int64_t>& moe_layers, const torch::Tensor& counts,
-                                        const torch::Tensor& prob_sums, double tokens,
+                                        const std::vector<int64_t>& moe_layers, int64_t layers,
+                                        const torch::Tensor& counts, const torch::Tensor& prob_sums, double tokens,
                                         const RankSum& sum_over_data_ranks, const RankSum& sum_over_context_ranks) {
   torch::NoGradGuard no_grad;
   auto totals = torch::cat({counts.reshape(-1), torch::full({1}, tokens, counts.options())}).to(torch::kFloat64);
@@ -26,7 +28,6 @@ torch::Tensor fill_balance_coefficients(const ModelConfig& c, const torch::Tenso
     sum_over_data_ranks(totals);
   else if (sum_over_context_ranks)
     sum_over_context_ranks(totals);
-  const auto layers = static_cast<int64_t>(moe_layers.size());
   auto global_counts = totals.narrow(0, 0, counts.numel()).view(counts.sizes());
   const double global_tokens = totals[-1].item<double>();
   const double base = static_cast<double>(c.num_experts) /
@@ -35,7 +36,7 @@ torch::Tensor fill_balance_coefficients(const ModelConfig& c, const torch::Tenso
                         ? global_counts.sum(0, /*keepdim=*/true).expand_as(global_counts) * (base / double(layers * layers))
                         : global_counts * (base / static_cast<double>(layers));
   const auto mine = rows.to(coefficients.scalar_type());
-  for (int64_t i = 0; i < layers; ++i) coefficients[moe_layers[static_cast<size_t>(i)]].copy_(mine[i]);
+  for (size_t i = 0; i < moe_layers.size(); ++i) coefficients[moe_layers[i]].copy_(mine[static_cast<int64_t>(i)]);
   return (mine * prob_sums).sum();
 }
 
@@ -61,7 +62,8 @@ void collect_routing(const ModelConfig& c, const std::vector<RoutingReport>& rep
   output.expert_load = torch::stack(loads);
   output.dropped = torch::tensor(dropped, output.expert_load.options());
   if (coefficients.defined())
-    balance = fill_balance_coefficients(c, coefficients, moe_layers, output.expert_load, torch::stack(prob_sums),
+    balance = fill_balance_coefficients(c, coefficients, moe_layers, static_cast<int64_t>(moe_layers.size()),
+                                        output.expert_load, torch::stack(prob_sums),
                                         reports[static_cast<size_t>(moe_layers[0])].tokens, sum_over_data_ranks,
                                         sum_over_context_ranks);
   if (c.router_aux_loss_coef > 0 && balance.defined()) output.aux_losses.emplace_back("load_balancing", balance);
@@ -71,6 +73,7 @@ void collect_routing(const ModelConfig& c, const std::vector<RoutingReport>& rep
 // Every stage reports the same names and shapes, zeros for what it does not hold, so that the
 // figures sum over the pipeline group at the step's end.
 void chunk_routing(const ModelConfig& c, const std::vector<RoutingReport>& reports, int64_t first_layer,
+                   const torch::Tensor& coefficients, const RankSum& sum_over_context_ranks,
                    const torch::Device& device, ModelOutput& output) {
   const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
   std::vector<int64_t> moe_layers;
@@ -81,6 +84,8 @@ void chunk_routing(const ModelConfig& c, const std::vector<RoutingReport>& repor
   output.dropped = torch::zeros({static_cast<int64_t>(moe_layers.size())}, options);
   auto balance = torch::zeros({}, options), z = torch::zeros({}, options);
   torch::NoGradGuard no_grad;
+  std::vector<int64_t> mine;  // the chunk's MoE layers
+  std::vector<torch::Tensor> counts, prob_sums;
   for (size_t row = 0; row < moe_layers.size(); ++row) {
     const int64_t index = moe_layers[row] - first_layer;
     if (index < 0 || index >= static_cast<int64_t>(reports.size())) continue;
@@ -89,7 +94,18 @@ void chunk_routing(const ModelConfig& c, const std::vector<RoutingReport>& repor
     output.dropped[static_cast<int64_t>(row)].fill_(report.dropped);
     if (report.balance.defined()) balance = balance + report.balance;
     if (report.z.defined()) z = z + report.z;
+    mine.push_back(moe_layers[row]);
+    counts.push_back(report.load);
+    prob_sums.push_back(report.prob_sums);
   }
+  // Deferred (the micro batch spans the cp ranks): the chunk's layers' coefficients from the
+  // counts of all of its cp ranks.
+  if (coefficients.defined() && !mine.empty())
+    balance = fill_balance_coefficients(c, coefficients, mine, static_cast<int64_t>(moe_layers.size()),
+                                        torch::stack(counts), torch::stack(prob_sums),
+                                        reports[static_cast<size_t>(mine[0] - first_layer)].tokens, RankSum(),
+                                        sum_over_context_ranks)
+                  .to(options.dtype());
   if (c.router_aux_loss_coef > 0) output.aux_losses.emplace_back("load_balancing", balance);
   if (c.router_z_loss_coef > 0) output.aux_losses.emplace_back("router_z", z);
 }

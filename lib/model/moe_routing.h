@@ -32,8 +32,10 @@ void collect_routing(const ModelConfig& config, const std::vector<RoutingReport>
                      const RankSum& sum_over_context_ranks, ModelOutput& output);
 
 // A pipeline chunk's, from the reports of its layers from first_layer on: rows of every MoE
-// layer of the model (zeros for other chunks' layers) and the chunk's share of each loss.
+// layer of the model (zeros for other chunks' layers) and the chunk's share of each loss; a
+// deferred balancing loss (context parallelism) fills the chunk's rows of `coefficients`.
 void chunk_routing(const ModelConfig& config, const std::vector<RoutingReport>& reports, int64_t first_layer,
+                   const torch::Tensor& coefficients, const RankSum& sum_over_context_ranks,
                    const torch::Device& device, ModelOutput& output);
 
 }  // namespace xtrain::model
