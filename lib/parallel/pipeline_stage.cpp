@@ -33,14 +33,17 @@ class ChunkUnits {
 };
 
 PipelineStage::PipelineStage(std::shared_ptr<model::CausalLM> model, model::ShardPlan plan, const DeviceMesh& mesh,
-                             int64_t virtual_stages, bool reshard_after_forward, const model::ParameterSource& source)
+                             config::PipelinePlacement placement, bool reshard_after_forward,
+                             const model::ParameterSource& source)
     : ParallelModel(std::move(model), &mesh),
       world_(mesh.group(Dim::world)),
       stages_(mesh.size(Dim::pp)),
       rank_(mesh.coordinate(Dim::pp)),
-      fully_sharded_(mesh.size(Dim::fsdp) > 1),
+      placement_(placement),
+      fully_sharded_(mesh.shard_group(Dim::fsdp)->size() > 1),  // fsdp x cp: cp ranks share a stage's shards
       reshard_after_forward_(reshard_after_forward) {
-  const auto all = pipeline_chunks(static_cast<int64_t>(plan.blocks.size()), stages_ * virtual_stages);
+  TORCH_CHECK(placement_.stages == stages_, "a pipeline placement of ", placement_.stages, " stages on ", stages_);
+  const auto all = pipeline_chunks(static_cast<int64_t>(plan.blocks.size()), placement_.chunks());
   auto keep = [&](model::ShardPlan::Unit& unit) {
     units_.push_back(std::make_unique<ShardUnit>(unit.name, std::move(unit.parameters), mesh.shard_group(unit.shard_over),
                                                  mesh.group(unit.replicate_over), source, unit.placements,
@@ -48,8 +51,8 @@ PipelineStage::PipelineStage(std::shared_ptr<model::CausalLM> model, model::Shar
     return units_.back().get();
   };
   auto tied_table = split_tied_table(plan, mesh);
-  for (int64_t v = 0; v < virtual_stages; ++v) {
-    const auto& chunk = all[static_cast<size_t>(v * stages_ + rank_)];
+  for (int64_t v = 0; v < placement_.virtual_stages; ++v) {
+    const auto& chunk = all[static_cast<size_t>(placement_.global_chunk(rank_, v))];
     chunks_.push_back(chunk);
     auto units = std::make_unique<ChunkUnits>();
     units->first_layer = chunk.first_layer;
@@ -62,10 +65,11 @@ PipelineStage::PipelineStage(std::shared_ptr<model::CausalLM> model, model::Shar
       units->blocks.emplace_back();
       for (auto& unit : plan.blocks[static_cast<size_t>(layer)]) units->blocks.back().push_back(keep(unit));
     }
-    if (chunk.head && tied_table) {
+    if (chunk.head && tied_table && tied_) {
+      units->ends.push_back(tied_);  // zbv's V: this rank holds the lookup too, and one table serves both
+    } else if (chunk.head && tied_table) {
       // The last stage's copy of the table: the first stage's is the one checkpoints hold and
       // the gradient norm counts.
-      TORCH_CHECK(!tied_, "pipeline rank ", rank_, " holds both the first and the last chunk");
       tied_ = keep(*tied_table);
       tied_copy_ = true;
       for (auto& piece : tied_->parameters()) piece.primary = false;

@@ -4,7 +4,8 @@
 // chunk per rank unless interleaved). A rank materialises and keeps only its chunks' parameters:
 // each embedding, block and head unit of the shard plan that a chunk runs becomes a ShardUnit,
 // replicated over "dp" (DDP within a stage: gradients accumulate over the micro batches and are
-// all-reduced once per step). Placements (tensor-parallel slices) carry over, so checkpoints
+// all-reduced once per step), and sharded over fsdp x cp when either is above 1 (the cp ranks of
+// a stage hold different tokens of the same rows, so they share its parameters). Placements (tensor-parallel slices) carry over, so checkpoints
 // hold every stage's pieces by their global names and resume on any layout.
 #pragma once
 #include <cstdint>
@@ -31,13 +32,12 @@ class ChunkUnits;  // one chunk's units
 class PipelineStage final : public ParallelModel {
  public:
   PipelineStage(std::shared_ptr<model::CausalLM> model, model::ShardPlan plan, const DeviceMesh& mesh,
-                int64_t virtual_stages, bool reshard_after_forward, const model::ParameterSource& source);
+                config::PipelinePlacement placement, bool reshard_after_forward, const model::ParameterSource& source);
   ~PipelineStage() override;
 
-  // This rank's chunks, by virtual index, and each one's global index (virtual * pp + rank).
+  // This rank's chunks, by virtual index, and where every chunk runs.
   const std::vector<PipelineChunk>& chunks() const { return chunks_; }
-  int64_t global_chunk(int64_t virtual_index) const { return virtual_index * stages_ + rank_; }
-  int64_t num_chunks() const { return stages_ * static_cast<int64_t>(chunks_.size()); }
+  const config::PipelinePlacement& placement() const { return placement_; }
 
   // Runs chunk `virtual_index`'s computation (its layers, and the loss on the last chunk) on
   // the activation `input` (undefined for the first chunk), its parameters present throughout.
@@ -59,6 +59,7 @@ class PipelineStage final : public ParallelModel {
 
   std::shared_ptr<Comm> world_;
   int64_t stages_, rank_;
+  config::PipelinePlacement placement_;
   bool fully_sharded_, reshard_after_forward_;
   std::vector<PipelineChunk> chunks_;
   std::vector<std::unique_ptr<ShardUnit>> units_;

@@ -110,6 +110,6 @@ expect_exit_2() {  # expect_exit_2 MESSAGE [args...]
 }
 expect_exit_2 "parallel.cp: 3 cuts each sequence into 2 x cp = 6 chunks (head-tail), which does not divide data.seq_len 64: make data.seq_len a multiple of 6" --set parallel.cp=3
 expect_exit_2 "parallel.cp_kind: ulysses splits the heads over parallel.cp 4: model.num_heads 4 and num_kv_heads 2 must divide by it; set parallel.cp_kind ring, or a cp that divides the heads" --set parallel.cp=4 --set parallel.cp_kind=ulysses
-expect_exit_2 "context parallelism does not run inside pipeline stages yet" --set parallel.cp=2 --set parallel.pp=2
+expect_exit_2 "parallel.pp_schedule: zb_h1 defers the weight gradients past each block's backward, where the parallel.cp 2 ranks of a stage, sharing its parameters, reduce-scatter them: use 1f1b, gpipe or interleaved_1f1b with context parallelism" --set parallel.cp=2 --set parallel.pp=2 --set parallel.pp_schedule=zb_h1
 expect_exit_2 "model.family bert does not split its sequences over ranks" --set parallel.cp=2 --set model.family=bert --set data.objective=mlm
 echo "context parallel: ok"

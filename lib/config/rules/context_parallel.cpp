@@ -1,5 +1,5 @@
 // Context parallelism's head-tail chunks divide the sequence, and Ulysses' heads divide over
-// its ranks.
+// its ranks; inside pipeline stages, every schedule but zb_h1 runs it.
 #include <fmt/format.h>
 
 #include "config/recipe_rule.h"
@@ -15,11 +15,15 @@ void context_parallel(const RuleContext& c) {
   if (const auto* spec = model::find_model_spec(m.family); spec && !spec->capabilities.context_parallel)
     c.refuse("parallel.cp",
              fmt::format("{}: model.family {} does not split its sequences over ranks: leave it at 1", cp, m.family));
-  if (p.pp > 1)
-    c.refuse("parallel.cp",
-             fmt::format("{} with parallel.pp {}: context parallelism does not run inside pipeline stages yet; use "
-                         "fsdp, tp or ep beside it",
-                         cp, p.pp));
+  // Inside pipeline stages the cp ranks share the stage's parameters (sharded over fsdp x cp),
+  // whose gradients reduce-scatter after each block's backward: zb_h1's deferred weight
+  // gradients would come after it.
+  if (p.pp > 1 && p.pp_schedule == PpSchedule::zb_h1)
+    c.refuse("parallel.pp_schedule",
+             fmt::format("zb_h1 defers the weight gradients past each block's backward, where the parallel.cp {} "
+                         "ranks of a stage, sharing its parameters, reduce-scatter them: use 1f1b, gpipe or "
+                         "interleaved_1f1b with context parallelism",
+                         cp));
   if (seq % (2 * cp) != 0)
     c.refuse("parallel.cp", fmt::format("{} cuts each sequence into 2 x cp = {} chunks (head-tail), which does not "
                                         "divide data.seq_len {}: make data.seq_len a multiple of {}",
