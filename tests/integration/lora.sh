@@ -8,7 +8,8 @@
 # 1e-5, and whose logits the merged export (W + alpha/r B A) gives within 1e-5. FSDP 2 trains as
 # one process does (losses, gradient norms, merged weights within 1e-5); a run stopped and
 # resumed ends with the same losses and adapters bit for bit. Bad input: a target that names no
-# module, rank 0, dropout, an unsupported family or layout: exit 2 naming the key.
+# module, rank 0, dropout, an unsupported family or layout: exit 2 naming the key. A qwen2 (biases
+# on q, k and v beside the adapters) against PEFT as well.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -114,4 +115,17 @@ expect_match "$work/resumed.log" "resumed from .*step-2 at step 2"
 [[ $(losses "$work/one") == "$(losses "$work/resumed")" ]] || { losses "$work/one"; losses "$work/resumed"; exit 1; }
 "$xtrain" export "$work/resumed/checkpoints/latest" "$work/resumed-adapter" --adapter > /dev/null 2>&1
 cmp "$work/adapter/adapter_model.safetensors" "$work/resumed-adapter/adapter_model.safetensors"
+# qwen2: the adapters beside the q, k and v biases, against PEFT likewise.
+"$python" "$srcdir/tools/reference/lora_peft.py" make --family qwen2 --out "$work/qwen2-base" \
+  --data-dir "$(mkdir -p "$work/qwen2-data" && echo "$work/qwen2-data")" \
+  > /dev/null 2>&1
+train qwen2 1 --set model.init_from=hf:$work/qwen2-base
+expect_text "$work/qwen2.log" "lora: rank 4, alpha 8 on q_proj"
+"$xtrain" export "$work/qwen2/checkpoints/latest" "$work/qwen2-adapter" --adapter > /dev/null 2>&1
+"$xtrain" export "$work/qwen2/checkpoints/latest" "$work/qwen2-merged" > /dev/null 2>&1
+xtrain_loss=$(grep -o '"eval_loss":[^,]*' "$work/qwen2/metrics.jsonl" | tail -1 | cut -d: -f2)
+"$python" "$srcdir/tools/reference/lora_peft.py" check --base "$work/qwen2-base" --adapter "$work/qwen2-adapter" \
+  --merged "$work/qwen2-merged" --data "$work/eval.jsonl" --seq-len 32 --xtrain-loss "$xtrain_loss" --rank 4 \
+  --alpha 8 --targets "$targets" 2> "$work/peft.log" | sed 's/^lora:/lora (qwen2):/' || { cat "$work/peft.log"; exit 1; }
+
 echo "lora: resumed after step 2: $(losses "$work/resumed" | wc -l) losses and the adapters bit-identical to the uninterrupted run"

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """LoRA against PEFT, for tests/integration/lora.sh.
 
-    lora_peft.py make --out DIR --data-dir DIR
-        A small random Llama (vocabulary of xtrain's byte tokenizer, 257 ids, EOS 256) written
-        with save_pretrained, and train.jsonl / eval.jsonl of short English records.
+    lora_peft.py make --out DIR --data-dir DIR [--family llama|qwen2|qwen3]
+        A small random model of the family (vocabulary of xtrain's byte tokenizer, 257 ids, EOS
+        256; qwen2's q, k and v biases and qwen3's q and k norms given values) written with
+        save_pretrained, and train.jsonl / eval.jsonl of short English records.
     lora_peft.py check --base DIR --adapter DIR --merged DIR --data EVAL.jsonl --seq-len N
                        --xtrain-loss L [--rank R --alpha A --targets a,b]
         Loads DIR/adapter with peft.PeftModel.from_pretrained onto the transformers base and
@@ -25,14 +26,22 @@ EOS = 256
 def make(args):
     import transformers
     torch.manual_seed(7)
-    config = transformers.LlamaConfig(vocab_size=EOS + 1, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                                      tie_word_embeddings=False, bos_token_id=EOS, eos_token_id=EOS)
-    model = transformers.LlamaForCausalLM(config).float()
-    with torch.no_grad():  # norm gains start at 1: give them values
+    shape = dict(vocab_size=EOS + 1, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                 tie_word_embeddings=False, bos_token_id=EOS, eos_token_id=EOS)
+    if args.family == "qwen2":
+        model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**shape))
+    elif args.family == "qwen3":
+        model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(head_dim=16, **shape))
+    else:
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**shape))
+    model = model.float()
+    with torch.no_grad():  # norm gains start at 1 and biases at 0: give them values
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
                 p.copy_(1 + 0.1 * torch.randn_like(p))
+            elif name.endswith(".bias"):
+                p.copy_(0.1 * torch.randn_like(p))
     model.save_pretrained(args.out)
     words = ("the cat sat on a mat while the dog ran to the park and a bird sang in the old tree near "
              "the river where children played all day long until the sun went down").split()
@@ -95,6 +104,7 @@ def main():
     m = sub.add_parser("make")
     m.add_argument("--out", required=True)
     m.add_argument("--data-dir", required=True)
+    m.add_argument("--family", choices=["llama", "qwen2", "qwen3"], default="llama")
     c = sub.add_parser("check")
     for name in ("--base", "--adapter", "--merged", "--data", "--targets"):
         c.add_argument(name, required=True)
