@@ -6,7 +6,7 @@
 # within 1e-5 of one process's per-step losses and gradient norms and its weights. The ring
 # run's step-10 checkpoint resumes as FSDP 4 and as one process within 1e-5 of its own steps
 # 11-20. The activations a stage sends are its cp rank's tokens (each cp rank of one stage
-# sends to the same cp rank of the next).
+# sends to the same cp rank of the next). `xtrain plan` plans PP 2 x CP 2 x TP 8 as they run.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -50,5 +50,13 @@ for layout in "single 1" "fsdp4 4 --set parallel.fsdp=4"; do
   train "ring_as_$name" "$nproc" "${packed[@]}" --set checkpoint.resume="$step10" $flags
   grep -q "resumed from $step10 at step 10" "$work/ring_as_$name.log"
   compare_runs "$work/ring" "$work/ring_as_$name" 11
+done
+# The planner plans the layout as the engine runs it: each stage's parameters sharded over its
+# cp ranks, each rank's micro batches of seq_len / cp tokens (what it computes and sends on).
+"$xtrain" plan "$srcdir/recipes/llama-3-70b.yaml" --set parallel.cp=2 --set parallel.pp=2 --set parallel.tp=8 \
+  --set parallel.dp=1 --set parallel.fsdp=1 --nodes 4 --gpus-per-node 8 --hardware h100-sxm > "$work/plan.log"
+for expected in "layout: 4 nodes x 8 = 32 ranks: pp 2 cp 2 tp 8 (1f1b) with SP" "parameters x 16 B / 2 shards" \
+                "4096 tokens a micro batch, 40 layers, 2.0 micro batches in flight" "2 stages, 512 micro batches"; do
+  grep -qF "$expected" "$work/plan.log" || { echo "FAIL: no '$expected' in the plan:"; cat "$work/plan.log"; exit 1; }
 done
 echo "pipeline context: ok"
