@@ -16,7 +16,6 @@ void float8(const RuleContext&);
 void freeze(const RuleContext&);
 void lora(const RuleContext&);
 void onebit_adam(const RuleContext&);
-void muon(const RuleContext&);
 void objective(const RuleContext&);
 void vocabulary(const RuleContext&);
 void rope_scaling(const RuleContext&);
@@ -40,7 +39,6 @@ const std::vector<FeatureRule>& recipe_rules() {
       {"freeze", rules::freeze},
       {"lora", rules::lora},
       {"onebit_adam", rules::onebit_adam},
-      {"muon", rules::muon},
       {"objective", rules::objective},
       {"vocabulary", rules::vocabulary},
       {"rope_scaling", rules::rope_scaling},
