@@ -5,8 +5,9 @@
 # (its balancing loss deferred to each chunk's end and counted over the stage's cp ranks), each
 # within 1e-5 of one process's per-step losses and gradient norms and its weights. The ring
 # run's step-10 checkpoint resumes as FSDP 4 and as one process within 1e-5 of its own steps
-# 11-20. The activations a stage sends are its cp rank's tokens (each cp rank of one stage
-# sends to the same cp rank of the next). `xtrain plan` plans PP 2 x CP 2 x TP 8 as they run.
+# 11-20; evaluation gives one process's eval losses. The activations a stage sends are its cp
+# rank's tokens (each cp rank of one stage sends to the same cp rank of the next). `xtrain plan`
+# plans PP 2 x CP 2 x TP 8 as they run.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -51,6 +52,21 @@ for layout in "single 1" "fsdp4 4 --set parallel.fsdp=4"; do
   grep -q "resumed from $step10 at step 10" "$work/ring_as_$name.log"
   compare_runs "$work/ring" "$work/ring_as_$name" 11
 done
+# Evaluation through the stages' cp ranks (forwards only) gives one process's eval losses.
+eval=(--set data.eval=builtin:demo-eval --set train.eval_every=5 --set train.eval_batches=4 --set train.steps=10)
+train eval_single 1 "${eval[@]}"
+train eval_ring 4 "${eval[@]}" "${pp2_cp2[@]}"
+"${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" - "$work" <<'PY'
+import json, sys
+def losses(run):
+    return {r["step"]: r["eval_loss"] for r in map(json.loads, open(f"{sys.argv[1]}/{run}/metrics.jsonl")) if "eval_loss" in r}
+a, b = losses("eval_single"), losses("eval_ring")
+assert a.keys() == b.keys() == {5, 10}, (a, b)
+worst = max(abs(a[s] - b[s]) / a[s] for s in a)
+print(f"eval through PP 2 x CP 2: eval losses at steps 5 and 10 within {worst:.2e} (relative) of one process")
+assert worst <= 1e-5, worst
+PY
+
 # The planner plans the layout as the engine runs it: each stage's parameters sharded over its
 # cp ranks, each rank's micro batches of seq_len / cp tokens (what it computes and sends on).
 "$xtrain" plan "$srcdir/recipes/llama-3-70b.yaml" --set parallel.cp=2 --set parallel.pp=2 --set parallel.tp=8 \
