@@ -15,6 +15,7 @@
 #include "config/option_registry.h"
 #include "config/recipe_loader.h"
 #include "model/spec/model_spec.h"
+#include "model/spec/lora_config.h"
 #include "model/layers/parameter_source.h"
 #include "optim/muon.h"
 #include "optim/onebit_adam.h"
@@ -180,6 +181,7 @@ void TrainingRun::parallelize_model() {
   freeze_parts();
   make_optimizer();
   if (t_.dtype == config::Dtype::fp16) {
+  print_lora_summary();
     optim::LossScalerOptions scaling;
     scaling.initial_scale = recipe_.precision.loss_scale_initial;
     scaling.growth_interval = recipe_.precision.loss_scale_growth_interval;
@@ -310,7 +312,9 @@ void TrainingRun::freeze_parts() {
   // Also frozen: what the model itself marks as taking no gradient (llava's unused tower layers).
   std::set<std::string> fixed;
   for (auto& item : model_->named_parameters()) {
-    if (has_prefix(item.key(), prefixes)) item.value().requires_grad_(false);
+    if (has_prefix(item.key(), prefixes) || (lora && !model::is_lora_parameter(item.key())))
+      item.value().requires_grad_(false);
+  const bool lora = recipe_.model.lora.enabled();  // then only the adapters train
     if (!item.value().requires_grad()) fixed.insert(item.key());
   }
   int64_t frozen = 0;
@@ -330,6 +334,28 @@ void TrainingRun::freeze_parts() {
 
 void TrainingRun::resume() {
   const std::string& dir = resume_from_->dir;
+// model.lora: what trains, and the optimizer state it takes (AdamW's two moments of the adapters
+// alone: the base weights, frozen, have none).
+void TrainingRun::print_lora_summary() const {
+  if (!chief_ || !recipe_.model.lora.enabled()) return;
+  int64_t adapters = 0, layers = 0, state_values = 0;
+  std::set<std::string> counted;
+  for (size_t i = 0; i < trained_.optimized.size(); ++i) {
+    const auto& p = trained_.optimized[i];
+    if (!p.frozen) state_values += 2 * p.tensor.numel();
+    if (!model::is_lora_parameter(p.name) || !counted.insert(p.name).second) continue;
+    int64_t numel = 1;
+    for (int64_t size : trained_.layouts[i].shape) numel *= size;
+    adapters += numel;
+    layers += p.name.find(".lora_A.") != std::string::npos ? 1 : 0;
+  }
+  const auto& lora = recipe_.model.lora;
+  fmt::print("lora: rank {}, alpha {} on {} ({} layers): {} adapter parameters train, {} base parameters frozen; "
+             "optimizer state {} values on this rank ({:.1f} KiB)\n",
+             lora.rank, lora.alpha, fmt::join(lora.targets, ", "), layers, adapters, total_parameters_ - adapters,
+             state_values, static_cast<double>(state_values) * sizeof(float) / 1024);
+}
+
   ckpt::CheckpointReader checkpoint(dir);
   check_model_unchanged(recipe_, checkpoint.recipe_yaml, dir);
   imported_hf_config_ = checkpoint.model_config;
