@@ -14,8 +14,8 @@
 #include "config/batch_geometry.h"
 #include "config/option_registry.h"
 #include "config/recipe_loader.h"
-#include "model/spec/model_spec.h"
 #include "model/spec/lora_config.h"
+#include "model/spec/model_spec.h"
 #include "model/layers/parameter_source.h"
 #include "optim/muon.h"
 #include "optim/onebit_adam.h"
@@ -180,8 +180,8 @@ void TrainingRun::parallelize_model() {
   });
   freeze_parts();
   make_optimizer();
-  if (t_.dtype == config::Dtype::fp16) {
   print_lora_summary();
+  if (t_.dtype == config::Dtype::fp16) {
     optim::LossScalerOptions scaling;
     scaling.initial_scale = recipe_.precision.loss_scale_initial;
     scaling.growth_interval = recipe_.precision.loss_scale_growth_interval;
@@ -311,10 +311,10 @@ void TrainingRun::freeze_parts() {
   const auto prefixes = frozen_prefixes(recipe_);
   // Also frozen: what the model itself marks as taking no gradient (llava's unused tower layers).
   std::set<std::string> fixed;
+  const bool lora = recipe_.model.lora.enabled();  // then only the adapters train
   for (auto& item : model_->named_parameters()) {
     if (has_prefix(item.key(), prefixes) || (lora && !model::is_lora_parameter(item.key())))
       item.value().requires_grad_(false);
-  const bool lora = recipe_.model.lora.enabled();  // then only the adapters train
     if (!item.value().requires_grad()) fixed.insert(item.key());
   }
   int64_t frozen = 0;
@@ -332,8 +332,6 @@ void TrainingRun::freeze_parts() {
                total_parameters_ - frozen);
 }
 
-void TrainingRun::resume() {
-  const std::string& dir = resume_from_->dir;
 // model.lora: what trains, and the optimizer state it takes (AdamW's two moments of the adapters
 // alone: the base weights, frozen, have none).
 void TrainingRun::print_lora_summary() const {
@@ -356,6 +354,8 @@ void TrainingRun::print_lora_summary() const {
              state_values, static_cast<double>(state_values) * sizeof(float) / 1024);
 }
 
+void TrainingRun::resume() {
+  const std::string& dir = resume_from_->dir;
   ckpt::CheckpointReader checkpoint(dir);
   check_model_unchanged(recipe_, checkpoint.recipe_yaml, dir);
   imported_hf_config_ = checkpoint.model_config;
