@@ -3,13 +3,14 @@
 (torch.distributed.pipelining) for the same stages and micro batches.
 
 zb_h1 is PyTorch's ScheduleInterleavedZeroBubble (the ZB1P schedule of Qi et al.) with one chunk
-per rank: the same order on every rank, once PyTorch's empty time slots are left out (xtrain's
-ranks wait on their receives instead). PyTorch's grid (time steps x ranks, with those slots) is
-printed too, for the timing it assumes (every F, I and W one slot).
+per rank, and zbv is its ScheduleZBVZeroBubble (two chunks a rank in a V): the same order on every
+rank, once PyTorch's empty time slots are left out (xtrain's ranks wait on their receives
+instead). PyTorch's grids (time steps x ranks, with those slots) are printed too, for the timing
+they assume (every F, I and W one slot).
 
   scripts/pipeline_orders.py [--xtrain build/xtrain] [--stages 4] [--micro-batches 8]
-  scripts/pipeline_orders.py --write   # tests/data/pipeline/zb_h1_pytorch_4x8.txt, which the
-                                       # unit test [pipeline_layout] compares xtrain's order with
+  scripts/pipeline_orders.py --write   # tests/data/pipeline/{zb_h1,zbv}_pytorch_4x8.txt, which the
+                                       # unit test [pipeline_layout] compares xtrain's orders with
 Exit 1 where the orders differ.
 """
 import argparse
@@ -36,6 +37,20 @@ def pytorch_zero_bubble(stages, micro_batches):
     return schedule._add_bubbles_to_actions(stages)
 
 
+def pytorch_zbv(stages, micro_batches):
+    """ScheduleZBVZeroBubble's pipeline_order (chunks r and 2 stages - 1 - r on rank r), computed
+    as its __init__ does, without the stage modules and process group."""
+    schedule = schedules.ScheduleZBVZeroBubble.__new__(schedules.ScheduleZBVZeroBubble)
+    schedule.pp_group_size = stages
+    schedule.num_stages = 2 * stages
+    schedule._n_microbatches = micro_batches
+    return {rank: schedule._calculate_single_rank_operations(rank) for rank in range(stages)}
+
+
+REFERENCES = {"zb_h1": ("ScheduleInterleavedZeroBubble, 1 chunk per rank", pytorch_zero_bubble),
+              "zbv": ("ScheduleZBVZeroBubble, 2 chunks per rank", pytorch_zbv)}
+
+
 def as_lines(order):
     return "".join(f"rank {rank}: " + " ".join(str(a) for a in order[rank] if a is not None) + "\n"
                    for rank in sorted(order))
@@ -44,7 +59,8 @@ def as_lines(order):
 def xtrain_order(binary, schedule, stages, micro_batches):
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as recipe:
         recipe.write(f"name: orders\nmodel: {{num_layers: {2 * stages}}}\n"
-                     f"parallel: {{pp: {stages}, fsdp: 1, pp_schedule: {schedule}}}\n")
+                     f"parallel: {{pp: {stages}, fsdp: 1, pp_schedule: {schedule}, "
+                     f"pp_virtual_stages: {2 if schedule == 'zbv' else 1}}}\n")
     try:
         return subprocess.run([binary, "validate", recipe.name, "--print-schedule", str(micro_batches)],
                               check=True, capture_output=True, text=True).stdout
@@ -59,28 +75,33 @@ def main():
     parser.add_argument("--micro-batches", type=int, default=8)
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
-    order = pytorch_zero_bubble(args.stages, args.micro_batches)
-    theirs = as_lines(order)
-    if args.write:
-        path = os.path.join(ROOT, "tests", "data", "pipeline",
-                            f"zb_h1_pytorch_{args.stages}x{args.micro_batches}.txt")
-        with open(path, "w") as out:
-            out.write(theirs)
-        print(f"wrote {path}")
-        return 0
-    print(f"PyTorch ScheduleInterleavedZeroBubble, 1 chunk per rank, {args.stages} stages x "
-          f"{args.micro_batches} micro batches (time steps x ranks):")
-    print(schedules._format_pipeline_order(order))
-    print("\nPyTorch, empty slots left out:")
-    print(theirs, end="")
-    ours = xtrain_order(args.xtrain, "zb_h1", args.stages, args.micro_batches)
-    print("\nxtrain parallel.pp_schedule zb_h1:")
-    print(ours, end="")
-    print("\nxtrain parallel.pp_schedule 1f1b (zb_h1 without the Ws, I as B):")
-    print(xtrain_order(args.xtrain, "1f1b", args.stages, args.micro_batches), end="")
-    same = ours == theirs
-    print(f"\nzb_h1 {'is' if same else 'is NOT'} PyTorch's order on every rank")
-    return 0 if same else 1
+    differ = []
+    for name, (title, reference) in REFERENCES.items():
+        order = reference(args.stages, args.micro_batches)
+        theirs = as_lines(order)
+        if args.write:
+            path = os.path.join(ROOT, "tests", "data", "pipeline",
+                                f"{name}_pytorch_{args.stages}x{args.micro_batches}.txt")
+            with open(path, "w") as out:
+                out.write(theirs)
+            print(f"wrote {path}")
+            continue
+        print(f"PyTorch {title}, {args.stages} stages x {args.micro_batches} micro batches "
+              f"(time steps x ranks):")
+        print(schedules._format_pipeline_order(order))
+        print("\nPyTorch, empty slots left out:")
+        print(theirs, end="")
+        ours = xtrain_order(args.xtrain, name, args.stages, args.micro_batches)
+        print(f"\nxtrain parallel.pp_schedule {name}:")
+        print(ours, end="")
+        same = ours == theirs
+        print(f"\n{name} {'is' if same else 'is NOT'} PyTorch's order on every rank\n")
+        if not same:
+            differ.append(name)
+    if not args.write:
+        print("xtrain parallel.pp_schedule 1f1b (zb_h1 without the Ws, I as B):")
+        print(xtrain_order(args.xtrain, "1f1b", args.stages, args.micro_batches), end="")
+    return 1 if differ else 0
 
 
 if __name__ == "__main__":

@@ -20,6 +20,20 @@ std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks) {
   return all;
 }
 
+int64_t PipelinePlacement::global_chunk(int64_t rank, int64_t local) const {
+  if (v_shape) return local == 0 ? rank : 2 * stages - 1 - rank;
+  return local * stages + rank;
+}
+
+int64_t PipelinePlacement::rank_of(int64_t global) const {
+  if (v_shape) return global < stages ? global : 2 * stages - 1 - global;
+  return global % stages;
+}
+
+PipelinePlacement pipeline_placement(PpSchedule schedule, int64_t stages, int64_t virtual_stages) {
+  return {stages, virtual_stages, schedule == PpSchedule::zbv};
+}
+
 namespace {
 
 // Megatron's order: forwards k = 0, 1, ... take chunk (k mod pv) / p and micro batch
@@ -50,6 +64,38 @@ std::vector<PipelineAction> zero_bubble_h1(int64_t stages, int64_t rank, int64_t
   return actions;
 }
 
+// ZBV (Qi et al., section 6; PyTorch's ScheduleZBVZeroBubble): two chunks a rank in a V, local
+// chunk 0 on the way down the ranks and 1 on the way back. Warm-up: 2 (pp - rank) - 1 forwards of
+// chunk 0, rank pairs of forwards (1, 0), then pp - rank rounds of chunk 1's F, I, W; steady: F0
+// I0 W0 F1 I1 W1; cool-down: rank pairs of input gradients (0, 1), pp - rank rounds of I0 and the
+// oldest W0 left, then every W1 and W0 left. It is laid out for at least 2 pp - 1 micro batches, as
+// PyTorch does, and the actions of micro batches past the step's are left out.
+std::vector<PipelineAction> zero_bubble_v(int64_t stages, int64_t rank, int64_t micro_batches) {
+  using Part = PipelineAction::Part;
+  const int64_t n = std::max(2 * stages - 1, micro_batches);
+  std::vector<PipelineAction> all;
+  int64_t f[2] = {0, 0}, b[2] = {0, 0}, w[2] = {0, 0};
+  auto forward = [&](int c) { all.push_back({true, c, f[c]++}); };
+  auto input = [&](int c) { all.push_back({false, c, b[c]++, Part::input}); };
+  auto weight = [&](int c) { all.push_back({false, c, w[c]++, Part::weight}); };
+  for (int64_t k = 0; k < 2 * (stages - rank) - 1; ++k) forward(0);
+  for (int64_t k = 0; k < rank; ++k) forward(1), forward(0);
+  for (int64_t k = 0; k < stages - rank; ++k) forward(1), input(1), weight(1);
+  while (f[1] < f[0] || f[0] < n) {
+    if (f[0] < n) forward(0);
+    input(0), weight(0);
+    forward(1), input(1), weight(1);
+  }
+  for (int64_t k = 0; k < rank; ++k) input(0), input(1);
+  for (int64_t k = 0; k < stages - rank; ++k) input(0), weight(0);
+  while (w[1] < b[1]) weight(1);
+  while (w[0] < b[0]) weight(0);
+  std::vector<PipelineAction> actions;
+  for (const auto& a : all)
+    if (a.micro_batch < micro_batches) actions.push_back(a);
+  return actions;
+}
+
 }  // namespace
 
 std::vector<PipelineAction> pipeline_actions(PpSchedule schedule, int64_t stages, int64_t virtual_stages,
@@ -64,6 +110,7 @@ std::vector<PipelineAction> pipeline_actions(PpSchedule schedule, int64_t stages
     case PpSchedule::one_f_one_b: break;
     case PpSchedule::interleaved_1f1b: interleave = true; break;
     case PpSchedule::zb_h1: return zero_bubble_h1(stages, rank, micro_batches);
+    case PpSchedule::zbv: return zero_bubble_v(stages, rank, micro_batches);
   }
   const int64_t v = interleave ? virtual_stages : 1;
   const int64_t total = micro_batches * v;
@@ -83,12 +130,13 @@ std::vector<PipelineAction> pipeline_actions(PpSchedule schedule, int64_t stages
 std::string format_pipeline_actions(PpSchedule schedule, int64_t stages, int64_t virtual_stages,
                                     int64_t micro_batches) {
   using Part = PipelineAction::Part;
+  const auto placement = pipeline_placement(schedule, stages, virtual_stages);
   std::string text;
   for (int64_t rank = 0; rank < stages; ++rank) {
     text += "rank " + std::to_string(rank) + ":";
     for (const auto& a : pipeline_actions(schedule, stages, virtual_stages, rank, micro_batches)) {
       const char kind = a.forward ? 'F' : a.part == Part::input ? 'I' : a.part == Part::weight ? 'W' : 'B';
-      text += " " + std::to_string(a.chunk * stages + rank) + kind + std::to_string(a.micro_batch);
+      text += " " + std::to_string(placement.global_chunk(rank, a.chunk)) + kind + std::to_string(a.micro_batch);
     }
     text += "\n";
   }

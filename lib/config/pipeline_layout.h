@@ -2,13 +2,15 @@
 // planner (plan/, which links no LibTorch) share one rule:
 //   - pipeline_chunks: which layers each of the pp x v chunks holds. The embedding and the head
 //     count as one layer each for balance: chunk k takes slots [k S / chunks, (k + 1) S / chunks)
-//     of the S = layers + 2 slots embedding, layer 0, ..., layer L-1, head; chunk c runs on
-//     pipeline rank c mod pp.
+//     of the S = layers + 2 slots embedding, layer 0, ..., layer L-1, head;
+//   - PipelinePlacement: which rank runs each chunk: chunk c on rank c mod pp (a loop), or, for
+//     zbv, chunks r and 2 pp - 1 - r on rank r (a V: the first rank holds the embedding and the
+//     head, and the last rank hands chunk pp - 1's output to its own chunk pp without a send);
 //   - pipeline_actions: the order in which one pipeline rank runs the forwards and backwards of
 //     its chunks on a step's micro batches (train/pipeline_schedule.h runs it). zb_h1 splits each
 //     backward into B (the input gradient, which the previous stage waits for) and W (the weight
 //     gradients), the order of PyTorch's ScheduleInterleavedZeroBubble with one chunk per rank
-//     (scripts/pipeline_orders.py prints both).
+//     (scripts/pipeline_orders.py prints both); zbv is PyTorch's ScheduleZBVZeroBubble.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -25,6 +27,25 @@ struct PipelineChunk {
 
 // Throws std::invalid_argument when the layers and the two ends cannot fill `chunks` chunks.
 std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks);
+
+struct PipelinePlacement {
+  int64_t stages = 1, virtual_stages = 1;
+  bool v_shape = false;  // zbv's V, else chunk c on rank c mod stages
+
+  int64_t chunks() const { return stages * virtual_stages; }
+  // The global index of `rank`'s chunk `local` (its virtual index, in the order the rank holds them).
+  int64_t global_chunk(int64_t rank, int64_t local) const;
+  int64_t rank_of(int64_t global) const;
+  // The rank that holds the head, where the loss is computed.
+  int64_t head_rank() const { return rank_of(chunks() - 1); }
+};
+
+// Whether the schedule splits each backward into B and a deferred W (zb_h1, zbv).
+constexpr bool splits_backward(PpSchedule schedule) {
+  return schedule == PpSchedule::zb_h1 || schedule == PpSchedule::zbv;
+}
+
+PipelinePlacement pipeline_placement(PpSchedule schedule, int64_t stages, int64_t virtual_stages);
 
 struct PipelineAction {
   // A backward's part: whole (input and weight gradients at once), or, split, the input

@@ -45,8 +45,10 @@ std::unique_ptr<ParallelModel> parallelize(std::shared_ptr<model::CausalLM> mode
   if (options.float8_all_gather) plan.float8_gathered = float8_weights;
 
   if (mesh.size(Dim::pp) > 1)
-    laid_out = std::make_unique<PipelineStage>(std::move(model), std::move(plan), mesh, options.virtual_stages,
-                                               options.reshard_after_forward, source);
+    laid_out = std::make_unique<PipelineStage>(
+        std::move(model), std::move(plan), mesh,
+        config::PipelinePlacement{mesh.size(Dim::pp), options.virtual_stages, options.pipeline_v_shape},
+        options.reshard_after_forward, source);
   else
     laid_out = std::make_unique<FullyShardedModel>(std::move(model), mesh, options.reshard_after_forward, source,
                                                    std::move(plan));

@@ -28,6 +28,7 @@ struct ParallelizeOptions {
   bool sequence_parallel = false;          // parallel.sequence_parallel (tp > 1)
   int64_t expert_micro_batches = 1;        // parallel.intra_layer_micro_batch (Domino-EP)
   int64_t virtual_stages = 1;              // parallel.pp_virtual_stages
+  bool pipeline_v_shape = false;           // parallel.pp_schedule zbv: rank r runs chunks r and 2 pp - 1 - r
   bool reshard_after_forward = true;       // parallel.reshard_after_forward
   bool router_aux_loss_global_average = false;  // model.router_aux_loss_global_average
   ContextKind context_kind = ContextKind::ring;  // parallel.cp_kind (cp > 1)

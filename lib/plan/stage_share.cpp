@@ -7,7 +7,7 @@
 
 namespace xtrain::plan {
 
-// Pipeline rank `rank`'s share: its chunks (config/pipeline_layout.h: chunk c on rank c mod pp,
+// Pipeline rank `rank`'s share: its chunks, in its order (config/pipeline_layout.h's placement,
 // the embedding and the head counting as a layer each, as xtrain cuts the model; or, where the
 // layout says so, the layers split evenly with the ends on the first and last stage beside them).
 StageShare pipeline_rank_share(const ModelCensus& c, const ClusterLayout& layout, int64_t rank) {
@@ -23,8 +23,9 @@ StageShare pipeline_rank_share(const ModelCensus& c, const ClusterLayout& layout
       all.push_back({std::min(count, k * per_chunk), std::min(count, (k + 1) * per_chunk), k == 0, k == chunks - 1});
   }
   StageShare s;
-  for (int64_t k = rank; k < chunks; k += layout.pp) {
-    const auto& chunk = all[static_cast<size_t>(k)];
+  const auto placement = config::pipeline_placement(layout.schedule, layout.pp, v);
+  for (int64_t local = 0; local < v; ++local) {
+    const auto& chunk = all[static_cast<size_t>(placement.global_chunk(rank, local))];
     s.chunk_layers.emplace_back(chunk.first_layer, chunk.last_layer);
     for (int64_t i = chunk.first_layer; i < chunk.last_layer; ++i) {
       const auto& layer = c.layers[static_cast<size_t>(i)];

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "config/pipeline_layout.h"
 #include "layout/loss_chunking.h"
 #include "plan/memory_estimate.h"
 #include "plan/stage_share.h"
@@ -196,7 +197,8 @@ void add_communication(StepTimeEstimate& e, const ModelCensus& c, const config::
 void add_pipeline(StepTimeEstimate& e, const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout,
                   const HardwareProfile& hw, const StepShape& step) {
   if (layout.pp <= 1) return;
-  const double v = recipe.parallel.pp_schedule == config::PpSchedule::interleaved_1f1b
+  const auto schedule = recipe.parallel.pp_schedule;
+  const double v = schedule == config::PpSchedule::interleaved_1f1b || schedule == config::PpSchedule::zbv
                        ? static_cast<double>(layout.virtual_stages)
                        : 1;
   // Each of a rank's v chunks sends a micro batch's activations forward and receives their
@@ -219,14 +221,18 @@ void add_pipeline(StepTimeEstimate& e, const ModelCensus& c, const config::Recip
                                                               static_cast<double>(std::max<int64_t>(1, share.layers)) - 1);
   // zb_h1 fills the bubble with the deferred weight gradients (W): (pp - 1)(F + B - W) of it
   // where 1f1b leaves (pp - 1)(F + B + W), W being a third of the dense GEMMs' forward and
-  // backward (attention has no weights).
+  // backward (attention has no weights); zbv's V leaves (pp - 1)(F + B - 2W) of its half-size
+  // chunks (Qi et al., section 6), the halving counted by v = 2.
   const double compute = step.dense_s + step.expert_s + step.attention_s;
-  const bool zero_bubble = recipe.parallel.pp_schedule == config::PpSchedule::zb_h1;
-  const double filled = zero_bubble && compute > 0 ? 1 - 2.0 / 3.0 * step.dense_s / compute : 1;
+  const bool zero_bubble = config::splits_backward(schedule);
+  const double weights = schedule == config::PpSchedule::zbv ? 2 : 1;
+  const double filled =
+      zero_bubble && compute > 0 ? std::max(0.0, 1 - (weights + 1) / 3.0 * step.dense_s / compute) : 1;
   e.terms.push_back({"pipeline bubble", others / (step.micro_batches * v) * filled,
                      fmt::format("{} stages, {:.0f} micro batches{}{}", layout.pp, step.micro_batches,
                                  v > 1 ? fmt::format(", {:.0f} virtual stages", v) : "",
-                                 zero_bubble ? ", weight gradients in the bubble (zb_h1)" : "")});
+                                 zero_bubble ? fmt::format(", weight gradients in the bubble ({})", to_string(schedule))
+                                             : "")});
 }
 
 struct AttentionTime {

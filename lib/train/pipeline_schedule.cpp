@@ -23,8 +23,10 @@ PipelineSchedule::PipelineSchedule(config::PpSchedule schedule, parallel::Pipeli
     : schedule_(schedule),
       stage_(stage),
       group_(std::move(pp_group)),
-      virtual_stages_(virtual_stages),
-      device_(device) {}
+      device_(device) {
+  TORCH_CHECK(virtual_stages == stage.placement().virtual_stages, "a pipeline schedule of ", virtual_stages,
+              " chunks a rank over a stage of ", stage.placement().virtual_stages);
+}
 
 template <typename Forward>
 ChunkOutput PipelineSchedule::run_chunk(int64_t chunk, const torch::Tensor& input, Forward&& forward) {
@@ -65,18 +67,47 @@ torch::Tensor PipelineSchedule::receive(int64_t peer, int64_t tag, const torch::
   return values;
 }
 
+torch::Tensor PipelineSchedule::take_input(int64_t global, int64_t m, const torch::TensorOptions& options) {
+  const int64_t from = stage_.placement().rank_of(global - 1);
+  if (from != group_->rank()) return receive(from, kActivationTag, options);
+  auto handed = handed_inputs_.extract({global, m});
+  TORCH_CHECK(!handed.empty(), "pipeline: chunk ", global, " micro batch ", m, " runs before chunk ", global - 1);
+  return handed.mapped();
+}
+
+void PipelineSchedule::give_output(int64_t global, int64_t m, const torch::Tensor& output) {
+  const int64_t to = stage_.placement().rank_of(global + 1);
+  if (to != group_->rank()) return send(output, to, kActivationTag);
+  handed_inputs_[{global + 1, m}] = output.detach();
+}
+
+torch::Tensor PipelineSchedule::take_gradient(int64_t global, int64_t m, const torch::TensorOptions& options) {
+  const int64_t from = stage_.placement().rank_of(global + 1);
+  if (from != group_->rank()) return receive(from, kGradientTag, options);
+  auto handed = handed_gradients_.extract({global, m});
+  TORCH_CHECK(!handed.empty(), "pipeline: backward of chunk ", global, " micro batch ", m, " before chunk ",
+              global + 1, "'s");
+  return handed.mapped();
+}
+
+void PipelineSchedule::give_input_gradient(int64_t global, int64_t m, const torch::Tensor& gradient) {
+  const int64_t to = stage_.placement().rank_of(global - 1);
+  if (to != group_->rank()) return send(gradient, to, kGradientTag);
+  handed_gradients_[{global - 1, m}] = gradient;
+}
+
 MicroBatchLosses PipelineSchedule::evaluate(const std::vector<data::MicroBatch>& micro_batches,
                                             MicroBatchWork& work) {
-  const int64_t stages = group_->size(), rank = group_->rank();
-  const int64_t previous = (rank + stages - 1) % stages, next = (rank + 1) % stages;
-  const int64_t last_chunk = stages * virtual_stages_ - 1;
+  const auto& placement = stage_.placement();
+  const int64_t rank = group_->rank(), last_chunk = placement.chunks() - 1;
   const auto count = static_cast<int64_t>(micro_batches.size());
+  const auto device_options = torch::TensorOptions().device(device_);
   MicroBatchLosses total;
   for (int64_t m = 0; m < count; ++m)
-    for (int64_t v = 0; v < virtual_stages_; ++v) {
-      const int64_t chunk = v * stages + rank;
+    for (int64_t v = 0; v < placement.virtual_stages; ++v) {
+      const int64_t chunk = placement.global_chunk(rank, v);
       torch::Tensor input;
-      if (chunk > 0) input = receive(previous, kActivationTag, torch::TensorOptions().device(device_));
+      if (chunk > 0) input = take_input(chunk, m, device_options);
       const auto& batch = micro_batches[static_cast<size_t>(m)];
       auto out = run_chunk(v, input, [&](const parallel::PipelineChunk& part, const torch::Tensor& x) {
         return work.forward_chunk_only(part, batch, x);
@@ -84,7 +115,7 @@ MicroBatchLosses PipelineSchedule::evaluate(const std::vector<data::MicroBatch>&
       if (chunk == last_chunk)
         total.add(out.losses);
       else
-        send(out.output, next, kActivationTag);
+        give_output(chunk, m, out.output);
     }
   for (auto& pending : sends_) pending.wait();
   sends_.clear();
@@ -93,9 +124,8 @@ MicroBatchLosses PipelineSchedule::evaluate(const std::vector<data::MicroBatch>&
 }
 
 MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micro_batches, MicroBatchWork& work) {
-  const int64_t stages = group_->size(), rank = group_->rank();
-  const int64_t previous = (rank + stages - 1) % stages, next = (rank + 1) % stages;
-  const int64_t last_chunk = stages * virtual_stages_ - 1;
+  const auto& placement = stage_.placement();
+  const int64_t stages = placement.stages, rank = group_->rank(), last_chunk = placement.chunks() - 1;
   const auto count = static_cast<int64_t>(micro_batches.size());
   idle_seconds_ = 0;
   peak_in_flight_ = 0;
@@ -111,15 +141,15 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
   std::map<std::pair<int64_t, int64_t>, Saved> saved;  // by (chunk, micro batch)
   // Split backwards: each B's weight-gradient records until its W, by (chunk, micro batch).
   std::map<std::pair<int64_t, int64_t>, std::vector<model::DeferredWeightGrad>> deferred;
-  const bool splits = schedule_ == config::PpSchedule::zb_h1;
+  const bool splits = config::splits_backward(schedule_);
   MicroBatchLosses total;
   const auto device_options = torch::TensorOptions().device(device_);
-  for (const auto& action : pipeline_actions(schedule_, stages, virtual_stages_, rank, count)) {
-    const int64_t chunk = action.chunk * stages + rank, m = action.micro_batch;
+  for (const auto& action : pipeline_actions(schedule_, stages, placement.virtual_stages, rank, count)) {
+    const int64_t chunk = placement.global_chunk(rank, action.chunk), m = action.micro_batch;
     auto& batch = micro_batches[static_cast<size_t>(m)];
     if (action.forward) {
       torch::Tensor input;
-      if (chunk > 0) input = receive(previous, kActivationTag, device_options).requires_grad_(true);
+      if (chunk > 0) input = take_input(chunk, m, device_options).requires_grad_(true);
       ChunkOutput out;
       timed(passes_.forward, [&] {
         std::optional<model::WeightGradStore::Scope> split;
@@ -129,7 +159,7 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
         });
       });
       total.add(out.losses);  // the loss on the last chunk, every chunk's router figures
-      if (chunk != last_chunk) send(out.output, next, kActivationTag);
+      if (chunk != last_chunk) give_output(chunk, m, out.output);
       saved[{action.chunk, m}] = {input, out.output};
       peak_in_flight_ = std::max(peak_in_flight_, static_cast<int64_t>(saved.size() + deferred.size()));
       continue;
@@ -147,12 +177,13 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
     TORCH_CHECK(!node.empty(), "pipeline: backward of chunk ", chunk, " micro batch ", m, " before its forward");
     auto& [input, output] = node.mapped();
     torch::Tensor gradient;
-    if (chunk != last_chunk) gradient = receive(next, kGradientTag, output.options());
+    if (chunk != last_chunk) gradient = take_gradient(chunk, m, output.options());
     timed(passes_.backward, [&] { gradient.defined() ? output.backward(gradient) : output.backward(); });
-    if (chunk > 0) send(input.grad(), previous, kGradientTag);
+    if (chunk > 0) give_input_gradient(chunk, m, input.grad());
     if (action.part == PipelineAction::Part::input) deferred[{action.chunk, m}] = weight_grads_.take();
   }
   TORCH_CHECK(deferred.empty(), "pipeline: ", deferred.size(), " micro batches' weight gradients never ran");
+  TORCH_CHECK(handed_inputs_.empty() && handed_gradients_.empty(), "pipeline: a hand-over was never taken");
   for (auto& pending : sends_) pending.wait();
   sends_.clear();
   in_flight_.clear();

@@ -8,7 +8,10 @@
 //                     pp, Megatron's warm-up of (pp - rank - 1) x 2 + (v - 1) x pp forwards;
 //   zb_h1             1f1b's order with each backward split into B, the input gradient sent
 //                     upstream at once, and W, the Linear layers' weight gradients
-//                     (model/layers/weight_grad_store.h), deferred to fill the cooldown's waits.
+//                     (model/layers/weight_grad_store.h), deferred to fill the cooldown's waits;
+//   zbv               two chunks a rank in a V (config/pipeline_layout.h's placement), split
+//                     backwards; the last rank hands its first chunk's output to its second
+//                     (and the gradient back) in memory.
 // Sends never block (they complete by the end of the step); a rank blocks only on the receive of
 // an input it needs next, so every schedule's order, being a valid pipeline order on each rank,
 // cannot deadlock. Each tensor goes with its shape first, so micro batches of any length pass.
@@ -17,6 +20,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,18 +64,25 @@ class PipelineSchedule final : public Schedule {
   ChunkOutput run_chunk(int64_t chunk, const torch::Tensor& input, Forward&& forward);
   torch::Tensor receive(int64_t peer, int64_t tag, const torch::TensorOptions& options);
   void send(const torch::Tensor& tensor, int64_t peer, int64_t tag);
+  // What flows between chunk `global` and its neighbours for micro batch m: received from the
+  // neighbour's rank, or, where that is this rank (zbv), handed over in memory.
+  torch::Tensor take_input(int64_t global, int64_t m, const torch::TensorOptions& options);
+  void give_output(int64_t global, int64_t m, const torch::Tensor& output);
+  torch::Tensor take_gradient(int64_t global, int64_t m, const torch::TensorOptions& options);
+  void give_input_gradient(int64_t global, int64_t m, const torch::Tensor& gradient);
 
   config::PpSchedule schedule_;
   parallel::PipelineStage& stage_;
   std::shared_ptr<parallel::Comm> group_;
-  int64_t virtual_stages_;
   torch::Device device_;
   double idle_seconds_ = 0;
   int64_t peak_in_flight_ = 0;
   PassSeconds passes_;
   std::vector<parallel::PendingCollective> sends_;
   std::vector<torch::Tensor> in_flight_;  // what the sends read, alive until they complete
-  model::WeightGradStore weight_grads_;  // zb_h1: what this rank's B passes defer
+  model::WeightGradStore weight_grads_;  // zb_h1, zbv: what this rank's B passes defer
+  // In-memory hand-overs, by (receiving chunk, micro batch).
+  std::map<std::pair<int64_t, int64_t>, torch::Tensor> handed_inputs_, handed_gradients_;
 };
 
 }  // namespace xtrain::train

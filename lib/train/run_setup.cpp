@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "ckpt/manifest.h"
+#include "config/pipeline_layout.h"
 #include "model/spec/model_spec.h"
 #include "model/attention/sdpa_attention.h"
 #include "train/precision.h"
@@ -191,6 +192,9 @@ parallel::ParallelizeOptions parallelize_options(const config::Recipe& recipe, c
   options.sequence_parallel = recipe.parallel.sequence_parallel;
   options.expert_micro_batches = recipe.parallel.intra_layer_micro_batch;
   options.virtual_stages = recipe.parallel.pp_virtual_stages;
+  options.pipeline_v_shape = config::pipeline_placement(recipe.parallel.pp_schedule, recipe.parallel.pp,
+                                                        recipe.parallel.pp_virtual_stages)
+                                 .v_shape;
   options.reshard_after_forward = recipe.parallel.reshard_after_forward;
   options.router_aux_loss_global_average = recipe.model.router_aux_loss_global_average;
   options.context_kind = recipe.parallel.cp_kind;

@@ -13,6 +13,7 @@
 #include "model/spec/hf_config.h"
 #include "config/batch_geometry.h"
 #include "config/option_registry.h"
+#include "config/pipeline_layout.h"
 #include "config/recipe_loader.h"
 #include "model/spec/lora_config.h"
 #include "model/spec/model_spec.h"
@@ -121,11 +122,11 @@ void TrainingRun::check_layout() {
                                  "train.global_batch_size / (micro_batch_size x data ranks) = {} must be a multiple",
                                  degrees_.pp, accumulation_));
   // FSDP reduce-scatters each block's gradients as its backward ends, before W adds the weights'.
-  if (recipe_.parallel.pp_schedule == config::PpSchedule::zb_h1 && degrees_.pp > 1 && degrees_.fsdp > 1)
-    throw InputError(fmt::format("parallel.fsdp: zb_h1 defers the weight gradients past each block's backward, "
+  if (config::splits_backward(recipe_.parallel.pp_schedule) && degrees_.pp > 1 && degrees_.fsdp > 1)
+    throw InputError(fmt::format("parallel.fsdp: {} defers the weight gradients past each block's backward, "
                                  "where FSDP {} reduce-scatters them: set parallel.fsdp 1 (parallel.dp replicates "
                                  "the stages) or parallel.pp_schedule 1f1b",
-                                 degrees_.fsdp));
+                                 to_string(recipe_.parallel.pp_schedule), degrees_.fsdp));
   tokens_per_step_ = t_.global_batch_size * recipe_.data.seq_len;
   last_step_ = options_.stop_at_step > 0 ? options_.stop_at_step : t_.steps;
 }

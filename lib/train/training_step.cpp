@@ -27,6 +27,14 @@ double seconds_since(Clock::time_point started) {
   return std::chrono::duration<double>(Clock::now() - started).count();
 }
 
+// Whether this rank's losses count: the first tp rank of the pipeline rank that holds the head
+// (the last one, or the first for zbv's V).
+bool computes_loss(parallel::ParallelModel& model, const parallel::DeviceMesh& mesh) {
+  if (mesh.coordinate(parallel::Dim::tp) != 0) return false;
+  const auto* stage = model.pipeline_stage();
+  return !stage || mesh.coordinate(parallel::Dim::pp) == stage->placement().head_rank();
+}
+
 }  // namespace
 
 TrainingStep::TrainingStep(parallel::ParallelModel& model, Schedule& schedule, optim::AdamW& optimizer,
@@ -42,10 +50,7 @@ TrainingStep::TrainingStep(parallel::ParallelModel& model, Schedule& schedule, o
       mesh_(mesh),
       sums_(sums),
       settings_(std::move(settings)),
-      data_share_(mesh.coordinate(parallel::Dim::tp) == 0 &&
-                          mesh.coordinate(parallel::Dim::pp) + 1 == mesh.size(parallel::Dim::pp)
-                      ? 1.0
-                      : 0.0),
+      data_share_(computes_loss(model, mesh) ? 1.0 : 0.0),
       aux_share_(mesh.coordinate(parallel::Dim::tp) == 0 ? 1.0 : 0.0),
       non_finite_(settings_.max_skipped_steps),
       spikes_(settings_.spike_window, settings_.spike_zscore) {

@@ -1,6 +1,7 @@
 // The pipeline's stages and schedule fit the model and the batch.
 #include <fmt/format.h>
 
+#include "config/pipeline_layout.h"
 #include "config/recipe_rule.h"
 #include "model/spec/model_spec.h"
 
@@ -10,9 +11,14 @@ void pipeline(const RuleContext& c) {
   const auto& m = c.recipe.model;
   const auto& p = c.recipe.parallel;
   const int64_t v = p.pp_virtual_stages;
-  if (v > 1 && p.pp_schedule != PpSchedule::interleaved_1f1b)
+  if (p.pp_schedule == PpSchedule::zbv && v != 2)
     c.refuse("parallel.pp_virtual_stages",
-             fmt::format("{} chunks per rank need parallel.pp_schedule interleaved_1f1b (it is {})", v,
+             fmt::format("{}: zbv places two chunks on each rank, in a V (rank r runs chunks r and 2 pp - 1 - r): set "
+                         "parallel.pp_virtual_stages 2",
+                         v));
+  else if (v > 1 && p.pp_schedule != PpSchedule::interleaved_1f1b && p.pp_schedule != PpSchedule::zbv)
+    c.refuse("parallel.pp_virtual_stages",
+             fmt::format("{} chunks per rank need parallel.pp_schedule interleaved_1f1b or zbv (it is {})", v,
                          to_string(p.pp_schedule)));
   if (p.pp <= 1) return;
   // Each stage runs its layers only: a balancing loss whose gradient in one layer needs every
@@ -33,17 +39,18 @@ void pipeline(const RuleContext& c) {
                          m.family));
   if (p.pp_schedule == PpSchedule::interleaved_1f1b && v < 2)
     c.refuse("parallel.pp_virtual_stages", "interleaved_1f1b needs at least 2 chunks per rank");
-  if (p.pp_schedule == PpSchedule::zb_h1) {
+  if (splits_backward(p.pp_schedule)) {
+    const char* name = to_string(p.pp_schedule);
     if (p.fsdp > 1)
-      c.refuse("parallel.fsdp", fmt::format("{}: zb_h1 defers the weight gradients past each block's backward, where "
+      c.refuse("parallel.fsdp", fmt::format("{}: {} defers the weight gradients past each block's backward, where "
                                             "FSDP reduce-scatters them: set parallel.fsdp 1 (parallel.dp replicates "
                                             "the stages) or parallel.pp_schedule 1f1b",
-                                            p.fsdp));
+                                            p.fsdp, name));
     if (m.num_experts > 0)
       c.refuse("parallel.pp_schedule",
-               fmt::format("zb_h1 splits the backward of dense models only: the {} experts' GEMMs and their "
+               fmt::format("{} splits the backward of dense models only: the {} experts' GEMMs and their "
                            "all-to-all have no split backward yet: use 1f1b or interleaved_1f1b",
-                           m.num_experts));
+                           name, m.num_experts));
   }
   const int64_t chunks = p.pp * v;
   if (m.num_layers + 2 < chunks)

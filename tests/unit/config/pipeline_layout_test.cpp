@@ -65,6 +65,44 @@ TEST_CASE("pipeline_actions zb_h1 is PyTorch's ScheduleInterleavedZeroBubble wit
   CHECK(xtrain::config::format_pipeline_actions(PpSchedule::zb_h1, 4, 1, 8) == expected.str());
 }
 
+TEST_CASE("pipeline_actions zbv is PyTorch's ScheduleZBVZeroBubble", "[pipeline_layout]") {
+  // Written by scripts/pipeline_orders.py --write, as zb_h1's.
+  std::ifstream file(std::string(XTRAIN_SOURCE_DIR) + "/tests/data/pipeline/zbv_pytorch_4x8.txt");
+  REQUIRE(file);
+  std::stringstream expected;
+  expected << file.rdbuf();
+  CHECK(xtrain::config::format_pipeline_actions(PpSchedule::zbv, 4, 2, 8) == expected.str());
+}
+
+TEST_CASE("pipeline_actions zbv: every chunk's micro batches F, I, W once each, fewer than 2 pp - 1 too",
+          "[pipeline_layout]") {
+  for (int64_t stages : {2, 3, 4})
+    for (int64_t micro_batches : {1, 2, 5, 8}) {
+      // Every rank's actions per (chunk, micro batch) in the order F, I, W.
+      for (int64_t rank = 0; rank < stages; ++rank) {
+        std::map<std::pair<int64_t, int64_t>, std::string> seen;
+        for (const auto& a : xtrain::config::pipeline_actions(PpSchedule::zbv, stages, 2, rank, micro_batches))
+          seen[{a.chunk, a.micro_batch}] += a.forward ? 'F' : a.part == Part::input ? 'I' : 'W';
+        REQUIRE(seen.size() == 2 * static_cast<size_t>(micro_batches));
+        for (const auto& [key, parts] : seen) CHECK(parts == "FIW");
+      }
+    }
+}
+
+TEST_CASE("pipeline placement: chunk c on rank c mod pp, or zbv's V", "[pipeline_layout]") {
+  const auto loop = xtrain::config::pipeline_placement(PpSchedule::interleaved_1f1b, 4, 2);
+  CHECK(loop.global_chunk(1, 1) == 5);
+  CHECK(loop.rank_of(5) == 1);
+  CHECK(loop.head_rank() == 3);
+  const auto v = xtrain::config::pipeline_placement(PpSchedule::zbv, 4, 2);
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    CHECK(v.global_chunk(rank, 0) == rank);
+    CHECK(v.global_chunk(rank, 1) == 7 - rank);
+    CHECK(v.rank_of(v.global_chunk(rank, 1)) == rank);
+  }
+  CHECK(v.head_rank() == 0);
+}
+
 TEST_CASE("format_pipeline_actions: 1f1b on 2 stages in PyTorch's notation", "[pipeline_layout]") {
   CHECK(xtrain::config::format_pipeline_actions(PpSchedule::one_f_one_b, 2, 1, 3) ==
         "rank 0: 0F0 0F1 0B0 0F2 0B1 0B2\nrank 1: 1F0 1B0 1F1 1B1 1F2 1B2\n");
