@@ -2,6 +2,7 @@
 // its ranks; inside pipeline stages, every schedule but zb_h1 runs it.
 #include <fmt/format.h>
 
+#include "config/pipeline_layout.h"
 #include "config/recipe_rule.h"
 #include "model/spec/model_spec.h"
 
@@ -16,14 +17,14 @@ void context_parallel(const RuleContext& c) {
     c.refuse("parallel.cp",
              fmt::format("{}: model.family {} does not split its sequences over ranks: leave it at 1", cp, m.family));
   // Inside pipeline stages the cp ranks share the stage's parameters (sharded over fsdp x cp),
-  // whose gradients reduce-scatter after each block's backward: zb_h1's deferred weight
-  // gradients would come after it.
-  if (p.pp > 1 && p.pp_schedule == PpSchedule::zb_h1)
+  // whose gradients reduce-scatter after each block's backward: zb_h1's and zbv's deferred
+  // weight gradients would come after it.
+  if (p.pp > 1 && splits_backward(p.pp_schedule))
     c.refuse("parallel.pp_schedule",
-             fmt::format("zb_h1 defers the weight gradients past each block's backward, where the parallel.cp {} "
+             fmt::format("{} defers the weight gradients past each block's backward, where the parallel.cp {} "
                          "ranks of a stage, sharing its parameters, reduce-scatter them: use 1f1b, gpipe or "
                          "interleaved_1f1b with context parallelism",
-                         cp));
+                         to_string(p.pp_schedule), cp));
   if (seq % (2 * cp) != 0)
     c.refuse("parallel.cp", fmt::format("{} cuts each sequence into 2 x cp = {} chunks (head-tail), which does not "
                                         "divide data.seq_len {}: make data.seq_len a multiple of {}",
