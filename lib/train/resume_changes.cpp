@@ -54,17 +54,19 @@ std::vector<std::string> check_resume_changes(const config::Recipe& recipe, cons
           "{}: this checkpoint was trained with {}={}, the recipe says {}; use the same model or "
           "set checkpoint.resume: never to start over",
           checkpoint_dir, option.path, was, now));
-    // Each optimizer reads the saved moments as its own state (Muon's momentum is AdamW's first
-    // moment, and its second moment is zeros, which AdamW would divide by).
-    if (option.path == "optim.name")
+    const bool named = std::find(allowed.keys.begin(), allowed.keys.end(), option.path) != allowed.keys.end();
+    // Each optimizer would read the saved moments as its own state (Muon's momentum is AdamW's
+    // first moment, and its second moment is zeros, which AdamW would divide by): only with the
+    // opt-in, whose caller then starts the optimizer's state afresh.
+    if (option.path == "optim.name" && !named)
       throw InputError(fmt::format(
           "{}: this checkpoint was trained with optim.name={}, the recipe says {}; its optimizer state is {}'s. Use "
-          "optim.name {} to resume, or start {} from its weights (xtrain export CHECKPOINT DIR, then "
-          "model.init_from: hf:DIR)",
+          "optim.name {} to resume, or pass --allow-changed optim.name to continue from its weights, data position "
+          "and schedule with the {} state started afresh",
           checkpoint_dir, was, now, was, was, now));
-    const std::string change = fmt::format("{}: {} -> {}", option.path, was, now);
-    const bool allow = allowed.data_change ||
-                       std::find(allowed.keys.begin(), allowed.keys.end(), option.path) != allowed.keys.end();
+    const std::string change = fmt::format("{}: {} -> {}{}", option.path, was, now,
+                                           option.path == "optim.name" ? " (its state started afresh)" : "");
+    const bool allow = allowed.data_change || named;
     if (data_order(option.path) && !allow) refused.push_back(change);
     notices.push_back(change);
   }

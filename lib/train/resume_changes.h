@@ -6,6 +6,10 @@
 //                                              train.global_batch_size) breaks bit-exact resume:
 //                                              refused, naming every such change, unless allowed
 //                                              (--allow-data-change: all; --allow-changed KEY: one);
+//   optim.name                                 refused (each optimizer would read the other's
+//                                              state as its own) unless --allow-changed optim.name:
+//                                              then its notice says the state starts afresh, which
+//                                              the caller does;
 //   optim.*, train.* and the rest              taken, and returned as notices to print;
 //   the layout, memory, logging, checkpoint and dist options are free to change and say nothing.
 #pragma once

@@ -365,6 +365,14 @@ void TrainingRun::resume() {
   // After the balance checks, whose messages say more about their case.
   resume_notices_ = check_resume_changes(recipe_, checkpoint.recipe_yaml, dir,
                                          {options_.allow_changed, options_.allow_data_change});
+  // --allow-changed optim.name: the loaded moments are the other optimizer's; the new one starts
+  // from zeros at its step 0 (the weights, data position and lr schedule continue).
+  if (std::any_of(resume_notices_.begin(), resume_notices_.end(),
+                  [](const std::string& notice) { return notice.rfind("optim.name:", 0) == 0; })) {
+    auto fresh = optimizer_->state();
+    for (auto& [key, value] : fresh) value = torch::zeros_like(value);
+    optimizer_->load_state(fresh);
+  }
   if (chief_) {
     fmt::print("resumed from {} at step {} ({})\n", dir, state_->step, resume_from_->verification);
     for (const auto& notice : resume_notices_) fmt::print("notice: changed since the checkpoint: {}\n", notice);

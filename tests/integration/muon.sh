@@ -5,8 +5,10 @@
 # losses, gradient norms and final weights within 1e-5, with the Newton-Schulz iteration in fp32
 # (in bf16 the layouts' gradients, which differ in their last bits, round differently; the bf16
 # figures are printed). The trap: each rank orthogonalising its flat piece of a matrix (under
-# TP 2, its slice) instead of the whole matrix must fail that comparison. FSDP 2 killed -9 after step 10's checkpoint and resumed ends bit-identical. Bad
-# recipes, and a resume with another optimizer, exit 2.
+# TP 2, its slice) instead of the whole matrix must fail that comparison. FSDP 2 killed -9 after
+# step 10's checkpoint and resumed ends bit-identical. Bad recipes, and a resume with another
+# optimizer, exit 2; with --allow-changed optim.name that resume continues with the new
+# optimizer's state from zero.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -85,6 +87,20 @@ for path in "$work/fsdp2/checkpoints/step-20/"*.safetensors; do
 done
 ((compared > 0))
 echo "muon: FSDP 2 killed -9 after step 10 and resumed: $compared checkpoint files bit-identical at step 20"
-# Another optimizer would read Muon's state as its own: refused.
-expect_refusal 2 "$work/switch.log" "this checkpoint was trained with optim.name=muon, the recipe says adamw" \
+# Another optimizer would read Muon's state as its own: refused, naming the opt-in.
+expect_refusal 2 "$work/switch.log" "this checkpoint was trained with optim.name=muon, the recipe says adamw; its \
+optimizer state is muon's. Use optim.name muon to resume, or pass --allow-changed optim.name" \
   "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/single" --set train.steps=25
+# The opt-in: AdamW continues from step 20's weights with its own state from zero (5 steps of it
+# at step 25, not 25; its moments are not Muon's).
+"$xtrain" train "$work/recipe.yaml" --set run.dir="$work/single" --set train.steps=25 --allow-changed optim.name \
+  > "$work/switched.log" 2>&1 || { cat "$work/switched.log"; exit 1; }
+grep -q "notice: changed since the checkpoint: optim.name: muon -> adamw (its state started afresh)" "$work/switched.log"
+"${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" - "$work/single/checkpoints/step-25/optimizer.safetensors" <<'PY'
+import sys
+from safetensors.numpy import load_file
+step = int(load_file(sys.argv[1])["step"])
+if step != 5:
+    sys.exit(f"muon: AdamW resumed from Muon's step 20 with --allow-changed optim.name counts {step} steps, not 5")
+print("muon: resumed as adamw with --allow-changed optim.name: its state started afresh (5 steps at step 25)")
+PY
