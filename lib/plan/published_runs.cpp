@@ -83,6 +83,13 @@ PublishedRuns load_published_runs(const std::string& file) {
     run.gpus_per_node = field<int64_t>(row, where, "gpus_per_node");
     run.hardware = field<std::string>(row, where, "hardware");
     run.overlap = overlap_of(row, where);
+    if (row["recompute_policy"]) {
+      const auto policy = field<std::string>(row, where, "recompute_policy");
+      if (policy != "every_second_matmul")
+        throw InputError(fmt::format("{}: recompute_policy '{}' is not every_second_matmul (torchtitan's per-op "
+                                     "selective recompute)", where, policy));
+      run.overlap.selective_every_second_matmul = true;
+    }
     if (row["pipeline_split"]) {
       const auto split = field<std::string>(row, where, "pipeline_split");
       if (split != "ends_as_layers" && split != "even_layers")

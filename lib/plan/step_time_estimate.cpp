@@ -23,6 +23,20 @@ double peak_tflops(const config::Recipe& recipe, const HardwareProfile& hw) {
   return recipe.train.dtype == config::Dtype::fp32 ? hw.peak_tflops_fp32 : hw.peak_tflops_bf16;
 }
 
+// A GEMM's rate falls as its reduction dimension K shortens: each output tile pays fixed costs
+// (its operands' first loads, the epilogue that writes it) that a longer K amortises. DeepGEMM's
+// FP8 table (the profile's fp8_gemm_tflops) measures that on these tensor cores. A GEMM in the
+// compute dtype runs at fp8 peak / dtype peak (2 for bf16) of FP8's rate, so its main loop over K
+// lasts as long as FP8's over that multiple of K, and it reaches table(K x multiple) / the table's
+// largest rate of its long-reduction rate (gemm_efficiency and expert_efficiency name that rate).
+// 1 without a table, and in fp32 (no tensor cores).
+double reduction_factor(const config::Recipe& recipe, const HardwareProfile& hw, double k_dim) {
+  const auto& table = hw.fp8_gemm_tflops;
+  if (table.k.empty() || recipe.train.dtype == config::Dtype::fp32 || hw.peak_tflops_bf16 <= 0) return 1;
+  const double longest = *std::max_element(table.tflops.begin(), table.tflops.end());
+  return table.rate(k_dim * hw.peak_tflops_fp8 / hw.peak_tflops_bf16) / longest;
+}
+
 // Seconds a ring collective over `ranks` needs for `bytes` per rank's whole buffer
 // (all-gather, reduce-scatter: (n - 1) / n of it cross a link; all-reduce twice that).
 double ring_seconds(double bytes, int64_t ranks, int64_t stride, const ClusterLayout& layout,
@@ -250,7 +264,8 @@ constexpr double kAttentionBackwardFlops = 2.5, kAttentionBackwardRate = 0.87;
 // forward). With a published kernel table: at the kernel's rate for the head dimension and the
 // sequence length; else at attention_efficiency of the dtype's peak, the forward's FLOPs thrice.
 AttentionTime attention_seconds(const ModelCensus& c, const config::Recipe& recipe, const HardwareProfile& hw,
-                                double rank_tokens, double layers, double tp, bool recomputed, double dtype_peak) {
+                                double rank_tokens, double layers, double tp, double cp, bool recomputed,
+                                double dtype_peak) {
   const double seq = static_cast<double>(recipe.data.seq_len);
   const int64_t model_layers = std::max<int64_t>(1, static_cast<int64_t>(c.layers.size()));
   double keys = 0;  // keys a query sees, the mean over the model's layers
@@ -267,10 +282,15 @@ AttentionTime attention_seconds(const ModelCensus& c, const config::Recipe& reci
             fmt::format("causal, {:.0f} tokens a sequence, {:.3g} forward FLOPs at {:.0f}% of peak", seq, forward,
                         100 * hw.attention_efficiency)};
   const double head_dim = static_cast<double>(c.query_width) / static_cast<double>(std::max<int64_t>(1, c.heads));
-  const double rate = table->rate(head_dim, seq) * 1e12;
+  // Under ring context parallelism each kernel call sees one block of seq / cp keys (its own, then
+  // each neighbour's), so the kernel runs at the table's rate for that length.
+  // Ulysses exchanges heads instead and runs whole sequences.
+  const double call_keys = recipe.parallel.cp_kind == parallel::ContextKind::ring ? seq / std::max(1.0, cp) : seq;
+  const double rate = table->rate(head_dim, call_keys) * 1e12;
   return {forward * forwards / rate + kAttentionBackwardFlops * forward / (rate * kAttentionBackwardRate),
-          fmt::format("causal, {:.0f} tokens a sequence, head dim {:.0f}: {:.3g} forward FLOPs at {} {:.0f} TFLOP/s", seq,
-                      head_dim, forward, hw.attention_kernel, rate / 1e12)};
+          fmt::format("causal, {:.0f} tokens a sequence{}, head dim {:.0f}: {:.3g} forward FLOPs at {} {:.0f} TFLOP/s",
+                      seq, cp > 1 ? fmt::format(" in ring blocks of {:.0f}", call_keys) : "", head_dim, forward,
+                      hw.attention_kernel, rate / 1e12)};
 }
 
 }  // namespace
@@ -332,12 +352,24 @@ StepTimeEstimate estimate_step_time(const ModelCensus& c, const config::Recipe& 
                                                        : hw.fp8_gemm_tflops.rate(hidden) * 1e12;
   // Seconds a matrix parameter a token takes over its passes: `low_rate` for those FP8 runs,
   // `dtype_rate` for the rest.
-  auto per_parameter = [&](double dtype_rate, double low_rate) {
-    return fp8 ? (gemm_passes - high_passes) / low_rate + high_passes / dtype_rate : gemm_passes / dtype_rate;
+  auto per_parameter = [&](double dtype_rate, double low_rate, double passes) {
+    return fp8 ? (passes - high_passes) / low_rate + high_passes / dtype_rate : passes / dtype_rate;
   };
+  // torchtitan's per-op selective recompute reruns a block's even matrix products (wk, wo, w3 of a
+  // llama block) in backward: 2 more passes for that share of a dense block's matrices.
+  const bool op_recompute = overlap.selective_every_second_matmul && m.recompute == memory::Recompute::selective;
+  double op_recomputed = 0;
+  if (op_recompute && !c.layers.empty() && c.layers.front().matrices() > 0)
+    op_recomputed = hidden *
+                    static_cast<double>(c.key_width + c.value_width + std::max(c.intermediate, c.moe_intermediate)) /
+                    static_cast<double>(c.layers.front().attention + c.layers.front().dense);
+  const double layer_passes = gemm_passes + 2 * op_recomputed;
+  // The compute dtype's GEMMs at their rate for K = the hidden size (reduction_factor).
+  const double reduction = reduction_factor(recipe, hw, hidden);
   const double dense_s =
-      rank_tokens * ((dense_matrices - share.head) * per_parameter(dtype_peak * hw.gemm_efficiency, fp8_rate) +
-                     share.head * gemm_passes / (dtype_peak * hw.gemm_efficiency));
+      rank_tokens *
+      ((dense_matrices - share.head) * per_parameter(dtype_peak * hw.gemm_efficiency * reduction, fp8_rate, layer_passes) +
+       share.head * gemm_passes / (dtype_peak * hw.gemm_efficiency * reduction));
   // Experts' grouped GEMMs lose rate as their tokens an expert fall: t / (t + half) of the large
   // shapes' (the profile's grouped_gemm_half_tokens, from a published grouped GEMM table); under
   // FP8 at the published FP8 rate so reduced (that table is FP8's), else at expert_efficiency.
@@ -349,10 +381,15 @@ StepTimeEstimate estimate_step_time(const ModelCensus& c, const config::Recipe& 
                              : 1;
   const double expert_s = rank_tokens * share.expert_matrices *
                           per_parameter(dtype_peak * hw.expert_efficiency * grouped,
-                                        fp8_rate * grouped);
-  const bool recompute_attention = m.recompute != memory::Recompute::none;
-  const auto attention = attention_seconds(c, recipe, hw, rank_tokens, layers, tp, recompute_attention, dtype_peak);
-  e.terms.push_back({"GEMMs (dense)", dense_s, fmt::format("{:.3g} matrix parameters a token here", dense_matrices)});
+                                        fp8_rate * grouped, gemm_passes);
+  // Selective and full recompute rerun attention's forward; torchtitan's per-op policy saves its output.
+  const bool recompute_attention = m.recompute != memory::Recompute::none && !op_recompute;
+  const auto attention = attention_seconds(c, recipe, hw, rank_tokens, layers, tp, cp, recompute_attention, dtype_peak);
+  e.terms.push_back({"GEMMs (dense)", dense_s,
+                     fmt::format("{:.3g} matrix parameters a token here{}", dense_matrices,
+                                 op_recompute ? fmt::format(", {:.0f}% of the blocks' rerun (every second product)",
+                                                            100 * op_recomputed)
+                                              : "")});
   if (share.expert_matrices > 0)
     e.terms.push_back({"GEMMs (experts)", expert_s,
                        fmt::format("{:.3g} active expert parameters a token here, {:.0f} tokens an expert", share.expert_matrices,

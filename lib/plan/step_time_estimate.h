@@ -48,6 +48,11 @@ struct CommunicationOverlap {
   // FSDP gathers each unit once a step and reduce-scatters once, keeping it gathered across the
   // micro batches (torchtitan under pipeline parallelism), instead of once a micro batch.
   bool fsdp_once_per_step = false;
+  // Beside communication, how the engine recomputes under memory.recompute selective: torchtitan's
+  // per-op policy ("op") saves attention's output and every odd matrix product of a block and
+  // recomputes the rest (wk, wo and w3 of a llama block, in the order its forward runs them),
+  // where xtrain's selective recompute reruns attention alone.
+  bool selective_every_second_matmul = false;
 };
 
 struct TimeTerm {

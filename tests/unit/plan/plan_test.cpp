@@ -348,6 +348,39 @@ TEST_CASE("FP8 runs the linear layers at the fp8 rate, the head in the compute d
   CHECK(high.terms[0].seconds == Approx(256 * (16000 * (4 / 1e12 + 2 / 0.5e12) + 2000 * 6 / 0.5e12)));
 }
 
+TEST_CASE("compute-dtype GEMMs slow with a short reduction as the FP8 table does at the peak ratio times K", "[plan]") {
+  const auto c = four_layers();  // hidden 16
+  const auto recipe = recipe_for(8, 1, 32);
+  auto hw = device();
+  hw.peak_tflops_fp8 = 2;  // twice bf16's: a bf16 loop over K lasts as long as FP8's over 2 K
+  const auto gemms = [](const plan::StepTimeEstimate& e) { return e.terms[0].seconds; };
+  const double long_reduction = gemms(plan::estimate_step_time(c, recipe, {}, hw));
+  hw.fp8_gemm_tflops = {{16, 64}, {100, 400}};
+  // K = 16 runs as FP8's K = 32: 250 TFLOP/s (halfway in log K) of the table's largest, 400.
+  CHECK(gemms(plan::estimate_step_time(c, recipe, {}, hw)) == Approx(long_reduction * 400 / 250));
+  auto fp32 = recipe;
+  fp32.train.dtype = config::Dtype::fp32;  // no tensor cores: no table applies (fp32 peak 1, as bf16's)
+  CHECK(gemms(plan::estimate_step_time(c, fp32, {}, hw)) == Approx(long_reduction));
+}
+
+TEST_CASE("torchtitan's per-op selective recompute reruns every second product and keeps attention", "[plan]") {
+  const auto c = four_layers();  // a block: attention 1000 + MLP 3000; hidden 16, k 8, v 16, MLP 64
+  auto recipe = recipe_for(8, 1, 32);
+  recipe.memory.recompute = memory::Recompute::selective;
+  plan::CommunicationOverlap torchtitan;
+  torchtitan.selective_every_second_matmul = true;
+  const auto xtrain = plan::estimate_step_time(c, recipe, {}, device());
+  const auto op = plan::estimate_step_time(c, recipe, {}, device(), torchtitan);
+  // wk, wo and w3 rerun: 16 x (8 + 16 + 64) of a block's 4000 matrix parameters, 2 passes more.
+  const double rerun = 16.0 * (8 + 16 + 64) / 4000;
+  REQUIRE(op.terms[0].name == "GEMMs (dense)");
+  CHECK(op.terms[0].seconds == Approx(256 * (16000 * (6 + 2 * rerun) + 2000 * 6) / 0.5e12));
+  CHECK(xtrain.terms[0].seconds == Approx(256 * 18000 * 6 / 0.5e12));
+  // Attention's output is saved: three forwards' worth against xtrain's four.
+  REQUIRE(op.terms[1].name == "attention");
+  CHECK(op.terms[1].seconds == Approx(xtrain.terms[1].seconds * 3 / 4));
+}
+
 TEST_CASE("attention runs at the published kernel rate for its head dim and sequence length", "[plan]") {
   plan::AttentionRateTable table{{64, 256}, {1024, 4096}, {{100, 200}, {300, 400}}};
   CHECK(table.rate(64, 1024) == Approx(100));
