@@ -20,7 +20,8 @@ python=${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export TMPDIR=$work
-"$python" "$srcdir/tools/reference/lora_peft.py" make --out "$work/base" --data-dir "$work" > /dev/null 2>&1
+"$python" "$srcdir/tools/reference/lora_peft.py" make --data-dir "$work" --model "llama:$work/base" \
+  --model "qwen2:$work/qwen2-base" > /dev/null 2>&1
 
 targets="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 cat > "$work/recipe.yaml" <<YAML
@@ -95,10 +96,16 @@ grep -q '"base_model_name_or_path": "'"$work"'/base"' "$work/adapter/adapter_con
   exit 1
 }
 if grep -q xtrain_lora "$work/merged/config.json"; then echo "the merged config.json names the adapters"; exit 1; fi
-xtrain_loss=$(grep -o '"eval_loss":[^,]*' "$work/one/metrics.jsonl" | tail -1 | cut -d: -f2)
-"$python" "$srcdir/tools/reference/lora_peft.py" check --base "$work/base" --adapter "$work/adapter" \
-  --merged "$work/merged" --data "$work/eval.jsonl" --seq-len 32 --xtrain-loss "$xtrain_loss" --rank 4 --alpha 8 \
-  --targets "$targets" 2> "$work/peft.log" || { cat "$work/peft.log"; exit 1; }
+# qwen2: the adapters beside the q, k and v biases, likewise.
+train qwen2 1 --set model.init_from=hf:$work/qwen2-base
+expect_text "$work/qwen2.log" "lora: rank 4, alpha 8 on q_proj"
+"$xtrain" export "$work/qwen2/checkpoints/latest" "$work/qwen2-adapter" --adapter > /dev/null 2>&1
+"$xtrain" export "$work/qwen2/checkpoints/latest" "$work/qwen2-merged" > /dev/null 2>&1
+final_loss() { grep -o '"eval_loss":[^,]*' "$1/metrics.jsonl" | tail -1 | cut -d: -f2; }
+"$python" "$srcdir/tools/reference/lora_peft.py" check --data "$work/eval.jsonl" --seq-len 32 --rank 4 --alpha 8 \
+  --targets "$targets" --case "llama:$work/base:$work/adapter:$work/merged:$(final_loss "$work/one")" \
+  --case "qwen2:$work/qwen2-base:$work/qwen2-adapter:$work/qwen2-merged:$(final_loss "$work/qwen2")" \
+  2> "$work/peft.log" || { cat "$work/peft.log"; exit 1; }
 # eval and generate read the adapters from the checkpoint as from the merged export.
 from_checkpoint=$("$xtrain" generate "$work/one/checkpoints/latest" --prompt "the cat" --max-new-tokens 8 --temperature 0)
 from_export=$("$xtrain" generate "$work/merged" --prompt "the cat" --max-new-tokens 8 --temperature 0)
@@ -115,17 +122,4 @@ expect_match "$work/resumed.log" "resumed from .*step-2 at step 2"
 [[ $(losses "$work/one") == "$(losses "$work/resumed")" ]] || { losses "$work/one"; losses "$work/resumed"; exit 1; }
 "$xtrain" export "$work/resumed/checkpoints/latest" "$work/resumed-adapter" --adapter > /dev/null 2>&1
 cmp "$work/adapter/adapter_model.safetensors" "$work/resumed-adapter/adapter_model.safetensors"
-# qwen2: the adapters beside the q, k and v biases, against PEFT likewise.
-"$python" "$srcdir/tools/reference/lora_peft.py" make --family qwen2 --out "$work/qwen2-base" \
-  --data-dir "$(mkdir -p "$work/qwen2-data" && echo "$work/qwen2-data")" \
-  > /dev/null 2>&1
-train qwen2 1 --set model.init_from=hf:$work/qwen2-base
-expect_text "$work/qwen2.log" "lora: rank 4, alpha 8 on q_proj"
-"$xtrain" export "$work/qwen2/checkpoints/latest" "$work/qwen2-adapter" --adapter > /dev/null 2>&1
-"$xtrain" export "$work/qwen2/checkpoints/latest" "$work/qwen2-merged" > /dev/null 2>&1
-xtrain_loss=$(grep -o '"eval_loss":[^,]*' "$work/qwen2/metrics.jsonl" | tail -1 | cut -d: -f2)
-"$python" "$srcdir/tools/reference/lora_peft.py" check --base "$work/qwen2-base" --adapter "$work/qwen2-adapter" \
-  --merged "$work/qwen2-merged" --data "$work/eval.jsonl" --seq-len 32 --xtrain-loss "$xtrain_loss" --rank 4 \
-  --alpha 8 --targets "$targets" 2> "$work/peft.log" | sed 's/^lora:/lora (qwen2):/' || { cat "$work/peft.log"; exit 1; }
-
 echo "lora: resumed after step 2: $(losses "$work/resumed" | wc -l) losses and the adapters bit-identical to the uninterrupted run"
