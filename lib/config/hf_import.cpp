@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -93,7 +94,7 @@ class HfImport {
                                  dir_, e.what()));
       return true;
     }
-    refuse_dropout();
+    import_dropout(hf.family);
     auto& m = recipe_.model;
     const int64_t kv_heads = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;  // as the recipe means them
     const int64_t head_dim = m.head_dim_override == 0 ? m.hidden_size / m.num_heads : m.head_dim_override;
@@ -193,11 +194,28 @@ class HfImport {
     passes("model.init_std", fmt::format("{}", v.init_std), "vision_config.initializer_range");
   }
 
-  // xtrain computes no dropout: a folder trained with it is fine-tuned without it only when the
-  // recipe says so (model.dropout: 0), rather than silently.
-  void refuse_dropout() {
+  // A folder's dropout. A family that computes dropout (capabilities.dropout) takes it, one
+  // probability for its attention probabilities and hidden states alike; any other family
+  // trains without it only when the recipe says so (model.dropout: 0), rather than silently.
+  // A recipe's model.dropout wins over the folder's.
+  void import_dropout(const std::string& family) {
     const auto dropout = ckpt::hf_dropout(json_);
     if (dropout.empty() || report_.is_set("model.dropout")) return;
+    if (model::model_spec(family).capabilities.dropout) {
+      const auto value = [&](const char* field) { return json_.value(field, nlohmann::json(0.0)); };
+      const bool one = std::all_of(dropout.begin(), dropout.end(), [](const ckpt::HfDropout& d) {
+        return d.field == "hidden_dropout_prob" || d.field == "attention_probs_dropout_prob";
+      });
+      if (one && value("hidden_dropout_prob") == value("attention_probs_dropout_prob")) {
+        recipe_.model.dropout = dropout.front().value;
+        return;
+      }
+      report_.refuse("model.init_from",
+                     fmt::format("{}/config.json: {}, but xtrain's {} applies one dropout probability to the "
+                                 "attention probabilities and the hidden states; set model.dropout in the recipe",
+                                 dir_, ckpt::describe(dropout), family));
+      return;
+    }
     const bool jitter = std::any_of(dropout.begin(), dropout.end(),
                                     [](const ckpt::HfDropout& d) { return d.field == "router_jitter_noise"; });
     report_.refuse("model.init_from",

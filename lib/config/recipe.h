@@ -27,9 +27,8 @@ struct ModelSection : model::ModelConfig {
   std::string init_from;  // "" (run.seed's random init) or hf:DIR
   std::vector<std::string> freeze;  // parts of the model (ModelSpec::parts) that do not train
   model::LoraConfig lora;  // model.lora.*: adapters on the named layers, the base frozen
-  // Always 0: xtrain computes no dropout. Set explicitly, it lets model.init_from take a folder
-  // whose config.json has dropout (config/hf_import.cpp).
-  double dropout = 0;
+  // model.dropout is ModelConfig::dropout: a recipe's value overrides a Hugging Face folder's
+  // (config/hf_import.cpp).
 };
 
 struct DataSection {

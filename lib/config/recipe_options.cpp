@@ -77,10 +77,10 @@ Check<std::string> chunk_spec() {
 }
 
 // Dropout would need masks that every layout and every resume draws alike; xtrain has none yet.
-Check<double> no_dropout() {
+Check<double> dropout_probability() {
   return [](const double& value) -> std::optional<std::string> {
-    if (value == 0) return std::nullopt;
-    return fmt::format("xtrain computes no dropout, so only 0 is accepted, got {}", value);
+    if (value >= 0 && value < 1) return std::nullopt;
+    return fmt::format("a dropout probability is in [0, 1), got {}", value);
   };
 }
 
@@ -185,7 +185,7 @@ void add_model_options(OptionRegistry& r) {
   r.add<double>("model.capacity_factor", FIELD(model.capacity_factor), 0.0, "0: dropless. Otherwise each expert takes at most ceil(factor x tokens x k / experts) of a micro batch's tokens on a rank; the others pass through the residual and are counted as dropped.", at_least<double>(0.0));
   add_choice<model::DropPolicy>(r, "model.drop_policy", FIELD(model.drop_policy), model::DropPolicy::probs, "With a capacity: which of an expert's tokens are dropped, those of lowest router weight (probs) or the latest (position).");
   r.add<std::string>("model.init_from", FIELD(model.init_from), "", "Initial weights: empty for a random init from run.seed, or hf:DIR, a Hugging Face folder (config.json with model.safetensors, or its shards and model.safetensors.index.json). The model's shape comes from config.json, and the tokenizer from DIR/tokenizer.json unless data.tokenizer is set; a resumed run reads its checkpoint instead. See docs/models.md, Starting from a Hugging Face model.", init_source());
-  r.add<double>("model.dropout", FIELD(model.dropout), 0.0, "Dropout probability. xtrain computes no dropout (modern LLM training uses none), so only 0 is accepted; set it explicitly to fine-tune a Hugging Face folder whose config.json has non-zero dropout, which model.init_from refuses otherwise. The export keeps the config's dropout values.", no_dropout());
+  r.add<double>("model.dropout", FIELD(model.dropout), 0.0, "Dropout probability in training, on the attention probabilities and the hidden states where transformers applies hidden_dropout_prob and attention_probs_dropout_prob (bert, vit; other families accept only 0). The masks are keyed by run.seed, the step, the layer and each element's global sample, token and feature, so every layout draws the masks one process draws and a resume is exact. model.init_from takes a folder's dropout unless the recipe sets this; eval and generate compute none.", dropout_probability());
   r.add<std::vector<std::string>>("model.freeze", FIELD(model.freeze), {}, "Parts of the model that do not train: they get no gradients and no optimizer state, and stay bit-identical (llava: any of vision_tower, projector, language_model). Freezing all but the projector is llava's alignment stage.");
   r.add<int64_t>("model.lora.rank", FIELD(model.lora.rank), 8, "LoRA: the rank r of each adapter (A is [r, in], B is [out, r]); with model.lora.targets.", at_least<int64_t>(1));
   r.add<double>("model.lora.alpha", FIELD(model.lora.alpha), 16.0, "LoRA: the adapters' output is scaled by alpha / rank (PEFT's lora_alpha).", positive());

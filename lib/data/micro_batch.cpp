@@ -54,6 +54,7 @@ MicroBatch make_micro_batch(const SampleDataset& dataset, const std::vector<int6
     for (int64_t length : piece_lengths(starts, seq)) cu_seqlens.push_back(cu_seqlens.back() + length);
   }
   MicroBatch batch;
+  batch.sample_ids = torch::tensor(samples, torch::kInt64);
   if (!pixel_values.empty()) batch.pixel_values = torch::cat(pixel_values);
   batch.target_count = dataset.preference_pairs() ? rows / 2 : targets.ne(kIgnoreIndex).sum().item<int64_t>();
   if (pack) {

@@ -31,6 +31,9 @@ struct MicroBatch {
   // split as `context` says; cu_seqlens stays the whole row's. Null otherwise.
   std::shared_ptr<const model::ContextShard> context;
   std::vector<double> context_costs;  // the causal attention work of each cp rank's part
+  // int64 [rows]: each row's sample index in the dataset (a packed row's samples in order), which
+  // keys the dropout masks (train/dropout_key.h); undefined where the batch was not made of samples.
+  torch::Tensor sample_ids{};  // (initialised: brace-built batches may leave it out)
 };
 
 // The micro batch of these global sample indices.

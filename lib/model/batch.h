@@ -7,6 +7,7 @@
 
 #include <torch/types.h>
 
+#include "model/layers/keyed_dropout.h"
 #include "model/layers/sequence_layout.h"
 
 namespace xtrain::model {
@@ -20,6 +21,9 @@ struct Batch {
   // batch, times a loss scale). A model whose blocks have auxiliary losses gives them this
   // gradient inside the blocks' own backward (model/layers/aux_loss.h).
   double loss_weight = 1.0;
+  // Set by the training step only: the key of the dropout masks of a family that computes
+  // dropout (model.dropout); undefined, no dropout.
+  DropoutKey dropout;
 
   // The extra input `name`, or an undefined tensor.
   torch::Tensor extra_input(const std::string& name) const {

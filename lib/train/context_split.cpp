@@ -21,6 +21,7 @@ data::MicroBatch context_part(const data::MicroBatch& whole, const ContextSplit&
   part.targets = whole.targets.index_select(1, mine);
   part.cu_seqlens = whole.cu_seqlens;
   part.pixel_values = whole.pixel_values;
+  part.sample_ids = whole.sample_ids;
   part.target_count = part.targets.ne(data::kIgnoreIndex).sum().item<int64_t>();
   part.context_costs = parallel::context_rank_costs(*shard, bounds);
   part.context = shard;

@@ -196,6 +196,7 @@ void TrainingRun::parallelize_model() {
   training_step_ = std::make_unique<TrainingStep>(*parallel_, *schedule_, *optimizer_, scaler, trained_.optimized,
                                                   *experts_, *mesh_, *sums_, settings);
   if (recipe_.data.objective == config::Objective::dpo) training_step_->use_dpo(make_dpo_objective(recipe_, device_));
+  training_step_->key_dropout(static_cast<uint64_t>(recipe_.run.seed));
   RunIdentity identity{recipe_.data.seq_len, degrees_, recipe_.parallel.sequence_parallel,
                        {{"global_batch_size", t_.global_batch_size},
                         {"balance_window", recipe_.data.balance_window},
@@ -423,8 +424,9 @@ void TrainingRun::print_summary() const {
   const auto& m = recipe_.model;
   fmt::print("model: {} parameters ({} layers, hidden {}, heads {}/{} kv, vocab {})\n", total_parameters_,
              m.num_layers, m.hidden_size, m.num_heads, m.num_kv_heads, m.vocab_size);
-  // The recipe loader let it through only with model.dropout: 0.
-  if (const auto dropout = ckpt::hf_dropout(imported_hf_config_); !dropout.empty())
+  // The recipe loader let it through only with model.dropout: 0, or took it (a family with dropout).
+  if (m.dropout > 0) fmt::print("model: dropout {} (keyed masks, the same on every layout)\n", m.dropout);
+  if (const auto dropout = ckpt::hf_dropout(imported_hf_config_); !dropout.empty() && m.dropout == 0)
     fmt::print("model: trains without the dropout of its Hugging Face config ({}; model.dropout: 0); the export "
                "keeps those values\n",
                ckpt::describe(dropout));

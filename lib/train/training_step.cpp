@@ -12,6 +12,7 @@
 #include "train/health_check.h"
 
 #include "memory/chunked_loss.h"
+#include "train/dropout_key.h"
 #include "train/micro_batch_weight.h"
 #include "train/precision.h"
 #include "train/training_loss.h"
@@ -148,6 +149,8 @@ MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, i
     // Auxiliary losses weigh as the loss does, so that their gradient does not depend on the
     // layout; the model applies it inside its blocks' backward (model/layers/aux_loss.h).
     model_input.loss_weight = loss_weight;
+    if (model_.model().config().dropout > 0)
+      model_input.dropout = dropout_key(batch, dropout_seed_, input_.step, settings_.device);
     output = dpo_ ? dpo_->loss(model_.model(), model_input)
                   : training_loss(model_.model(), model_input, settings_.loss_chunk,
                                   model_.fresh_head_gradients() ? memory::WeightGrad::into_fresh_grad
@@ -167,7 +170,8 @@ MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, i
 ChunkOutput TrainingStep::forward_chunk(const parallel::PipelineChunk& part, const data::MicroBatch& batch,
                                         int64_t index, int64_t count, const torch::Tensor& input) {
   if (index == 1) inject_fault_mid_step(*input_.fault, input_.step);
-  return run_chunk_layers(part, batch, input, micro_batch_loss_weight(batch, index, count), input_.loss_factor);
+  return run_chunk_layers(part, batch, input, micro_batch_loss_weight(batch, index, count), input_.loss_factor,
+                          /*training=*/true);
 }
 
 MicroBatchLosses TrainingStep::forward(const data::MicroBatch& batch) {
@@ -180,7 +184,7 @@ MicroBatchLosses TrainingStep::forward(const data::MicroBatch& batch) {
 
 ChunkOutput TrainingStep::forward_chunk_only(const parallel::PipelineChunk& part, const data::MicroBatch& batch,
                                              const torch::Tensor& input) {
-  return run_chunk_layers(part, batch, input, 1.0, 1.0);
+  return run_chunk_layers(part, batch, input, 1.0, 1.0, /*training=*/false);
 }
 
 // The chunk's layers on `input` and, on the model's last chunk, the micro batch's mean loss
@@ -188,11 +192,14 @@ ChunkOutput TrainingStep::forward_chunk_only(const parallel::PipelineChunk& part
 // every chunk its layers' router losses and expert loads, summed over the pipeline at the
 // step's end (sum_losses).
 ChunkOutput TrainingStep::run_chunk_layers(const parallel::PipelineChunk& part, const data::MicroBatch& batch,
-                                           const torch::Tensor& input, double loss_weight, double loss_factor) {
+                                           const torch::Tensor& input, double loss_weight, double loss_factor,
+                                           bool training) {
   PrecisionScope precision(settings_.dtype, settings_.device.type());
   auto model_input = model_batch(batch, settings_.device);
   model_input.loss_weight = loss_weight;
   auto& model = model_.model();
+  if (training && model.config().dropout > 0)
+    model_input.dropout = dropout_key(batch, dropout_seed_, input_.step, settings_.device);
   auto out = model.forward_chunk(model_input, input, part.first_layer, part.last_layer, part.embedding, part.head);
   const auto targets = static_cast<double>(batch.target_count);
   MicroBatchLosses losses{{}, {}, out.expert_load, out.dropped, {}};

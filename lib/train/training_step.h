@@ -95,6 +95,8 @@ class TrainingStep final : private MicroBatchWork {
 
   // data.objective dpo: every micro batch's loss is `objective`'s (its targets count pairs).
   void use_dpo(std::unique_ptr<DpoObjective> objective) { dpo_ = std::move(objective); }
+  // run.seed, which keys the dropout masks of a model with model.dropout (train/dropout_key.h).
+  void key_dropout(uint64_t seed) { dropout_seed_ = seed; }
 
   const NonFiniteGuard& non_finite() const { return non_finite_; }
   int64_t spikes_in_a_row() const { return spikes_in_a_row_; }
@@ -109,7 +111,8 @@ class TrainingStep final : private MicroBatchWork {
                                  const torch::Tensor& input) override;
 
   ChunkOutput run_chunk_layers(const parallel::PipelineChunk& part, const data::MicroBatch& batch,
-                               const torch::Tensor& input, double loss_weight, double loss_factor);
+                               const torch::Tensor& input, double loss_weight, double loss_factor,
+                               bool training);  // training: with the dropout masks
   double micro_batch_loss_weight(const data::MicroBatch& batch, int64_t index, int64_t count) const;
   void sum_losses(const MicroBatchLosses& losses, StepOutcome& outcome);
   void update(StepOutcome& outcome);
@@ -135,6 +138,7 @@ class TrainingStep final : private MicroBatchWork {
   double aux_share_ = 1.0;
 
   std::unique_ptr<DpoObjective> dpo_;
+  uint64_t dropout_seed_ = 0;
   NonFiniteGuard non_finite_;
   SpikeDetector spikes_;
   int64_t spikes_in_a_row_ = 0;

@@ -4,9 +4,9 @@
 # model.init_from, trained 2 steps and exported: the exported config.json has the same
 # coefficient digit for digit (xtrain trained with 0.001 x top k), the same token ids, and the
 # folder's tokenizer files and generation_config.json unchanged; transformers reads it so. A BERT
-# folder with hidden_dropout_prob 0.1: refused (exit 2, the file, the fields, the fix), accepted
-# with model.dropout 0 (the log says so once), trained 2 steps and exported with its dropout as
-# it was. Prints the values it checks. Fails when the Python ($XTRAIN_PYTHON, else
+# folder with hidden_dropout_prob 0.1: its dropout taken (bert computes dropout; the log says
+# so), a probability of 1 refused (exit 2), accepted with model.dropout 0 (the log says so once),
+# trained 2 steps and exported with its dropout as it was. Prints the values it checks. Fails when the Python ($XTRAIN_PYTHON, else
 # .venv/bin/python3) has no transformers.
 set -euo pipefail
 xtrain=$1
@@ -115,7 +115,7 @@ print("transformers reads the export:", {k: getattr(config, k) for k in fields})
 assert config.router_aux_loss_coef == 0.001 and config.pad_token_id == imported["pad_token_id"]
 PY
 
-# --- BERT with dropout: refused, then accepted with model.dropout 0 ---------------------------
+# --- BERT with dropout: taken, or overridden by model.dropout 0 -----------------------------
 cat > "$work/bert.yaml" <<YAML
 name: hf-round-trip-bert
 model:
@@ -136,16 +136,15 @@ optim:
 checkpoint:
   every: 2
 YAML
-expected="$work/bert.yaml:3:3: model.init_from: $work/bert/config.json: hidden_dropout_prob 0.1, \
-attention_probs_dropout_prob 0.1, but xtrain computes no dropout; add \`model.dropout: 0\` to the recipe to \
-fine-tune without dropout (the export keeps the config's values)"
-expect_exit 2 "$work/refused.log" "$xtrain" train "$work/bert.yaml" --set run.dir="$work/bert_run"
-expect_line "$work/refused.log" "$expected"
-[[ ! -e $work/bert_run ]] || { echo "the refused run created its folder"; exit 1; }
-echo "bert with dropout, refused (exit 2): $(cat "$work/refused.log")"
-expect_refusal 2 "$work/nonzero.log" "model.dropout: xtrain computes no dropout, so only 0 is accepted, got 0.1" \
-  "$xtrain" validate "$work/bert.yaml" --set model.dropout=0.1
-echo "model.dropout 0.1 (exit 2): $(cat "$work/nonzero.log")"
+"$xtrain" train "$work/bert.yaml" --set run.dir="$work/bert_dropout" --stop-at-step 1 > "$work/taken.log" 2>&1 || {
+  cat "$work/taken.log"
+  exit 1
+}
+expect_line "$work/taken.log" "model: dropout 0.1 (keyed masks, the same on every layout)"
+echo "bert with dropout, taken: $(grep '^model: dropout' "$work/taken.log")"
+expect_refusal 2 "$work/nonzero.log" "model.dropout: a dropout probability is in [0, 1), got 1" \
+  "$xtrain" validate "$work/bert.yaml" --set model.dropout=1
+echo "model.dropout 1 (exit 2): $(cat "$work/nonzero.log")"
 
 "$xtrain" train "$work/bert.yaml" --set run.dir="$work/bert_run" --set model.dropout=0 > "$work/bert.log" 2>&1 || {
   cat "$work/bert.log"

@@ -14,6 +14,7 @@ void context_parallel(const RuleContext&);
 void multi_token_prediction(const RuleContext&);
 void float8(const RuleContext&);
 void freeze(const RuleContext&);
+void dropout(const RuleContext&);
 void lora(const RuleContext&);
 void onebit_adam(const RuleContext&);
 void objective(const RuleContext&);
@@ -37,6 +38,7 @@ const std::vector<FeatureRule>& recipe_rules() {
       {"multi_token_prediction", rules::multi_token_prediction},
       {"float8", rules::float8},
       {"freeze", rules::freeze},
+      {"dropout", rules::dropout},
       {"lora", rules::lora},
       {"onebit_adam", rules::onebit_adam},
       {"objective", rules::objective},

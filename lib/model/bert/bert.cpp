@@ -1,5 +1,8 @@
 #include "model/bert/bert.h"
 
+#include <cmath>
+#include <limits>
+
 #include <torch/torch.h>
 
 #include "model/spec/bert_family.h"
@@ -7,7 +10,8 @@
 
 namespace xtrain::model {
 
-BertLayerImpl::BertLayerImpl(const ModelConfig& c) : num_heads_(c.num_heads), head_dim_(c.hidden_size / c.num_heads) {
+BertLayerImpl::BertLayerImpl(const ModelConfig& c, int64_t index)
+    : num_heads_(c.num_heads), head_dim_(c.hidden_size / c.num_heads), index_(index), dropout_(c.dropout) {
   auto attention = module_scope(*this, "attention");
   auto self = module_scope(*attention, "self");
   query = self->register_module("query", Linear(c.hidden_size, c.hidden_size, true));
@@ -22,13 +26,25 @@ BertLayerImpl::BertLayerImpl(const ModelConfig& c) : num_heads_(c.num_heads), he
   output_norm = output->register_module("LayerNorm", LayerNorm(c.hidden_size, c.norm_eps));
 }
 
-torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
+// SDPA without dropout; with it, the eager path (transformers' "eager" BertSelfAttention), whose
+// probabilities the keyed masks drop.
+torch::Tensor BertLayerImpl::attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const torch::Tensor& mask, const DropoutKey& dropout) const {
+  if (dropout_ == 0 || !dropout.defined()) return at::scaled_dot_product_attention(q, k, v, mask);
+  auto scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim_)));
+  scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  auto probs = at::softmax(scores, -1, at::kFloat).to(v.scalar_type());
+  return at::matmul(attention_dropout(probs, dropout_, dropout, index_), v);
+}
+
+torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask, const DropoutKey& dropout) {
   const int64_t b = x.size(0), t = x.size(1);
   auto heads = [&](Linear& projection) { return projection(x).view({b, t, -1, head_dim_}).transpose(1, 2); };
-  auto context = at::scaled_dot_product_attention(heads(query), heads(key), heads(value), mask);
+  auto context = attention(heads(query), heads(key), heads(value), mask, dropout);
   context = context.transpose(1, 2).reshape({b, t, -1});
-  const auto h = attention_norm(attention_dense(context) + x);
-  return output_norm(output_dense(torch::gelu(intermediate(h))) + h);
+  auto drop = [&](const torch::Tensor& y, DropoutSite site) { return hidden_dropout(y, dropout_, dropout, index_, site); };
+  const auto h = attention_norm(drop(attention_dense(context), DropoutSite::attention_output) + x);
+  return output_norm(drop(output_dense(torch::gelu(intermediate(h))), DropoutSite::mlp_output) + h);
 }
 
 void BertLayerImpl::describe_init(const std::string& name, double std, InitPlan& plan) const {
@@ -62,7 +78,7 @@ BertForMaskedLM::BertForMaskedLM(const ModelConfig& c) : CausalLM(c) {
   embeddings_norm = embeddings->register_module("LayerNorm", LayerNorm(c.hidden_size, c.norm_eps));
   layers = module_scope(*bert, "encoder")->register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    blocks.push_back(BertLayer(c));
+    blocks.push_back(BertLayer(c, i));
     layers->push_back(blocks.back());
   }
   auto predictions = module_scope(*module_scope(*this, "cls"), "predictions");
@@ -99,7 +115,8 @@ torch::Tensor BertForMaskedLM::embed(const Batch& batch) {
   auto lookup = [&](const torch::Tensor& input) {
     return word_embeddings(input) + position_embeddings(positions).unsqueeze(0) + token_type_embeddings(types);
   };
-  return embeddings_norm(embed_runner ? embed_runner(ids, lookup) : lookup(ids));
+  return hidden_dropout(embeddings_norm(embed_runner ? embed_runner(ids, lookup) : lookup(ids)), config().dropout,
+                        batch.dropout, /*layer=*/0, DropoutSite::embeddings);
 }
 
 ModelOutput BertForMaskedLM::forward(const Batch& batch) {
@@ -107,7 +124,9 @@ ModelOutput BertForMaskedLM::forward(const Batch& batch) {
   const auto mask = encoder_attention_mask(batch);
   for (size_t i = 0; i < layers->size(); ++i) {
     auto* layer = blocks[i].get();
-    auto block = [layer, mask](const torch::Tensor& input) { return layer->forward(input, mask); };
+    auto block = [layer, mask, key = batch.dropout](const torch::Tensor& input) {
+      return layer->forward(input, mask, key);
+    };
     x = block_runner ? block_runner(static_cast<int64_t>(i), x, block) : block(x);
   }
   return {transform_norm(torch::gelu(transform(x))), {}, {}, {}, {}};

@@ -10,6 +10,11 @@
 // the loss multiplies them by output_weight() and adds output_bias(), as for the decoders, and
 // counts only the positions whose label is not -100 (the masked tokens).
 //
+// Dropout (model.dropout, training only: Batch::dropout defined) where transformers applies it:
+// after the embeddings' LayerNorm, on the attention probabilities (attention then takes the
+// eager path, which materialises them, instead of SDPA) and on each sublayer's output before its
+// residual add; its masks are keyed (model/layers/keyed_dropout.h).
+//
 // Init as BERT's: every weight ~ N(0, init_std^2), biases 0, LayerNorm gains 1. Not split by
 // tensor or pipeline parallelism (the recipe refuses both).
 #pragma once
@@ -21,6 +26,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "model/causal_lm.h"
+#include "model/layers/keyed_dropout.h"
 #include "model/layers/layer_norm.h"
 #include "model/layers/linear.h"
 
@@ -28,9 +34,11 @@ namespace xtrain::model {
 
 class BertLayerImpl : public torch::nn::Module, public Float8User {
  public:
-  explicit BertLayerImpl(const ModelConfig& config);
-  // mask: bool [B, 1, T, T], true where a query may attend to a key.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
+  // index: the layer's place in the encoder, which keys its dropout masks.
+  BertLayerImpl(const ModelConfig& config, int64_t index);
+  // mask: bool [B, 1, T, T], true where a query may attend to a key; dropout: the training
+  // step's key (undefined: none).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask, const DropoutKey& dropout = {});
   void describe_init(const std::string& name, double std, InitPlan& plan) const;
   void float8_layers(const std::string& name, Float8Layers& layers) override;  // attention and MLP projections
 
@@ -40,7 +48,11 @@ class BertLayerImpl : public torch::nn::Module, public Float8User {
   LayerNorm output_norm{nullptr};
 
  private:
-  int64_t num_heads_, head_dim_;
+  torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                          const torch::Tensor& mask, const DropoutKey& dropout) const;
+
+  int64_t num_heads_, head_dim_, index_;
+  double dropout_;
 };
 TORCH_MODULE(BertLayer);
 

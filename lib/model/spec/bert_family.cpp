@@ -14,8 +14,7 @@
 namespace xtrain::model {
 namespace {
 
-// Dropout is 0: xtrain trains without it, and transformers in training mode then computes what
-// xtrain computed. (A model imported with dropout keeps its config's values: model/spec/hf_config.h.)
+// Dropout: model.dropout, for the hidden states and the attention probabilities alike.
 nlohmann::json bert_config(const ModelConfig& c, int64_t /*eos_token_id: [SEP] ends documents, BERT names none*/) {
   return {{"architectures", {"BertForMaskedLM"}},
           {"model_type", "bert"},
@@ -25,8 +24,8 @@ nlohmann::json bert_config(const ModelConfig& c, int64_t /*eos_token_id: [SEP] e
           {"num_attention_heads", c.num_heads},
           {"intermediate_size", c.intermediate_size},
           {"hidden_act", "gelu"},
-          {"hidden_dropout_prob", 0.0},
-          {"attention_probs_dropout_prob", 0.0},
+          {"hidden_dropout_prob", c.dropout},
+          {"attention_probs_dropout_prob", c.dropout},
           {"max_position_embeddings", c.max_seq_len},
           {"type_vocab_size", c.type_vocab_size},
           {"initializer_range", c.init_std},
@@ -92,6 +91,7 @@ ModelSpec bert_spec() {
   // embeddings' padding row.
   spec.capabilities.causal = false;
   spec.capabilities.pad_token = true;
+  spec.capabilities.dropout = true;  // model/bert/bert.h
   spec.architecture = Architecture::bert;
   spec.to_hf_config = bert_config;
   spec.from_hf_config = config_from_bert;

@@ -123,6 +123,9 @@ struct ModelConfig {
   double norm_eps = 1e-5;
   bool tie_embeddings = false;
   double init_std = 0.02;
+  // model.dropout: the probability of dropout on attention probabilities and hidden states in
+  // training (model/layers/keyed_dropout.h), for a family whose spec has capabilities.dropout.
+  double dropout = 0;
   int64_t head_dim_override = 0;  // 0: hidden_size / num_heads
   // Sliding-window attention (gpt_oss): the layers whose layer_types entry is
   // "sliding_attention" see only the sliding_window latest keys of their document (the token's

@@ -58,6 +58,8 @@ struct Capabilities {
   // Classifies whole images: it reads images with integer labels (data/image_class_dataset.h),
   // one target an image, and the vocabulary is its labels.
   bool image_classes = false;
+  // Computes dropout in training (model.dropout > 0; model/layers/keyed_dropout.h).
+  bool dropout = false;
 };
 
 struct ModelSpec {

@@ -16,8 +16,7 @@ namespace {
 constexpr int64_t kMaxVitImageSize = 16384;
 constexpr int64_t kMaxVitImageChannels = 64;
 
-// Dropout is 0: xtrain trains without it, and transformers in training mode then computes what
-// xtrain computed.
+// Dropout: model.dropout, for the hidden states and the attention probabilities alike.
 nlohmann::json vit_config(const ModelConfig& c, int64_t /*eos_token_id: images have none*/) {
   nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
   for (int64_t i = 0; i < c.vocab_size; ++i) {
@@ -31,8 +30,8 @@ nlohmann::json vit_config(const ModelConfig& c, int64_t /*eos_token_id: images h
           {"num_attention_heads", c.num_heads},
           {"intermediate_size", c.intermediate_size},
           {"hidden_act", "gelu"},
-          {"hidden_dropout_prob", 0.0},
-          {"attention_probs_dropout_prob", 0.0},
+          {"hidden_dropout_prob", c.dropout},
+          {"attention_probs_dropout_prob", c.dropout},
           {"initializer_range", c.init_std},
           {"layer_norm_eps", c.norm_eps},
           {"image_size", c.vision.image_size},
@@ -102,6 +101,7 @@ ModelSpec vit_spec() {
   // Not split by tensor or pipeline parallelism (FSDP shards it); it does not generate.
   spec.capabilities.causal = false;
   spec.capabilities.image_classes = true;
+  spec.capabilities.dropout = true;  // model/vit/vit.h
   spec.architecture = Architecture::vit;
   spec.to_hf_config = vit_config;
   spec.from_hf_config = config_from_vit;

@@ -1,5 +1,7 @@
 #include "model/vit/vit.h"
 
+#include <cmath>
+
 #include <torch/torch.h>
 
 #include "model/layers/module_scope.h"
@@ -7,7 +9,8 @@
 
 namespace xtrain::model {
 
-VitLayerImpl::VitLayerImpl(const ModelConfig& c) : head_dim_(c.hidden_size / c.num_heads) {
+VitLayerImpl::VitLayerImpl(const ModelConfig& c, int64_t index)
+    : head_dim_(c.hidden_size / c.num_heads), index_(index), dropout_(c.dropout) {
   auto attention = module_scope(*this, "attention");
   auto self = module_scope(*attention, "attention");
   query = self->register_module("query", Linear(c.hidden_size, c.hidden_size, true));
@@ -20,7 +23,7 @@ VitLayerImpl::VitLayerImpl(const ModelConfig& c) : head_dim_(c.hidden_size / c.n
   layernorm_after = register_module("layernorm_after", LayerNorm(c.hidden_size, c.norm_eps));
 }
 
-torch::Tensor VitLayerImpl::forward(const torch::Tensor& x) {
+torch::Tensor VitLayerImpl::forward(const torch::Tensor& x, const DropoutKey& dropout) {
   const int64_t n = x.size(0), t = x.size(1);
   const auto normed = layernorm_before(x);
   auto heads = [&](const torch::Tensor& projected) { return projected.view({n, t, -1, head_dim_}).transpose(1, 2); };
@@ -28,10 +31,21 @@ torch::Tensor VitLayerImpl::forward(const torch::Tensor& x) {
   // is zero, exactly so here (detached) rather than rounding noise that AdamW would scale up to
   // steps of the learning rate's size, differently on each layout.
   const auto keys = key->project_with(normed, key->weight, {}) + key->bias.detach();
-  // Every token sees every token of its image: no mask.
-  auto context = at::scaled_dot_product_attention(heads(query(normed)), heads(keys), heads(value(normed)));
-  const auto h = x + attention_dense(context.transpose(1, 2).reshape({n, t, -1}));
-  return h + output_dense(torch::gelu(intermediate(layernorm_after(h))));
+  // Every token sees every token of its image: no mask. With dropout, transformers' eager
+  // attention, whose probabilities the keyed masks drop.
+  const bool drops = dropout_ > 0 && dropout.defined();
+  const auto q = heads(query(normed)), k = heads(keys), v = heads(value(normed));
+  torch::Tensor context;
+  if (drops) {
+    const auto scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim_)));
+    const auto probs = at::softmax(scores, -1, at::kFloat).to(v.scalar_type());
+    context = at::matmul(attention_dropout(probs, dropout_, dropout, index_), v);
+  } else {
+    context = at::scaled_dot_product_attention(q, k, v);
+  }
+  auto drop = [&](const torch::Tensor& y, DropoutSite site) { return hidden_dropout(y, dropout_, dropout, index_, site); };
+  const auto h = x + drop(attention_dense(context.transpose(1, 2).reshape({n, t, -1})), DropoutSite::attention_output);
+  return h + drop(output_dense(torch::gelu(intermediate(layernorm_after(h)))), DropoutSite::mlp_output);
 }
 
 void VitLayerImpl::describe_init(const std::string& name, double std, InitPlan& plan) const {
@@ -67,7 +81,7 @@ VitForImageClassification::VitForImageClassification(const ModelConfig& c) : Cau
       embeddings->register_parameter("position_embeddings", unmaterialized({1, v.num_patches() + 1, c.hidden_size}));
   layers = module_scope(*vit, "encoder")->register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    blocks.push_back(VitLayer(c));
+    blocks.push_back(VitLayer(c, i));
     layers->push_back(blocks.back());
   }
   layernorm = vit->register_module("layernorm", LayerNorm(c.hidden_size, c.norm_eps));
@@ -90,9 +104,11 @@ ModelOutput VitForImageClassification::forward(const Batch& batch) {
   TORCH_CHECK(!batch.input_ids.defined() || batch.input_ids.size(0) == pixels.size(0), "vit: ",
               batch.input_ids.size(0), " rows of labels for ", pixels.size(0), " images");
   auto x = embed(pixels);
+  const auto key = batch.dropout.rows_of(x.size(1));
+  x = hidden_dropout(x, config().dropout, key, /*layer=*/0, DropoutSite::embeddings);
   for (size_t i = 0; i < blocks.size(); ++i) {
     auto* layer = blocks[i].get();
-    auto block = [layer](const torch::Tensor& input) { return layer->forward(input); };
+    auto block = [layer, key](const torch::Tensor& input) { return layer->forward(input, key); };
     x = block_runner ? block_runner(static_cast<int64_t>(i), x, block) : block(x);
   }
   // LayerNorm is per token: norming the class token alone is the classifier's input.

@@ -12,6 +12,11 @@
 // labels [B, 1], transformers' single-label loss. The key biases get no gradient: theirs is zero
 // in exact arithmetic (softmax cancels them), where transformers computes rounding noise.
 //
+// Dropout (model.dropout, training only: Batch::dropout defined) where transformers applies it:
+// on the embeddings, on the attention probabilities (then by the eager path instead of SDPA) and
+// on each sublayer's output before its residual add; its masks are keyed
+// (model/layers/keyed_dropout.h) by the image's sample index and the token's position.
+//
 // Init as transformers': weights ~ N(0, init_std^2) (the class token and positions too; transformers
 // truncates at 2 std), biases 0, LayerNorm gains 1. Not split by tensor or pipeline parallelism.
 #pragma once
@@ -24,6 +29,7 @@
 
 #include "model/causal_lm.h"
 #include "model/layers/float8_user.h"
+#include "model/layers/keyed_dropout.h"
 #include "model/layers/layer_norm.h"
 #include "model/layers/linear.h"
 
@@ -31,8 +37,9 @@ namespace xtrain::model {
 
 class VitLayerImpl : public torch::nn::Module, public Float8User {
  public:
-  explicit VitLayerImpl(const ModelConfig& config);
-  torch::Tensor forward(const torch::Tensor& x);  // [N, tokens, hidden]
+  // index: the layer's place in the encoder, which keys its dropout masks.
+  VitLayerImpl(const ModelConfig& config, int64_t index);
+  torch::Tensor forward(const torch::Tensor& x, const DropoutKey& dropout = {});  // [N, tokens, hidden]
   void describe_init(const std::string& name, double std, InitPlan& plan) const;
   void float8_layers(const std::string& name, Float8Layers& layers) override;  // attention and MLP projections
 
@@ -41,7 +48,8 @@ class VitLayerImpl : public torch::nn::Module, public Float8User {
   Linear intermediate{nullptr}, output_dense{nullptr};
 
  private:
-  int64_t head_dim_;
+  int64_t head_dim_, index_;
+  double dropout_;
 };
 TORCH_MODULE(VitLayer);
 

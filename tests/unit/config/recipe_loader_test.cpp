@@ -176,8 +176,8 @@ TEST_CASE("model.init_from refuses a config.json with dropout unless the recipe 
   CHECK(problems(recipe + "  dropout: 0\n").empty());
   CHECK(problems(recipe, {"model.dropout=0"}).empty());
   CHECK(problems(recipe, {"model.dropout=0.1"}) ==
-        std::vector<std::string>{
-            "--set model.dropout=0.1: model.dropout: xtrain computes no dropout, so only 0 is accepted, got 0.1"});
+        std::vector<std::string>{"--set model.dropout=0.1: model.dropout: 0.1: model.family qwen3_moe computes no "
+                                 "dropout (only bert, vit do); set model.dropout: 0"});
   // Mixtral's router jitter is noise of the same kind.
   const auto jitter = recipe_init_from_test::write_folder(scratch, R"(, "router_jitter_noise": 0.01)");
   CHECK(problems(recipe) == std::vector<std::string>{"r.yaml:3:3: model.init_from: " + jitter +
@@ -185,6 +185,28 @@ TEST_CASE("model.init_from refuses a config.json with dropout unless the recipe 
                                                      "dropout (nor router jitter); add `model.dropout: 0` to the "
                                                      "recipe to fine-tune without dropout (the export keeps the "
                                                      "config's values)"});
+}
+
+TEST_CASE("model.init_from takes a BERT folder's dropout unless the recipe sets model.dropout", "[config]") {
+  xtrain::testing::ScratchDir scratch;
+  auto folder = [&](const std::string& dropout) {
+    scratch.write("bert/config.json", R"({"model_type": "bert", "vocab_size": 300, "hidden_size": 32,
+                                          "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
+                                          "max_position_embeddings": 64, "type_vocab_size": 2, "pad_token_id": 0)" +
+                                             dropout + "}");
+    return "name: x\nmodel:\n  init_from: hf:" + (scratch.path() / "bert").string() +
+           "\ndata:\n  objective: mlm\n  seq_len: 64\n";
+  };
+  const auto same = folder(R"(, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1)");
+  CHECK(load_recipe_text(same, "r.yaml").model.dropout == 0.1);
+  CHECK(load_recipe_text(same, "r.yaml", {{"model.dropout=0.05"}}).model.dropout == 0.05);
+  const auto differ = folder(R"(, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.0)");
+  CHECK(problems(differ) ==
+        std::vector<std::string>{"r.yaml:3:3: model.init_from: " + (scratch.path() / "bert").string() +
+                                 "/config.json: hidden_dropout_prob 0.1, but xtrain's bert applies one dropout "
+                                 "probability to the attention probabilities and the hidden states; set "
+                                 "model.dropout in the recipe"});
+  CHECK(problems(differ, {"model.dropout=0.1"}).empty());
 }
 
 TEST_CASE("model.init_from takes the router's coefficient from config.json unless the recipe sets one", "[config]") {
