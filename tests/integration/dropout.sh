@@ -4,8 +4,9 @@
 # per-step losses, gradient norms and weights (1e-5): the masks are keyed by the sample and
 # token, not drawn from a generator each rank advances. (BERT splits by neither tensor nor
 # pipeline parallelism: the recipe refuses both.) Dropout changes the loss against model.dropout
-# 0; a run stopped at step 10 and resumed ends bit-identical to the straight one. A family that
-# computes no dropout, and a probability outside [0, 1), exit 2 naming the key.
+# 0 and evaluation draws none; a run stopped at step 10 and resumed ends bit-identical to the
+# straight one. A family that computes no dropout, and a probability outside [0, 1), exit 2
+# naming the key.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -59,6 +60,18 @@ first_loss() { grep -m1 '"step":1,' "$1/metrics.jsonl" | sed -E 's/.*"loss":([^,
 with=$(first_loss "$work/single") without=$(first_loss "$work/nodrop")
 echo "dropout: step 1 loss $with with model.dropout 0.1, $without with 0"
 [[ "$with" != "$without" ]] || { echo "dropout: model.dropout 0.1 left the loss unchanged"; exit 1; }
+
+# Evaluation draws no dropout: the training run's own evaluation (its model has dropout 0.1)
+# equals `xtrain eval` of its checkpoint with model.dropout 0.
+train evaluated 1 --set train.steps=2 --set optim.warmup_steps=1 --set checkpoint.every=2 \
+  --set data.eval=builtin:demo-eval --set train.eval_every=2 --set train.eval_batches=2
+in_training=$(grep '"eval_loss"' "$work/evaluated/metrics.jsonl" | tail -1 | sed -E 's/.*"eval_loss":([^,}]*).*/\1/')
+standalone=$("$xtrain" eval "$work/recipe.yaml" --set run.dir="$work/evaluated" --set data.eval=builtin:demo-eval \
+  --set train.eval_batches=2 --set model.dropout=0 | sed -nE 's/^eval loss ([0-9.]+) .*/\1/p')
+echo "dropout: eval loss in training (model.dropout 0.1) $in_training, xtrain eval with model.dropout 0 $standalone"
+# Within the printed digits (eval prints 6 decimals); dropout 0.1 moves the loss by far more.
+awk -v a="$in_training" -v b="$standalone" 'BEGIN { d = a - b; exit !(d < 2e-6 && d > -2e-6) }' ||
+  { echo "dropout: the training run's evaluation drew dropout"; exit 1; }
 
 # Stopped after step 10's checkpoint and resumed: the step-20 checkpoint bit-identical.
 train resumed 1 --stop-at-step 10
