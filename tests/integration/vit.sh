@@ -2,7 +2,7 @@
 # ViT image classification (model.family vit) from a tiny random ViTForImageClassification that
 # transformers writes, on a generated image set (tools/reference/vit_images.py: which quadrant
 # holds the square, 4 labels): 20 steps as one process and as FSDP 2 give the same per-step
-# losses and weights (1e-5); after a longer run, xtrain's evaluation of held-out images and
+# losses and weights (1e-5), with model.dropout 0.1 too; after a longer run, xtrain's evaluation of held-out images and
 # transformers' of the export agree (loss 1e-5, accuracy) and are well above chance (1/4); bad
 # image records exit 2 naming the file and line.
 set -euo pipefail
@@ -42,6 +42,12 @@ train single 1
 train fsdp2 2 --set parallel.fsdp=2
 grep -q "parallel: 2 ranks (torchrun), FSDP 2" "$work/fsdp2.log"
 compare_runs "$work/single" "$work/fsdp2"
+# With model.dropout 0.1 (keyed masks): FSDP 2 equals one process too, and step 1's loss moves.
+train single-dropout 1 --set model.dropout=0.1
+train fsdp2-dropout 2 --set model.dropout=0.1 --set parallel.fsdp=2
+compare_runs "$work/single-dropout" "$work/fsdp2-dropout"
+first_loss() { grep -m1 '"step":1,' "$1/metrics.jsonl" | sed -E 's/.*"loss":([^,]*),.*/\1/'; }
+[[ $(first_loss "$work/single") != $(first_loss "$work/single-dropout") ]] || { echo "vit: dropout left the loss"; exit 1; }
 
 # The demo: 300 steps of 16 images, then the 128 held-out images: xtrain's evaluation and
 # transformers' on the export give the same loss and accuracy, well above chance.
