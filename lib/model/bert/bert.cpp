@@ -42,7 +42,9 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor
   auto heads = [&](Linear& projection) { return projection(x).view({b, t, -1, head_dim_}).transpose(1, 2); };
   auto context = attention(heads(query), heads(key), heads(value), mask, dropout);
   context = context.transpose(1, 2).reshape({b, t, -1});
-  auto drop = [&](const torch::Tensor& y, DropoutSite site) { return hidden_dropout(y, dropout_, dropout, index_, site); };
+  auto drop = [&](const torch::Tensor& y, DropoutSite site) {
+    return hidden_dropout(y, dropout_, dropout, index_, site);
+  };
   const auto h = attention_norm(drop(attention_dense(context), DropoutSite::attention_output) + x);
   return output_norm(drop(output_dense(torch::gelu(intermediate(h))), DropoutSite::mlp_output) + h);
 }

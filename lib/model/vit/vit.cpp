@@ -43,7 +43,9 @@ torch::Tensor VitLayerImpl::forward(const torch::Tensor& x, const DropoutKey& dr
   } else {
     context = at::scaled_dot_product_attention(q, k, v);
   }
-  auto drop = [&](const torch::Tensor& y, DropoutSite site) { return hidden_dropout(y, dropout_, dropout, index_, site); };
+  auto drop = [&](const torch::Tensor& y, DropoutSite site) {
+    return hidden_dropout(y, dropout_, dropout, index_, site);
+  };
   const auto h = x + drop(attention_dense(context.transpose(1, 2).reshape({n, t, -1})), DropoutSite::attention_output);
   return h + drop(output_dense(torch::gelu(intermediate(layernorm_after(h)))), DropoutSite::mlp_output);
 }
