@@ -5,7 +5,8 @@
 // folder's config.json with only the fields xtrain computes replaced (architecture, shape,
 // rotary, experts, dtype); the fields xtrain reads but does not compute (token ids, dropout,
 // use_cache, transformers_version, ...) stay as they were. Dropout is the one such field that
-// changes training, so the recipe loader refuses a non-zero one unless model.dropout is 0.
+// changes training: a family that computes it (bert, vit) takes it as model.dropout, and for any
+// other the recipe loader refuses a non-zero one unless model.dropout is 0 (config/hf_import.cpp).
 #pragma once
 #include <cstdint>
 #include <string>
