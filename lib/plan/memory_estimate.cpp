@@ -67,9 +67,14 @@ struct HeldActivations {
 };
 
 HeldActivations held_activations(const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout,
-                                 const StageShare& share, double element, double tokens, double micro_batches) {
+                                 const StageShare& share, double element, double tokens, double micro_batches,
+                                 const CommunicationOverlap& engine) {
   const auto& m = recipe.memory;
-  const double recompute = m.recompute == memory::Recompute::full ? m.recompute_ratio : 0;
+  // torchtitan's per-op selective recompute (its _save_list, every second mm rerun) keeps of a
+  // block its input and the outputs of wq, wv, attention, w1 and w2, and reruns the rest in
+  // backward, one block at a time as full recompute does.
+  const bool op_recompute = engine.selective_every_second_matmul && m.recompute == memory::Recompute::selective;
+  const double recompute = m.recompute == memory::Recompute::full ? m.recompute_ratio : op_recompute ? 1 : 0;
   std::vector<double> chunk_kept;
   double widest = 0;
   int64_t ordinal = 0;
@@ -82,7 +87,11 @@ HeldActivations held_activations(const ModelCensus& c, const config::Recipe& rec
       const double full = bytes.set * tokens;
       widest = std::max(widest, (bytes.set + bytes.mlp) * tokens);
       const bool recomputes = static_cast<double>(ordinal) < recompute * static_cast<double>(share.layers);
-      kept += recomputes ? (m.offload_activations ? 0 : input) : full;
+      const double op_saved =
+          2 * input + tokens * element *
+                          static_cast<double>(c.query_width + c.key_width + c.value_width + c.intermediate) /
+                          static_cast<double>(layout.tp * layout.cp);
+      kept += recomputes ? (m.offload_activations ? 0 : op_recompute ? op_saved : input) : full;
     }
     chunk_kept.push_back(kept);
   }
@@ -130,7 +139,7 @@ double loss_bytes(const ModelCensus& c, const config::Recipe& recipe, const Clus
 // gradient and the prefetched block's weight gathered, the rerun layer's whole set under
 // recompute, and a MoE layer's expert gradient sums. The terms are those of the larger.
 MemoryEstimate rank_memory(const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout,
-                           const HardwareProfile& hardware, const StageShare& share) {
+                           const HardwareProfile& hardware, const StageShare& share, const CommunicationOverlap& engine) {
   const double element = element_bytes(recipe);
   const double dense_shards = static_cast<double>(layout.fsdp * layout.cp);
   const double expert_shards = static_cast<double>(layout.expert_shards());
@@ -160,7 +169,7 @@ MemoryEstimate rank_memory(const ModelCensus& c, const config::Recipe& recipe, c
   const double micro_batches = std::max<double>(1, static_cast<double>(t.global_batch_size) /
                                                        static_cast<double>(data_ranks * t.micro_batch_size));
   const auto& m = recipe.memory;
-  const auto held = held_activations(c, recipe, layout, share, element, tokens, micro_batches);
+  const auto held = held_activations(c, recipe, layout, share, element, tokens, micro_batches, engine);
   const bool chunked = m.chunked_loss != "off" || layout.tp > 1;
   const double logits = loss_bytes(c, recipe, layout, tokens, element);
 
@@ -223,12 +232,12 @@ MemoryEstimate rank_memory(const ModelCensus& c, const config::Recipe& recipe, c
 }  // namespace
 
 MemoryEstimate estimate_memory(const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout,
-                               const HardwareProfile& hardware) {
+                               const HardwareProfile& hardware, const CommunicationOverlap& engine) {
   // The fullest pipeline rank: the first holds more micro batches in flight, the last the head
   // and its logits; which one peaks depends on the model and the schedule.
   MemoryEstimate fullest;
   for (int64_t rank = 0; rank < layout.pp; ++rank) {
-    auto estimate = rank_memory(c, recipe, layout, hardware, pipeline_rank_share(c, layout, rank));
+    auto estimate = rank_memory(c, recipe, layout, hardware, pipeline_rank_share(c, layout, rank), engine);
     estimate.pipeline_rank = rank;
     if (rank == 0 || estimate.total() > fullest.total()) fullest = std::move(estimate);
   }

@@ -18,6 +18,7 @@
 #include "plan/cluster_layout.h"
 #include "plan/hardware_profile.h"
 #include "plan/model_census.h"
+#include "plan/step_time_estimate.h"
 
 namespace xtrain::plan {
 
@@ -39,7 +40,10 @@ struct MemoryEstimate {
 // Bytes of one activation or logit element in the recipe's compute dtype (layout::activation_bytes).
 double element_bytes(const config::Recipe& recipe);
 
+// `engine`: how another engine differs from xtrain (of its fields, memory reads the recompute
+// policy: torchtitan's per-op selective recompute keeps a block's input, attention's output and
+// every odd matrix product's output).
 MemoryEstimate estimate_memory(const ModelCensus& census, const config::Recipe& recipe, const ClusterLayout& layout,
-                               const HardwareProfile& hardware);
+                               const HardwareProfile& hardware, const CommunicationOverlap& engine = {});
 
 }  // namespace xtrain::plan

@@ -159,7 +159,7 @@ PublishedCheck check_planned_run(const PlannedRun& planned, const FittedEfficien
   const auto time = estimate_step_time(planned.census, planned.recipe, layout, hardware, run.overlap);
   PublishedCheck check{run, 0, 0};
   if (run.published_memory_gib > 0)
-    check.predicted_memory_gib = estimate_memory(planned.census, planned.recipe, layout, hardware).total() / kGiB;
+    check.predicted_memory_gib = estimate_memory(planned.census, planned.recipe, layout, hardware, run.overlap).total() / kGiB;
   if (run.unit == PublishedUnit::tokens_per_second_per_device) {
     check.predicted = time.tokens_per_second_per_device();
   } else {

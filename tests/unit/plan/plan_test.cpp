@@ -98,6 +98,22 @@ TEST_CASE("model state, activations and runtime add up as counted", "[plan]") {
   CHECK(memory.terms.back().bytes == Approx(0.25 * plan::kGiB));
 }
 
+TEST_CASE("torchtitan's per-op selective recompute keeps a block's input and its odd products' outputs", "[plan]") {
+  const auto c = four_layers();
+  auto recipe = recipe_for(8, 2, 32);
+  recipe.memory.recompute = memory::Recompute::selective;
+  plan::ClusterLayout layout;
+  layout.fsdp = 4;
+  plan::CommunicationOverlap torchtitan;
+  torchtitan.selective_every_second_matmul = true;
+  const auto memory = plan::estimate_memory(c, recipe, layout, device(), torchtitan);
+  REQUIRE(memory.terms[2].name == "activations");
+  // A layer keeps its input, wq's, wv's, attention's, w1's and w2's outputs: 16 + 16 + 8 + 16 + 64
+  // + 16 in bf16, 64 tokens, 4 layers; one layer reruns its whole set with its MLP's gradients.
+  const double per_token = 4 * 16 + 16 + 2 * 8 + 16 + 3 * 64;
+  CHECK(memory.terms[2].bytes == Approx((16 + 16 + 8 + 16 + 64 + 16) * 2 * 64 * 4 + (per_token + 3 * 64) * 2 * 64));
+}
+
 TEST_CASE("the transient memory is that of the loss or of a block's backward, whichever is more", "[plan]") {
   auto c = four_layers();
   c.vocab = 1000;  // logits large enough for the loss's moment to be the peak
