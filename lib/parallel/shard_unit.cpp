@@ -78,6 +78,7 @@ ShardUnit::ShardUnit(std::string name, std::vector<std::pair<std::string, torch:
     else
       piece.local.copy_(m.param.reshape(-1).narrow(0, first, last - first));
     piece.local.mutable_grad() = shard_grad_.narrow(0, at, last - first);
+    piece.replica = replica_group_->rank() != 0;
     shards_.push_back(std::move(piece));
   }
   if (sharded()) {

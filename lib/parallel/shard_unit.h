@@ -50,6 +50,10 @@ struct ParameterShard {
   // False for a copy that another rank writes to checkpoints and counts in the gradient norm (a
   // tied embedding table on the last pipeline stage, parallel/pipeline_stage.h).
   bool primary = true;
+  // True on every rank of the unit's replica group but its first, which holds the same piece and
+  // writes it to checkpoints (data-parallel replicas; an expert's piece, whose replica group is
+  // the rank itself, is written by every rank that holds one).
+  bool replica = false;
 };
 
 class ShardUnit {

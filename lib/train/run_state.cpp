@@ -188,23 +188,26 @@ CheckpointWriter::WriteFiles RunState::write_whole(CheckpointWriter& writer, con
 }
 
 // Every rank of the first replica writes its shard, a piece that tensor-parallel ranks share only
-// from tp rank 0, a tied table only from the first pipeline stage; rank 0 also writes the metadata.
+// from tp rank 0, a tied table only from the first pipeline stage; the other replicas write the
+// pieces only they hold (experts folded into dp, whose pieces differ across dp ranks); rank 0
+// also writes the metadata.
 CheckpointWriter::WriteFiles RunState::write_shard(CheckpointWriter& writer, const nlohmann::json& model_config,
                                                    const nlohmann::json& state, const std::string& recipe_yaml,
                                                    const std::optional<Fault>& fault, int64_t at_step) {
-  const bool writes_shard = mesh_.group(parallel::Dim::dp)->rank() == 0;
   const auto optimizer_state = optimizer_.state();
   auto rank_state = optimizer_.rank_state();
   for (auto& [name, tensor] : rank_state) tensor = snapshot(writer, tensor);
   std::vector<ckpt::ParameterPiece> pieces;
-  if (writes_shard)
-    for (size_t i = 0; i < parameters_.optimized.size(); ++i) {
-      if (!parameters_.primary[i] || (parameters_.copies[i] > 1 && mesh_.coordinate(parallel::Dim::tp) != 0)) continue;
-      const auto& name = parameters_.optimized[i].name;
-      pieces.push_back({name, parameters_.layouts[i], snapshot(writer, parameters_.optimized[i].tensor),
-                        snapshot(writer, optimizer_state.at("exp_avg." + name)),
-                        snapshot(writer, optimizer_state.at("exp_avg_sq." + name))});
-    }
+  for (size_t i = 0; i < parameters_.optimized.size(); ++i) {
+    if (!parameters_.primary[i] || parameters_.replica[i] ||
+        (parameters_.copies[i] > 1 && mesh_.coordinate(parallel::Dim::tp) != 0))
+      continue;
+    const auto& name = parameters_.optimized[i].name;
+    pieces.push_back({name, parameters_.layouts[i], snapshot(writer, parameters_.optimized[i].tensor),
+                      snapshot(writer, optimizer_state.at("exp_avg." + name)),
+                      snapshot(writer, optimizer_state.at("exp_avg_sq." + name))});
+  }
+  const bool writes_shard = mesh_.group(parallel::Dim::dp)->rank() == 0 || !pieces.empty();
   return [pieces, rank_state, rank = mesh_.world().rank, writes_shard, steps = optimizer_.steps_taken(),
           chief = mesh_.world().rank == 0, model_config, state, recipe_yaml, &fault,
           at_step](const std::string& folder) {

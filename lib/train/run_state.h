@@ -32,6 +32,7 @@ struct TrainedParameters {
   std::vector<ckpt::PieceLayout> layouts;        // where each lies in its whole tensor
   std::vector<int64_t> copies;                   // tensor-parallel ranks holding the same piece
   std::vector<bool> primary;                     // false: a copy another rank checkpoints
+  std::vector<bool> replica;                     // true: a data-parallel replica's, written by its first rank
 
   // decays(name, dims): the family's weight-decay rule.
   template <typename Decays>
@@ -42,6 +43,7 @@ struct TrainedParameters {
       trained.layouts.push_back({piece->shape, piece->offsets, piece->sizes, piece->begin, piece->local.numel()});
       trained.copies.push_back(piece->copies);
       trained.primary.push_back(piece->primary);
+      trained.replica.push_back(piece->replica);
     }
     return trained;
   }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Mixture-of-experts layouts train the same model (qwen3_moe, 4 experts, 2 per token, the first
 # layer dense, both router losses on): 20 steps of FSDP 2 (with and without recompute), expert
-# parallelism over 2 and 4 ranks, EP 2 x FSDP 2 on 4 ranks, and EP 2 with its tokens exchanged
+# parallelism over 2 and 4 ranks, EP 2 x FSDP 2 on 4 ranks, EP 2 over plain data parallelism (DDP
+# 2, and HSDP: DP 2 x FSDP 2, where the experts' pieces differ across the dp replicas, so each
+# replica writes its own to the checkpoint), and EP 2 with its tokens exchanged
 # in 2 overlapping parts (Domino-EP) give one process's per-step losses and gradient norms within
 # 1e-5; so do transformers' balancing loss over all layers (with recompute), the balancing loss
 # over the global batch, the sigmoid router (whose bias ends bit-identical) and a capacity that
@@ -26,6 +28,8 @@ train ep2 2 "${moe[@]}" --set parallel.ep=2
 train ep4 4 "${moe[@]}" --set parallel.ep=4
 train ep2_fsdp2 4 "${moe[@]}" --set parallel.ep=2
 train ep2_domino2 2 "${moe[@]}" --set parallel.ep=2 --set parallel.intra_layer_micro_batch=2
+train ep2_dp2 2 "${moe[@]}" --set parallel.ep=2 --set parallel.dp=2 --set parallel.fsdp=1
+train ep2_hsdp 4 "${moe[@]}" --set parallel.ep=2 --set parallel.dp=2 --set parallel.fsdp=2
 grep -q "parallel: 4 ranks (torchrun), FSDP 4, experts split over ep 2 and sharded over 2" "$work/ep2_fsdp2.log"
 grep -q '"aux_loss.load_balancing":' "$work/ep2/metrics.jsonl"
 grep -q '"aux_loss.router_z":' "$work/ep2/metrics.jsonl"
@@ -33,7 +37,7 @@ grep -q '"aux_loss.router_z":' "$work/ep2/metrics.jsonl"
 # the embedding rows of rare tokens, whose router-loss gradients nearly cancel, take AdamW
 # updates that last-bit differences of the reduction order tip (5.8e-5 measured, one element of
 # model.embed_tokens.weight; every other tensor within 4e-7).
-for run in fsdp2 fsdp2_recompute ep2 ep4 ep2_fsdp2 ep2_domino2; do compare_runs "$work/single" "$work/$run" 1 1e-4; done
+for run in fsdp2 fsdp2_recompute ep2 ep4 ep2_fsdp2 ep2_domino2 ep2_dp2 ep2_hsdp; do compare_runs "$work/single" "$work/$run" 1 1e-4; done
 
 step10=$work/ep2_fsdp2/checkpoints/step-10
 for layout in "ep4 4 --set parallel.ep=4" "fsdp2 2" "single 1"; do
