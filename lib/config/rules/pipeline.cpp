@@ -46,11 +46,6 @@ void pipeline(const RuleContext& c) {
                                             "FSDP reduce-scatters them: set parallel.fsdp 1 (parallel.dp replicates "
                                             "the stages) or parallel.pp_schedule 1f1b",
                                             p.fsdp, name));
-    if (m.num_experts > 0)
-      c.refuse("parallel.pp_schedule",
-               fmt::format("{} splits the backward of dense models only: the {} experts' GEMMs and their "
-                           "all-to-all have no split backward yet: use 1f1b or interleaved_1f1b",
-                           name, m.num_experts));
   }
   const int64_t chunks = p.pp * v;
   if (m.num_layers + 2 < chunks)
