@@ -43,7 +43,7 @@ torch::Tensor pixel_values(const std::vector<std::string>& images, const model::
 }  // namespace
 
 CheckpointDataSpec checkpoint_data_spec(const std::string& dir) {
-  CheckpointDataSpec spec{"byte", "chatml", "", ""};
+  CheckpointDataSpec spec{"byte", "chatml", "", "", ""};
   if (readable(dir + "/preprocessor_config.json")) spec.image_processor = dir + "/preprocessor_config.json";
   const std::string recipe_file = dir + "/recipe.yaml";
   if (!readable(recipe_file)) {
