@@ -10,7 +10,8 @@
 #             stage's work as a fraction of the step: the bubble the order leaves where every
 #             stage has a core of its own;
 #   theory:   with F = B = W (1f1b's backward B + W), (p-1)/(m+p-1) for 1f1b, (p-1)/(vm+p-1)
-#             interleaved, (p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W)) for ZB-H1;
+#             interleaved, (p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W)) for ZB-H1, and 0 for ZBV (its
+#             (p-1)(F+B-2W) on half-size chunks);
 # and the most micro batches each stage holds at once (pp.in_flight_by_stage: forward done, its
 # weight gradients not yet) with its peak resident memory.
 #   scripts/bench/pipeline_zero_bubble.sh        (XTRAIN=path/to/xtrain, default build/xtrain)
@@ -40,18 +41,21 @@ run() {  # NAME [--set ...]
 run 1f1b --set parallel.pp_schedule=1f1b
 run interleaved_1f1b --set parallel.pp_schedule=interleaved_1f1b --set parallel.pp_virtual_stages=2
 run zb_h1 --set parallel.pp_schedule=zb_h1
+run zbv --set parallel.pp_schedule=zbv --set parallel.pp_virtual_stages=2
 
 for name in 1f1b zb_h1; do
   "$xtrain" validate "$work/recipe.yaml" --set parallel.pp_schedule=$name --print-schedule 8 > "$work/$name.order"
 done
 "$xtrain" validate "$work/recipe.yaml" --set parallel.pp_schedule=interleaved_1f1b --set parallel.pp_virtual_stages=2 \
   --print-schedule 8 > "$work/interleaved_1f1b.order"
+"$xtrain" validate "$work/recipe.yaml" --set parallel.pp_schedule=zbv --set parallel.pp_virtual_stages=2 \
+  --print-schedule 8 > "$work/zbv.order"
 
 "$python" - "$work" <<'PY'
 import json, re, sys
 work, p, m = sys.argv[1], 4, 8
 theory = {"1f1b": (p - 1) / (m + p - 1), "interleaved_1f1b": (p - 1) / (2 * m + p - 1),
-          "zb_h1": (p - 1) * 1 / (m * 3 + (p - 1) * 1)}
+          "zb_h1": (p - 1) * 1 / (m * 3 + (p - 1) * 1), "zbv": 0.0}
 
 
 def replay(name, seconds):
@@ -96,7 +100,7 @@ for name in theory:
     idle = [mean("pp.idle_s_by_stage", s) for s in range(p)]
     step = sum(r["step_s"] for r in rows) / len(rows)
     fraction = [sum(r["pp.idle_s_by_stage"][s] / r["step_s"] for r in rows) / len(rows) for s in range(p)]
-    v = 2 if name.startswith("interleaved") else 1
+    v = 2 if name.startswith("interleaved") or name == "zbv" else 1
     per_pass = [{"F": mean("pp.forward_s_by_stage", s) / (m * v),
                  "B": mean("pp.backward_s_by_stage", s) / (m * v), "I": mean("pp.backward_s_by_stage", s) / (m * v),
                  "W": mean("pp.weight_grad_s_by_stage", s) / (m * v)} for s in range(p)]
