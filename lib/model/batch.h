@@ -17,6 +17,9 @@ struct Batch {
   torch::Tensor labels;     // int64 [B, T], -100 where a token carries no loss; may be undefined
   SequenceLayout layout;    // document boundaries and positions of packed rows
   std::map<std::string, torch::Tensor> extra;
+  // Encoder-decoder families (t5) only: the decoder's input ids, int64 [B, T_dec]; input_ids are
+  // then the encoder's and labels the decoder's targets. Undefined for every other family.
+  torch::Tensor decoder_input_ids;
   // What the trainer multiplies this batch's loss by before backward (its share of the global
   // batch, times a loss scale). A model whose blocks have auxiliary losses gives them this
   // gradient inside the blocks' own backward (model/layers/aux_loss.h).

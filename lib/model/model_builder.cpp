@@ -8,6 +8,7 @@
 #include "model/llama.h"
 #include "model/llava/llava.h"
 #include "model/spec/model_spec.h"
+#include "model/t5/t5.h"
 #include "model/vit/vit.h"
 #include "model/layers/parameter_source.h"
 
@@ -24,6 +25,8 @@ std::shared_ptr<CausalLM> declare_model(const ModelConfig& config) {
       return std::make_shared<LlavaForConditionalGeneration>(config);
     case Architecture::vit:
       return std::make_shared<VitForImageClassification>(config);
+    case Architecture::t5:
+      return std::make_shared<T5ForConditionalGeneration>(config);
   }
   throw std::logic_error(fmt::format("model.family {}: no case in model_builder.cpp for its architecture",
                                      config.family));

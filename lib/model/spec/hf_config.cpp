@@ -21,7 +21,7 @@ namespace {
 const std::set<std::string> kKeptAsImported = {
     "bos_token_id",         "eos_token_id",        "pad_token_id", "use_cache",
     "output_router_logits", "router_jitter_noise", "attention_dropout", "hidden_dropout_prob",
-    "attention_probs_dropout_prob", "dropout"};
+    "attention_probs_dropout_prob", "dropout", "dropout_rate"};
 
 // Another spelling of a field xtrain writes (transformers 5's and 4.x's): dropped from the
 // imported object, so that the file does not say one thing twice (rope_theta and rope_scaling
@@ -107,7 +107,7 @@ std::vector<HfDropout> hf_dropout(const nlohmann::json& config) {
   // Mixtral's router jitter is training noise of the same kind: multiplicative, off in eval.
   static const char* const kFields[] = {"attention_dropout", "hidden_dropout_prob", "attention_probs_dropout_prob",
                                         "hidden_dropout",    "activation_dropout",  "dropout",
-                                        "router_jitter_noise"};
+                                        "dropout_rate",      "router_jitter_noise"};
   std::vector<HfDropout> found;
   auto scan = [&](const nlohmann::json& object, const std::string& prefix) {
     if (!object.is_object()) return;

@@ -109,6 +109,18 @@ struct VisionConfig {
   int64_t features_per_image() const { return num_patches() + (feature_select == "full" ? 1 : 0); }
 };
 
+// Encoder-decoder models (t5, model/t5/t5.h): ModelConfig's num_layers is the encoder's depth.
+struct EncoderDecoderConfig {
+  int64_t decoder_layers = 0;  // 0: num_layers
+  // Each stack's relative-position buckets (T5's relative_attention_num_buckets) and the offset
+  // from which all share the last (relative_attention_max_distance).
+  int64_t relative_buckets = 32;
+  int64_t relative_max_distance = 128;
+  // The feed-forward layer: T5 v1.1's gated GELU (tanh), GELU(x wi_0) * (x wi_1), else v1.0's ReLU.
+  bool gated_gelu = false;
+  int64_t decoder_depth(int64_t num_layers) const { return decoder_layers > 0 ? decoder_layers : num_layers; }
+};
+
 struct ModelConfig {
   std::string family = "llama";  // a key of the model registry (model/spec/model_spec.h)
   int64_t vocab_size = 0;
@@ -140,6 +152,7 @@ struct ModelConfig {
   int64_t pad_token_id = 0;
   LatentAttentionConfig latent;  // multi-head latent attention (deepseek_v3)
   VisionConfig vision;  // vision-language models (llava); the fields above are the text model's
+  EncoderDecoderConfig encoder_decoder;  // t5
 
   // Mixture of experts (model/layers/moe.h); num_experts 0: every layer dense. Layer i is a MoE layer
   // when i >= first_k_dense and (i + 1) % moe_layer_step == 0 (transformers' mlp_only_layers and

@@ -12,6 +12,7 @@
 #include "model/spec/llama_family.h"
 #include "model/spec/llava_family.h"
 #include "model/spec/model_spec.h"
+#include "model/spec/t5_family.h"
 #include "model/spec/vit_family.h"
 #include "util/input_error.h"
 
@@ -20,7 +21,7 @@ namespace xtrain::model {
 const std::vector<ModelSpec>& model_specs() {
   static const std::vector<ModelSpec> specs = {llama_spec(), qwen2_spec(), qwen3_spec(), qwen3_moe_spec(),
                                                  mixtral_spec(), deepseek_v3_spec(), gpt_oss_spec(), bert_spec(), llava_spec(),
-                                                 vit_spec()};
+                                                 vit_spec(), t5_spec()};
   return specs;
 }
 

@@ -31,6 +31,7 @@ enum class Architecture {
   bert,           // model/bert/bert.h
   llava,          // model/llava/llava.h: a CLIP tower in front of a llama decoder
   vit,            // model/vit/vit.h: an image classifier
+  t5,             // model/t5/t5.h: an encoder-decoder
 };
 
 // What a family's models support. A recipe that asks for more is refused by the recipe loader

@@ -26,12 +26,13 @@ namespace {
 // layers in front of a llama).
 model::ModelConfig small_config(const model::ModelSpec& spec) {
   testing::SmallLlama shape;
-  shape.family = spec.family == "bert" || spec.family == "llava" || spec.family == "vit" ? "llama" : spec.family;
+  const bool own_shape = spec.family == "bert" || spec.family == "llava" || spec.family == "vit" || spec.family == "t5";
+  shape.family = own_shape ? "llama" : spec.family;
   if (spec.capabilities.experts) shape.with_experts(24);
   if (spec.family == "mixtral") shape.first_k_dense = 0;
   auto c = shape.config();
   c.family = spec.family;
-  if (spec.family == "bert" || spec.family == "vit") c.num_kv_heads = c.num_heads;
+  if (spec.family == "bert" || spec.family == "vit" || spec.family == "t5") c.num_kv_heads = c.num_heads;
   if (spec.family == "vit") {
     c.tie_embeddings = false;
     c.vision.image_size = 12;
@@ -62,12 +63,13 @@ std::set<std::string> parameter_names(const model::ModelSpec& spec) {
 TEST_CASE("every registered family round-trips through its Hugging Face config", "[model][registry]") {
   CHECK(model::model_families() ==
         std::vector<std::string>{"llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3", "gpt_oss", "bert",
-                                 "llava", "vit"});
+                                 "llava", "vit", "t5"});
   for (const auto& spec : model::model_specs()) {
     INFO(spec.family);
-    // The encoder, the vision-language model and the image classifier have shapes of their own,
-    // and their own round trips (bert_golden_test.cpp, llava_golden_test.cpp, vit_golden_test.cpp).
-    if (spec.family == "bert" || spec.family == "llava" || spec.family == "vit") continue;
+    // The encoder, the vision-language model, the image classifier and the encoder-decoder have
+    // shapes of their own, and their own round trips
+    // (bert_golden_test.cpp, llava_golden_test.cpp, vit_golden_test.cpp, t5_golden_test.cpp).
+    if (spec.family == "bert" || spec.family == "llava" || spec.family == "vit" || spec.family == "t5") continue;
     testing::SmallLlama shape;
     shape.family = spec.family;
     shape.head_dim = spec.family == "qwen3" ? 4 : 0;
@@ -119,7 +121,8 @@ TEST_CASE("a Hugging Face config of another family is an input error naming the 
                     "(LlamaForCausalLM), qwen2 (Qwen2ForCausalLM), qwen3 (Qwen3ForCausalLM), qwen3_moe "
                     "(Qwen3MoeForCausalLM), mixtral (MixtralForCausalLM), deepseek_v3 (DeepseekV3ForCausalLM), gpt_oss "
                     "(GptOssForCausalLM), bert (BertForMaskedLM), llava "
-                    "(LlavaForConditionalGeneration), vit (ViTForImageClassification)");
+                    "(LlavaForConditionalGeneration), vit (ViTForImageClassification), t5 "
+                    "(T5ForConditionalGeneration)");
   CHECK_THROWS_AS(ckpt::model_config_from_hf(nlohmann::json::array(), "dir/config.json"), InputError);
   // Found by the class alone when model_type is absent.
   CHECK(model::model_spec_for_hf({{"architectures", {"Qwen2ForCausalLM"}}}, "c").family == "qwen2");

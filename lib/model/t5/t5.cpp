@@ -1,0 +1,259 @@
+#include "model/t5/t5.h"
+
+#include <cmath>
+#include <limits>
+
+#include <torch/torch.h>
+
+#include "model/layers/module_scope.h"
+
+namespace xtrain::model {
+
+torch::Tensor relative_position_bucket(const torch::Tensor& relative_position, bool bidirectional, int64_t num_buckets,
+                                       int64_t max_distance) {
+  auto buckets = torch::zeros_like(relative_position);
+  auto distance = relative_position;
+  if (bidirectional) {
+    num_buckets /= 2;
+    buckets = buckets + relative_position.gt(0).to(torch::kInt64) * num_buckets;
+    distance = relative_position.abs();
+  } else {
+    distance = -torch::clamp_max(relative_position, 0);
+  }
+  const int64_t max_exact = num_buckets / 2;
+  // In float32 with the divisor in double, as transformers computes it, so that the boundaries
+  // between the logarithmic buckets fall on the same offsets.
+  auto large = max_exact + (torch::log(distance.to(torch::kFloat32) / static_cast<double>(max_exact)) /
+                            std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact)) *
+                            static_cast<double>(num_buckets - max_exact))
+                               .to(torch::kInt64);
+  large = torch::clamp_max(large, num_buckets - 1);
+  return buckets + torch::where(distance.lt(max_exact), distance, large);
+}
+
+T5AttentionImpl::T5AttentionImpl(const ModelConfig& c, bool relative_bias)
+    : heads_(c.num_heads), d_kv_(c.head_dim()), d_model_(c.hidden_size) {
+  const int64_t inner = heads_ * d_kv_;
+  q = register_module("q", Linear(d_model_, inner, false));
+  k = register_module("k", Linear(d_model_, inner, false));
+  v = register_module("v", Linear(d_model_, inner, false));
+  o = register_module("o", Linear(inner, d_model_, false));
+  if (relative_bias)
+    relative_attention_bias =
+        register_module("relative_attention_bias", Embedding(c.encoder_decoder.relative_buckets, heads_));
+}
+
+// Eager attention in the input's dtype with the softmax in float32: T5's scores are not scaled,
+// and the bias is added before the mask, as transformers' eager path does.
+torch::Tensor T5AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& memory, const torch::Tensor& bias,
+                                       const torch::Tensor& keep) {
+  const int64_t b = x.size(0), t = x.size(1), s = memory.size(1);
+  const auto query = q(x).view({b, t, -1, d_kv_}).transpose(1, 2);
+  const auto key = k(memory).view({b, s, -1, d_kv_}).transpose(1, 2);
+  const auto value = v(memory).view({b, s, -1, d_kv_}).transpose(1, 2);
+  auto scores = at::matmul(query, key.transpose(-2, -1));
+  if (bias.defined()) scores = scores + bias;
+  if (keep.defined()) scores = scores.masked_fill(keep.logical_not(), std::numeric_limits<float>::lowest());
+  const auto probs = at::softmax(scores, -1, at::kFloat).to(value.scalar_type());
+  return o(at::matmul(probs, value).transpose(1, 2).reshape({b, t, -1}));
+}
+
+void T5AttentionImpl::describe_init(const std::string& name, InitPlan& plan) const {
+  const auto inner = static_cast<double>(heads_ * d_kv_), d_model = static_cast<double>(d_model_);
+  q->describe_init(name + ".q", 1.0 / std::sqrt(d_model * static_cast<double>(d_kv_)), plan);
+  k->describe_init(name + ".k", 1.0 / std::sqrt(d_model), plan);
+  v->describe_init(name + ".v", 1.0 / std::sqrt(d_model), plan);
+  o->describe_init(name + ".o", 1.0 / std::sqrt(inner), plan);
+  if (relative_attention_bias)
+    relative_attention_bias->describe_init(name + ".relative_attention_bias", 1.0 / std::sqrt(d_model), plan);
+}
+
+T5FeedForwardImpl::T5FeedForwardImpl(const ModelConfig& c) : d_model_(c.hidden_size), d_ff_(c.intermediate_size) {
+  if (c.encoder_decoder.gated_gelu) {
+    wi_0 = register_module("wi_0", Linear(d_model_, d_ff_, false));
+    wi_1 = register_module("wi_1", Linear(d_model_, d_ff_, false));
+  } else {
+    wi = register_module("wi", Linear(d_model_, d_ff_, false));
+  }
+  wo = register_module("wo", Linear(d_ff_, d_model_, false));
+}
+
+torch::Tensor T5FeedForwardImpl::forward(const torch::Tensor& x) {
+  if (wi) return wo(torch::relu(wi(x)));
+  return wo(torch::gelu(wi_0(x), "tanh") * wi_1(x));
+}
+
+void T5FeedForwardImpl::describe_init(const std::string& name, InitPlan& plan) const {
+  const double in_std = 1.0 / std::sqrt(static_cast<double>(d_model_));
+  if (wi) wi->describe_init(name + ".wi", in_std, plan);
+  if (wi_0) wi_0->describe_init(name + ".wi_0", in_std, plan);
+  if (wi_1) wi_1->describe_init(name + ".wi_1", in_std, plan);
+  wo->describe_init(name + ".wo", 1.0 / std::sqrt(static_cast<double>(d_ff_)), plan);
+}
+
+T5BlockImpl::T5BlockImpl(const ModelConfig& c, bool decoder, bool relative_bias) {
+  auto layer = module_scope(*this, "layer");
+  auto self = module_scope(*layer, "0");
+  self_attention = self->register_module("SelfAttention", T5Attention(c, relative_bias));
+  self_norm = self->register_module("layer_norm", RMSNorm(c.hidden_size, c.norm_eps));
+  if (decoder) {
+    auto cross = module_scope(*layer, "1");
+    cross_attention = cross->register_module("EncDecAttention", T5Attention(c, false));
+    cross_norm = cross->register_module("layer_norm", RMSNorm(c.hidden_size, c.norm_eps));
+  }
+  auto ff = module_scope(*layer, decoder ? "2" : "1");
+  feed_forward = ff->register_module("DenseReluDense", T5FeedForward(c));
+  ff_norm = ff->register_module("layer_norm", RMSNorm(c.hidden_size, c.norm_eps));
+}
+
+torch::Tensor T5BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& bias, const torch::Tensor& keep,
+                                   const torch::Tensor& memory, const torch::Tensor& memory_keep) {
+  const auto normed = self_norm(x);
+  auto h = x + self_attention(normed, normed, bias, keep);
+  if (cross_attention) h = h + cross_attention(cross_norm(h), memory, torch::Tensor(), memory_keep);
+  return h + feed_forward(ff_norm(h));
+}
+
+void T5BlockImpl::describe_init(const std::string& name, InitPlan& plan) const {
+  self_attention->describe_init(name + ".layer.0.SelfAttention", plan);
+  self_norm->describe_init(name + ".layer.0.layer_norm", plan);
+  const std::string ff = name + (cross_attention ? ".layer.2" : ".layer.1");
+  if (cross_attention) {
+    cross_attention->describe_init(name + ".layer.1.EncDecAttention", plan);
+    cross_norm->describe_init(name + ".layer.1.layer_norm", plan);
+  }
+  feed_forward->describe_init(ff + ".DenseReluDense", plan);
+  ff_norm->describe_init(ff + ".layer_norm", plan);
+}
+
+void T5BlockImpl::float8_layers(const std::string& name, Float8Layers& layers) {
+  auto attention = [&](const std::string& scope, T5AttentionImpl& a) {
+    for (auto [part, linear] : {std::pair<const char*, LinearImpl*>{"q", a.q.get()}, {"k", a.k.get()},
+                                {"v", a.v.get()}, {"o", a.o.get()}})
+      layers.linears.emplace_back(module_name(name, scope + "." + part), linear);
+  };
+  attention("layer.0.SelfAttention", *self_attention);
+  if (cross_attention) attention("layer.1.EncDecAttention", *cross_attention);
+  const std::string ff = std::string(cross_attention ? "layer.2" : "layer.1") + ".DenseReluDense.";
+  for (auto [part, linear] : {std::pair<const char*, LinearImpl*>{"wi", feed_forward->wi.get()},
+                              {"wi_0", feed_forward->wi_0.get()}, {"wi_1", feed_forward->wi_1.get()},
+                              {"wo", feed_forward->wo.get()}})
+    if (linear) layers.linears.emplace_back(module_name(name, ff + part), linear);
+}
+
+T5ForConditionalGeneration::T5ForConditionalGeneration(const ModelConfig& c) : CausalLM(c) {
+  shared = register_module("shared", Embedding(c.vocab_size, c.hidden_size));
+  auto stack = [&](const char* scope, bool decoder, int64_t depth, torch::nn::ModuleList& list,
+                   std::vector<T5Block>& blocks, RMSNorm& norm) {
+    auto module = module_scope(*this, scope);
+    list = module->register_module("block", torch::nn::ModuleList());
+    for (int64_t i = 0; i < depth; ++i) {
+      blocks.push_back(T5Block(c, decoder, i == 0));
+      list->push_back(blocks.back());
+    }
+    norm = module->register_module("final_layer_norm", RMSNorm(c.hidden_size, c.norm_eps));
+  };
+  stack("encoder", false, c.num_layers, encoder_layers, encoder_blocks, encoder_norm);
+  stack("decoder", true, c.encoder_decoder.decoder_depth(c.num_layers), decoder_layers, decoder_blocks, decoder_norm);
+  if (!c.tie_embeddings) lm_head = register_module("lm_head", Linear(c.hidden_size, c.vocab_size, false));
+}
+
+torch::Tensor T5ForConditionalGeneration::position_bias(T5Block& first, int64_t queries, int64_t keys,
+                                                        bool bidirectional) {
+  auto table = first->self_attention->relative_attention_bias;
+  const auto options = torch::TensorOptions().dtype(torch::kInt64).device(table->weight.device());
+  const auto relative = torch::arange(keys, options).unsqueeze(0) - torch::arange(queries, options).unsqueeze(1);
+  const auto& ed = config().encoder_decoder;
+  const auto buckets = relative_position_bucket(relative, bidirectional, ed.relative_buckets, ed.relative_max_distance);
+  return table->forward(buckets).permute({2, 0, 1}).unsqueeze(0);  // [1, heads, queries, keys]
+}
+
+torch::Tensor T5ForConditionalGeneration::run_stack(std::vector<T5Block>& blocks, int64_t first_index,
+                                                    torch::Tensor x, const torch::Tensor& bias,
+                                                    const torch::Tensor& keep, const torch::Tensor& memory,
+                                                    const torch::Tensor& memory_keep) {
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    auto* layer = blocks[i].get();
+    auto block = [layer, bias, keep, memory, memory_keep](const torch::Tensor& input) {
+      return layer->forward(input, bias, keep, memory, memory_keep);
+    };
+    x = block_runner ? block_runner(first_index + static_cast<int64_t>(i), x, block) : block(x);
+  }
+  return x;
+}
+
+ModelOutput T5ForConditionalGeneration::forward(const Batch& batch) {
+  TORCH_CHECK(batch.decoder_input_ids.defined(), "t5 reads the decoder's input ids (Batch::decoder_input_ids)");
+  TORCH_CHECK(!batch.layout.packed(), "t5 takes one sequence a row, not packed rows");
+  const auto& ids = batch.input_ids;
+  const auto& decoder_ids = batch.decoder_input_ids;
+  const int64_t b = ids.size(0), s = ids.size(1), t = decoder_ids.size(1);
+  auto lookup = [this](const torch::Tensor& input) { return shared(input); };
+  auto embed = [&](const torch::Tensor& input) { return embed_runner ? embed_runner(input, lookup) : lookup(input); };
+  // Keys at padding are masked in the encoder's attention and in cross-attention.
+  torch::Tensor memory_keep;
+  if (const auto mask = batch.extra_input("attention_mask"); mask.defined()) memory_keep = mask.ne(0).view({b, 1, 1, s});
+  auto memory = run_stack(encoder_blocks, 0, embed(ids), position_bias(encoder_blocks.front(), s, s, true), memory_keep,
+                          {}, {});
+  memory = encoder_norm(memory);
+  auto causal = torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(ids.device())).tril().view({1, 1, t, t});
+  if (const auto mask = batch.extra_input("decoder_attention_mask"); mask.defined())
+    causal = causal.logical_and(mask.ne(0).view({b, 1, 1, t}));
+  auto x = run_stack(decoder_blocks, static_cast<int64_t>(encoder_blocks.size()), embed(decoder_ids),
+                     position_bias(decoder_blocks.front(), t, t, false), causal, memory, memory_keep);
+  x = decoder_norm(x);
+  // v1.0 rescales the states before the tied projection (the embedding's scale is ~1).
+  if (config().tie_embeddings) x = x * std::pow(static_cast<double>(config().hidden_size), -0.5);
+  return {x, {}, {}, {}, {}};
+}
+
+torch::Tensor T5ForConditionalGeneration::output_weight() const {
+  return lm_head ? lm_head->weight : shared->weight;
+}
+
+InitPlan T5ForConditionalGeneration::init_plan() const {
+  InitPlan plan;
+  shared->describe_init("shared", 1.0, plan);
+  for (size_t i = 0; i < encoder_blocks.size(); ++i)
+    encoder_blocks[i]->describe_init("encoder.block." + std::to_string(i), plan);
+  for (size_t i = 0; i < decoder_blocks.size(); ++i)
+    decoder_blocks[i]->describe_init("decoder.block." + std::to_string(i), plan);
+  encoder_norm->describe_init("encoder.final_layer_norm", plan);
+  decoder_norm->describe_init("decoder.final_layer_norm", plan);
+  if (lm_head) lm_head->describe_init("lm_head", 1.0, plan);
+  return plan;
+}
+
+ShardPlan T5ForConditionalGeneration::shard_plan() {
+  ShardPlan plan;
+  auto is_table = [](const std::string& name) { return name.find(".relative_attention_bias.") != std::string::npos; };
+  auto add_blocks = [&](const std::string& stack, const torch::nn::ModuleList& list) {
+    for (size_t i = 0; i < list->size(); ++i) {
+      const std::string name = stack + ".block." + std::to_string(i);
+      ShardPlan::Unit unit{name, {}, parallel::Dim::fsdp, parallel::Dim::dp, {}};
+      for (const auto& item : (*list)[i]->named_parameters())
+        if (!is_table(item.key())) unit.parameters.emplace_back(name + "." + item.key(), item.value());
+      plan.blocks.push_back({std::move(unit)});
+    }
+  };
+  add_blocks("encoder", encoder_layers);
+  add_blocks("decoder", decoder_layers);
+  // The shared table (the embedding of both stacks, and the tied head) and the position tables
+  // are read outside the blocks: they stay in the root unit, gathered.
+  plan.head = {"root", {}, parallel::Dim::fsdp, parallel::Dim::dp, {}};
+  for (const auto& item : named_parameters()) {
+    const auto& key = item.key();
+    const bool in_block = (key.rfind("encoder.block.", 0) == 0 || key.rfind("decoder.block.", 0) == 0) && !is_table(key);
+    if (!in_block) plan.head.parameters.emplace_back(key, item.value());
+  }
+  return plan;
+}
+
+void T5ForConditionalGeneration::float8_layers(const std::string& name, Float8Layers& layers) {
+  for (size_t i = 0; i < encoder_blocks.size(); ++i)
+    encoder_blocks[i]->float8_layers(module_name(name, "encoder.block." + std::to_string(i)), layers);
+  for (size_t i = 0; i < decoder_blocks.size(); ++i)
+    decoder_blocks[i]->float8_layers(module_name(name, "decoder.block." + std::to_string(i)), layers);
+}
+
+}  // namespace xtrain::model
