@@ -19,7 +19,7 @@ ring2=(--set parallel.cp=2)
 ulysses2=(--set parallel.cp=2 --set parallel.cp_kind=ulysses)
 h8=(--set model.num_heads=8 --set model.num_kv_heads=4)
 
-train single 1
+reference single
 train ring2 2 "${ring2[@]}"
 train ring4 4 --set parallel.cp=4
 train ulysses2 2 "${ulysses2[@]}"
@@ -32,7 +32,7 @@ grep -q "parallel: 4 ranks (torchrun), FSDP 2, context-parallel over cp 2 (param
 grep -q "parallel: 2 ranks (torchrun), DDP 1, context-parallel over cp 2 (parameters sharded over fsdp x cp = 2), ulysses attention" "$work/ulysses2.log"
 for run in ring2 ring4 ulysses2 ring2_selective ring2_full ring2_fsdp2 ring2_tp2 ring2_tp2_sp; do compare_runs "$work/single" "$work/$run"; done
 
-train h8_single 1 "${h8[@]}"
+reference h8_single "${h8[@]}"
 train h8_ulysses4 4 "${h8[@]}" --set parallel.cp=4 --set parallel.cp_kind=ulysses
 train h8_ulysses2_tp2 4 "${h8[@]}" "${ulysses2[@]}" --set parallel.tp=2
 for run in h8_ulysses4 h8_ulysses2_tp2; do compare_runs "$work/h8_single" "$work/$run"; done
@@ -40,7 +40,7 @@ for run in h8_ulysses4 h8_ulysses2_tp2; do compare_runs "$work/h8_single" "$work
 # Gradient norms at 3e-5: step 18 has a loss spike whose gradient norm (3.50, against 1.3 on
 # the steps around it) the layouts sum in different orders, up to 2.0e-05 apart (ring cp 2);
 # the other steps agree within 4.1e-06. Losses and weights hold to 1e-5.
-train packed_single 1 --set data.pack=true
+reference packed_single --set data.pack=true
 for layout in "ring2 2 --set parallel.cp=2" "ring4 4 --set parallel.cp=4" "ulysses2 2 ${ulysses2[*]}"; do
   read -r name nproc flags <<< "$layout"
   # shellcheck disable=SC2086
@@ -55,7 +55,7 @@ done
 moe=(--set model.family=qwen3_moe --set model.num_experts=4 --set model.num_experts_per_tok=2
      --set model.moe_intermediate_size=48 --set model.first_k_dense=1 --set model.router_aux_loss_coef=0.01
      --set model.router_z_loss_coef=0.001)
-train moe_single 1 "${moe[@]}"
+reference moe_single "${moe[@]}"
 train moe_ring2_ep2 4 "${moe[@]}" "${ring2[@]}" --set parallel.ep=2
 train moe_ulysses2_ep2 4 "${moe[@]}" "${ulysses2[@]}" --set parallel.ep=2
 grep -q "experts split over ep 2 and sharded over 2" "$work/moe_ring2_ep2.log"

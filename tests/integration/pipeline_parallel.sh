@@ -22,7 +22,7 @@ pp2=(--set parallel.pp=2 --set parallel.fsdp=1)
 # 16) whose norm every layout reproduces only to 1e-6..2e-5.
 four=(--set model.num_layers=4 --set optim.lr=1e-3)
 
-train single 1
+reference single
 train pp2_1f1b 2 "${pp2[@]}"
 train pp2_gpipe 2 "${pp2[@]}" --set parallel.pp_schedule=gpipe
 train tp2_pp2 4 "${pp2[@]}" --set parallel.tp=2
@@ -34,20 +34,20 @@ grep -q "parallel: 4 ranks (torchrun), FSDP 2, 2 pipeline stages" "$work/pp2_fsd
 grep -q '"pp.bubble_fraction":' "$work/pp2_1f1b/metrics.jsonl"
 for run in pp2_1f1b pp2_gpipe tp2_pp2 pp2_dp2 pp2_fsdp2 tp2_pp2_fsdp2; do compare_runs "$work/single" "$work/$run"; done
 
-train four_single 1 "${four[@]}"
+reference four_single "${four[@]}"
 train four_pp2_interleaved 2 "${four[@]}" "${pp2[@]}" --set parallel.pp_schedule=interleaved_1f1b \
   --set parallel.pp_virtual_stages=2
 train four_pp2_interleaved_fsdp2 4 "${four[@]}" --set parallel.pp=2 --set parallel.fsdp=2 \
   --set parallel.pp_schedule=interleaved_1f1b --set parallel.pp_virtual_stages=2 --set memory.recompute=full
 for run in four_pp2_interleaved four_pp2_interleaved_fsdp2; do compare_runs "$work/four_single" "$work/$run"; done
-train packed_single 1 "${four[@]}" --set data.pack=true
+reference packed_single "${four[@]}" --set data.pack=true
 train packed_pp4 4 "${four[@]}" --set data.pack=true --set parallel.pp=4 --set parallel.fsdp=1
 compare_runs "$work/packed_single" "$work/packed_pp4"
 
 # Evaluation through the pipeline (forwards only, the loss on the last stage) gives one
 # process's eval losses.
 eval=(--set data.eval=builtin:demo-eval --set train.eval_every=5 --set train.eval_batches=4 --set train.steps=10)
-train eval_single 1 "${eval[@]}"
+reference eval_single "${eval[@]}"
 train eval_tp2_pp2 4 "${eval[@]}" "${pp2[@]}" --set parallel.tp=2
 "${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" - "$work" <<'PY'
 import json, sys
@@ -71,7 +71,7 @@ done
 
 # Tied embeddings: the first stage looks the table up, the last projects with its copy, and the
 # two gradients are summed; a PP 2 checkpoint (the first stage's copy) resumes as one process.
-train tied_single 1 --set model.tie_embeddings=true
+reference tied_single --set model.tie_embeddings=true
 train tied_pp2 2 "${pp2[@]}" --set model.tie_embeddings=true
 train tied_pp2_fsdp2 4 --set parallel.pp=2 --set parallel.fsdp=2 --set model.tie_embeddings=true
 for run in tied_pp2 tied_pp2_fsdp2; do compare_runs "$work/tied_single" "$work/$run"; done

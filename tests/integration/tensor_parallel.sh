@@ -17,7 +17,7 @@ export TMPDIR=$work
 write_recipe "$work/recipe.yaml" 20
 sp=(--set parallel.tp=2 --set parallel.sequence_parallel=true)
 
-train single 1
+reference single
 train tp2 2 --set parallel.tp=2
 train tp2_sp 2 "${sp[@]}"
 train tp2_sp_recompute 2 "${sp[@]}" --set memory.recompute=full
@@ -36,7 +36,7 @@ if not steps or bad:
 PY
 for run in tp2 tp2_sp tp2_sp_recompute tp2_fsdp2 tp4; do compare_runs "$work/single" "$work/$run"; done
 
-train packed_single 1 --set data.pack=true
+reference packed_single --set data.pack=true
 train packed_tp2_sp 2 --set data.pack=true "${sp[@]}"
 # Losses and weights at 1e-5; the gradient norm at 3e-5: step 18 has a loss spike whose gradient
 # norm (3.50, against 1.3 on the steps around it) one process and TP 2 + SP sum in different
@@ -45,10 +45,10 @@ train packed_tp2_sp 2 --set data.pack=true "${sp[@]}"
 compare_runs "$work/packed_single" "$work/packed_tp2_sp" 1 1e-5 3e-5
 
 qwen3=(--set model.family=qwen3 --set model.tie_embeddings=true)
-train qwen3_single 1 "${qwen3[@]}"
+reference qwen3_single "${qwen3[@]}"
 train qwen3_tp2_sp 2 "${qwen3[@]}" "${sp[@]}"
 compare_runs "$work/qwen3_single" "$work/qwen3_tp2_sp"
-train qwen2_single 1 --set model.family=qwen2
+reference qwen2_single --set model.family=qwen2
 train qwen2_tp4 4 --set model.family=qwen2 --set parallel.tp=4
 compare_runs "$work/qwen2_single" "$work/qwen2_tp4"
 

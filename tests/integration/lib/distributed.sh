@@ -41,6 +41,70 @@ train() {
   }
 }
 
+# reference RUN_NAME [args...]: `train RUN_NAME 1 args...` and its exported weights, computed
+# once per build: a one-process run is the reference of many layouts, often the same recipe in
+# several tests. The run folder and log are kept in the build folder (next to xtrain) under a key
+# of xtrain's bytes, LibTorch's files (path, size, time), the CPU (its model, flags and count: MKL
+# picks its kernels by them), the recipe, the arguments, the XTRAIN_, OMP_, MKL_ and TORCH_
+# environment and the bytes of every file they name; a new binary is a new folder of keys, and
+# the other binaries' folders are removed. A run that names a folder, a
+# relative path or anything under $work (another run's checkpoint) is not kept. Tests side by
+# side: one computes a key while the others wait on its lock, and an entry appears by a rename,
+# whole or not at all.
+reference() {
+  local name=$1 root key entry
+  shift
+  root=$(dirname "$(readlink -f "$xtrain")")/test-references
+  if [[ -z ${reference_binary:-} ]]; then
+    reference_binary=$({ sha256sum < "$xtrain"; ldd "$xtrain" | grep -o '/[^ ]*libtorch[^ ]*' | sort -u |
+                         xargs -r stat -L -c '%n %s %Y'; nproc; grep -m2 -E '^(model name|flags)' /proc/cpuinfo; } |
+                       sha256sum | cut -c1-16)
+  fi
+  if ! key=$(reference_key "$@"); then
+    train "$name" 1 "$@"
+    export_latest "$work/$name"
+    return
+  fi
+  entry=$root/$reference_binary/$key
+  mkdir -p "$root/$reference_binary"
+  local lock
+  exec {lock}> "$entry.lock"
+  flock "$lock"
+  if [[ -d $entry ]]; then
+    local origin
+    origin=$(cat "$entry/origin")
+    rm -rf "${work:?}/$name"
+    cp -a "$entry/run" "$work/$name"
+    cp "$entry/run.log" "$work/$name.log"
+    # The run's folder as its metrics, log and export.source name it. The checkpoints keep the
+    # first run's (their manifest holds the checksum of the recipe inside).
+    sed -i "s|$origin|$work/$name|g" "$work/$name/metrics.jsonl" "$work/$name/export.source" "$work/$name.log"
+  else
+    train "$name" 1 "$@" && export_latest "$work/$name" || { exec {lock}>&-; return 1; }
+    local staging
+    staging=$(mktemp -d "$root/$reference_binary/.staging.XXXXXX")
+    cp -a "$work/$name" "$staging/run"
+    cp "$work/$name.log" "$staging/run.log"
+    echo "$work/$name" > "$staging/origin"
+    mv "$staging" "$entry"
+    find "$root" -mindepth 1 -maxdepth 1 -type d ! -name "$reference_binary" -exec rm -rf {} +
+  fi
+  exec {lock}>&-
+}
+
+# reference_key [args...]: the key of a one-process run of $work/recipe.yaml with these
+# arguments (see reference); fails for a run not to be kept.
+reference_key() {
+  local text token files=()
+  text=$(cat "$work/recipe.yaml"; printf '\n%s' "$@"; env | grep -E '^(XTRAIN_|OMP_|MKL_|TORCH_|RANK=)' | sort)
+  [[ $text != *"$work"* ]] || return 1
+  for token in $(grep -oE "[^ \"'=:]*/[^ \"',]*" <<< "$text" | sort -u); do
+    [[ $token == /* && -f $token ]] || return 1
+    files+=("$token")
+  done
+  { printf '%s\n' "$text"; [[ ${#files[@]} == 0 ]] || sha256sum "${files[@]}"; } | sha256sum | cut -c1-32
+}
+
 # A TCP port nothing listens on now.
 free_port() {
   "${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
