@@ -474,7 +474,19 @@ Command add_launch(CLI::App& app, launch::LaunchOptions& options) {
   auto* command = app.add_subcommand(
       "launch", "Run a command as N ranks per node with torchrun's environment: launch [options] -- train RECIPE");
   command->add_option("--nproc-per-node,--nproc_per_node", options.nproc_per_node, "Ranks on this node")->required();
-  command->add_option("--nnodes", options.nnodes, "Nodes in the job")->capture_default_str();
+  // Read when the command runs, so that a malformed value is the usual input error (exit 2).
+  auto nnodes = std::make_shared<std::string>("1");
+  command
+      ->add_option("--nnodes", *nnodes,
+                   "Nodes in the job: N, or MIN:MAX (torchrun's form) for a job that restarts on at least MIN "
+                   "nodes when nodes are lost")
+      ->capture_default_str();
+  command->add_option("--active-nodes", options.active_nodes,
+                      "Nodes that run ranks at once (default: MAX); the others wait as hot spares and take a lost "
+                      "node's place");
+  command->add_option("--heartbeat", options.heartbeat_s,
+                      "Seconds between the launchers' heartbeats; 3 missed ones lose a node")
+      ->capture_default_str();
   command->add_option("--node-rank,--node_rank", options.node_rank, "This node's index, 0..nnodes-1")
       ->capture_default_str();
   command->add_option("--master-addr,--master_addr", options.master_addr, "Host of rank 0 (and node 0)")
@@ -491,7 +503,10 @@ Command add_launch(CLI::App& app, launch::LaunchOptions& options) {
   command->add_option("--run-id,--run_id", options.run_id, "Job id for TORCHELASTIC_RUN_ID");
   command->add_option("--join-timeout", options.join_timeout_s, "Seconds to wait for every node to join")
       ->capture_default_str();
-  return {command, [&options] { return launch::run_launch(options, parallel::connect_tcp_agent_store); }};
+  return {command, [&options, nnodes] {
+            launch::parse_nnodes(*nnodes, options);
+            return launch::run_launch(options, parallel::connect_tcp_agent_store);
+          }};
 }
 
 int run_env() {

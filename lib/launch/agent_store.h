@@ -12,6 +12,7 @@
 //   - a launcher stopped by a signal publishes an abort, and the others stop their ranks too.
 // At the end every launcher signs off; node 0 keeps the store up until all have.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -40,6 +41,12 @@ class AgentStore {
   // Asks every node to stop for good; reason says why, for the other launchers to print.
   virtual void publish_abort(const std::string& reason) = 0;
   virtual std::optional<std::string> published_abort() = 0;
+
+  // Plain values, for the launchers' heartbeats and per-attempt membership (node_membership.h):
+  // value() does not wait (nullopt when the key is unset); add() returns the sum after adding.
+  virtual void set_value(const std::string& key, const std::string& value) = 0;
+  virtual std::optional<std::string> value(const std::string& key) = 0;
+  virtual int64_t add(const std::string& key, int64_t amount) = 0;
 
   // Signs off. Node 0 waits until all nodes have (at most timeout_s) before its store closes.
   virtual void leave(double timeout_s) = 0;

@@ -55,8 +55,53 @@ void check_launch_options(const LaunchOptions& o) {
   if (!o.command_given || o.command.empty())
     throw InputError(
         "launch: missing the command after `--`, e.g. `xtrain launch --nproc-per-node 2 -- train recipe.yaml`");
+  const int fewest = fewest_nodes(o), working = working_nodes(o);
+  if (fewest < 1 || fewest > o.nnodes)
+    throw InputError(fmt::format("launch: --nnodes {}:{}: MIN must be in 1..MAX", fewest, o.nnodes));
+  if (working < fewest || working > o.nnodes)
+    throw InputError(fmt::format("launch: --active-nodes {} must be in {}..{} (--nnodes {}:{}): the nodes beyond it "
+                                 "wait as spares",
+                                 working, fewest, o.nnodes, fewest, o.nnodes));
+  if (!(o.heartbeat_s >= 0.05 && o.heartbeat_s <= 60))
+    throw InputError(fmt::format("launch: --heartbeat must be in 0.05..60 seconds, got {}", o.heartbeat_s));
   if (o.join_timeout_s <= 0)
     throw InputError(fmt::format("launch: --join-timeout must be positive, got {}", o.join_timeout_s));
+}
+
+void parse_nnodes(const std::string& text, LaunchOptions& options) {
+  auto number = [&](const std::string& part) {
+    size_t used = 0;
+    int value = 0;
+    try {
+      value = std::stoi(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (part.empty() || used != part.size() || value < 1)
+      throw InputError(fmt::format("launch: --nnodes {}: expected N or MIN:MAX (torchrun's form), numbers of at "
+                                   "least 1, e.g. --nnodes 2 or --nnodes 2:3",
+                                   text));
+    return value;
+  };
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) {
+    options.nnodes = number(text);
+    options.min_nnodes = 0;
+    return;
+  }
+  options.min_nnodes = number(text.substr(0, colon));
+  options.nnodes = number(text.substr(colon + 1));
+  if (options.min_nnodes > options.nnodes)
+    throw InputError(fmt::format("launch: --nnodes {}: MIN is above MAX; give MIN:MAX, e.g. --nnodes {}:{}", text,
+                                 options.nnodes, options.min_nnodes));
+}
+
+int fewest_nodes(const LaunchOptions& options) {
+  return options.min_nnodes > 0 ? options.min_nnodes : options.nnodes;
+}
+
+int working_nodes(const LaunchOptions& options) {
+  return options.active_nodes > 0 ? options.active_nodes : options.nnodes;
 }
 
 std::string resolve_program(const std::string& program) {

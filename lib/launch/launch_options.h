@@ -8,7 +8,10 @@ namespace xtrain::launch {
 
 struct LaunchOptions {
   int nproc_per_node = 0;
-  int nnodes = 1;
+  int nnodes = 1;      // the most nodes of the job (MAX of --nnodes MIN:MAX); node ranks are 0..nnodes-1
+  int min_nnodes = 0;  // 0: nnodes (a plain --nnodes N); the fewest nodes an attempt may run on
+  int active_nodes = 0;  // 0: nnodes; the nodes that run ranks at once, the others wait as hot spares
+  double heartbeat_s = 0.5;  // launchers beat through their store; 3 missed beats lose a node
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: a free port when nnodes == 1 (torchrun --standalone), else 29500
@@ -28,6 +31,15 @@ struct LaunchOptions {
 
 // Throws InputError naming the option and the fix when the options are inconsistent.
 void check_launch_options(const LaunchOptions& options);
+
+// Reads --nnodes as torchrun spells it: "N" or "MIN:MAX" into options.min_nnodes and
+// options.nnodes. Throws InputError naming the text and the expected form.
+void parse_nnodes(const std::string& text, LaunchOptions& options);
+
+// MIN of --nnodes (N for a plain N): an attempt runs on no fewer nodes. And the nodes an attempt
+// runs ranks on when that many are there (--active-nodes, else MAX); the rest are spares.
+int fewest_nodes(const LaunchOptions& options);
+int working_nodes(const LaunchOptions& options);
 
 // The options with every default filled in: the program as an absolute path (InputError when
 // it cannot be found or run), the master port, the run id.

@@ -10,12 +10,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "launch/agent_store.h"
+#include "launch/node_membership.h"
 #include "launch/rank_environment.h"
 #include "launch/rank_failure.h"
 #include "launch/rank_process.h"
@@ -97,18 +99,21 @@ class Launcher {
 
   int run() {
     if (options_.nnodes > 1)
-      notice(fmt::format("node {} of {}; the launchers meet at {}:{}, the ranks at {}:{}", options_.node_rank,
-                         options_.nnodes, options_.master_addr, options_.master_port + 1, options_.master_addr,
+      notice(fmt::format("node {} of {} (attempts run on {} to {} nodes, the rest wait as spares; heartbeat {} s); "
+                         "the launchers meet at {}:{}, the ranks at {}:{}",
+                         options_.node_rank, options_.nnodes, fewest_nodes(options_), working_nodes(options_),
+                         options_.heartbeat_s, options_.master_addr, options_.master_port + 1, options_.master_addr,
                          options_.master_port));
     // Connected before signals are caught, so that Ctrl-C while waiting for node 0 just ends.
     store_ = connect_agent_store(options_, connect_tcp_);
+    membership_ = std::make_unique<NodeMembership>(*store_, options_);
     signals_ = std::make_unique<SignalPipe>();
     if (defaults_omp_num_threads(parent_environment_, options_))
       notice(
           "OMP_NUM_THREADS=1 for each rank, as torchrun sets it when several ranks share a node; "
           "set OMP_NUM_THREADS to give each rank more threads");
 
-    for (int attempt = 0;; ++attempt) {
+    for (int attempt = membership_->first_attempt();; ++attempt) {
       const AttemptResult result = run_attempt(attempt);
       switch (result.kind) {
         case AttemptResult::kSucceeded:
@@ -161,13 +166,28 @@ class Launcher {
     }
     fmt::print(stderr, "{}", failure_report(command_title(options_), root_cause, others));
   }
-  void leave() { store_->leave(kLeaveTimeoutS + std::max(options_.stop_grace_s, options_.failure_grace_s)); }
+  void leave() {
+    membership_->leave(kLeaveTimeoutS + std::max(options_.stop_grace_s, options_.failure_grace_s));
+    store_->leave(0);  // node 0 has waited for every live node already
+  }
 
   AttemptResult run_attempt(int attempt) {
     AttemptResult result;
-    if (!wait_for_nodes(attempt, result)) return result;
+    const auto members = wait_for_nodes(attempt, result);
+    if (!members) return result;
+    members_ = *members;
+    const auto place = std::find(members_.begin(), members_.end(), options_.node_rank);
+    if (place == members_.end()) {
+      wait_as_spare(attempt, result);
+      return result;
+    }
+    // The ranks see the attempt's nodes only: a spare that took a lost node's place has the
+    // lost node's group rank, and the world keeps its size.
+    LaunchOptions layout = options_;
+    layout.nnodes = static_cast<int>(members_.size());
+    layout.node_rank = static_cast<int>(place - members_.begin());
     try {
-      start_ranks(attempt);
+      start_ranks(attempt, layout);
       watch_ranks(attempt, result);
     } catch (...) {
       // Lost store or a failed start: the ranks still get their grace period.
@@ -183,31 +203,77 @@ class Launcher {
     return result;
   }
 
-  // Every node joins the attempt before any starts its ranks.
-  bool wait_for_nodes(int attempt, AttemptResult& result) {
-    store_->join(attempt);
+  // Every node joins the attempt; node 0 names the members (node_membership.h) before any
+  // starts its ranks. nullopt when a stop or an abort came first.
+  std::optional<std::vector<int>> wait_for_nodes(int attempt, AttemptResult& result) {
+    membership_->join(attempt);
     const auto deadline = Clock::now() + std::chrono::duration<double>(options_.join_timeout_s);
-    int joined;
-    while ((joined = store_->nodes_joined(attempt)) < options_.nnodes) {
+    while (true) {
+      if (auto members = membership_->members(attempt)) {
+        if (options_.nnodes > 1) announce_members(attempt, *members);
+        return members;
+      }
       if (auto reason = store_->published_abort()) {
         result.kind = AttemptResult::kAborted;
         result.abort_reason = *reason;
-        return false;
+        return std::nullopt;
       }
       if (Clock::now() > deadline)
         throw std::runtime_error(fmt::format(
-            "launch: only {} of {} nodes joined attempt {} within {} s; start `xtrain launch --node-rank N` on "
-            "every node with the same --nnodes, --master-addr and --master-port (or raise --join-timeout)",
-            joined, options_.nnodes, attempt, options_.join_timeout_s));
-      if (take_stop_signal(result)) return false;
+            "launch: only {} within {} s; start `xtrain launch --node-rank N` on every node with the same "
+            "--nnodes, --master-addr and --master-port (or raise --join-timeout)",
+            membership_->joined_summary(attempt), options_.join_timeout_s));
+      if (take_stop_signal(result)) return std::nullopt;
     }
-    return true;
+  }
+
+  void announce_members(int attempt, const std::vector<int>& members) const {
+    const auto place = std::find(members.begin(), members.end(), options_.node_rank);
+    const std::string role =
+        place == members.end()
+            ? "this node waits as a spare"
+            : fmt::format("this node is group rank {} (ranks {}..{})", place - members.begin(),
+                          (place - members.begin()) * options_.nproc_per_node,
+                          (place - members.begin() + 1) * options_.nproc_per_node - 1);
+    notice(fmt::format("attempt {} runs on nodes {} ({} ranks); {}", attempt, node_list_text(members),
+                       members.size() * options_.nproc_per_node, role));
+  }
+
+  // A spare runs no ranks: it follows the attempt to its end, and joins the next one.
+  void wait_as_spare(int attempt, AttemptResult& result) {
+    while (!membership_->all_succeeded(attempt, static_cast<int>(members_.size()))) {
+      if (auto failure = store_->published_failure(attempt)) {
+        result.kind = AttemptResult::kFailed;
+        result.root_cause = *failure;
+        return;
+      }
+      if (auto reason = store_->published_abort()) {
+        result.kind = AttemptResult::kAborted;
+        result.abort_reason = *reason;
+        return;
+      }
+      if (take_stop_signal(result)) return;
+    }
+  }
+
+  // Node 0's launcher: a member whose launcher stopped beating fails the attempt, whatever its
+  // ranks' peers have noticed yet.
+  std::optional<RankFailure> lost_member() const {
+    if (options_.node_rank != 0) return std::nullopt;
+    for (size_t index = 0; index < members_.size(); ++index) {
+      if (!membership_->lost(members_[index])) continue;
+      RankFailure failure = membership_->lost_node_failure(members_[index]);
+      failure.rank = static_cast<int>(index) * options_.nproc_per_node;
+      return failure;
+    }
+    return std::nullopt;
   }
 
   // After this node's ranks all succeeded: the job succeeded once every node's have.
   void wait_for_other_nodes(int attempt, AttemptResult& result) {
-    store_->publish_success(attempt);
-    while (!store_->all_succeeded(attempt)) {
+    membership_->publish_success(attempt);
+    while (!membership_->all_succeeded(attempt, static_cast<int>(members_.size()))) {
+      if (auto lost = lost_member()) store_->publish_failure(attempt, *lost);
       if (auto failure = store_->published_failure(attempt)) {
         result.kind = AttemptResult::kFailed;
         result.root_cause = *failure;
@@ -241,7 +307,7 @@ class Launcher {
     }
   }
 
-  void start_ranks(int attempt) {
+  void start_ranks(int attempt, const LaunchOptions& layout) {
     const std::string dir = fmt::format("{}/attempt_{}", files_dir_, attempt);
     std::error_code error;
     fs::create_directories(dir, error);
@@ -249,7 +315,7 @@ class Launcher {
     stopping_ = false;
     killed_ = false;
     for (int local_rank = 0; local_rank < options_.nproc_per_node; ++local_rank) {
-      const int rank = options_.node_rank * options_.nproc_per_node + local_rank;
+      const int rank = layout.node_rank * layout.nproc_per_node + local_rank;
       const std::string error_file = fmt::format("{}/rank_{}.error.json", dir, rank);
       ::unlink(error_file.c_str());  // a stale one from an earlier job would be misreported
       RankCommand command;
@@ -257,7 +323,7 @@ class Launcher {
       command.local_rank = local_rank;
       command.program = options_.program;
       command.arguments = options_.command;
-      command.environment = rank_environment(parent_environment_, options_, local_rank, attempt, error_file);
+      command.environment = rank_environment(parent_environment_, layout, local_rank, attempt, error_file);
       if (!options_.log_dir.empty()) command.log_path = fmt::format("{}/rank_{}.log", dir, rank);
       ranks_.push_back(std::make_unique<RankProcess>(command));
       error_files_.push_back(error_file);
@@ -280,6 +346,7 @@ class Launcher {
         begin_stop(SIGTERM, options_.failure_grace_s);
       } else if (Clock::now() >= next_store_poll) {
         next_store_poll = Clock::now() + 2 * kPollInterval;
+        if (auto lost = lost_member()) store_->publish_failure(attempt, *lost);
         if (auto failure = store_->published_failure(attempt)) {
           notice(fmt::format("node {}: {}; stopping this node's ranks", failure->node_rank, describe(*failure)));
           result.kind = AttemptResult::kFailed;
@@ -353,6 +420,15 @@ class Launcher {
   // Waits up to timeout for rank output (copied as it comes) or a signal; returns the stop
   // signals that arrived (SIGCHLD only wakes the loop).
   std::vector<int> wait_for_events(milliseconds timeout) {
+    // A store that failed once is not called again while the ranks are being stopped.
+    if (!store_failed_) {
+      try {
+        membership_->tick();
+      } catch (...) {
+        store_failed_ = true;
+        throw;
+      }
+    }
     std::vector<pollfd> fds{{signals_->fd(), POLLIN, 0}};
     std::vector<RankProcess*> owners{nullptr};
     for (auto& rank : ranks_)
@@ -375,6 +451,9 @@ class Launcher {
   std::string files_dir_;  // per attempt: error files, and logs with --log-dir
   bool temporary_files_dir_ = false;
   std::unique_ptr<AgentStore> store_;
+  std::unique_ptr<NodeMembership> membership_;
+  std::vector<int> members_;  // the nodes of the current attempt, in group-rank order
+  bool store_failed_ = false;
   std::unique_ptr<SignalPipe> signals_;
   std::vector<std::unique_ptr<RankProcess>> ranks_;
   std::vector<std::string> error_files_;  // parallel to ranks_

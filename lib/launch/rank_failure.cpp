@@ -130,6 +130,8 @@ RankFailure observe_failure(int rank, int local_rank, int node_rank, int pid, in
 }
 
 std::string describe(const RankFailure& f) {
+  if (f.node_lost)
+    return fmt::format("node {} ({}) was lost: {}", f.node_rank, f.host, f.error ? f.error->message : "no heartbeat");
   std::string what =
       f.signal ? "was killed by " + signal_name(f.signal) : fmt::format("exited with code {}", f.exit_code);
   std::string line = fmt::format("rank {} (local_rank {} on {}) {}", f.rank, f.local_rank, f.host, what);
@@ -157,7 +159,8 @@ std::string to_json_text(const RankFailure& f) {
                          {"exit_code", f.exit_code},
                          {"signal", f.signal},
                          {"time", f.time},
-                         {"error_file", f.error_file}};
+                         {"error_file", f.error_file},
+                         {"node_lost", f.node_lost}};
   if (f.error)
     json["error"] = {
         {"message", f.error->message}, {"callstack", f.error->callstack}, {"timestamp", f.error->timestamp}};
@@ -176,6 +179,7 @@ RankFailure failure_from_json_text(const std::string& text) {
   f.signal = json.at("signal");
   f.time = json.at("time");
   f.error_file = json.at("error_file");
+  f.node_lost = json.value("node_lost", false);
   if (json.contains("error")) {
     const auto& e = json["error"];
     f.error = ErrorRecord{e.at("message"), e.at("callstack"), e.at("timestamp")};

@@ -22,6 +22,9 @@ struct RankFailure {
   int64_t time = 0;   // unix seconds: the error file's timestamp, else when the launcher saw it end
   std::string error_file;
   std::optional<ErrorRecord> error;  // what the rank wrote to error_file, if anything
+  // The whole node was lost (its launcher stopped beating): rank is the node's first rank, and
+  // error's message says how long it was silent.
+  bool node_lost = false;
 };
 
 // The failure of the rank whose raw waitpid status is wait_status; reads error_file.
@@ -32,7 +35,7 @@ RankFailure observe_failure(int rank, int local_rank, int node_rank, int pid, in
 std::string signal_name(int signal);
 
 // One line: "rank 1 (local_rank 1 on host) exited with code 3: <message>" or "... was killed
-// by SIGKILL".
+// by SIGKILL", or for a lost node "node 1 (host) was lost: <message>".
 std::string describe(const RankFailure& failure);
 
 // The multi-line report. title names the failed command; others are further ranks that

@@ -126,6 +126,20 @@ class TcpAgentStore : public AgentStore {
     return text(guarded("read", [&] { return store_->get("abort"); }));
   }
 
+  void set_value(const std::string& name, const std::string& value) override {
+    guarded("publish to", [&] {
+      store_->set(name, bytes(value));
+      return 0;
+    });
+  }
+  std::optional<std::string> value(const std::string& name) override {
+    if (!guarded("poll", [&] { return store_->check({name}); })) return std::nullopt;
+    return text(guarded("read", [&] { return store_->get(name); }));
+  }
+  int64_t add(const std::string& name, int64_t amount) override {
+    return guarded("poll", [&] { return store_->add(name, amount); });
+  }
+
   void leave(double timeout_s) override {
     QuietAgentStoreLog quiet;
     try {

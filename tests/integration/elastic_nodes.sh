@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Elastic `xtrain launch` over real network links on one machine: three network namespaces
+# (192.0.2.1-3, TEST-NET-1, no route anywhere else) joined by veth pairs to a bridge in a fourth.
+#   spare:  --nnodes 2:3 --active-nodes 2, one rank a node: nodes 0 and 1 train, node 2 waits as
+#           a hot spare. Every process of node 1 (launcher and rank) is killed with SIGKILL after
+#           step 12; node 0's launcher names node 1 lost from its missed heartbeats, node 2 takes
+#           its place, and the run resumes from step 10 at the same world size. Its per-step
+#           losses equal an uninterrupted run's bit for bit. Prints the time from the kill to the
+#           next new step: detection, restart, reload, recomputed steps.
+# Needs root and iproute2's `ip`: without them it fails, it does not skip.
+# KEEP=1 keeps its folder (the nodes' logs, the runs) for a look afterwards.
+set -euo pipefail
+xtrain=$1
+srcdir=$2
+source "$srcdir/tests/integration/lib/distributed.sh"
+source "$srcdir/tests/integration/lib/expect.sh"
+python=${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}
+work=$(mktemp -d)
+tag="xe$$"
+namespaces=("${tag}n0" "${tag}n1" "${tag}n2")
+switch="${tag}sw"
+pids=()
+cleanup() {
+  local pid ns
+  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
+  for ns in "${namespaces[@]}"; do
+    for pid in $(ip netns pids "$ns" 2> /dev/null); do kill -9 "$pid" 2> /dev/null || true; done
+  done
+  for pid in "${pids[@]}"; do wait "$pid" 2> /dev/null || true; done
+  for ns in "${namespaces[@]}" "$switch"; do ip netns del "$ns" 2> /dev/null || true; done
+  [[ -n ${KEEP:-} ]] || rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+export TMPDIR=$work
+
+command -v ip > /dev/null || fail "ip (iproute2) is missing: the nodes are network namespaces (apt-get install iproute2)"
+[[ $(id -u) == 0 ]] || fail "making network namespaces needs root (ip netns add); run as root"
+ip netns add "$switch"
+ip -n "$switch" link add br0 type bridge
+ip -n "$switch" link set br0 up
+for i in 0 1 2; do
+  ip netns add "${namespaces[i]}"
+  ip link add "${tag}v$i" netns "${namespaces[i]}" type veth peer name "p$i" netns "$switch"
+  ip -n "$switch" link set "p$i" master br0 up
+  ip -n "${namespaces[i]}" link set lo up
+  ip -n "${namespaces[i]}" addr add "192.0.2.$((i + 1))/24" dev "${tag}v$i"
+  ip -n "${namespaces[i]}" link set "${tag}v$i" up
+done
+
+write_recipe "$work/recipe.yaml" 24
+sed -i 's/log_every: 5/log_every: 1/' "$work/recipe.yaml"
+
+# start_node RUN NODE NNODES [launch options...]: the node's launcher in its namespace, each
+# output line stamped with the time it arrived ($EPOCHREALTIME), into $work/RUN.nodeN.log. The
+# ranks' stdout is line-buffered (stdbuf) so that their lines arrive when printed.
+start_node() {
+  local run=$1 node=$2 nnodes=$3
+  shift 3
+  ip netns exec "${namespaces[node]}" "$xtrain" launch --nnodes "$nnodes" --node-rank "$node" --nproc-per-node 1 \
+    --master-addr 192.0.2.1 --master-port "$port" --max-restarts 1 --heartbeat 0.5 "$@" --program stdbuf -- -oL \
+    "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/$run" 2>&1 |
+    while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done > "$work/$run.node$node.log" &
+  pids+=($!)
+}
+
+# wait_for LOG PATTERN SECONDS: until a line of LOG matches PATTERN (grep -E).
+wait_for() {
+  local deadline=$((SECONDS + $3))
+  until grep -qE -- "$2" "$1" 2> /dev/null; do
+    ((SECONDS < deadline)) || { tail -n 30 "$work"/*.log; fail "no '$2' in $1 within $3 s"; }
+    sleep 0.05
+  done
+}
+
+# kill_node NODE: SIGKILL to every process of the node, launcher and ranks alike; prints the time.
+kill_node() {
+  local when=$EPOCHREALTIME
+  ip netns pids "${namespaces[$1]}" | xargs -r kill -9
+  echo "$when"
+}
+
+# first_time LOG PATTERN [AFTER]: the stamp of LOG's first line matching PATTERN (after time AFTER).
+first_time() {
+  pattern=$2 awk -v after="${3:-0}" '$1 > after && $0 ~ ENVIRON["pattern"] { print $1; exit }' "$1"
+}
+
+wait_all() {
+  local pid status=0
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  pids=()
+  return $status
+}
+
+train reference 2
+
+# --- a hot spare takes the place of a lost node -------------------------------------------------
+port=29500
+start_node spare 0 2:3 --active-nodes 2
+start_node spare 1 2:3 --active-nodes 2
+wait_for "$work/spare.node0.log" "attempt 0 runs on nodes 0,1" 30
+start_node spare 2 2:3 --active-nodes 2  # after the others: node 2 is the spare
+wait_for "$work/spare.node2.log" "this node waits as a spare" 20
+wait_for "$work/spare.node0.log" "\[rank 0\]: step +12/" 40
+killed=$(kill_node 1)
+wait_all || { tail -n 30 "$work"/spare.node*.log; fail "the job did not survive the loss of node 1"; }
+log0=$work/spare.node0.log
+expect_match "$log0" "launch: node 1 lost: no heartbeat for"
+expect_match "$log0" "attempt 1 runs on nodes 0,2 (2 ranks)"
+expect_match "$work/spare.node2.log" "attempt 1 runs on nodes 0,2 (2 ranks); this node is group rank 1"
+expect_match "$log0" "resumed from .* at step "
+
+"$python" - "$work/reference" "$work/spare" <<'PY'
+import json, sys
+def losses(folder):
+    records = [json.loads(line) for line in open(f"{folder}/metrics.jsonl")]
+    return {r["step"]: r["loss"] for r in records if "loss" in r}
+reference, run = losses(sys.argv[1]), losses(sys.argv[2])
+assert reference.keys() == run.keys() and len(run) == 24, (sorted(reference), sorted(run))
+different = [s for s in run if run[s] != reference[s]]
+assert not different, [(s, reference[s], run[s]) for s in different]
+print(f"spare: 24 steps, every loss equal to the uninterrupted run's bit for bit")
+PY
+
+# The time from the kill to the first step beyond those done before it, in four parts.
+last_step=$(awk -v k="$killed" '$1 < k && match($0, /\[rank 0\]: step +[0-9]+\//) {
+  s = substr($0, RSTART, RLENGTH); gsub(/[^0-9]/, "", s); s = substr(s, 2); last = s + 0 } END { print last }' "$log0")
+heartbeat=$(first_time "$log0" "launch: node 1 lost" "$killed")
+detected=$(first_time "$log0" "(\\[rank 0\\]|launch: node 1 lost)" "$killed")
+restarted=$(first_time "$log0" "attempt 1 runs on nodes" "$killed")
+reloaded=$(first_time "$log0" "resumed from" "$killed")
+next_step=$(first_time "$log0" "\\[rank 0\\]: step +$((last_step + 1))/" "$restarted")
+resumed_at=$(grep -o 'resumed from .* at step [0-9]*' "$log0" | grep -o '[0-9]*$')
+awk -v k="$killed" -v h="$heartbeat" -v d="$detected" -v r="$restarted" -v l="$reloaded" -v n="$next_step" \
+  -v last="$last_step" -v from="$resumed_at" 'BEGIN {
+  printf "kill of node 1 after step %d to the next new step (%d): %.2f s\n", last, last + 1, n - k
+  printf "  detection   %.2f s  (the first of: rank 0 failing on its dead peer; node 0 naming node 1 lost, at %.2f s)\n", d - k, h - k
+  printf "  restart     %.2f s  (the survivors stopped, nodes 0 and 2 met for attempt 1)\n", r - d
+  printf "  reload      %.2f s  (ranks started, joined, read the step-%d checkpoint)\n", l - r, from
+  printf "  recomputed  %.2f s  (steps %d to %d again, then %d)\n", n - l, from + 1, last, last + 1
+}'
+(( $(awk -v h="$heartbeat" -v k="$killed" 'BEGIN { print (h - k <= 3 * 0.5 + 0.5) }') )) ||
+  fail "node 1 was named lost $(awk -v h="$heartbeat" -v k="$killed" 'BEGIN { print h - k }') s after the kill, beyond 3 heartbeats + 0.5 s"
+
