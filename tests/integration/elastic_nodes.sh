@@ -7,6 +7,8 @@
 #           its place, and the run resumes from step 10 at the same world size. Its per-step
 #           losses equal an uninterrupted run's bit for bit. Prints the time from the kill to the
 #           next new step: detection, restart, reload, recomputed steps.
+#   shrink: --nnodes 1:2, no spare: node 1 is killed after step 12 and the run resumes on node 0
+#           alone, the global batch kept by twice the accumulation; losses within 1e-5 relative.
 # Needs root and iproute2's `ip`: without them it fails, it does not skip.
 # KEEP=1 keeps its folder (the nodes' logs, the runs) for a look afterwards.
 set -euo pipefail
@@ -142,3 +144,23 @@ awk -v k="$killed" -v h="$heartbeat" -v d="$detected" -v r="$restarted" -v l="$r
 (( $(awk -v h="$heartbeat" -v k="$killed" 'BEGIN { print (h - k <= 3 * 0.5 + 0.5) }') )) ||
   fail "node 1 was named lost $(awk -v h="$heartbeat" -v k="$killed" 'BEGIN { print h - k }') s after the kill, beyond 3 heartbeats + 0.5 s"
 
+# --- no spare: the run goes on, on the node left ----------------------------------------------------
+port=29600  # node 0's ports of the first job may still be in TIME_WAIT
+start_node shrink 0 1:2
+start_node shrink 1 1:2
+wait_for "$work/shrink.node0.log" "\[rank 0\]: step +12/" 40
+kill_node 1 > /dev/null
+wait_all || { tail -n 30 "$work"/shrink.node*.log; fail "the job did not go on without node 1"; }
+expect_match "$work/shrink.node0.log" "attempt 1 runs on nodes 0 (1 ranks)"
+expect_match "$work/shrink.node0.log" "train: 24 steps x 8 sequences (8 per rank: 4 micro batches of 2)"
+"$python" - "$work/reference" "$work/shrink" <<'PY'
+import json, sys
+def losses(folder):
+    records = [json.loads(line) for line in open(f"{folder}/metrics.jsonl")]
+    return {r["step"]: r["loss"] for r in records if "loss" in r}
+reference, run = losses(sys.argv[1]), losses(sys.argv[2])
+assert reference.keys() == run.keys() and len(run) == 24, (sorted(reference), sorted(run))
+worst = max(abs(run[s] - reference[s]) / abs(reference[s]) for s in run)
+print(f"shrink: 24 steps, the last on 1 node of 1 rank, max loss difference {worst:.2e} (relative) from 2 ranks")
+assert worst <= 1e-5, worst
+PY
