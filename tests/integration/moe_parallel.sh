@@ -21,7 +21,7 @@ moe=(--set model.family=qwen3_moe --set model.num_experts=4 --set model.num_expe
      --set model.moe_intermediate_size=48 --set model.first_k_dense=1 --set model.router_aux_loss_coef=0.01
      --set model.router_z_loss_coef=0.001)
 
-train single 1 "${moe[@]}"
+reference single "${moe[@]}"
 train fsdp2 2 "${moe[@]}"
 train fsdp2_recompute 2 "${moe[@]}" --set memory.recompute=full
 train ep2 2 "${moe[@]}" --set parallel.ep=2
@@ -50,7 +50,7 @@ done
 
 # transformers' balancing loss, over both MoE layers' routing at once, with recompute: the same.
 joint=(--set model.first_k_dense=0 --set model.router_aux_loss_scope=model)
-train joint_single 1 "${moe[@]}" "${joint[@]}"
+reference joint_single "${moe[@]}" "${joint[@]}"
 train joint_ep2_fsdp2 4 "${moe[@]}" "${joint[@]}" --set parallel.ep=2 --set memory.recompute=full
 compare_runs "$work/joint_single" "$work/joint_ep2_fsdp2" 1 1e-4
 
@@ -59,7 +59,7 @@ compare_runs "$work/joint_single" "$work/joint_ep2_fsdp2" 1 1e-4
 for scope in layer model; do
   global=(--set model.first_k_dense=0 --set model.router_aux_loss_scope=$scope
           --set model.router_aux_loss_global_average=true)
-  train "global_${scope}_single" 1 "${moe[@]}" "${global[@]}" --set train.micro_batch_size=8
+  reference "global_${scope}_single" "${moe[@]}" "${global[@]}" --set train.micro_batch_size=8
   train "global_${scope}_ep2" 2 "${moe[@]}" "${global[@]}" --set train.micro_batch_size=4 --set parallel.ep=2
   compare_runs "$work/global_${scope}_single" "$work/global_${scope}_ep2" 1 1e-4
 done
@@ -67,7 +67,7 @@ done
 # The sigmoid router with its expert bias: the bias, moved each step by the loads summed over
 # the global batch, is bit-identical across layouts after 20 steps, and a resumed run carries it.
 sigmoid=(--set model.router=sigmoid_bias --set model.router_bias_update_rate=0.002)
-train sigmoid_single 1 "${moe[@]}" "${sigmoid[@]}"
+reference sigmoid_single "${moe[@]}" "${sigmoid[@]}"
 train sigmoid_ep2_fsdp2 4 "${moe[@]}" "${sigmoid[@]}" --set parallel.ep=2
 compare_runs "$work/sigmoid_single" "$work/sigmoid_ep2_fsdp2" 1 1e-4
 bias() { "${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["expert_bias"]))' "$1/checkpoints/latest/trainer_state.json"; }
@@ -80,7 +80,7 @@ compare_runs "$work/sigmoid_ep2_fsdp2" "$work/sigmoid_resumed" 11 1e-4
 # A capacity: each expert takes at most ceil(1.0 x tokens x k / E) of a micro batch's tokens on
 # a rank; the rest are dropped, counted, and the same in every layout (the micro batches are).
 capacity=(--set model.capacity_factor=1.0)
-train capacity_single 1 "${moe[@]}" "${capacity[@]}"
+reference capacity_single "${moe[@]}" "${capacity[@]}"
 train capacity_ep2 2 "${moe[@]}" "${capacity[@]}" --set parallel.ep=2
 compare_runs "$work/capacity_single" "$work/capacity_ep2" 1 1e-4
 "${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" - "$work/capacity_ep2/metrics.jsonl" <<'PY'

@@ -52,7 +52,7 @@ PY
 }
 bias() { "$python" -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["expert_bias"]))' "$1/checkpoints/latest/trainer_state.json"; }
 
-train single 1 "${moe[@]}"
+reference single "${moe[@]}"
 train pp2 2 "${moe[@]}" --set parallel.pp=2
 train pp2_interleaved 2 "${moe[@]}" --set parallel.pp=2 --set parallel.pp_schedule=interleaved_1f1b \
   --set parallel.pp_virtual_stages=2
@@ -80,7 +80,7 @@ done
 # The sigmoid router: every stage moves its layers' bias from the loads summed over the data
 # ranks and the pipeline, bit for bit one process's.
 sigmoid=(--set model.router=sigmoid_bias --set model.router_bias_update_rate=0.002)
-train sigmoid_single 1 "${moe[@]}" "${sigmoid[@]}"
+reference sigmoid_single "${moe[@]}" "${sigmoid[@]}"
 train sigmoid_pp2 2 "${moe[@]}" "${sigmoid[@]}" --set parallel.pp=2
 train sigmoid_tp2 2 "${moe[@]}" "${sigmoid[@]}" --set parallel.tp=2 --set parallel.sequence_parallel=true
 for run in sigmoid_pp2 sigmoid_tp2; do
@@ -94,7 +94,7 @@ deepseek=(--set model.family=deepseek_v3 --set model.q_lora_rank=24 --set model.
           --set model.rope_scaling_type=yarn --set model.rope_scaling_factor=4 --set model.rope_original_max_len=16
           --set model.rope_mscale=1 --set model.rope_mscale_all_dim=1 --set model.router=sigmoid_bias
           --set model.num_shared_experts=1 --set model.num_kv_heads=0 --set model.first_k_dense=1)
-train deepseek_single 1 "${moe[@]}" "${deepseek[@]}"
+reference deepseek_single "${moe[@]}" "${deepseek[@]}"
 train deepseek_pp2 2 "${moe[@]}" "${deepseek[@]}" --set parallel.pp=2
 train deepseek_tp2 2 "${moe[@]}" "${deepseek[@]}" --set parallel.tp=2
 train deepseek_tp2_sp 2 "${moe[@]}" "${deepseek[@]}" --set parallel.tp=2 --set parallel.sequence_parallel=true

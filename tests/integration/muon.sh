@@ -23,7 +23,7 @@ muon=(--set optim.name=muon --set optim.lr=0.02 --set optim.muon.adamw_lr=3e-3 -
 expect_refusal 2 "$work/adjust.log" "optim.muon.adjust_lr" \
   "$xtrain" validate "$work/recipe.yaml" "${muon[@]}" --set optim.muon.adjust_lr=spectral
 
-train single 1 "${muon[@]}"
+reference single "${muon[@]}"
 grep -q "optim: muon on 14 matrices" "$work/single.log" || { grep "optim:" "$work/single.log"; exit 1; }
 train fsdp2 2 "${muon[@]}" --set parallel.fsdp=2
 compare_runs "$work/single" "$work/fsdp2"
@@ -41,7 +41,7 @@ compare_runs "$work/single" "$work/tp2-fsdp2"
 # Experts: each expert's matrix of the [experts, out, in] stacks, assembled from FSDP's shards.
 moe=(--set model.family=qwen3_moe --set model.num_experts=4 --set model.num_experts_per_tok=2
      --set model.moe_intermediate_size=48 --set model.first_k_dense=1)
-train moe-single 1 "${muon[@]}" "${moe[@]}"
+reference moe-single "${muon[@]}" "${moe[@]}"
 grep -q "optim: muon on 13 matrices" "$work/moe-single.log"
 train moe-fsdp2 2 "${muon[@]}" "${moe[@]}" --set parallel.fsdp=2
 compare_runs "$work/moe-single" "$work/moe-fsdp2"
@@ -63,7 +63,7 @@ for trap in "trap fsdp" "trap-tp2 tp"; do
   echo "muon: the trap (parts orthogonalised alone) fails the parity test: $(grep -m1 "^$name:" "$work/$name-compare.log")"
 done
 # bf16 Newton-Schulz (the default): measured, not held to 1e-5.
-train single-bf16 1 "${muon[@]}" --set optim.muon.ns_dtype=bf16
+reference single-bf16 "${muon[@]}" --set optim.muon.ns_dtype=bf16
 train fsdp2-bf16 2 "${muon[@]}" --set optim.muon.ns_dtype=bf16 --set parallel.fsdp=2
 echo "muon, bf16 Newton-Schulz: $(compare_runs "$work/single-bf16" "$work/fsdp2-bf16" 2>&1 | grep -m1 '^fsdp2-bf16:' || true)"
 

@@ -21,7 +21,7 @@ write_recipe "$work/recipe.yaml" 20
 packed=(--set data.pack=true --set optim.lr=1e-3)
 pp2_cp2=(--set parallel.pp=2 --set parallel.cp=2 --set parallel.fsdp=1)
 
-train single 1 "${packed[@]}"
+reference single "${packed[@]}"
 train ring 4 "${packed[@]}" "${pp2_cp2[@]}"
 train ulysses 4 "${packed[@]}" "${pp2_cp2[@]}" --set parallel.cp_kind=ulysses
 train ring_tp2 8 "${packed[@]}" "${pp2_cp2[@]}" --set parallel.tp=2
@@ -30,7 +30,7 @@ grep -q "2 pipeline stages, ulysses attention" "$work/ulysses.log"
 for run in ring ulysses ring_tp2; do compare_runs "$work/single" "$work/$run"; done
 
 four=(--set model.num_layers=4)
-train four_single 1 "${packed[@]}" "${four[@]}"
+reference four_single "${packed[@]}" "${four[@]}"
 train four_interleaved 4 "${packed[@]}" "${four[@]}" "${pp2_cp2[@]}" --set parallel.pp_schedule=interleaved_1f1b \
   --set parallel.pp_virtual_stages=2
 compare_runs "$work/four_single" "$work/four_interleaved"
@@ -40,7 +40,7 @@ compare_runs "$work/four_single" "$work/four_interleaved"
 moe=(--set model.family=qwen3_moe --set model.num_experts=4 --set model.num_experts_per_tok=2
      --set model.moe_intermediate_size=48 --set model.first_k_dense=1 --set model.router_aux_loss_coef=0.01
      --set model.router_z_loss_coef=0.001 --set model.router_aux_loss_global_average=false)
-train moe_single 1 "${moe[@]}"
+reference moe_single "${moe[@]}"
 train moe_ring 4 "${moe[@]}" "${pp2_cp2[@]}"
 compare_runs "$work/moe_single" "$work/moe_ring" 1 1e-3
 
@@ -54,7 +54,7 @@ for layout in "single 1" "fsdp4 4 --set parallel.fsdp=4"; do
 done
 # Evaluation through the stages' cp ranks (forwards only) gives one process's eval losses.
 eval=(--set data.eval=builtin:demo-eval --set train.eval_every=5 --set train.eval_batches=4 --set train.steps=10)
-train eval_single 1 "${eval[@]}"
+reference eval_single "${eval[@]}"
 train eval_ring 4 "${eval[@]}" "${pp2_cp2[@]}"
 "${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" - "$work" <<'PY'
 import json, sys
