@@ -26,7 +26,7 @@ deepseek=(--set model.family=deepseek_v3 --set model.num_kv_heads=0 --set model.
           --set model.router_bias_update_rate=0.002 --set model.mtp_layers=2 --set model.mtp_loss_weight=0.3
           --set optim.lr=1e-3)
 
-train single 1 "${deepseek[@]}"
+reference single "${deepseek[@]}"
 train fsdp2 2 "${deepseek[@]}"
 train ep2 2 "${deepseek[@]}" --set parallel.ep=2
 train ep2_domino2 2 "${deepseek[@]}" --set parallel.ep=2 --set parallel.intra_layer_micro_batch=2

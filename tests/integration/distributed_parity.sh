@@ -13,7 +13,7 @@ trap 'rm -rf "$work"' EXIT
 export TMPDIR=$work  # a failed launch keeps its error files under TMPDIR
 write_recipe "$work/recipe.yaml" 20
 
-train single 1 --set checkpoint.at_start=true
+reference single --set checkpoint.at_start=true
 train ddp2 2 --set parallel.dp=2 --set parallel.fsdp=1
 train fsdp2 2 --set checkpoint.at_start=true
 train fsdp4 4 --set checkpoint.at_start=true
@@ -27,7 +27,7 @@ cmp "$work/single/step0/model.safetensors" "$work/fsdp2/step0/model.safetensors"
 cmp "$work/single/step0/model.safetensors" "$work/fsdp4/step0/model.safetensors"
 echo "step-0 weights: 1 process, FSDP 2 and FSDP 4 identical ($(stat -c %s "$work/single/step0/model.safetensors") bytes)"
 # Tied embeddings: one table serves both ends, so its unit stays gathered for the whole pass.
-train single_tied 1 --set model.tie_embeddings=true
+reference single_tied --set model.tie_embeddings=true
 train fsdp2_tied 2 --set model.tie_embeddings=true
 compare_runs "$work/single_tied" "$work/fsdp2_tied"
 step10=$work/fsdp4/checkpoints/step-10

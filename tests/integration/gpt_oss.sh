@@ -23,7 +23,7 @@ gpt_oss=(--set model.family=gpt_oss --set model.head_dim=16 --set model.sliding_
          --set model.intermediate_size=48 --set model.swiglu_limit=1.0 --set model.router_aux_loss_coef=0.01
          --set optim.lr=1e-3)
 
-train single 1 "${gpt_oss[@]}"
+reference single "${gpt_oss[@]}"
 train fsdp2 2 "${gpt_oss[@]}"
 train ep2 2 "${gpt_oss[@]}" --set parallel.ep=2
 train ep2_domino2 2 "${gpt_oss[@]}" --set parallel.ep=2 --set parallel.intra_layer_micro_batch=2
@@ -38,7 +38,7 @@ for run in fsdp2 ep2 ep2_domino2 tp2 tp2_sp pp2 ring2 ulysses2; do compare_runs 
 # Packed documents: the window and the sinks stop at each document's start, in the split
 # attention too.
 packed=(--set data.pack=true)
-train packed_single 1 "${gpt_oss[@]}" "${packed[@]}"
+reference packed_single "${gpt_oss[@]}" "${packed[@]}"
 train packed_ring2 2 "${gpt_oss[@]}" "${packed[@]}" --set parallel.cp=2
 train packed_ep2 2 "${gpt_oss[@]}" "${packed[@]}" --set parallel.ep=2
 for run in packed_ring2 packed_ep2; do compare_runs "$work/packed_single" "$work/$run" 1 1e-4; done
