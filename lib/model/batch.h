@@ -12,6 +12,8 @@
 
 namespace xtrain::model {
 
+class KvCache;
+
 struct Batch {
   torch::Tensor input_ids;  // int64 [B, T]
   torch::Tensor labels;     // int64 [B, T], -100 where a token carries no loss; may be undefined
@@ -27,6 +29,10 @@ struct Batch {
   // Set by the training step only: the key of the dropout masks of a family that computes
   // dropout (model.dropout); undefined, no dropout.
   DropoutKey dropout;
+  // Incremental decoding (model/attention/kv_cache.h), for the families whose
+  // CausalLM::reads_kv_cache(): input_ids are then only the new tokens of the cache's rows, their
+  // positions the cache's, and the model appends their keys and values to it. Null: no cache.
+  KvCache* kv_cache = nullptr;
 
   // The extra input `name`, or an undefined tensor.
   torch::Tensor extra_input(const std::string& name) const {

@@ -91,6 +91,9 @@ class CausalLM : public torch::nn::Module, public FusedKernelUser, public Lookup
   // linear layer but the output head and the gates, and every expert block.
   void float8_layers(const std::string& name, Float8Layers& layers) override = 0;
 
+  // Whether forward reads Batch::kv_cache (model/batch.h); a family without it refuses it.
+  virtual bool reads_kv_cache() const { return false; }
+
   // logits [B, T, vocab] of the batch (evaluation and generation; training runs the chunked loss).
   torch::Tensor logits(const Batch& batch);
   const ModelConfig& config() const { return config_; }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "model/attention/kv_cache.h"
 #include "model/moe_routing.h"
 
 namespace xtrain::model {
@@ -34,6 +35,7 @@ torch::Tensor LlamaBodyImpl::forward(const torch::Tensor& input_ids, const Seque
 }
 
 void LlamaBodyImpl::check_length(const torch::Tensor& input_ids, const SequenceLayout& layout) const {
+  if (caching_) return;  // the cache checks each row's positions
   const int64_t longest = layout.longest > 0 ? layout.longest : input_ids.size(1);
   TORCH_CHECK(longest <= config_.max_seq_len, "sequence of ", longest, " tokens exceeds model.max_seq_len ",
               config_.max_seq_len);
@@ -73,7 +75,15 @@ torch::Tensor LlamaForCausalLM::output_weight() const {
 }
 
 // The layers report their routing while their reports are set (model/moe_routing.h).
+bool LlamaForCausalLM::reads_kv_cache() const {
+  if (mtp_) return false;
+  for (const auto& layer : model->blocks)
+    if (!layer->self_attn->reads_kv_cache()) return false;
+  return true;
+}
+
 ModelOutput LlamaForCausalLM::forward(const Batch& batch) {
+  if (batch.kv_cache) return cached_forward(batch);
   const auto& c = config();
   const auto coefficients = balance_deferred(c, static_cast<bool>(sum_over_context_ranks))
                                 ? torch::zeros({static_cast<int64_t>(model->blocks.size()), c.num_experts},
@@ -91,6 +101,27 @@ ModelOutput LlamaForCausalLM::forward(const Batch& batch) {
   for (const auto& layer : model->blocks) layer->report = nullptr;
   if (c.num_experts > 0)
     collect_routing(c, reports, coefficients, sum_over_data_ranks, sum_over_context_ranks, output);
+  return output;
+}
+
+// Each layer's attention reads its slot of the cache for this forward only.
+ModelOutput LlamaForCausalLM::cached_forward(const Batch& batch) {
+  TORCH_CHECK(reads_kv_cache(), "the ", config().family, " model has no key/value cache: its attention or its "
+              "prediction depths do not read one");
+  auto& cache = *batch.kv_cache;
+  TORCH_CHECK(cache.layers() == static_cast<int64_t>(model->blocks.size()), "a key/value cache of ", cache.layers(),
+              " layers for a model of ", model->blocks.size());
+  for (size_t i = 0; i < model->blocks.size(); ++i) model->blocks[i]->self_attn->cache = {&cache, static_cast<int64_t>(i)};
+  struct Unset {
+    LlamaForCausalLM& self;
+    ~Unset() {
+      for (const auto& layer : self.model->blocks) layer->self_attn->cache = {};
+      self.model->caching_ = false;
+    }
+  } unset{*this};
+  model->caching_ = true;
+  ModelOutput output;
+  output.hidden = model(batch.input_ids, batch.layout, block_runner, embed_runner, batch.loss_weight, torch::Tensor());
   return output;
 }
 

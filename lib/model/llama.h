@@ -58,6 +58,8 @@ class LlamaBodyImpl : public torch::nn::Module {
   torch::nn::ModuleList layers{nullptr};  // the modules of `blocks`, for their names
   std::vector<std::shared_ptr<DecoderLayerImpl>> blocks;
   RMSNorm norm{nullptr};
+  // Set while a forward reads a key/value cache: its tokens are new ones, which the cache places.
+  bool caching_ = false;
 
  private:
   ModelConfig config_;
@@ -69,7 +71,10 @@ class LlamaForCausalLM final : public CausalLM {
  public:
   LlamaForCausalLM(const ModelConfig& config, const AttentionFeatures& features);
 
+  // With batch.kv_cache, only the new tokens (model/attention/kv_cache.h).
   ModelOutput forward(const Batch& batch) override;
+  // Every layer's attention reads it, and there are no prediction depths.
+  bool reads_kv_cache() const override;
   torch::Tensor output_weight() const override;
   InitPlan init_plan() const override;
   // The token embedding (none when tied: the one table then lives in the head's unit), each
@@ -99,6 +104,8 @@ class LlamaForCausalLM final : public CausalLM {
   Linear lm_head{nullptr};  // null when embeddings are tied
 
  private:
+  ModelOutput cached_forward(const Batch& batch);
+
   std::unique_ptr<MultiTokenPrediction> mtp_;  // with model.mtp_layers
 };
 

@@ -42,9 +42,7 @@ void AttentionVariant::check(int64_t heads) const {
               "], one per query head, got ", sinks.defined() ? sinks.sizes() : torch::IntArrayRef{});
 }
 
-namespace {
-
-// Attention over [T, T] scores; hidden (bool, broadcastable to [B, H, T, T]) marks the keys a
+// Attention over [T, S] scores; hidden (bool, broadcastable to [B, H, T, S]) marks the keys a
 // query must not see.
 torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& hidden, const AttentionVariant& variant) {
@@ -67,6 +65,8 @@ torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, c
   }
   return widened_matmul(probs.to(q.scalar_type()), values);
 }
+
+namespace {
 
 // [T, T] on `device`: true where the key is after the query or, with a window, `window` or
 // more positions before it.
@@ -219,6 +219,7 @@ torch::Tensor AttentionImpl::key_value(const Linear& projection, const torch::Te
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& whole, const RotaryTables& rotary,
                                      const SequenceLayout& layout) {
+  if (cache.cache) return cached_forward(whole, rotary);
   const auto x = tensor_parallel_ ? tensor_parallel_->enter(whole) : whole;
   const int64_t batch = x.size(0), seq = x.size(1);
   auto heads = [&](const torch::Tensor& t) { return t.view({batch, seq, -1, head_dim_}).transpose(1, 2); };
@@ -233,6 +234,27 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& whole, const RotaryTab
   TORCH_CHECK(kernel || !layout.context, "a row split over context-parallel ranks needs a context-parallel kernel");
   const auto variant = this->variant();
   auto attended = kernel ? kernel(q, k, v, layout, variant) : causal_attention(q, k, v, layout.cu_seqlens, variant);
+  return output(attended.transpose(1, 2).reshape({batch, seq, -1}));
+}
+
+torch::Tensor AttentionImpl::cached_forward(const torch::Tensor& x, const RotaryTables& rotary) {
+  TORCH_CHECK(!tensor_parallel_, "a key/value cache under tensor parallelism (parallel.tp) is not supported");
+  auto& kv = *cache.cache;
+  const int64_t batch = x.size(0), seq = x.size(1);
+  auto heads = [&](const torch::Tensor& t) { return t.view({batch, seq, -1, head_dim_}).transpose(1, 2); };
+  auto q = heads(q_proj(x)), k = heads(key_value(k_proj, x));
+  if (q_norm) {
+    q = q_norm(q);
+    k = k_norm(k);
+  }
+  // Each row's own positions: [B, 1, T, D] tables broadcast over the heads.
+  const auto at = kv.positions().to(rotary.cos.device()).reshape({-1});
+  auto rows = [&](const torch::Tensor& table) { return table.index_select(0, at).view({batch, 1, seq, -1}); };
+  const auto cos = rows(rotary.cos), sin = rows(rotary.sin);
+  const auto [keys, values] = kv.append(cache.layer, apply_rotary(k, cos, sin), heads(key_value(v_proj, x)));
+  const auto variant = this->variant();
+  const auto attended = masked_attention(apply_rotary(q, cos, sin), keys, values,
+                                         kv.hidden(variant.window).to(x.device()), variant);
   return output(attended.transpose(1, 2).reshape({batch, seq, -1}));
 }
 

@@ -48,6 +48,12 @@ struct AttentionVariant {
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& cu_seqlens = {}, const AttentionVariant& variant = {});
 
+// Attention of q [B, H, T, D] over keys k [B, KV, S, D] and values v [B, KV, S, Dv] where
+// `hidden` (bool, broadcastable to [B, H, T, S]) marks the keys a query must not see, each query
+// seeing at least one; eager, in causal_attention's order of operations.
+torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& hidden, const AttentionVariant& variant = {});
+
 // Validates cu_seqlens, the cumulative document lengths [0, l1, l1 + l2, ..., seq] of a packed
 // sequence (shared by every batch row; empty documents allowed), and returns the document index
 // of each position: int64 [seq].
@@ -58,6 +64,7 @@ class AttentionImpl : public AttentionLayer {
   // layer: its index, which decides its window (ModelConfig::window_of).
   AttentionImpl(const ModelConfig& config, const AttentionFeatures& features, int64_t layer = 0);
   // x: [B, T, hidden]; rotary tables cover every position of the layout (T when not packed).
+  // With `cache` set, x holds only the new tokens of the cache's rows (tensor parallelism refused).
   torch::Tensor forward(const torch::Tensor& x, const RotaryTables& rotary, const SequenceLayout& layout = {}) override;
   // q, k and v ~ N(0, std^2), their biases 0; o_proj, which writes into the residual stream,
   // ~ N(0, output_std^2); the q and k norm gains 1.
@@ -65,6 +72,7 @@ class AttentionImpl : public AttentionLayer {
   // The fused rotation, and the q and k norms' kernels.
   void set_fused_kernels(bool fused) override;
   void float8_layers(const std::string& name, Float8Layers& layers) override;  // q, k, v and o
+  bool reads_kv_cache() const override { return true; }
 
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qwen3 only
@@ -87,6 +95,8 @@ class AttentionImpl : public AttentionLayer {
                                                  const RotaryTables& rotary, const SequenceLayout& layout,
                                                  int64_t query_shift) const;
 
+  // forward with `cache` set: q and k rotated to the cache's positions, k and v appended to it.
+  torch::Tensor cached_forward(const torch::Tensor& x, const RotaryTables& rotary);
   torch::Tensor output(const torch::Tensor& attended);  // o_proj, its bias once over the tensor-parallel ranks
   int64_t num_heads_, num_kv_heads_, head_dim_, window_;
   std::shared_ptr<TensorParallelOps> tensor_parallel_;

@@ -9,6 +9,7 @@
 
 #include <torch/nn/module.h>
 
+#include "model/attention/kv_cache.h"
 #include "model/layers/float8_user.h"
 #include "model/layers/fused_kernel_user.h"
 #include "model/layers/parameter_init.h"
@@ -43,6 +44,12 @@ class AttentionLayer : public torch::nn::Module, public FusedKernelUser, public 
   void float8_layers(const std::string& name, Float8Layers& layers) override = 0;
   // The kernel slot (empty: the eager causal_attention).
   AttentionKernel kernel;
+  // Whether forward reads `cache` (model/attention/kv_cache.h); a layer that does not leaves it unset.
+  virtual bool reads_kv_cache() const { return false; }
+  // Set by the model for the forwards of a batch that carries a KvCache: forward then takes only
+  // the new tokens, at the cache's positions, and attends over the cached keys too (the kernel
+  // slot and the layout unused).
+  KvCacheSlot cache;
 };
 
 }  // namespace xtrain::model
