@@ -40,7 +40,7 @@ grep -q "XTRAIN_NUMERIC_FAULT=skip_reduce_scatter:model.layers.7: no FSDP unit h
   exit 1
 }
 
-train single 1
+reference single
 
 # fault_caught_by_parity NAME FAULT LAYOUT [args...]: trains LAYOUT (2 ranks: FSDP 2, or DDP 2
 # with --set parallel.dp=2 ...) under FAULT, expects compare_runs against the single process to
