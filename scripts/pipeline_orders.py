@@ -3,14 +3,16 @@
 (torch.distributed.pipelining) for the same stages and micro batches.
 
 zb_h1 is PyTorch's ScheduleInterleavedZeroBubble (the ZB1P schedule of Qi et al.) with one chunk
-per rank, and zbv is its ScheduleZBVZeroBubble (two chunks a rank in a V): the same order on every
-rank, once PyTorch's empty time slots are left out (xtrain's ranks wait on their receives
+per rank, zbv is its ScheduleZBVZeroBubble (two chunks a rank in a V) and dualpipev its
+ScheduleDualPipeV (the same V, forwards paired with backwards as OVERLAP_F_B): the same order on
+every rank, once PyTorch's empty time slots are left out (xtrain's ranks wait on their receives
 instead). PyTorch's grids (time steps x ranks, with those slots) are printed too, for the timing
 they assume (every F, I and W one slot).
 
   scripts/pipeline_orders.py [--xtrain build/xtrain] [--stages 4] [--micro-batches 8]
-  scripts/pipeline_orders.py --write   # tests/data/pipeline/{zb_h1,zbv}_pytorch_4x8.txt, which the
-                                       # unit test [pipeline_layout] compares xtrain's orders with
+  scripts/pipeline_orders.py --write   # tests/data/pipeline/{zb_h1,zbv,dualpipev}_pytorch_4x8.txt,
+                                       # which the unit test [pipeline_layout] compares xtrain's
+                                       # orders with
 Exit 1 where the orders differ.
 """
 import argparse
@@ -47,8 +49,20 @@ def pytorch_zbv(stages, micro_batches):
     return {rank: schedule._calculate_single_rank_operations(rank) for rank in range(stages)}
 
 
+def pytorch_dualpipev(stages, micro_batches):
+    """ScheduleDualPipeV's pipeline_order (the V of zbv; its overlapped forward-backward pairs
+    print as "(0F7;7B0)OVERLAP_F_B"), computed as its __init__ does, without the stage modules and
+    process group."""
+    schedule = schedules.ScheduleDualPipeV.__new__(schedules.ScheduleDualPipeV)
+    schedule.pp_group_size = stages
+    schedule._n_microbatches = micro_batches
+    return {rank: schedule._calculate_single_rank_operations(rank) for rank in range(stages)}
+
+
 REFERENCES = {"zb_h1": ("ScheduleInterleavedZeroBubble, 1 chunk per rank", pytorch_zero_bubble),
-              "zbv": ("ScheduleZBVZeroBubble, 2 chunks per rank", pytorch_zbv)}
+              "zbv": ("ScheduleZBVZeroBubble, 2 chunks per rank", pytorch_zbv),
+              "dualpipev": ("ScheduleDualPipeV, 2 chunks per rank", pytorch_dualpipev)}
+V_SHAPED = ("zbv", "dualpipev")
 
 
 def as_lines(order):
@@ -59,8 +73,9 @@ def as_lines(order):
 def xtrain_order(binary, schedule, stages, micro_batches):
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as recipe:
         recipe.write(f"name: orders\nmodel: {{num_layers: {2 * stages}}}\n"
+                     f"train: {{global_batch_size: {micro_batches}, micro_batch_size: 1}}\n"
                      f"parallel: {{pp: {stages}, fsdp: 1, pp_schedule: {schedule}, "
-                     f"pp_virtual_stages: {2 if schedule == 'zbv' else 1}}}\n")
+                     f"pp_virtual_stages: {2 if schedule in V_SHAPED else 1}}}\n")
     try:
         return subprocess.run([binary, "validate", recipe.name, "--print-schedule", str(micro_batches)],
                               check=True, capture_output=True, text=True).stdout

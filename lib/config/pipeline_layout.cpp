@@ -1,6 +1,7 @@
 #include "config/pipeline_layout.h"
 
 #include <algorithm>
+#include <deque>
 #include <stdexcept>
 #include <string>
 
@@ -31,7 +32,15 @@ int64_t PipelinePlacement::rank_of(int64_t global) const {
 }
 
 PipelinePlacement pipeline_placement(PpSchedule schedule, int64_t stages, int64_t virtual_stages) {
-  return {stages, virtual_stages, schedule == PpSchedule::zbv};
+  return {stages, virtual_stages, v_shaped(schedule)};
+}
+
+std::string min_micro_batches_problem(PpSchedule schedule, int64_t stages, int64_t micro_batches) {
+  return std::to_string(micro_batches) + " micro batches a step (global_batch_size / (micro_batch_size x data " +
+         "ranks)): " + to_string(schedule) + " on parallel.pp " + std::to_string(stages) + " needs at least 2 pp = " +
+         std::to_string(min_micro_batches(schedule, stages)) +
+         " (its warm-up fills both chunks of the V before the first backward): raise train.global_batch_size or " +
+         "lower train.micro_batch_size";
 }
 
 namespace {
@@ -96,6 +105,70 @@ std::vector<PipelineAction> zero_bubble_v(int64_t stages, int64_t rank, int64_t 
   return actions;
 }
 
+// DualPipeV (PyTorch's ScheduleDualPipeV, after DeepSeek's DualPipe): the V's two chunks, local
+// chunk 0 on the way down. Warm-up: 2 (pp - rank - 1) forwards of chunk 0, rank + 1 pairs of
+// forwards (0, 1), pp - rank - 1 rounds of I1, the oldest W, F1. Steady: n - 2 pp + rank + 1
+// rounds of two overlapped pairs, F0 with B1 and F1 with B0 (the last rank's first F0 and B1 not
+// paired). Cool-down: pp - rank - 1 rounds of B1 and the pair F1 with B0, rank + 1 rounds of
+// backwards of chunk 1 then 0 (from the middle round on, split: I, the W left for later;
+// odd ranks switch before chunk 1's, even ranks after it), pp - rank - 1 rounds of the oldest
+// W and chunk 0's backward, and the W left. The weights wait in one queue, oldest first, over
+// both chunks. PyTorch refuses fewer than 2 pp micro batches (min_micro_batches; the recipe
+// check too); for the planner's sake fewer are laid out as 2 pp and the actions past them
+// dropped, a pair whose half is dropped running as a lone action.
+std::vector<PipelineAction> dual_pipe_v(int64_t stages, int64_t rank, int64_t micro_batches) {
+  const int64_t n = std::max(2 * stages, micro_batches);
+  using Part = PipelineAction::Part;
+  std::vector<PipelineAction> actions;
+  int64_t f[2] = {0, 0}, b[2] = {0, 0};
+  std::deque<std::pair<int, int64_t>> weights;
+  auto forward = [&](int c) { actions.push_back({true, c, f[c]++}); };
+  auto backward = [&](int c, bool split) {
+    actions.push_back({false, c, b[c], split ? Part::input : Part::whole});
+    if (split) weights.emplace_back(c, b[c]);
+    ++b[c];
+  };
+  auto weight = [&] {
+    if (weights.empty()) return;
+    actions.push_back({false, weights.front().first, weights.front().second, Part::weight});
+    weights.pop_front();
+  };
+  auto overlap = [&](int forward_chunk) {
+    forward(forward_chunk);
+    actions.back().overlapped = true;
+    backward(1 - forward_chunk, false);
+  };
+  const int64_t down = stages - rank - 1;
+  for (int64_t k = 0; k < 2 * down; ++k) forward(0);
+  for (int64_t k = 0; k <= rank; ++k) forward(0), forward(1);
+  for (int64_t k = 0; k < down; ++k) backward(1, true), weight(), forward(1);
+  for (int64_t i = 0; i < n - 2 * stages + rank + 1; ++i) {
+    if (i == 0 && rank == stages - 1)
+      forward(0), backward(1, false);
+    else
+      overlap(0);
+    overlap(1);
+  }
+  for (int64_t k = 0; k < down; ++k) backward(1, false), overlap(1);
+  bool split = false;
+  for (int64_t i = 0; i <= rank; ++i) {
+    if (i == (rank + 1) / 2 && rank % 2 == 1) split = true;
+    backward(1, split);
+    if (i == (rank + 1) / 2 && rank % 2 == 0) split = true;
+    backward(0, split);
+  }
+  for (int64_t k = 0; k < down; ++k) weight(), backward(0, split);
+  for (int64_t k = 0; k <= rank; ++k) weight();
+  if (n == micro_batches) return actions;
+  std::vector<PipelineAction> kept;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (actions[i].micro_batch >= micro_batches) continue;
+    kept.push_back(actions[i]);
+    if (kept.back().overlapped) kept.back().overlapped = actions[i + 1].micro_batch < micro_batches;
+  }
+  return kept;
+}
+
 }  // namespace
 
 std::vector<PipelineAction> pipeline_actions(PpSchedule schedule, int64_t stages, int64_t virtual_stages,
@@ -111,6 +184,7 @@ std::vector<PipelineAction> pipeline_actions(PpSchedule schedule, int64_t stages
     case PpSchedule::interleaved_1f1b: interleave = true; break;
     case PpSchedule::zb_h1: return zero_bubble_h1(stages, rank, micro_batches);
     case PpSchedule::zbv: return zero_bubble_v(stages, rank, micro_batches);
+    case PpSchedule::dualpipev: return dual_pipe_v(stages, rank, micro_batches);
   }
   const int64_t v = interleave ? virtual_stages : 1;
   const int64_t total = micro_batches * v;
@@ -134,10 +208,18 @@ std::string format_pipeline_actions(PpSchedule schedule, int64_t stages, int64_t
   std::string text;
   for (int64_t rank = 0; rank < stages; ++rank) {
     text += "rank " + std::to_string(rank) + ":";
-    for (const auto& a : pipeline_actions(schedule, stages, virtual_stages, rank, micro_batches)) {
+    auto name = [&](const PipelineAction& a) {
       const char kind = a.forward ? 'F' : a.part == Part::input ? 'I' : a.part == Part::weight ? 'W' : 'B';
-      text += " " + std::to_string(placement.global_chunk(rank, a.chunk)) + kind + std::to_string(a.micro_batch);
-    }
+      return std::to_string(placement.global_chunk(rank, a.chunk)) + kind + std::to_string(a.micro_batch);
+    };
+    const auto actions = pipeline_actions(schedule, stages, virtual_stages, rank, micro_batches);
+    for (size_t i = 0; i < actions.size(); ++i)
+      if (actions[i].overlapped && i + 1 < actions.size()) {
+        text += " (" + name(actions[i]) + ";" + name(actions[i + 1]) + ")OVERLAP_F_B";
+        ++i;
+      } else {
+        text += " " + name(actions[i]);
+      }
     text += "\n";
   }
   return text;

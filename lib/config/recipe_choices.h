@@ -17,7 +17,7 @@ enum class DpoLoss { sigmoid, ipo };                           // dpo.loss
 enum class Optimizer { adamw, onebit_adam, muon };             // optim.name
 enum class MuonAdjustLr { original, match_rms_adamw };         // optim.muon.adjust_lr
 enum class MuonNsDtype { bf16, fp32 };                         // optim.muon.ns_dtype
-enum class PpSchedule { gpipe, one_f_one_b, interleaved_1f1b, zb_h1, zbv };  // parallel.pp_schedule
+enum class PpSchedule { gpipe, one_f_one_b, interleaved_1f1b, zb_h1, zbv, dualpipev };  // parallel.pp_schedule
 enum class Backend { automatic, gloo, nccl };                  // dist.backend
 enum class HealthAction { stop, warn };                        // dist.health_action
 enum class Float8GradFormat { automatic, e4m3, e5m2 };         // precision.fp8_grad
@@ -108,6 +108,7 @@ constexpr const char* to_string(PpSchedule value) {
     case PpSchedule::interleaved_1f1b: return "interleaved_1f1b";
     case PpSchedule::zb_h1: return "zb_h1";
     case PpSchedule::zbv: return "zbv";
+    case PpSchedule::dualpipev: return "dualpipev";
   }
   return nullptr;
 }

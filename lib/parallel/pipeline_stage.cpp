@@ -66,7 +66,7 @@ PipelineStage::PipelineStage(std::shared_ptr<model::CausalLM> model, model::Shar
       for (auto& unit : plan.blocks[static_cast<size_t>(layer)]) units->blocks.back().push_back(keep(unit));
     }
     if (chunk.head && tied_table && tied_) {
-      units->ends.push_back(tied_);  // zbv's V: this rank holds the lookup too, and one table serves both
+      units->ends.push_back(tied_);  // the V (zbv, dualpipev): this rank holds the lookup too, one table for both
     } else if (chunk.head && tied_table) {
       // The last stage's copy of the table: the first stage's is the one checkpoints hold and
       // the gradient norm counts.

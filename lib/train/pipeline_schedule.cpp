@@ -180,7 +180,14 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
     if (chunk != last_chunk) gradient = take_gradient(chunk, m, output.options());
     timed(passes_.backward, [&] { gradient.defined() ? output.backward(gradient) : output.backward(); });
     if (chunk > 0) give_input_gradient(chunk, m, input.grad());
-    if (action.part == PipelineAction::Part::input) deferred[{action.chunk, m}] = weight_grads_.take();
+    if (action.part == PipelineAction::Part::input) {
+      deferred[{action.chunk, m}] = weight_grads_.take();
+    } else if (splits) {
+      // dualpipev's whole backwards: the forward deferred the weight gradients, which are due now.
+      timed(passes_.weight, [&] {
+        for (const auto& record : weight_grads_.take()) record.run();
+      });
+    }
   }
   TORCH_CHECK(deferred.empty(), "pipeline: ", deferred.size(), " micro batches' weight gradients never ran");
   TORCH_CHECK(handed_inputs_.empty() && handed_gradients_.empty(), "pipeline: a hand-over was never taken");

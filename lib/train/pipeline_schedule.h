@@ -11,7 +11,11 @@
 //                     (model/layers/weight_grad_store.h), deferred to fill the cooldown's waits;
 //   zbv               two chunks a rank in a V (config/pipeline_layout.h's placement), split
 //                     backwards; the last rank hands its first chunk's output to its second
-//                     (and the gradient back) in memory.
+//                     (and the gradient back) in memory;
+//   dualpipev         the same V in PyTorch's ScheduleDualPipeV order: in the steady state each
+//                     forward of one chunk is paired with a whole backward of the other
+//                     (OVERLAP_F_B, run one after the other on one stream); only the cool-down's
+//                     last backwards are split, their W filling its waits.
 // Sends never block (they complete by the end of the step); a rank blocks only on the receive of
 // an input it needs next, so every schedule's order, being a valid pipeline order on each rank,
 // cannot deadlock. Each tensor goes with its shape first, so micro batches of any length pass.
@@ -54,7 +58,7 @@ class PipelineSchedule final : public Schedule {
   MicroBatchLosses evaluate(const std::vector<data::MicroBatch>& micro_batches, MicroBatchWork& work) override;
   double last_idle_seconds() const override { return idle_seconds_; }
   // Forward done, backward (zb_h1: its W) not yet: pp for 1f1b on stage 0, every micro batch for
-  // gpipe, pp on every stage for zb_h1.
+  // gpipe, pp on every stage for zb_h1; over both chunks for the V schedules.
   int64_t last_peak_in_flight() const override { return peak_in_flight_; }
   PassSeconds last_pass_seconds() const override { return passes_; }
 
@@ -80,7 +84,7 @@ class PipelineSchedule final : public Schedule {
   PassSeconds passes_;
   std::vector<parallel::PendingCollective> sends_;
   std::vector<torch::Tensor> in_flight_;  // what the sends read, alive until they complete
-  model::WeightGradStore weight_grads_;  // zb_h1, zbv: what this rank's B passes defer
+  model::WeightGradStore weight_grads_;  // zb_h1, zbv, dualpipev: what this rank's B passes defer
   // In-memory hand-overs, by (receiving chunk, micro batch).
   std::map<std::pair<int64_t, int64_t>, torch::Tensor> handed_inputs_, handed_gradients_;
 };

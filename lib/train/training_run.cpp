@@ -121,6 +121,9 @@ void TrainingRun::check_layout() {
     throw InputError(fmt::format("parallel.pp_schedule interleaved_1f1b runs micro batches in groups of pp {}: "
                                  "train.global_batch_size / (micro_batch_size x data ranks) = {} must be a multiple",
                                  degrees_.pp, accumulation_));
+  if (degrees_.pp > 1 && accumulation_ < config::min_micro_batches(recipe_.parallel.pp_schedule, degrees_.pp))
+    throw InputError("train.global_batch_size: " + config::min_micro_batches_problem(recipe_.parallel.pp_schedule,
+                                                                                     degrees_.pp, accumulation_));
   // FSDP reduce-scatters each block's gradients as its backward ends, before W adds the weights'.
   if (config::splits_backward(recipe_.parallel.pp_schedule) && degrees_.pp > 1 && degrees_.fsdp > 1)
     throw InputError(fmt::format("parallel.fsdp: {} defers the weight gradients past each block's backward, "

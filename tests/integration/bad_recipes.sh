@@ -185,7 +185,7 @@ parallel:
   ep: 2
   tp: 2
 "
-expect virtual_stages_without_interleaving "virtual_stages_without_interleaving.yaml:7:3: parallel.pp_virtual_stages: 2 chunks per rank need parallel.pp_schedule interleaved_1f1b or zbv (it is 1f1b)" \
+expect virtual_stages_without_interleaving "virtual_stages_without_interleaving.yaml:7:3: parallel.pp_virtual_stages: 2 chunks per rank need parallel.pp_schedule interleaved_1f1b, zbv or dualpipev (it is 1f1b)" \
 "${head}parallel:
   pp: 2
   fsdp: 1

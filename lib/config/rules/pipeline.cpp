@@ -11,15 +11,15 @@ void pipeline(const RuleContext& c) {
   const auto& m = c.recipe.model;
   const auto& p = c.recipe.parallel;
   const int64_t v = p.pp_virtual_stages;
-  if (p.pp_schedule == PpSchedule::zbv && v != 2)
+  if (v_shaped(p.pp_schedule) && v != 2)
     c.refuse("parallel.pp_virtual_stages",
-             fmt::format("{}: zbv places two chunks on each rank, in a V (rank r runs chunks r and 2 pp - 1 - r): set "
+             fmt::format("{}: {} places two chunks on each rank, in a V (rank r runs chunks r and 2 pp - 1 - r): set "
                          "parallel.pp_virtual_stages 2",
-                         v));
-  else if (v > 1 && p.pp_schedule != PpSchedule::interleaved_1f1b && p.pp_schedule != PpSchedule::zbv)
+                         v, to_string(p.pp_schedule)));
+  else if (v > 1 && p.pp_schedule != PpSchedule::interleaved_1f1b && !v_shaped(p.pp_schedule))
     c.refuse("parallel.pp_virtual_stages",
-             fmt::format("{} chunks per rank need parallel.pp_schedule interleaved_1f1b or zbv (it is {})", v,
-                         to_string(p.pp_schedule)));
+             fmt::format("{} chunks per rank need parallel.pp_schedule interleaved_1f1b, zbv or dualpipev (it is {})",
+                         v, to_string(p.pp_schedule)));
   if (p.pp <= 1) return;
   // Each stage runs its layers only: a balancing loss whose gradient in one layer needs every
   // layer's counts, or every data rank's, is not computed by any of them.
@@ -46,6 +46,14 @@ void pipeline(const RuleContext& c) {
                                             "FSDP reduce-scatters them: set parallel.fsdp 1 (parallel.dp replicates "
                                             "the stages) or parallel.pp_schedule 1f1b",
                                             p.fsdp, name));
+  }
+  const auto& t = c.recipe.train;
+  const int64_t needed = min_micro_batches(p.pp_schedule, p.pp);
+  if (needed > 1 && p.dp > 0 && p.fsdp > 0 && t.micro_batch_size > 0 &&
+      t.global_batch_size % (t.micro_batch_size * p.dp * p.fsdp) == 0) {
+    const int64_t micro_batches = t.global_batch_size / (t.micro_batch_size * p.dp * p.fsdp);
+    if (micro_batches < needed)
+      c.refuse("train.global_batch_size", min_micro_batches_problem(p.pp_schedule, p.pp, micro_batches));
   }
   const int64_t chunks = p.pp * v;
   if (m.num_layers + 2 < chunks)

@@ -89,6 +89,59 @@ TEST_CASE("pipeline_actions zbv: every chunk's micro batches F, I, W once each, 
     }
 }
 
+TEST_CASE("pipeline_actions dualpipev is PyTorch's ScheduleDualPipeV", "[pipeline_layout]") {
+  // Written by scripts/pipeline_orders.py --write, as zb_h1's; the overlapped forward-backward
+  // pairs in PyTorch's notation, "(0F7;7B3)OVERLAP_F_B".
+  std::ifstream file(std::string(XTRAIN_SOURCE_DIR) + "/tests/data/pipeline/dualpipev_pytorch_4x8.txt");
+  REQUIRE(file);
+  std::stringstream expected;
+  expected << file.rdbuf();
+  CHECK(xtrain::config::format_pipeline_actions(PpSchedule::dualpipev, 4, 2, 8) == expected.str());
+}
+
+TEST_CASE("pipeline_actions dualpipev: each micro batch's F, then B or I and W, pairs of the two chunks, "
+          "2 pp + 1 held",
+          "[pipeline_layout]") {
+  for (int64_t stages : {2, 3, 4})
+    for (int64_t extra : {0, 1, 5}) {
+      const int64_t micro_batches = xtrain::config::min_micro_batches(PpSchedule::dualpipev, stages) + extra;
+      for (int64_t rank = 0; rank < stages; ++rank) {
+        const auto actions = xtrain::config::pipeline_actions(PpSchedule::dualpipev, stages, 2, rank, micro_batches);
+        std::map<std::pair<int64_t, int64_t>, std::string> seen;
+        int64_t pairs = 0;
+        for (size_t i = 0; i < actions.size(); ++i) {
+          const auto& a = actions[i];
+          seen[{a.chunk, a.micro_batch}] += a.forward                  ? 'F'
+                                            : a.part == Part::input  ? 'I'
+                                            : a.part == Part::weight ? 'W'
+                                                                     : 'B';
+          if (!a.overlapped) continue;
+          ++pairs;
+          REQUIRE(i + 1 < actions.size());
+          CHECK((a.forward && !actions[i + 1].forward && actions[i + 1].part == Part::whole));
+          CHECK(actions[i + 1].chunk == 1 - a.chunk);
+        }
+        REQUIRE(seen.size() == 2 * static_cast<size_t>(micro_batches));
+        for (const auto& [key, parts] : seen) CHECK((parts == "FB" || parts == "FIW"));
+        // PyTorch's steady state: two pairs a round, the last rank's first round one.
+        CHECK(pairs == 2 * (micro_batches - 2 * stages + rank + 1) - (rank == stages - 1) + (stages - rank - 1));
+        // DualPipe's PP + 1 chunks' activations, PP = 2 pp chunks, on every rank; zbv holds 2 pp.
+        CHECK(peak_held(actions) == 2 * stages + 1);
+      }
+    }
+  // Fewer than 2 pp (refused for training) still give each chunk's micro batches once, for the
+  // planner.
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    std::set<std::pair<int64_t, int64_t>> forwards;
+    for (const auto& a : xtrain::config::pipeline_actions(PpSchedule::dualpipev, 4, 2, rank, 3))
+      if (a.forward) CHECK(forwards.insert({a.chunk, a.micro_batch}).second);
+    CHECK(forwards.size() == 6);
+  }
+  CHECK(xtrain::config::min_micro_batches(PpSchedule::dualpipev, 4) == 8);
+  CHECK(xtrain::config::min_micro_batches(PpSchedule::zbv, 4) == 1);
+  CHECK(xtrain::config::pipeline_placement(PpSchedule::dualpipev, 4, 2).head_rank() == 0);
+}
+
 TEST_CASE("pipeline placement: chunk c on rank c mod pp, or zbv's V", "[pipeline_layout]") {
   const auto loop = xtrain::config::pipeline_placement(PpSchedule::interleaved_1f1b, 4, 2);
   CHECK(loop.global_chunk(1, 1) == 5);

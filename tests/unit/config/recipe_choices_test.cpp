@@ -46,7 +46,8 @@ TEST_CASE("each choice's name parses back to it, and nothing else parses", "[con
 TEST_CASE("the names are the recipe's words, in the order its messages list them", "[config]") {
   using Names = std::vector<std::string>;
   CHECK(util::choice_names<config::Dtype>() == Names{"fp32", "bf16", "fp16"});
-  CHECK(util::choice_names<config::PpSchedule>() == Names{"gpipe", "1f1b", "interleaved_1f1b", "zb_h1", "zbv"});
+  CHECK(util::choice_names<config::PpSchedule>() ==
+        Names{"gpipe", "1f1b", "interleaved_1f1b", "zb_h1", "zbv", "dualpipev"});
   CHECK(util::choice_names<config::OmpWaitPolicy>() == Names{"auto", "default", "passive", "active"});
   CHECK(util::choice_names<memory::Attention>() == Names{"auto", "naive", "blockwise", "sdpa"});
   CHECK(util::choice_names<parallel::Dim>() == Names{"pp", "dp", "fsdp", "cp", "tp", "ep", "edp", "world", "self"});
