@@ -212,7 +212,7 @@ void add_pipeline(StepTimeEstimate& e, const ModelCensus& c, const config::Recip
                   const HardwareProfile& hw, const StepShape& step) {
   if (layout.pp <= 1) return;
   const auto schedule = recipe.parallel.pp_schedule;
-  const double v = schedule == config::PpSchedule::interleaved_1f1b || schedule == config::PpSchedule::zbv
+  const double v = schedule == config::PpSchedule::interleaved_1f1b || config::v_shaped(schedule)
                        ? static_cast<double>(layout.virtual_stages)
                        : 1;
   // Each of a rank's v chunks sends a micro batch's activations forward and receives their
@@ -236,12 +236,17 @@ void add_pipeline(StepTimeEstimate& e, const ModelCensus& c, const config::Recip
   // zb_h1 fills the bubble with the deferred weight gradients (W): (pp - 1)(F + B - W) of it
   // where 1f1b leaves (pp - 1)(F + B + W), W being a third of the dense GEMMs' forward and
   // backward (attention has no weights); zbv's V leaves (pp - 1)(F + B - 2W) of its half-size
-  // chunks (Qi et al., section 6), the halving counted by v = 2.
+  // chunks (Qi et al., section 6), the halving counted by v = 2. dualpipev leaves (pp - 1)(F&B + B
+  // - 3W) (DeepSeek's DualPipe table, its PP / 2 - 1 for pp ranks), F&B the overlapped pair, which
+  // one stream runs as F + B + W: with B taken as F, 3/2 - 7/6 of the dense share of a chunk's
+  // F + B + W, more than zbv's, since the pair's overlap is what it gains.
   const double compute = step.dense_s + step.expert_s + step.attention_s;
   const bool zero_bubble = config::splits_backward(schedule);
+  const double dense_share = compute > 0 ? step.dense_s / compute : 0;
   const double weights = schedule == config::PpSchedule::zbv ? 2 : 1;
-  const double filled =
-      zero_bubble && compute > 0 ? std::max(0.0, 1 - (weights + 1) / 3.0 * step.dense_s / compute) : 1;
+  const double filled = schedule == config::PpSchedule::dualpipev ? std::max(0.0, 1.5 - 7.0 / 6.0 * dense_share)
+                        : zero_bubble                             ? std::max(0.0, 1 - (weights + 1) / 3.0 * dense_share)
+                                                                  : 1;
   e.terms.push_back({"pipeline bubble", others / (step.micro_batches * v) * filled,
                      fmt::format("{} stages, {:.0f} micro batches{}{}", layout.pp, step.micro_batches,
                                  v > 1 ? fmt::format(", {:.0f} virtual stages", v) : "",

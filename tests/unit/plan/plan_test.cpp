@@ -266,6 +266,18 @@ TEST_CASE("collectives take the link their group lies on, and the bubble follows
   const auto zero_bubble = plan::estimate_step_time(even, pipelined, piped, device());
   CHECK(seconds_of(zero_bubble, "pipeline bubble") ==
         Approx((seconds_of(balanced, "GEMMs (dense)") / 3 + seconds_of(balanced, "attention")) / 8));
+  // dualpipev: DualPipe's (pp - 1)(F&B + B - 3W) on half-size chunks, the pair F&B = F + B + W on
+  // one stream, B taken as F: 3/2 - 7/6 of the dense share of interleaving's bubble on the same
+  // v = 2 (whose fullest rank, 3 layers of 4, is the V's too), more than zbv's.
+  pipelined.parallel.pp_virtual_stages = piped.virtual_stages = 2;
+  auto bubble_of = [&](config::PpSchedule schedule) {
+    pipelined.parallel.pp_schedule = piped.schedule = schedule;
+    return seconds_of(plan::estimate_step_time(even, pipelined, piped, device()), "pipeline bubble");
+  };
+  const double dense_share = seconds_of(balanced, "GEMMs (dense)") / compute;
+  const double interleaved = bubble_of(config::PpSchedule::interleaved_1f1b);
+  CHECK(bubble_of(config::PpSchedule::dualpipev) == Approx(interleaved * (1.5 - 7.0 / 6 * dense_share)));
+  CHECK(bubble_of(config::PpSchedule::dualpipev) > bubble_of(config::PpSchedule::zbv));
 }
 
 TEST_CASE("the layout search returns only layouts that fit, fastest first", "[plan]") {
