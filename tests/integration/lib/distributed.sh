@@ -80,7 +80,10 @@ reference() {
     # first run's (their manifest holds the checksum of the recipe inside).
     sed -i "s|$origin|$work/$name|g" "$work/$name/metrics.jsonl" "$work/$name/export.source" "$work/$name.log"
   else
-    train "$name" 1 "$@" && export_latest "$work/$name" || { exec {lock}>&-; return 1; }
+    if ! { train "$name" 1 "$@" && export_latest "$work/$name"; }; then
+      exec {lock}>&-
+      return 1
+    fi
     local staging
     staging=$(mktemp -d "$root/$reference_binary/.staging.XXXXXX")
     cp -a "$work/$name" "$staging/run"
@@ -98,10 +101,10 @@ reference_key() {
   local text token files=()
   text=$(cat "$work/recipe.yaml"; printf '\n%s' "$@"; env | grep -E '^(XTRAIN_|OMP_|MKL_|TORCH_|RANK=)' | sort)
   [[ $text != *"$work"* ]] || return 1
-  for token in $(grep -oE "[^ \"'=:]*/[^ \"',]*" <<< "$text" | sort -u); do
+  while read -r token; do
     [[ $token == /* && -f $token ]] || return 1
     files+=("$token")
-  done
+  done < <(grep -oE "[^ \"'=:]*/[^ \"',]*" <<< "$text" | sort -u)
   { printf '%s\n' "$text"; [[ ${#files[@]} == 0 ]] || sha256sum "${files[@]}"; } | sha256sum | cut -c1-32
 }
 
