@@ -10,10 +10,14 @@
 #             stage's work as a fraction of the step: the bubble the order leaves where every
 #             stage has a core of its own;
 #   theory:   with F = B = W (1f1b's backward B + W), (p-1)/(m+p-1) for 1f1b, (p-1)/(vm+p-1)
-#             interleaved, (p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W)) for ZB-H1, and 0 for ZBV (its
-#             (p-1)(F+B-2W) on half-size chunks);
+#             interleaved, (p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W)) for ZB-H1, 0 for ZBV (its
+#             (p-1)(F+B-2W) on half-size chunks), and DualPipeV's (p-1)(F&B+B-3W) on half-size
+#             chunks with the overlapped pair F&B = F+B+W (one stream runs it in turn):
+#             (p-1)/(6m+p-1);
 # and the most micro batches each stage holds at once (pp.in_flight_by_stage: forward done, its
-# weight gradients not yet) with its peak resident memory.
+# weight gradients not yet; chunk-micro-batches for the V schedules) with its peak resident memory.
+# dualpipev's overlapped pairs, "(0F7;7B3)OVERLAP_F_B" in the order, replay as their forward then
+# their backward; its whole backwards (B) take a stage's I and W pass times together.
 #   scripts/bench/pipeline_zero_bubble.sh        (XTRAIN=path/to/xtrain, default build/xtrain)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -42,25 +46,29 @@ run 1f1b --set parallel.pp_schedule=1f1b
 run interleaved_1f1b --set parallel.pp_schedule=interleaved_1f1b --set parallel.pp_virtual_stages=2
 run zb_h1 --set parallel.pp_schedule=zb_h1
 run zbv --set parallel.pp_schedule=zbv --set parallel.pp_virtual_stages=2
+run dualpipev --set parallel.pp_schedule=dualpipev --set parallel.pp_virtual_stages=2
 
 for name in 1f1b zb_h1; do
   "$xtrain" validate "$work/recipe.yaml" --set parallel.pp_schedule=$name --print-schedule 8 > "$work/$name.order"
 done
 "$xtrain" validate "$work/recipe.yaml" --set parallel.pp_schedule=interleaved_1f1b --set parallel.pp_virtual_stages=2 \
   --print-schedule 8 > "$work/interleaved_1f1b.order"
-"$xtrain" validate "$work/recipe.yaml" --set parallel.pp_schedule=zbv --set parallel.pp_virtual_stages=2 \
-  --print-schedule 8 > "$work/zbv.order"
+for name in zbv dualpipev; do
+  "$xtrain" validate "$work/recipe.yaml" --set parallel.pp_schedule=$name --set parallel.pp_virtual_stages=2 \
+    --print-schedule 8 > "$work/$name.order"
+done
 
 "$python" - "$work" <<'PY'
 import json, re, sys
 work, p, m = sys.argv[1], 4, 8
 theory = {"1f1b": (p - 1) / (m + p - 1), "interleaved_1f1b": (p - 1) / (2 * m + p - 1),
-          "zb_h1": (p - 1) * 1 / (m * 3 + (p - 1) * 1), "zbv": 0.0}
+          "zb_h1": (p - 1) * 1 / (m * 3 + (p - 1) * 1), "zbv": 0.0, "dualpipev": (p - 1) / (6 * m + p - 1)}
 
 
 def replay(name, seconds):
     """Each stage's bubble when its order runs on its own pass times, transfers free."""
-    orders = [line.split(":")[1].split() for line in open(f"{work}/{name}.order")]
+    orders = [re.sub(r"\((\S+);(\S+)\)OVERLAP_F_B", r"\1 \2", line.split(":")[1]).split()
+              for line in open(f"{work}/{name}.order")]
     done, free, position, busy = {}, [0.0] * p, [0] * p, [0.0] * p
     chunks = 1 + max(int(re.match(r"\d+", a).group()) for order in orders for a in order)
     while any(position[r] < len(orders[r]) for r in range(p)):
@@ -100,9 +108,10 @@ for name in theory:
     idle = [mean("pp.idle_s_by_stage", s) for s in range(p)]
     step = sum(r["step_s"] for r in rows) / len(rows)
     fraction = [sum(r["pp.idle_s_by_stage"][s] / r["step_s"] for r in rows) / len(rows) for s in range(p)]
-    v = 2 if name.startswith("interleaved") or name == "zbv" else 1
+    v = 2 if name.startswith("interleaved") or name in ("zbv", "dualpipev") else 1
     per_pass = [{"F": mean("pp.forward_s_by_stage", s) / (m * v),
-                 "B": mean("pp.backward_s_by_stage", s) / (m * v), "I": mean("pp.backward_s_by_stage", s) / (m * v),
+                 "B": (mean("pp.backward_s_by_stage", s) + mean("pp.weight_grad_s_by_stage", s)) / (m * v),
+                 "I": mean("pp.backward_s_by_stage", s) / (m * v),
                  "W": mean("pp.weight_grad_s_by_stage", s) / (m * v)} for s in range(p)]
     replayed = replay(name, per_pass)
     held = " / ".join(str(int(x)) for x in rows[-1]["pp.in_flight_by_stage"])
@@ -110,8 +119,8 @@ for name in theory:
     join = lambda xs, f: " / ".join(f.format(x) for x in xs)
     print(f"| {name} | {join(idle, '{:.3f}')} | {join(fraction, '{:.2f}')} | {sum(fraction) / p:.2f} "
           f"| {join(replayed, '{:.2f}')} | {sum(replayed) / p:.2f} | {theory[name]:.2f} | {step:.3f} | {held} | {rss} |")
-    passes[name] = "; ".join(f"{x['F']*1e3:.1f} / {x['B']*1e3:.1f} / {x['W']*1e3:.1f}" for x in per_pass)
+    passes[name] = "; ".join(f"{x['F']*1e3:.1f} / {x['I']*1e3:.1f} / {x['W']*1e3:.1f}" for x in per_pass)
 print()
 for name, line in passes.items():
-    print(f"{name}: ms per pass, F / B (zb_h1: I) / W by stage: {line}")
+    print(f"{name}: ms per pass, F / B or I / W by stage: {line}")
 PY
