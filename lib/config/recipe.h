@@ -38,6 +38,7 @@ struct DataSection {
   std::string chat_template;
   Objective objective = Objective::clm;
   double mlm_probability = 0;
+  double noise_density = 0.15, mean_noise_span_length = 3.0;  // span_corruption (data/span_corruption.h)
   int64_t seq_len = 0;
   bool shuffle = true;
   bool pack = false;

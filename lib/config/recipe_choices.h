@@ -12,7 +12,7 @@ namespace xtrain::config {
 enum class Dtype { fp32, bf16, fp16 };                         // train.dtype
 enum class OmpWaitPolicy { automatic, library_default, passive, active };  // train.omp_wait_policy
 enum class Spike { off, skip, rollback };                      // train.spike
-enum class Objective { clm, mlm, dpo };                        // data.objective
+enum class Objective { clm, mlm, dpo, span_corruption };       // data.objective
 enum class DpoLoss { sigmoid, ipo };                           // dpo.loss
 enum class Optimizer { adamw, onebit_adam, muon };             // optim.name
 enum class MuonAdjustLr { original, match_rms_adamw };         // optim.muon.adjust_lr
@@ -64,6 +64,7 @@ constexpr const char* to_string(Objective value) {
     case Objective::clm: return "clm";
     case Objective::mlm: return "mlm";
     case Objective::dpo: return "dpo";
+    case Objective::span_corruption: return "span_corruption";
   }
   return nullptr;
 }

@@ -55,6 +55,7 @@ MicroBatch make_micro_batch(const SampleDataset& dataset, const std::vector<int6
   }
   MicroBatch batch;
   batch.sample_ids = torch::tensor(samples, torch::kInt64);
+  batch.encoder_length = dataset.encoder_length();
   if (!pixel_values.empty()) batch.pixel_values = torch::cat(pixel_values);
   batch.target_count = dataset.preference_pairs() ? rows / 2 : targets.ne(kIgnoreIndex).sum().item<int64_t>();
   if (pack) {

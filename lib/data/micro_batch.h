@@ -27,6 +27,9 @@ struct MicroBatch {
   // undefined when no row has one.
   torch::Tensor pixel_values;
   int64_t target_count = 0;  // targets that carry loss
+  // Encoder-decoder rows (SampleDataset::encoder_length): the first encoder_length columns are
+  // the encoder's input, the rest the decoder's; 0 otherwise.
+  int64_t encoder_length = 0;
   // Context parallelism: the rows are this rank's part of longer ones (train/context_split.h),
   // split as `context` says; cu_seqlens stays the whole row's. Null otherwise.
   std::shared_ptr<const model::ContextShard> context;

@@ -34,6 +34,9 @@ class SampleDataset {
   // True when rows 2i and 2i + 1 are a preference pair's chosen and rejected completions
   // (data/preference_dataset.h): a micro batch then counts its pairs as its targets.
   virtual bool preference_pairs() const { return false; }
+  // Encoder-decoder samples (data/span_corruption.h): the first encoder_length() tokens of a row
+  // are the encoder's input, the rest the decoder's; 0 for every decoder or encoder dataset.
+  virtual int64_t encoder_length() const { return 0; }
   // Where documents begin inside sample g: ascending offsets in [1, seq_len] into its
   // seq_len + 1 tokens (offset 0 always begins a piece: a document, or the rest of one cut by
   // the previous window). An offset s splits the inputs at s, and target s - 1 (token s)

@@ -10,6 +10,7 @@
 #include "data/image_class_dataset.h"
 #include "data/masked_lm_dataset.h"
 #include "data/preference_dataset.h"
+#include "data/span_corruption.h"
 #include "data/sources/source_list.h"
 #include "model/spec/model_spec.h"
 #include "util/input_error.h"
@@ -69,6 +70,10 @@ std::unique_ptr<data::SampleDataset> load_recipe_dataset(const std::string& key,
   options.cache_dir = recipe.data.cache_dir;
   options.tokenizer_spec = recipe.data.tokenizer;
   options.objective = config::to_string(recipe.data.objective);
+  const bool spans = recipe.data.objective == config::Objective::span_corruption;
+  const auto span_lengths = data::span_corruption_lengths(recipe.data.seq_len, recipe.data.noise_density,
+                                                          recipe.data.mean_noise_span_length);
+  if (spans) options.seq_len = span_lengths.expanded - 1;  // windows of the expanded length
   std::unique_ptr<data::SampleDataset> dataset;
   try {
     if (recipe.model.vision.enabled()) return load_image_chat(source, tokenizer, recipe, shuffle);
@@ -84,6 +89,7 @@ std::unique_ptr<data::SampleDataset> load_recipe_dataset(const std::string& key,
   } catch (const InputError& e) {
     throw InputError(fmt::format("{} ({}): {}", key, source, e.what()));
   }
+  if (spans) return std::make_unique<data::SpanCorruptionDataset>(std::move(dataset), span_options(tokenizer, recipe));
   if (recipe.data.objective != config::Objective::mlm) return dataset;
   return std::make_unique<data::MaskedLmDataset>(std::move(dataset), masked_lm_options(tokenizer, recipe));
 }
@@ -110,6 +116,28 @@ data::MaskedLmOptions masked_lm_options(const text::Tokenizer& tokenizer, const 
                                  recipe.model.pad_token_id, recipe.data.tokenizer, *pad, *pad));
   options.vocab_size = tokenizer.vocab_size();
   options.seed = static_cast<uint64_t>(recipe.run.seed);
+  return options;
+}
+
+data::SpanCorruptionOptions span_options(const text::Tokenizer& tokenizer, const config::Recipe& recipe) {
+  data::SpanCorruptionOptions options;
+  options.noise_density = recipe.data.noise_density;
+  options.mean_noise_span_length = recipe.data.mean_noise_span_length;
+  options.input_length = recipe.data.seq_len;
+  options.vocab_size = recipe.model.vocab_size > 0 ? recipe.model.vocab_size : tokenizer.vocab_size();
+  options.eos_id = tokenizer.eos_id();
+  options.pad_id = recipe.model.pad_token_id;
+  options.seed = static_cast<uint64_t>(recipe.run.seed);
+  const auto lengths = data::span_corruption_lengths(options.input_length, options.noise_density,
+                                                     options.mean_noise_span_length);
+  // The sentinels are the vocabulary's last ids (T5's <extra_id_N>): the tokenizer's own ids
+  // must stay below them.
+  if (tokenizer.vocab_size() > options.vocab_size - lengths.noise_spans)
+    throw InputError(fmt::format("data.objective span_corruption: {} noise spans a sample take the sentinel ids {} .. "
+                                 "{}, but tokenizer '{}' has {} ids: set model.vocab_size to at least {}",
+                                 lengths.noise_spans, options.vocab_size - lengths.noise_spans,
+                                 options.vocab_size - 1, recipe.data.tokenizer, tokenizer.vocab_size(),
+                                 tokenizer.vocab_size() + lengths.noise_spans));
   return options;
 }
 

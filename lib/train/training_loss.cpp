@@ -81,6 +81,12 @@ model::Batch model_batch(const torch::Tensor& inputs, const torch::Tensor& targe
 
 model::Batch model_batch(const data::MicroBatch& batch, const torch::Device& device) {
   auto out = model_batch(batch.inputs, batch.targets, batch.cu_seqlens, device);
+  if (batch.encoder_length > 0) {  // [encoder input | decoder input]; the targets are the decoder's
+    const int64_t decoder_length = out.input_ids.size(1) - batch.encoder_length;
+    out.decoder_input_ids = out.input_ids.narrow(1, batch.encoder_length, decoder_length);
+    out.labels = out.labels.narrow(1, batch.encoder_length, decoder_length);
+    out.input_ids = out.input_ids.narrow(1, 0, batch.encoder_length);
+  }
   if (batch.context) out.layout = model::context_layout(out.layout, batch.context, device);
   if (batch.pixel_values.defined()) out.extra["pixel_values"] = batch.pixel_values.to(device, /*non_blocking=*/true);
   return out;

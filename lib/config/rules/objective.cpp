@@ -38,10 +38,35 @@ void preference_rules(const RuleContext& c) {
 
 }  // namespace
 
+// An encoder-decoder learns span corruption, which only it can: the rows are fixed lengths of
+// encoder and decoder tokens, never packed.
+void span_corruption_rules(const RuleContext& c, const model::ModelSpec* spec) {
+  const auto& r = c.recipe;
+  const bool encoder_decoder = spec && spec->capabilities.encoder_decoder;
+  if (encoder_decoder && r.data.objective != Objective::span_corruption)
+    c.refuse("data.objective", fmt::format("model.family {} is an encoder-decoder trained on span corruption: set "
+                                           "data.objective span_corruption",
+                                           r.model.family));
+  if (r.data.objective != Objective::span_corruption) return;
+  if (!encoder_decoder) {
+    std::vector<std::string> families;
+    for (const auto& other : model::model_specs())
+      if (other.capabilities.encoder_decoder) families.push_back(other.family);
+    c.refuse("data.objective", fmt::format("span_corruption trains an encoder-decoder, and model.family {} is not "
+                                           "one: set model.family {}",
+                                           r.model.family, fmt::join(families, " or ")));
+  }
+  if (r.data.pack)
+    c.refuse("data.pack", "data.objective span_corruption makes rows of fixed encoder and decoder lengths: set "
+                          "data.pack false");
+}
+
 void objective(const RuleContext& c) {
   const auto& family = c.recipe.model.family;
   const auto* spec = model::find_model_spec(family);
   if (spec && spec->capabilities.image_classes) return;  // rules/image_classes.cpp
+  if ((spec && spec->capabilities.encoder_decoder) || c.recipe.data.objective == Objective::span_corruption)
+    return span_corruption_rules(c, spec);
   const bool encoder = spec && !spec->capabilities.causal;
   const auto chosen = c.recipe.data.objective;
   if (chosen == Objective::mlm && !encoder) {

@@ -61,6 +61,9 @@ struct Capabilities {
   bool image_classes = false;
   // Computes dropout in training (model.dropout > 0; model/layers/keyed_dropout.h).
   bool dropout = false;
+  // An encoder and a decoder (t5), trained on span corruption (data.objective span_corruption):
+  // its batches carry the decoder's inputs apart (Batch::decoder_input_ids).
+  bool encoder_decoder = false;
 };
 
 struct ModelSpec {

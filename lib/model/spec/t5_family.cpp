@@ -101,6 +101,7 @@ ModelSpec t5_spec() {
   // not generate through the decoder-only path.
   spec.capabilities.causal = false;
   spec.capabilities.pad_token = true;
+  spec.capabilities.encoder_decoder = true;
   spec.architecture = Architecture::t5;
   spec.to_hf_config = t5_config;
   spec.from_hf_config = config_from_t5;

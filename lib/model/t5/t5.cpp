@@ -158,7 +158,7 @@ T5ForConditionalGeneration::T5ForConditionalGeneration(const ModelConfig& c) : C
   if (!c.tie_embeddings) lm_head = register_module("lm_head", Linear(c.hidden_size, c.vocab_size, false));
 }
 
-torch::Tensor T5ForConditionalGeneration::position_bias(T5Block& first, int64_t queries, int64_t keys,
+torch::Tensor T5ForConditionalGeneration::position_bias(T5Block first, int64_t queries, int64_t keys,
                                                         bool bidirectional) {
   auto table = first->self_attention->relative_attention_bias;
   const auto options = torch::TensorOptions().dtype(torch::kInt64).device(table->weight.device());
@@ -168,18 +168,29 @@ torch::Tensor T5ForConditionalGeneration::position_bias(T5Block& first, int64_t 
   return table->forward(buckets).permute({2, 0, 1}).unsqueeze(0);  // [1, heads, queries, keys]
 }
 
+// A block sees one tensor (block_runner's contract: FSDP and recompute run each block on a
+// detached copy of it, and differentiate through that copy only). So nothing with a gradient
+// is captured: each block looks its stack's position bias up from the table (a parameter),
+// and a decoder block takes the encoder's output beside its states, [B, T + S, H], and passes
+// it on unchanged, so that its gradient flows back block by block to the encoder.
 torch::Tensor T5ForConditionalGeneration::run_stack(std::vector<T5Block>& blocks, int64_t first_index,
-                                                    torch::Tensor x, const torch::Tensor& bias,
-                                                    const torch::Tensor& keep, const torch::Tensor& memory,
-                                                    const torch::Tensor& memory_keep) {
+                                                    torch::Tensor x, const torch::Tensor& keep,
+                                                    const torch::Tensor& memory, const torch::Tensor& memory_keep) {
+  const int64_t t = x.size(1);
+  const bool decoder = memory.defined();
+  auto first = blocks.front();
+  if (decoder) x = torch::cat({x, memory}, 1);
   for (size_t i = 0; i < blocks.size(); ++i) {
     auto* layer = blocks[i].get();
-    auto block = [layer, bias, keep, memory, memory_keep](const torch::Tensor& input) {
-      return layer->forward(input, bias, keep, memory, memory_keep);
+    auto block = [this, layer, first, t, decoder, keep, memory_keep](const torch::Tensor& input) mutable {
+      const auto bias = position_bias(first, t, t, !decoder);
+      if (!decoder) return layer->forward(input, bias, keep, {}, {});
+      const auto states = input.narrow(1, 0, t), encoded = input.narrow(1, t, input.size(1) - t);
+      return torch::cat({layer->forward(states, bias, keep, encoded, memory_keep), encoded}, 1);
     };
     x = block_runner ? block_runner(first_index + static_cast<int64_t>(i), x, block) : block(x);
   }
-  return x;
+  return decoder ? x.narrow(1, 0, t) : x;
 }
 
 ModelOutput T5ForConditionalGeneration::forward(const Batch& batch) {
@@ -193,14 +204,12 @@ ModelOutput T5ForConditionalGeneration::forward(const Batch& batch) {
   // Keys at padding are masked in the encoder's attention and in cross-attention.
   torch::Tensor memory_keep;
   if (const auto mask = batch.extra_input("attention_mask"); mask.defined()) memory_keep = mask.ne(0).view({b, 1, 1, s});
-  auto memory = run_stack(encoder_blocks, 0, embed(ids), position_bias(encoder_blocks.front(), s, s, true), memory_keep,
-                          {}, {});
-  memory = encoder_norm(memory);
+  const auto memory = encoder_norm(run_stack(encoder_blocks, 0, embed(ids), memory_keep, {}, {}));
   auto causal = torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(ids.device())).tril().view({1, 1, t, t});
   if (const auto mask = batch.extra_input("decoder_attention_mask"); mask.defined())
     causal = causal.logical_and(mask.ne(0).view({b, 1, 1, t}));
-  auto x = run_stack(decoder_blocks, static_cast<int64_t>(encoder_blocks.size()), embed(decoder_ids),
-                     position_bias(decoder_blocks.front(), t, t, false), causal, memory, memory_keep);
+  auto x = run_stack(decoder_blocks, static_cast<int64_t>(encoder_blocks.size()), embed(decoder_ids), causal, memory,
+                     memory_keep);
   x = decoder_norm(x);
   // v1.0 rescales the states before the tied projection (the embedding's scale is ~1).
   if (config().tie_embeddings) x = x * std::pow(static_cast<double>(config().hidden_size), -0.5);

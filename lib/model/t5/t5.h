@@ -21,9 +21,9 @@
 // Parameter names are Hugging Face's (shared.weight, encoder.block.0.layer.0.SelfAttention.q.weight, ...).
 //
 // block_runner sees the encoder's blocks as blocks 0 .. num_layers - 1 and the decoder's after
-// them. The embedding, both relative-position tables, the final norms and lm_head form the
-// root unit of the shard plan (the tables' biases are computed outside the blocks), each block
-// its own unit. Init as transformers' (initializer_factor 1): the embedding and lm_head
+// them; a decoder block's tensor is its states and the encoder's output side by side, [B, T + S,
+// H]. The embedding, both relative-position tables (read by every block of their stack), the
+// final norms and lm_head form the root unit of the shard plan, each block its own unit. Init as transformers' (initializer_factor 1): the embedding and lm_head
 // N(0, 1), q N(0, 1/(d_model d_kv)), k and v N(0, 1/d_model), o N(0, 1/(heads d_kv)), wi
 // N(0, 1/d_model), wo N(0, 1/d_ff), the position tables N(0, 1/d_model), norms 1.
 // No dropout, tensor, pipeline or context parallelism, experts or packed rows (the recipe refuses them).
@@ -118,10 +118,9 @@ class T5ForConditionalGeneration final : public CausalLM {
 
  private:
   // The stack's relative-position bias [1, heads, queries, keys] from its first block's table.
-  torch::Tensor position_bias(T5Block& first, int64_t queries, int64_t keys, bool bidirectional);
-  torch::Tensor run_stack(std::vector<T5Block>& blocks, int64_t first_index, torch::Tensor x,
-                          const torch::Tensor& bias, const torch::Tensor& keep, const torch::Tensor& memory,
-                          const torch::Tensor& memory_keep);
+  torch::Tensor position_bias(T5Block first, int64_t queries, int64_t keys, bool bidirectional);
+  torch::Tensor run_stack(std::vector<T5Block>& blocks, int64_t first_index, torch::Tensor x, const torch::Tensor& keep,
+                          const torch::Tensor& memory, const torch::Tensor& memory_keep);
 };
 
 }  // namespace xtrain::model
