@@ -107,6 +107,7 @@ class HfImport {
                                  "(model.init_from takes the model's shape from config.json)",
                                  dir_));
     m.layer_types = hf.layer_types;
+    m.encoder_decoder = hf.encoder_decoder;  // t5's decoder depth, buckets and feed-forward: no recipe key sets them
     if (refused_) return false;  // the head size divides by the heads refused
     take_value(kKvHeads, kv_heads, hf.num_kv_heads);
     take_value(kHeadDim, head_dim, hf.head_dim());

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # T5 with span corruption on the demo corpus (byte tokenizer, sentinels above its ids): 30 steps
 # as one process bring the loss down by a third; FSDP 2 gives the same per-step losses and
-# weights (1e-5); the recipe check refuses what t5 does not support, naming the key.
+# weights (1e-5); a T5 v1.1 folder that transformers writes trains 4 steps and its export scores
+# in transformers as in xtrain; the recipe check refuses what t5 does not support, naming the key.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -52,6 +53,43 @@ PY
 train fsdp2 2 --set parallel.fsdp=2
 grep -q "FSDP 2" "$work/fsdp2.log"
 compare_runs "$work/single" "$work/fsdp2"
+
+# A T5 v1.1 folder that transformers writes: imported, 4 steps, exported; transformers scores the
+# export's loss on 8 held-out samples (`xtrain data batch`) as xtrain's eval does.
+"$python" "$srcdir/tools/reference/golden_t5.py" make --style v1.1 --out "$work/hf" --seed 5 --vocab 320 > /dev/null 2>&1
+cat > "$work/import.yaml" <<YAML
+name: t5-import
+model:
+  init_from: hf:$work/hf
+data:
+  train: builtin:demo
+  eval: builtin:demo-eval
+  tokenizer: byte
+  objective: span_corruption
+  seq_len: 64
+train:
+  steps: 4
+  global_batch_size: 8
+  micro_batch_size: 8
+  threads: 1
+optim:
+  lr: 1.0e-3
+checkpoint:
+  every: 4
+YAML
+"$xtrain" train "$work/import.yaml" --set run.dir="$work/imported" > "$work/imported.log" 2>&1 || { cat "$work/imported.log"; exit 1; }
+export_latest "$work/imported"
+"$xtrain" data batch "$work/import.yaml" --split eval --count 8 --out "$work/batch.safetensors" > /dev/null
+ours=$("$xtrain" eval "$work/import.yaml" --set run.dir="$work/imported" --set train.micro_batch_size=8 \
+  --set train.eval_batches=1 | grep '^eval loss')
+theirs=$("$python" "$srcdir/tools/reference/t5_loss.py" "$work/imported/export" "$work/batch.safetensors" --encoder-length 64)
+echo "xtrain: $ours; transformers: $theirs"
+"$python" - "$ours" "$theirs" <<'PY'
+import re, sys
+a = float(re.search(r"eval loss ([0-9.]+)", sys.argv[1]).group(1))
+b = float(re.search(r"loss ([0-9.]+)", sys.argv[2]).group(1))
+assert abs(a - b) <= 1e-5 * abs(b), (a, b)
+PY
 
 # Refusals, each naming its key.
 refused() {

@@ -3,12 +3,12 @@
 and its golden forward/backward outputs.
 
 Usage:
-    golden_t5.py make --style v1.0|v1.1 --out DIR [--seed N]
+    golden_t5.py make --style v1.0|v1.1 --out DIR [--seed N] [--vocab 97]
     golden_t5.py golden --checkpoint DIR --batch BATCH.safetensors --out OUT.safetensors [--steps K]
 
 make: v1.0 is T5's original shape (feed_forward_proj relu, the output projection tied to the
 shared embedding, the decoder's states scaled by d_model^-0.5); v1.1 is T5 v1.1's (gated-gelu,
-an lm_head of its own, unscaled). Both: vocabulary 97, d_model 32, 6 heads of d_kv 8 (an inner
+an lm_head of its own, unscaled). Both: vocabulary --vocab (97), d_model 32, 6 heads of d_kv 8 (an inner
 width of 48, set apart from d_model, so that d_kv is read, not derived), d_ff 64, 2 encoder and 3 decoder blocks, 8 relative-position buckets up to a distance of 10, so
 that sequences of a dozen tokens reach the logarithmic buckets and the last; dropout 0. The norm
 gains are perturbed away from 1, so that the comparison tests them. Saved with save_pretrained.
@@ -34,7 +34,7 @@ from hf_loading import load_checked
 def make(args):
     from transformers import T5Config, T5ForConditionalGeneration
     torch.manual_seed(args.seed)
-    shape = dict(vocab_size=97, d_model=32, d_kv=8, num_heads=6, d_ff=64, num_layers=2, num_decoder_layers=3,
+    shape = dict(vocab_size=args.vocab, d_model=32, d_kv=8, num_heads=6, d_ff=64, num_layers=2, num_decoder_layers=3,
                  relative_attention_num_buckets=8, relative_attention_max_distance=10, dropout_rate=0.0,
                  layer_norm_epsilon=1e-6, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
     if args.style == "v1.1":
@@ -42,7 +42,7 @@ def make(args):
     model = T5ForConditionalGeneration(T5Config(**shape))
     with torch.no_grad():
         if args.style == "v1.1":  # transformers 5 builds the head tied; v1.1's is its own matrix
-            model.lm_head.weight = torch.nn.Parameter(torch.randn(97, 32) * 32 ** -0.5)
+            model.lm_head.weight = torch.nn.Parameter(torch.randn(args.vocab, 32) * 32 ** -0.5)
         for p in model.parameters():
             if p.dim() == 1:
                 p.add_(torch.randn_like(p) * 0.1)
@@ -110,6 +110,7 @@ def main():
     m.add_argument("--style", choices=["v1.0", "v1.1"], required=True)
     m.add_argument("--out", required=True)
     m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--vocab", type=int, default=97)
     g = sub.add_parser("golden")
     g.add_argument("--checkpoint", required=True)
     g.add_argument("--batch", required=True)
