@@ -72,7 +72,8 @@ void objective(const RuleContext& c) {
   if (chosen == Objective::mlm && !encoder) {
     std::vector<std::string> encoders;
     for (const auto& other : model::model_specs())
-      if (!other.capabilities.causal && !other.capabilities.image_classes) encoders.push_back(other.family);
+      if (!other.capabilities.causal && !other.capabilities.image_classes && !other.capabilities.encoder_decoder)
+        encoders.push_back(other.family);
     c.refuse("data.objective",
              fmt::format("mlm trains an encoder, and model.family {} is a decoder: set model.family {}, or "
                          "data.objective clm",
