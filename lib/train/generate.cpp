@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
+#include <utility>
 
 #include <torch/torch.h>
+
+#include "model/attention/kv_cache.h"
 
 namespace xtrain::train {
 namespace {
@@ -27,6 +31,42 @@ size_t shown_length(const std::string& text, const std::string& stop) {
   return text.size();
 }
 
+// The last logits of the growing context. With a key/value cache (where the model reads one and the
+// whole context fits in max_seq_len) each forward takes only the tokens added since the last;
+// else each runs over the last max_seq_len tokens, with the prompt's images.
+class NextLogits {
+ public:
+  NextLogits(model::CausalLM& model, int64_t prompt_tokens, torch::Tensor pixel_values, int64_t max_new_tokens)
+      : model_(model), pixel_values_(std::move(pixel_values)) {
+    const int64_t longest = prompt_tokens + max_new_tokens - 1;
+    if (model.reads_kv_cache() && !pixel_values_.defined() && !model.tensor_parallel() &&
+        longest <= model.config().max_seq_len)
+      cache_ = std::make_unique<model::KvCache>(model.config().num_layers, longest);
+  }
+
+  torch::Tensor operator()(const std::vector<int64_t>& context) {
+    const int64_t window = model_.config().max_seq_len;
+    const auto size = static_cast<int64_t>(context.size());
+    const int64_t start = cache_ ? fed_ : std::max<int64_t>(0, size - window);
+    model::Batch input;
+    input.input_ids = torch::tensor(std::vector<int64_t>(context.begin() + start, context.end()), torch::kInt64)
+                          .unsqueeze(0);
+    if (cache_) {
+      cache_->begin(torch::ones({1, size - start}, torch::kBool), window);
+      input.kv_cache = cache_.get();
+      fed_ = size;
+    }
+    if (pixel_values_.defined()) input.extra["pixel_values"] = pixel_values_;
+    return model_.logits(input).select(1, -1).squeeze(0);
+  }
+
+ private:
+  model::CausalLM& model_;
+  torch::Tensor pixel_values_;
+  std::unique_ptr<model::KvCache> cache_;
+  int64_t fed_ = 0;  // context tokens the cache holds
+};
+
 }  // namespace
 
 std::string generate(model::CausalLM& model, const text::Tokenizer& tokenizer, const std::string& prompt,
@@ -41,7 +81,7 @@ std::string generate(model::CausalLM& model, const text::Tokenizer& tokenizer, c
   auto generator = at::detail::createCPUGenerator(options.seed);
   std::vector<int64_t> context = prompt.ids;
   if (context.empty()) context.push_back(tokenizer.eos_id());
-  const int64_t window = model.config().max_seq_len;
+  NextLogits next_logits(model, static_cast<int64_t>(context.size()), prompt.pixel_values, options.max_new_tokens);
   std::vector<int64_t> generated;
   std::string text, emitted;
   auto emit = [&](size_t length) {
@@ -50,12 +90,7 @@ std::string generate(model::CausalLM& model, const text::Tokenizer& tokenizer, c
     emitted = text.substr(0, length);
   };
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
-    const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(context.size()) - window);
-    model::Batch input;
-    input.input_ids = torch::tensor(std::vector<int64_t>(context.begin() + start, context.end()), torch::kInt64)
-                          .unsqueeze(0);
-    if (prompt.pixel_values.defined()) input.extra["pixel_values"] = prompt.pixel_values;
-    const int64_t next = next_token(model.logits(input).select(1, -1).squeeze(0), options, generator);
+    const int64_t next = next_token(next_logits(context), options, generator);
     if (options.stop_at_eos && next == tokenizer.eos_id()) break;
     context.push_back(next);
     generated.push_back(next);

@@ -1,6 +1,8 @@
 // Text generation from a trained model: temperature and top-k sampling, or greedy decoding
-// at temperature 0. The context is cropped to the model's max_seq_len. A vision-language model's
-// prompt carries its images' pixel values, which every forward reads.
+// at temperature 0. Where the model reads a key/value cache (model/attention/kv_cache.h) and
+// prompt plus new tokens fit in max_seq_len, each step runs the new token only; otherwise each
+// runs a full forward over the context cropped to the model's max_seq_len. A vision-language
+// model's prompt carries its images' pixel values, which every forward reads.
 #pragma once
 #include <cstdint>
 #include <functional>
