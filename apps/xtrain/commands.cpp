@@ -16,6 +16,7 @@
 #include "config/recipe_loader.h"
 #include "data/data_prepare.h"
 #include "data_cache_command.h"
+#include "launch/goodput.h"
 #include "model/spec/model_spec.h"
 #include "omp_wait_policy.h"
 #include "plan/plan_report.h"
@@ -509,6 +510,18 @@ Command add_launch(CLI::App& app, launch::LaunchOptions& options) {
           }};
 }
 
+// What a run's time went to, read from its own records.
+Command add_goodput(CLI::App& app) {
+  auto* command = app.add_subcommand(
+      "goodput", "Wall time, productive step time and the time each interruption cost, from a run's records");
+  auto run_dir = std::make_shared<std::string>();
+  command->add_option("run_dir", *run_dir, "The run's folder (run.dir)")->required();
+  return {command, [run_dir] {
+            fmt::print("{}", launch::goodput_report(*run_dir, launch::measure_goodput(*run_dir)));
+            return 0;
+          }};
+}
+
 int run_env() {
   fmt::print("{}\n", version_text());
   fmt::print("libtorch: {} from {}\n", TORCH_VERSION, XTRAIN_TORCH_SOURCE);
@@ -539,6 +552,7 @@ std::vector<Command> add_commands(CLI::App& app, launch::LaunchOptions& launch_o
   commands.push_back(add_data_batch(*data));
   for (auto& command : add_data_cache(*data)) commands.push_back(std::move(command));
   commands.push_back(add_launch(app, launch_options));
+  commands.push_back(add_goodput(app));
   commands.push_back({app.add_subcommand("options", "Print every recipe key as a Markdown table"), [] {
                         fmt::print("{}", config::options_markdown());
                         return 0;

@@ -4,9 +4,10 @@
 #   spare:  --nnodes 2:3 --active-nodes 2, one rank a node: nodes 0 and 1 train, node 2 waits as
 #           a hot spare. Every process of node 1 (launcher and rank) is killed with SIGKILL after
 #           step 12; node 0's launcher names node 1 lost from its missed heartbeats, node 2 takes
-#           its place, and the run resumes from step 10 at the same world size. Its per-step
+#           its place, and the run resumes from its checkpoint at the same world size. Its per-step
 #           losses equal an uninterrupted run's bit for bit. Prints the time from the kill to the
-#           next new step: detection, restart, reload, recomputed steps.
+#           next new step: detection, restart, reload, recomputed steps; `xtrain goodput`
+#           reads the interruption back from the run's own records.
 #   shrink: --nnodes 1:2, no spare: node 1 is killed after step 12 and the run resumes on node 0
 #           alone, the global batch kept by twice the accumulation; losses within 1e-5 relative.
 # Needs root and iproute2's `ip`: without them it fails, it does not skip.
@@ -143,6 +144,18 @@ awk -v k="$killed" -v h="$heartbeat" -v d="$detected" -v r="$restarted" -v l="$r
 }'
 (( $(awk -v h="$heartbeat" -v k="$killed" 'BEGIN { print (h - k <= 3 * 0.5 + 0.5) }') )) ||
   fail "node 1 was named lost $(awk -v h="$heartbeat" -v k="$killed" 'BEGIN { print h - k }') s after the kill, beyond 3 heartbeats + 0.5 s"
+
+# The run's own records tell the same story: 2 sessions, the interruption after the last step
+# before the kill, resumed from the checkpoint, costing more than the restart alone and not
+# more than the kill to the next new step (plus the step that was running at the kill).
+"$xtrain" goodput "$work/spare" > "$work/goodput.txt"
+cat "$work/goodput.txt"
+expect_text "$work/goodput.txt" "24 steps in 2 sessions, 1 interruptions"
+expect_text "$work/goodput.txt" "(after step $last_step, resumed from step $resumed_at:"
+lost=$(grep -o 'interruption 1 *[0-9.]*' "$work/goodput.txt" | awk '{ print $3 }')
+(( $(awk -v lost="$lost" -v k="$killed" -v n="$next_step" 'BEGIN { print (lost > 1 && lost < n - k + 1) }') )) ||
+  fail "goodput counts $lost s for the interruption; the kill to the next new step took $(awk -v k="$killed" -v n="$next_step" 'BEGIN { print n - k }') s"
+expect_refusal 2 "$work/goodput_missing.txt" "goodput: cannot read $work/none/metrics.jsonl" "$xtrain" goodput "$work/none"
 
 # --- no spare: the run goes on, on the node left ----------------------------------------------------
 port=29600  # node 0's ports of the first job may still be in TIME_WAIT
