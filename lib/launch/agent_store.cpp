@@ -7,8 +7,6 @@ namespace {
 
 class LocalAgentStore : public AgentStore {
  public:
-  void join(int) override {}
-  int nodes_joined(int) override { return 1; }
   RankFailure publish_failure(int attempt, const RankFailure& failure) override {
     return failures_.emplace(attempt, failure).first->second;
   }
@@ -17,8 +15,6 @@ class LocalAgentStore : public AgentStore {
     if (found == failures_.end()) return std::nullopt;
     return found->second;
   }
-  void publish_success(int) override {}
-  bool all_succeeded(int) override { return true; }
   void publish_abort(const std::string&) override {}
   std::optional<std::string> published_abort() override { return std::nullopt; }
   void leave(double) override {}

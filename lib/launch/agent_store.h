@@ -3,14 +3,15 @@
 // small TCP store on MASTER_PORT + 1, leaving MASTER_PORT to the ranks' own store (the store
 // is c10d's, so it comes from outside this torch-free library: parallel/tcp_agent_store.h),
 // and for each attempt k:
-//   - every launcher joins attempt k and starts its ranks once all nodes have joined;
+//   - every launcher joins attempt k, and the members named for it start their ranks
+//     (heartbeats and membership: node_membership.h, on this store's plain values);
 //   - the first launcher to see a rank fail publishes that failure (compare-and-set, so the
 //     first one wins); every launcher polls for it, stops its ranks, and then all of them
 //     restart together (attempt k + 1) or, with no restarts left, all give up;
-//   - a launcher whose ranks all succeeded waits until every node has succeeded (or a failure
+//   - a launcher whose ranks all succeeded waits until every member has succeeded (or a failure
 //     elsewhere makes the group restart);
 //   - a launcher stopped by a signal publishes an abort, and the others stop their ranks too.
-// At the end every launcher signs off; node 0 keeps the store up until all have.
+// At the end every launcher signs off; node 0 keeps the store up until all that still beat have.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -27,16 +28,10 @@ class AgentStore {
  public:
   virtual ~AgentStore() = default;
 
-  virtual void join(int attempt) = 0;
-  virtual int nodes_joined(int attempt) = 0;
-
   // Publishes this node's failure of the attempt unless a failure was published first;
   // returns the one that counts.
   virtual RankFailure publish_failure(int attempt, const RankFailure& failure) = 0;
   virtual std::optional<RankFailure> published_failure(int attempt) = 0;
-
-  virtual void publish_success(int attempt) = 0;
-  virtual bool all_succeeded(int attempt) = 0;
 
   // Asks every node to stop for good; reason says why, for the other launchers to print.
   virtual void publish_abort(const std::string& reason) = 0;

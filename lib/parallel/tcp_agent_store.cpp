@@ -92,13 +92,6 @@ class TcpAgentStore : public AgentStore {
     check_same_job(options);
   }
 
-  void join(int attempt) override {
-    guarded("join", [&] { return store_->add(key(attempt, "joined"), 1); });
-  }
-  int nodes_joined(int attempt) override {
-    return static_cast<int>(guarded("poll", [&] { return store_->add(key(attempt, "joined"), 0); }));
-  }
-
   RankFailure publish_failure(int attempt, const RankFailure& failure) override {
     const auto first = guarded("publish a failure to", [&] {
       return store_->compareSet(key(attempt, "failure"), {}, bytes(to_json_text(failure)));
@@ -109,13 +102,6 @@ class TcpAgentStore : public AgentStore {
     const std::string name = key(attempt, "failure");
     if (!guarded("poll", [&] { return store_->check({name}); })) return std::nullopt;
     return failure_from_json_text(text(guarded("read", [&] { return store_->get(name); })));
-  }
-
-  void publish_success(int attempt) override {
-    guarded("publish to", [&] { return store_->add(key(attempt, "succeeded"), 1); });
-  }
-  bool all_succeeded(int attempt) override {
-    return guarded("poll", [&] { return store_->add(key(attempt, "succeeded"), 0); }) >= nnodes_;
   }
 
   void publish_abort(const std::string& reason) override {

@@ -16,8 +16,6 @@ namespace {
 // One store that every node's membership shares, as the launchers share node 0's TCP store.
 class SharedStore : public AgentStore {
  public:
-  void join(int) override {}
-  int nodes_joined(int) override { return 0; }
   RankFailure publish_failure(int attempt, const RankFailure& failure) override {
     return failures_.emplace(attempt, failure).first->second;
   }
@@ -26,8 +24,6 @@ class SharedStore : public AgentStore {
     if (found == failures_.end()) return std::nullopt;
     return found->second;
   }
-  void publish_success(int) override {}
-  bool all_succeeded(int) override { return false; }
   void publish_abort(const std::string& reason) override { abort_ = reason; }
   std::optional<std::string> published_abort() override { return abort_; }
   void set_value(const std::string& key, const std::string& value) override { values_[key] = value; }
