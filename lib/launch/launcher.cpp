@@ -98,12 +98,7 @@ class Launcher {
   }
 
   int run() {
-    if (options_.nnodes > 1)
-      notice(fmt::format("node {} of {} (attempts run on {} to {} nodes, the rest wait as spares; heartbeat {} s); "
-                         "the launchers meet at {}:{}, the ranks at {}:{}",
-                         options_.node_rank, options_.nnodes, fewest_nodes(options_), working_nodes(options_),
-                         options_.heartbeat_s, options_.master_addr, options_.master_port + 1, options_.master_addr,
-                         options_.master_port));
+    if (options_.nnodes > 1) notice(start_line());
     // Connected before signals are caught, so that Ctrl-C while waiting for node 0 just ends.
     store_ = connect_agent_store(options_, connect_tcp_);
     membership_ = std::make_unique<NodeMembership>(*store_, options_);
@@ -153,6 +148,17 @@ class Launcher {
   }
 
  private:
+  std::string start_line() const {
+    const int working = working_nodes(options_), fewest = fewest_nodes(options_);
+    std::string elastic;
+    if (working < options_.nnodes || fewest < working)
+      elastic = fmt::format(" (attempts run on {} nodes, on at least {} after a loss; {} wait as spares)", working,
+                            fewest, options_.nnodes - working);
+    return fmt::format("node {} of {}{}, heartbeat {} s; the launchers meet at {}:{}, the ranks at {}:{}",
+                       options_.node_rank, options_.nnodes, elastic, options_.heartbeat_s, options_.master_addr,
+                       options_.master_port + 1, options_.master_addr, options_.master_port);
+  }
+
   // Node 0 waits for the others to sign off; they may still be giving their ranks the grace period.
   // Error files in the temporary folder are removed with it: the report says so rather than
   // name a path that will not exist.
