@@ -38,7 +38,11 @@ std::vector<int64_t> ids_of(const torch::Tensor& t) {
   return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
 }
 
-Golden make_golden(const testing::ScratchDir& scratch, const std::string& family) {
+// One folder and golden file per family for the whole run: transformers takes seconds to start.
+Golden& make_golden(const std::string& family) {
+  static testing::ScratchDir scratch;
+  static std::map<std::string, Golden> made;
+  if (const auto it = made.find(family); it != made.end()) return it->second;
   const auto dir = (scratch.path() / family).string(), out = (scratch.path() / (family + ".safetensors")).string();
   const auto command = fmt::format("{} {}/tools/reference/rollout_hf.py golden --family {} --out {} --golden {} "
                                    "> /dev/null 2>&1",
@@ -55,7 +59,7 @@ Golden make_golden(const testing::ScratchDir& scratch, const std::string& family
     golden.completions.push_back(ids_of(tensors.at("completions")[row]));
   }
   golden.margin = tensors.at("margin").item<double>();
-  return golden;
+  return made[family] = std::move(golden);
 }
 
 // The logits of the last token of `ids`, one row alone, no cache.
@@ -73,8 +77,7 @@ using namespace rollout_sampler_test;
 TEST_CASE("greedy rollouts equal transformers' generate, and cached logits a full forward's", "[train][rollout]") {
   const std::string family = GENERATE("llama", "qwen2", "qwen3", "qwen3_moe");
   INFO(family);
-  testing::ScratchDir scratch;
-  auto golden = make_golden(scratch, family);
+  auto& golden = make_golden(family);
   auto& model = *golden.model;
   train::SamplingOptions options;
   options.temperature = 0;
@@ -109,8 +112,7 @@ TEST_CASE("greedy rollouts equal transformers' generate, and cached logits a ful
 }
 
 TEST_CASE("rollouts end after a stop id, and sampling depends on the seed and the row only", "[train][rollout]") {
-  testing::ScratchDir scratch;
-  auto golden = make_golden(scratch, "qwen3");
+  auto& golden = make_golden("qwen3");
   auto& model = *golden.model;
   train::SamplingOptions greedy;
   greedy.temperature = 0;
@@ -158,8 +160,7 @@ TEST_CASE("rollouts end after a stop id, and sampling depends on the seed and th
 }
 
 TEST_CASE("a rank whose rows finish early runs forwards until every rank is done", "[train][rollout]") {
-  testing::ScratchDir scratch;
-  auto golden = make_golden(scratch, "llama");
+  auto& golden = make_golden("llama");
   train::SamplingOptions options;
   options.temperature = 0;
   options.max_new_tokens = 12;
@@ -182,8 +183,7 @@ TEST_CASE("a rank whose rows finish early runs forwards until every rank is done
 }
 
 TEST_CASE("rollouts refuse empty prompts, ids outside the vocabulary and rows past max_seq_len", "[train][rollout]") {
-  testing::ScratchDir scratch;
-  auto golden = make_golden(scratch, "qwen2");
+  auto& golden = make_golden("qwen2");
   train::SamplingOptions options;
   options.max_new_tokens = 60;
   CHECK_THROWS_WITH(train::sample_rollouts(*golden.model, golden.prompts, options),
