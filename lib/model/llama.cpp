@@ -97,7 +97,10 @@ ModelOutput LlamaForCausalLM::forward(const Batch& batch) {
   else
     output.hidden = model(batch.input_ids, batch.layout, block_runner, embed_runner, batch.loss_weight, coefficients);
   // The vocabulary-parallel head takes the whole sequence on every rank.
-  if (tensor_parallel_) output.hidden = tensor_parallel_->enter(output.hidden);
+  if (tensor_parallel_) {
+    output.hidden = tensor_parallel_->enter(output.hidden);
+    for (auto& depth : output.mtp_hidden) depth = tensor_parallel_->enter(depth);
+  }
   for (const auto& layer : model->blocks) layer->report = nullptr;
   if (c.num_experts > 0)
     collect_routing(c, reports, coefficients, sum_over_data_ranks, sum_over_context_ranks, output);
@@ -211,6 +214,7 @@ void LlamaForCausalLM::use_tensor_parallel(std::shared_ptr<TensorParallelOps> op
     layer.post_attention_layernorm->partial_gradient = partial;
   }
   model->norm->partial_gradient = partial;
+  if (mtp_) mtp_->use_tensor_parallel(ops);
   tensor_parallel_ = std::move(ops);
 }
 

@@ -5,7 +5,9 @@
 # model in every layout it takes (the depths' losses too): 20
 # steps of FSDP 2, expert parallelism over 2 ranks, and EP 2 with its tokens exchanged in 2
 # overlapping parts (Domino-EP) give one process's per-step losses and gradient norms within
-# 1e-5 and its expert bias bit for bit; the export holds that bias. (init_from_hf.sh checks a
+# 1e-5 and its expert bias bit for bit; TP 2 with sequence parallelism (the depths' eh_proj and
+# norms on half the sequence, the vocabulary-parallel head shared with them) its losses, the
+# depths' too; the export holds that bias. (init_from_hf.sh checks a
 # folder transformers wrote, trained under FSDP 2 and exported, against transformers' loss.)
 set -euo pipefail
 xtrain=$1
@@ -30,6 +32,7 @@ reference single "${deepseek[@]}"
 train fsdp2 2 "${deepseek[@]}"
 train ep2 2 "${deepseek[@]}" --set parallel.ep=2
 train ep2_domino2 2 "${deepseek[@]}" --set parallel.ep=2 --set parallel.intra_layer_micro_batch=2
+train tp2_sp 2 "${deepseek[@]}" --set parallel.tp=2 --set parallel.sequence_parallel=true
 grep -q "deepseek_v3" "$work/single/checkpoints/latest/config.json"
 # Each depth's loss is logged apart, and every layout gives one process's.
 "$python" - "$work" <<'PY'
@@ -40,7 +43,7 @@ def depths(run):
             if "aux_loss.mtp_1" in r}
 single = depths("single")
 assert len(single) == 20, sorted(single)
-for run in ("fsdp2", "ep2", "ep2_domino2"):
+for run in ("fsdp2", "ep2", "ep2_domino2", "tp2_sp"):
     other = depths(run)
     worst = max(abs(a - b) / a for s in single for a, b in zip(single[s], other[s]))
     print(f"{run}: multi-token prediction losses (2 depths) within {worst:.2e} of one process's")
@@ -53,6 +56,7 @@ for run in fsdp2 ep2 ep2_domino2; do
   [[ "$(bias "$work/single")" == "$(bias "$work/$run")" ]]
 done
 echo "expert bias after 20 steps: identical in every layout ($(bias "$work/single"))"
+compare_runs "$work/single" "$work/tp2_sp" 1 1e-4
 
 # The one-process checkpoint (stacked experts, the bias in its trainer state, two prediction
 # depths) generates as its export does.

@@ -17,10 +17,10 @@ void multi_token_prediction(const RuleContext& c) {
              fmt::format("{}: model.family {} has no multi-token prediction (deepseek_v3 has); leave it at 0",
                          m.mtp_layers, m.family));
   for (const auto& [key, degree] :
-       {std::pair<const char*, int64_t>{"parallel.pp", p.pp}, {"parallel.tp", p.tp}, {"parallel.cp", p.cp}})
+       {std::pair<const char*, int64_t>{"parallel.pp", p.pp}, {"parallel.cp", p.cp}})
     if (degree > 1)
       c.refuse("model.mtp_layers",
-               fmt::format("{} with {} {}: multi-token prediction runs under fsdp, dp and ep only for now; leave "
+               fmt::format("{} with {} {}: multi-token prediction runs under fsdp, dp, ep and tp only for now; leave "
                            "{} at 1, or mtp_layers at 0",
                            m.mtp_layers, key, degree, key));
 }

@@ -22,7 +22,10 @@ torch::Tensor MtpLayerImpl::forward_ahead(const torch::Tensor& pair, const Rotar
                                           const SequenceLayout& layout, double loss_weight,
                                           const torch::Tensor& balance_coefficients) {
   const auto halves = pair.chunk(2, -1);
-  const auto combined = eh_proj(torch::cat({enorm(halves[0]), hnorm(halves[1])}, -1));
+  const auto joined = torch::cat({enorm(halves[0]), hnorm(halves[1])}, -1);
+  const auto combined = partial_gradient
+                            ? eh_proj->project_with(joined, partial_gradient->shared(eh_proj->weight), torch::Tensor())
+                            : eh_proj(joined);
   const auto states = forward(combined, rotary, layout, loss_weight, balance_coefficients);
   return torch::cat({states, shared_head->norm(states)}, -1);
 }
@@ -53,6 +56,16 @@ MultiTokenPrediction::MultiTokenPrediction(const ModelConfig& config, const Deco
   for (int64_t i = 0; i < config.mtp_layers; ++i) {
     depths_.push_back(MtpLayer(config, parts, config.num_layers + i));
     body.append_layer(depths_.back().ptr());
+  }
+}
+
+void MultiTokenPrediction::use_tensor_parallel(const std::shared_ptr<TensorParallelOps>& ops) {
+  const std::shared_ptr<TensorParallelOps> partial = ops && ops->sequence_parallel() ? ops : nullptr;
+  for (auto& depth : depths_) {
+    depth->enorm->partial_gradient = partial;
+    depth->hnorm->partial_gradient = partial;
+    depth->shared_head->norm->partial_gradient = partial;
+    depth->partial_gradient = partial;
   }
 }
 

@@ -6,6 +6,7 @@
 // it. Its states, normed by shared_head.norm, go through the model's output head.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "model/decoder_layer.h"
 #include "model/layers/linear.h"
 #include "model/layers/rms_norm.h"
+#include "model/layers/tensor_parallel_ops.h"
 #include "model/model_output.h"
 
 namespace xtrain::model {
@@ -49,6 +51,8 @@ class MtpLayerImpl : public DecoderLayerImpl {
   RMSNorm enorm{nullptr}, hnorm{nullptr};
   Linear eh_proj{nullptr};  // [hidden, 2 hidden]: the embedding's half first
   SharedHead shared_head{nullptr};
+  // With sequence parallelism: eh_proj sees this rank's part of the sequence, its gradient a part.
+  std::shared_ptr<TensorParallelOps> partial_gradient;
 };
 TORCH_MODULE(MtpLayer);
 
@@ -62,6 +66,9 @@ class MultiTokenPrediction {
   // embedding is gathered once. balance_coefficients: as LlamaBodyImpl::run_layers takes them.
   void forward(LlamaBodyImpl& body, const Batch& batch, const BlockRunner& block_runner,
                const EmbedRunner& embed_runner, const torch::Tensor& balance_coefficients, ModelOutput& output) const;
+  // Under tensor parallelism (the decoder layers' parts are set by the model): the depths' own
+  // norms and eh_proj, replicated, sum their partial gradients when the sequence is split.
+  void use_tensor_parallel(const std::shared_ptr<TensorParallelOps>& ops);
 
  private:
   // Depths 1..D on the decoder's final states `previous`, their token lookups `embedded` [D, B, T, hidden].
