@@ -153,6 +153,34 @@ struct DpoSection {
   std::string reference;  // "" : the policy's initial weights; hf:DIR : a Hugging Face folder
 };
 
+// data.objective grpo: rollouts, their rewards and the clipped-ratio loss (train/grpo_loss.h,
+// train/rewards.h); the names and defaults are TRL's GRPOConfig's where it has them.
+struct GrpoRewardSection {
+  std::string format;       // the format reward's pattern
+  int64_t overlong_cache = 0;
+  std::string command;
+  double timeout_s = 60;
+};
+
+struct GrpoSection {
+  int64_t num_generations = 8;
+  int64_t max_new_tokens = 128;
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int64_t top_k = 0;
+  double beta = 0.0;
+  double epsilon = 0.2;
+  double epsilon_high = 0.0;  // 0: epsilon
+  GrpoLoss loss_type = GrpoLoss::dapo;
+  GrpoRewardScaling scale_rewards = GrpoRewardScaling::group;
+  GrpoRatioLevel importance_sampling_level = GrpoRatioLevel::token;
+  int64_t steps_per_rollout = 1;
+  int64_t iterations = 1;
+  std::vector<std::string> rewards;
+  std::vector<double> reward_weights;  // empty: 1 each
+  GrpoRewardSection reward;
+};
+
 struct MetricsSection {
   bool tensorboard = true;
 };
@@ -171,6 +199,7 @@ struct Recipe {
   CheckpointSection checkpoint;
   MetricsSection metrics;
   DpoSection dpo;
+  GrpoSection grpo;
 
   // Micro batches per optimizer step on one data-parallel rank.
   int64_t accumulation_steps(int64_t data_parallel_ranks = 1) const {

@@ -12,8 +12,12 @@ namespace xtrain::config {
 enum class Dtype { fp32, bf16, fp16 };                         // train.dtype
 enum class OmpWaitPolicy { automatic, library_default, passive, active };  // train.omp_wait_policy
 enum class Spike { off, skip, rollback };                      // train.spike
-enum class Objective { clm, mlm, dpo, span_corruption };       // data.objective
+enum class Objective { clm, mlm, dpo, span_corruption, grpo };  // data.objective
 enum class DpoLoss { sigmoid, ipo };                           // dpo.loss
+enum class GrpoLoss { grpo, bnpo, dr_grpo, dapo };             // grpo.loss_type
+enum class GrpoRewardScaling { group, batch, none };           // grpo.scale_rewards
+enum class GrpoRatioLevel { token, sequence };                 // grpo.importance_sampling_level
+enum class GrpoReward { exact_match, number_match, format, overlong, command };  // grpo.rewards
 enum class Optimizer { adamw, onebit_adam, muon };             // optim.name
 enum class MuonAdjustLr { original, match_rms_adamw };         // optim.muon.adjust_lr
 enum class MuonNsDtype { bf16, fp32 };                         // optim.muon.ns_dtype
@@ -65,6 +69,7 @@ constexpr const char* to_string(Objective value) {
     case Objective::mlm: return "mlm";
     case Objective::dpo: return "dpo";
     case Objective::span_corruption: return "span_corruption";
+    case Objective::grpo: return "grpo";
   }
   return nullptr;
 }
@@ -73,6 +78,44 @@ constexpr const char* to_string(DpoLoss value) {
   switch (value) {
     case DpoLoss::sigmoid: return "sigmoid";
     case DpoLoss::ipo: return "ipo";
+  }
+  return nullptr;
+}
+
+constexpr const char* to_string(GrpoLoss value) {
+  switch (value) {
+    case GrpoLoss::grpo: return "grpo";
+    case GrpoLoss::bnpo: return "bnpo";
+    case GrpoLoss::dr_grpo: return "dr_grpo";
+    case GrpoLoss::dapo: return "dapo";
+  }
+  return nullptr;
+}
+
+constexpr const char* to_string(GrpoRewardScaling value) {
+  switch (value) {
+    case GrpoRewardScaling::group: return "group";
+    case GrpoRewardScaling::batch: return "batch";
+    case GrpoRewardScaling::none: return "none";
+  }
+  return nullptr;
+}
+
+constexpr const char* to_string(GrpoRatioLevel value) {
+  switch (value) {
+    case GrpoRatioLevel::token: return "token";
+    case GrpoRatioLevel::sequence: return "sequence";
+  }
+  return nullptr;
+}
+
+constexpr const char* to_string(GrpoReward value) {
+  switch (value) {
+    case GrpoReward::exact_match: return "exact_match";
+    case GrpoReward::number_match: return "number_match";
+    case GrpoReward::format: return "format";
+    case GrpoReward::overlong: return "overlong";
+    case GrpoReward::command: return "command";
   }
   return nullptr;
 }

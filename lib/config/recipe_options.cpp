@@ -198,7 +198,7 @@ void add_data_options(OptionRegistry& r) {
   r.add_sources("data.eval", FIELD(data.eval), "", "Evaluation data, same forms as data.train; empty means none.");
   r.add<std::string>("data.tokenizer", FIELD(data.tokenizer), "byte", "Tokenizer: byte (UTF-8 bytes plus an end-of-text token), sentencepiece:MODEL, tiktoken:RANKS[:ENCODING] or hf:TOKENIZER_JSON; see docs/data.md, Tokenizers.", not_empty());
   r.add<std::string>("data.chat_template", FIELD(data.chat_template), "chatml", "How chat records are written: chatml, llama3, or ROLE=PREFIX{content}SUFFIX entries separated by ;. The loss is on the assistant's turns only; see docs/data.md.", chat_template());
-  add_choice<Objective>(r, "data.objective", FIELD(data.objective), Objective::clm, "What the model learns: clm (each token predicts the next; decoders), mlm (masked tokens are recovered from both sides; model.family bert; see docs/models.md, Masked-language models) or dpo (direct preference optimization on a .jsonl file of prompt/chosen/rejected records against a frozen reference model; see docs/post-training.md).");
+  add_choice<Objective>(r, "data.objective", FIELD(data.objective), Objective::clm, "What the model learns: clm (each token predicts the next; decoders), mlm (masked tokens are recovered from both sides; model.family bert; see docs/models.md, Masked-language models), dpo (direct preference optimization on a .jsonl file of prompt/chosen/rejected records against a frozen reference model; see docs/post-training.md) or grpo (group relative policy optimization on a .jsonl file of prompt/answer records: completions sampled from the policy, scored by grpo.rewards; the keys and checks exist, the training loop does not yet, so a run is refused; see docs/post-training.md).");
   r.add<double>("data.noise_density", FIELD(data.noise_density), 0.15, "span_corruption: the share of each sample's tokens that are noise, replaced in the encoder's input by one sentinel id a span and predicted by the decoder (T5's noise_density).", in_range(0.0, 1.0));
   r.add<double>("data.mean_noise_span_length", FIELD(data.mean_noise_span_length), 3.0, "span_corruption: the mean length of a noise span (T5's mean_noise_span_length).", at_least<double>(1.0));
   r.add<double>("data.mlm_probability", FIELD(data.mlm_probability), 0.15, "mlm: the share of ordinary tokens chosen per sample; of them 80% become [MASK], 10% a random token and 10% stay, and only they carry a loss.", in_range(0.0, 1.0));
@@ -216,6 +216,43 @@ void add_dpo_options(OptionRegistry& r) {
   add_choice<DpoLoss>(r, "dpo.loss", FIELD(dpo.loss), DpoLoss::sigmoid, "data.objective dpo: sigmoid (DPO's -log sigmoid(beta x the chosen minus the rejected log-ratio)) or ipo (the squared distance of the per-token log-ratio difference from 1 / (2 beta)), as TRL's DPOTrainer computes them.");
   r.add<double>("dpo.label_smoothing", FIELD(dpo.label_smoothing), 0.0, "data.objective dpo, sigmoid: the assumed share of flipped preference labels e (conservative DPO: (1 - e) x the loss of the pair plus e x the loss of the pair swapped); 0 is plain DPO.", in_range(0.0, 0.5));
   r.add<std::string>("dpo.reference", FIELD(dpo.reference), "", "data.objective dpo: the frozen reference model: empty for the policy's initial weights (model.init_from, or run.seed's init), or hf:DIR, a Hugging Face folder of the same shape.", init_source());
+}
+
+// grpo.rewards: names of GrpoReward, each once.
+Check<std::vector<std::string>> reward_list() {
+  return [](const std::vector<std::string>& names) -> std::optional<std::string> {
+    const auto check = one_of(util::choice_names<GrpoReward>());
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (auto problem = check(names[i])) return problem;
+      const auto here = names.begin() + static_cast<std::ptrdiff_t>(i);
+      if (std::find(names.begin(), here, names[i]) != here)
+        return fmt::format("'{}' is listed twice: list each reward once and weigh it with grpo.reward_weights",
+                           names[i]);
+    }
+    return std::nullopt;
+  };
+}
+
+void add_grpo_options(OptionRegistry& r) {
+  r.add<int64_t>("grpo.num_generations", FIELD(grpo.num_generations), 8, "data.objective grpo: completions sampled per prompt, the group whose rewards each advantage is measured against (TRL's num_generations, G).", at_least<int64_t>(2));
+  r.add<int64_t>("grpo.max_new_tokens", FIELD(grpo.max_new_tokens), 128, "data.objective grpo: most tokens a completion may have (TRL's max_completion_length, whose default is 256); a prompt takes at most data.seq_len less this.", at_least<int64_t>(1));
+  r.add<double>("grpo.temperature", FIELD(grpo.temperature), 1.0, "data.objective grpo: the sampling temperature of the rollouts.", positive());
+  r.add<double>("grpo.top_p", FIELD(grpo.top_p), 1.0, "data.objective grpo: nucleus sampling, the smallest set of tokens whose probabilities reach this (1: all).", in_range(1e-6, 1.0));
+  r.add<int64_t>("grpo.top_k", FIELD(grpo.top_k), 0, "data.objective grpo: sample among the k likeliest tokens only (0: all).", at_least<int64_t>(0));
+  r.add<double>("grpo.beta", FIELD(grpo.beta), 0.0, "data.objective grpo: the weight of the k3 KL to the reference model, the policy's initial weights (0: no reference is kept).", at_least(0.0));
+  r.add<double>("grpo.epsilon", FIELD(grpo.epsilon), 0.2, "data.objective grpo: the ratio to the rollout's policy is clipped below at 1 - epsilon (and above at 1 + grpo.epsilon_high).", in_range(0.0, 1.0));
+  r.add<double>("grpo.epsilon_high", FIELD(grpo.epsilon_high), 0.0, "data.objective grpo: the upper clip 1 + epsilon_high (DAPO's clip-higher, 0.28 in its paper); 0 means grpo.epsilon.", in_range(0.0, 10.0));
+  add_choice<GrpoLoss>(r, "grpo.loss_type", FIELD(grpo.loss_type), GrpoLoss::dapo, "data.objective grpo: how the tokens' losses are averaged, as TRL's loss_type: grpo (each completion's token mean, then the mean over completions), bnpo (the micro batch's token mean), dr_grpo (the token sum over completions x grpo.max_new_tokens) or dapo (the token mean over the whole optimizer step).");
+  add_choice<GrpoRewardScaling>(r, "grpo.scale_rewards", FIELD(grpo.scale_rewards), GrpoRewardScaling::group, "data.objective grpo: the advantage is the reward less its group's mean, divided by the group's std (group), the rollout batch's (batch) or nothing (none; Dr. GRPO).");
+  add_choice<GrpoRatioLevel>(r, "grpo.importance_sampling_level", FIELD(grpo.importance_sampling_level), GrpoRatioLevel::token, "data.objective grpo: a ratio to the rollout's policy per token (token), or one per completion from its mean log-ratio (sequence; GSPO).");
+  r.add<int64_t>("grpo.steps_per_rollout", FIELD(grpo.steps_per_rollout), 1, "data.objective grpo: optimizer steps one rollout batch feeds (TRL's steps_per_generation): each rollout samples steps_per_rollout x train.global_batch_size completions, grpo.num_generations a prompt.", at_least<int64_t>(1));
+  r.add<int64_t>("grpo.iterations", FIELD(grpo.iterations), 1, "data.objective grpo: passes over each rollout batch before the next is sampled (TRL's num_iterations); above 1 the ratio to the rollout's policy moves from 1 and clipping matters.", at_least<int64_t>(1));
+  r.add<std::vector<std::string>>("grpo.rewards", FIELD(grpo.rewards), {}, "data.objective grpo: the rewards summed into each completion's reward: exact_match (the trimmed completion equals the record's answer), number_match (its last number equals the answer's), format (grpo.reward.format matches at its start), overlong (DAPO's soft overlong punishment, grpo.reward.overlong_cache), command (grpo.reward.command's number). See docs/post-training.md.", reward_list());
+  r.add<Floats>("grpo.reward_weights", FIELD(grpo.reward_weights), Floats{}, "data.objective grpo: one weight per entry of grpo.rewards, in its order (TRL's reward_weights); empty: 1 each.");
+  r.add<std::string>("grpo.reward.format", FIELD(grpo.reward.format), "", "data.objective grpo, reward format: a regular expression (Python's re dialect, DOTALL and MULTILINE, as TRL's think_format_reward) that a completion must match from its start to score 1; end it with $ for the whole completion.");
+  r.add<int64_t>("grpo.reward.overlong_cache", FIELD(grpo.reward.overlong_cache), 0, "data.objective grpo, reward overlong: completions longer than grpo.max_new_tokens less this many tokens score from 0 down to -1 at grpo.max_new_tokens (DAPO's soft overlong punishment).", at_least<int64_t>(0));
+  r.add<std::string>("grpo.reward.command", FIELD(grpo.reward.command), "", "data.objective grpo, reward command: a program run by /bin/sh -c on every rollout batch, that reads one {\"prompt\", \"completion\", \"answer\"} JSON line per completion on stdin and writes one number a line on stdout.");
+  r.add<double>("grpo.reward.timeout_s", FIELD(grpo.reward.timeout_s), 60.0, "data.objective grpo, reward command: seconds one call may take; past them it and its process group are killed and the run stops with exit 2.", positive());
 }
 
 void add_train_options(OptionRegistry& r) {
@@ -313,6 +350,7 @@ OptionRegistry build_registry() {
   add_model_options(r);
   add_data_options(r);
   add_dpo_options(r);
+  add_grpo_options(r);
   add_train_options(r);
   add_optim_options(r);
   add_memory_options(r);

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "config/recipe_choices.h"
 #include "util/input_error.h"
 
 namespace xtrain::train {
@@ -59,7 +60,7 @@ double overlong(int64_t tokens, int64_t max, int64_t cache) {
 }  // namespace
 
 const std::vector<std::string>& reward_names() {
-  static const std::vector<std::string> names = {"exact_match", "number_match", "format", "overlong", "command"};
+  static const std::vector<std::string> names = util::choice_names<config::GrpoReward>();
   return names;
 }
 

@@ -18,6 +18,7 @@ void dropout(const RuleContext&);
 void lora(const RuleContext&);
 void onebit_adam(const RuleContext&);
 void objective(const RuleContext&);
+void grpo(const RuleContext&);
 void vocabulary(const RuleContext&);
 void rope_scaling(const RuleContext&);
 void sequence_length(const RuleContext&);
@@ -42,6 +43,7 @@ const std::vector<FeatureRule>& recipe_rules() {
       {"lora", rules::lora},
       {"onebit_adam", rules::onebit_adam},
       {"objective", rules::objective},
+      {"grpo", rules::grpo},
       {"vocabulary", rules::vocabulary},
       {"rope_scaling", rules::rope_scaling},
       {"sequence_length", rules::sequence_length},

@@ -29,6 +29,10 @@ TEST_CASE("each choice's name parses back to it, and nothing else parses", "[con
   require_round_trip<config::OmpWaitPolicy>();
   require_round_trip<config::Spike>();
   require_round_trip<config::Objective>();
+  require_round_trip<config::GrpoLoss>();
+  require_round_trip<config::GrpoRewardScaling>();
+  require_round_trip<config::GrpoRatioLevel>();
+  require_round_trip<config::GrpoReward>();
   require_round_trip<config::Optimizer>();
   require_round_trip<config::PpSchedule>();
   require_round_trip<config::Backend>();
@@ -48,6 +52,9 @@ TEST_CASE("the names are the recipe's words, in the order its messages list them
   CHECK(util::choice_names<config::Dtype>() == Names{"fp32", "bf16", "fp16"});
   CHECK(util::choice_names<config::PpSchedule>() ==
         Names{"gpipe", "1f1b", "interleaved_1f1b", "zb_h1", "zbv", "dualpipev"});
+  CHECK(util::choice_names<config::GrpoLoss>() == Names{"grpo", "bnpo", "dr_grpo", "dapo"});
+  CHECK(util::choice_names<config::GrpoReward>() ==
+        Names{"exact_match", "number_match", "format", "overlong", "command"});
   CHECK(util::choice_names<config::OmpWaitPolicy>() == Names{"auto", "default", "passive", "active"});
   CHECK(util::choice_names<memory::Attention>() == Names{"auto", "naive", "blockwise", "sdpa"});
   CHECK(util::choice_names<parallel::Dim>() == Names{"pp", "dp", "fsdp", "cp", "tp", "ep", "edp", "world", "self"});
