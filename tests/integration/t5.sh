@@ -91,6 +91,14 @@ b = float(re.search(r"loss ([0-9.]+)", sys.argv[2]).group(1))
 assert abs(a - b) <= 1e-5 * abs(b), (a, b)
 PY
 
+# Generation is for decoders: a T5 export is refused with the reason, exit 2.
+set +e
+"$xtrain" generate "$work/imported/export" --prompt "x" --max-new-tokens 4 > "$work/generate.log" 2>&1
+status=$?
+set -e
+[[ $status == 2 ]] && grep -q "is an encoder-decoder, and xtrain generates with decoders only" "$work/generate.log" ||
+  { cat "$work/generate.log"; echo "generate on a t5 export: exit $status"; exit 1; }
+
 # Refusals, each naming its key.
 refused() {
   local key=$1
