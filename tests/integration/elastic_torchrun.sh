@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Elastic recovery under PyTorch's own launcher: `torchrun --nnodes 1:2 --rdzv-backend c10d
+# --no-python xtrain train ...` on two network namespaces (192.0.2.1-2, TEST-NET-1, no route
+# anywhere else) joined by veth pairs to a bridge in a third, one rank a node. Every process of
+# node 1 (its torchrun agent and rank) is killed with SIGKILL after step 12; node 0's rank fails
+# on its dead peer, node 0's agent restarts its group with the one node left, and xtrain resumes
+# from its checkpoint with the global batch kept by twice the accumulation: all 24 steps, losses
+# within 1e-5 relative of an uninterrupted 2-rank run. Prints the time from the kill to the next
+# new step. The rendezvous settings (--rdzv-conf) name a dead node after 2 s instead of 15 s and
+# close a round 1 s after its last join instead of 30 s, and name node 0 the host of the
+# rendezvous store (torchrun guesses it from the machine's hostname, which names neither
+# namespace's address); everything else is torchrun's default.
+# Needs root, iproute2's `ip` and torchrun (from the venv beside XTRAIN_PYTHON): without them it
+# fails, it does not skip. KEEP=1 keeps its folder (the nodes' logs, the runs).
+set -euo pipefail
+xtrain=$1
+srcdir=$2
+source "$srcdir/tests/integration/lib/distributed.sh"
+source "$srcdir/tests/integration/lib/expect.sh"
+python=${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}
+torchrun=$(dirname "$python")/torchrun
+work=$(mktemp -d)
+tag="xt$$"
+namespaces=("${tag}n0" "${tag}n1")
+switch="${tag}sw"
+pids=()
+cleanup() {
+  local pid ns
+  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
+  for ns in "${namespaces[@]}"; do
+    for pid in $(ip netns pids "$ns" 2> /dev/null); do kill -9 "$pid" 2> /dev/null || true; done
+  done
+  for pid in "${pids[@]}"; do wait "$pid" 2> /dev/null || true; done
+  for ns in "${namespaces[@]}" "$switch"; do ip netns del "$ns" 2> /dev/null || true; done
+  [[ -n ${KEEP:-} ]] || rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+export TMPDIR=$work
+
+[[ -x $torchrun ]] || fail "no torchrun at $torchrun (pip install torch into the venv of XTRAIN_PYTHON)"
+command -v ip > /dev/null || fail "ip (iproute2) is missing: the nodes are network namespaces (apt-get install iproute2)"
+[[ $(id -u) == 0 ]] || fail "making network namespaces needs root (ip netns add); run as root"
+ip netns add "$switch"
+ip -n "$switch" link add br0 type bridge
+ip -n "$switch" link set br0 up
+for i in 0 1; do
+  ip netns add "${namespaces[i]}"
+  ip link add "${tag}v$i" netns "${namespaces[i]}" type veth peer name "p$i" netns "$switch"
+  ip -n "$switch" link set "p$i" master br0 up
+  ip -n "${namespaces[i]}" link set lo up
+  ip -n "${namespaces[i]}" addr add "192.0.2.$((i + 1))/24" dev "${tag}v$i"
+  ip -n "${namespaces[i]}" link set "${tag}v$i" up
+done
+
+write_recipe "$work/recipe.yaml" 24
+sed -i 's/log_every: 5/log_every: 1/' "$work/recipe.yaml"
+train reference 2
+
+# start_node NODE: the node's torchrun in its namespace, each output line stamped with the time
+# it arrived ($EPOCHREALTIME), into $work/node$NODE.log (xtrain flushes each step's line).
+start_node() {
+  local node=$1 host=false
+  ((node == 0)) && host=true
+  ip netns exec "${namespaces[node]}" env PYTHONUNBUFFERED=1 "$torchrun" --nnodes 1:2 --nproc-per-node 1 \
+    --rdzv-backend c10d --rdzv-endpoint 192.0.2.1:29700 --rdzv-id xtrain-elastic \
+    --rdzv-conf keep_alive_interval=1,keep_alive_max_attempt=2,last_call_timeout=1,is_host=$host \
+    --local-addr "192.0.2.$((node + 1))" --max-restarts 3 --monitor-interval 0.1 \
+    --no-python "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/run" 2>&1 |
+    while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done > "$work/node$node.log" &
+  pids+=($!)
+}
+
+# wait_for LOG PATTERN SECONDS: until a line of LOG matches PATTERN (grep -E).
+wait_for() {
+  local deadline=$((SECONDS + $3))
+  until grep -qE -- "$2" "$1" 2> /dev/null; do
+    ((SECONDS < deadline)) || { tail -n 30 "$work"/node*.log; fail "no '$2' in $1 within $3 s"; }
+    sleep 0.05
+  done
+}
+
+start_node 0
+start_node 1
+log0=$work/node0.log
+wait_for "$log0" "step +12/24" 40
+killed=$EPOCHREALTIME
+ip netns pids "${namespaces[1]}" | xargs -r kill -9
+wait "${pids[1]}" 2> /dev/null || true  # its end by SIGKILL is the point, not news
+status=0
+wait "${pids[0]}" || status=$?
+grep -qE "step +24/24" "$log0" || { tail -n 40 "$log0"; fail "torchrun on node 0 did not finish the run without node 1 (exit $status)"; }
+expect_match "$log0" "parallel: 2 ranks (torchrun)"
+expect_match "$log0" "train: 24 steps x 8 sequences (4 per rank: 2 micro batches of 2)"
+expect_match "$log0" "failed (exitcode: 1) local_rank: 0"
+expect_match "$log0" "train: 24 steps x 8 sequences (8 per rank: 4 micro batches of 2)"
+expect_match "$log0" "resumed from .* at step "
+
+"$python" - "$work/reference" "$work/run" <<'PY'
+import json, sys
+def losses(folder):
+    records = [json.loads(line) for line in open(f"{folder}/metrics.jsonl")]
+    return {r["step"]: r["loss"] for r in records if "loss" in r}
+reference, run = losses(sys.argv[1]), losses(sys.argv[2])
+assert reference.keys() == run.keys() and len(run) == 24, (sorted(reference), sorted(run))
+worst = max(abs(run[s] - reference[s]) / abs(reference[s]) for s in run)
+print(f"torchrun shrink: 24 steps, the last on 1 node of 1 rank, max loss difference {worst:.2e} (relative) from 2 ranks")
+assert worst <= 1e-5, worst
+PY
+
+last_step=$(awk -v k="$killed" '$1 < k && match($0, /step +[0-9]+\/24/) {
+  s = substr($0, RSTART, RLENGTH); sub(/\/24/, "", s); gsub(/[^0-9]/, "", s); last = s + 0 } END { print last }' "$log0")
+next_step=$(pattern="step +$((last_step + 1))/24" awk -v k="$killed" '$1 > k && $0 ~ ENVIRON["pattern"] { print $1; exit }' "$log0")
+detected=$(awk -v k="$killed" '$1 > k && / error: / { print $1; exit }' "$log0")
+reloaded=$(awk -v k="$killed" '$1 > k && /resumed from/ { print $1; exit }' "$log0")
+resumed_at=$(grep -o 'resumed from .* at step [0-9]*' "$log0" | grep -o '[0-9]*$')
+awk -v k="$killed" -v d="$detected" -v l="$reloaded" -v n="$next_step" -v last="$last_step" -v from="$resumed_at" 'BEGIN {
+  printf "kill of node 1 after step %d to the next new step (%d) under torchrun: %.2f s\n", last, last + 1, n - k
+  printf "  detection   %.2f s  (rank 0 failing on its dead peer)\n", d - k
+  printf "  restart     %.2f s  (torchrun on node 0: a new rendezvous without node 1, xtrain started, step-%d checkpoint read)\n", l - d, from
+  printf "  recomputed  %.2f s  (steps %d to %d again, then %d)\n", n - l, from + 1, last, last + 1 }'
