@@ -18,38 +18,16 @@ srcdir=$2
 source "$srcdir/tests/integration/lib/distributed.sh"
 source "$srcdir/tests/integration/lib/expect.sh"
 python=${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}
+source "$srcdir/tests/integration/lib/bridged_nodes.sh"
 work=$(mktemp -d)
-tag="xe$$"
-namespaces=("${tag}n0" "${tag}n1" "${tag}n2")
-switch="${tag}sw"
-pids=()
 cleanup() {
-  local pid ns
-  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
-  for ns in "${namespaces[@]}"; do
-    for pid in $(ip netns pids "$ns" 2> /dev/null); do kill -9 "$pid" 2> /dev/null || true; done
-  done
-  for pid in "${pids[@]}"; do wait "$pid" 2> /dev/null || true; done
-  for ns in "${namespaces[@]}" "$switch"; do ip netns del "$ns" 2> /dev/null || true; done
+  remove_bridged_nodes
   [[ -n ${KEEP:-} ]] || rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 export TMPDIR=$work
-
-command -v ip > /dev/null || fail "ip (iproute2) is missing: the nodes are network namespaces (apt-get install iproute2)"
-[[ $(id -u) == 0 ]] || fail "making network namespaces needs root (ip netns add); run as root"
-ip netns add "$switch"
-ip -n "$switch" link add br0 type bridge
-ip -n "$switch" link set br0 up
-for i in 0 1 2; do
-  ip netns add "${namespaces[i]}"
-  ip link add "${tag}v$i" netns "${namespaces[i]}" type veth peer name "p$i" netns "$switch"
-  ip -n "$switch" link set "p$i" master br0 up
-  ip -n "${namespaces[i]}" link set lo up
-  ip -n "${namespaces[i]}" addr add "192.0.2.$((i + 1))/24" dev "${tag}v$i"
-  ip -n "${namespaces[i]}" link set "${tag}v$i" up
-done
+make_bridged_nodes "xe$$" 3
 
 write_recipe "$work/recipe.yaml" 24
 sed -i 's/log_every: 5/log_every: 1/' "$work/recipe.yaml"
@@ -65,27 +43,6 @@ start_node() {
     "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/$run" 2>&1 |
     while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done > "$work/$run.node$node.log" &
   pids+=($!)
-}
-
-# wait_for LOG PATTERN SECONDS: until a line of LOG matches PATTERN (grep -E).
-wait_for() {
-  local deadline=$((SECONDS + $3))
-  until grep -qE -- "$2" "$1" 2> /dev/null; do
-    ((SECONDS < deadline)) || { tail -n 30 "$work"/*.log; fail "no '$2' in $1 within $3 s"; }
-    sleep 0.05
-  done
-}
-
-# kill_node NODE: SIGKILL to every process of the node, launcher and ranks alike; prints the time.
-kill_node() {
-  local when=$EPOCHREALTIME
-  ip netns pids "${namespaces[$1]}" | xargs -r kill -9
-  echo "$when"
-}
-
-# first_time LOG PATTERN [AFTER]: the stamp of LOG's first line matching PATTERN (after time AFTER).
-first_time() {
-  pattern=$2 awk -v after="${3:-0}" '$1 > after && $0 ~ ENVIRON["pattern"] { print $1; exit }' "$1"
 }
 
 wait_all() {
@@ -113,17 +70,7 @@ expect_match "$log0" "attempt 1 runs on nodes 0,2 (2 ranks)"
 expect_match "$work/spare.node2.log" "attempt 1 runs on nodes 0,2 (2 ranks); this node is group rank 1"
 expect_match "$log0" "resumed from .* at step "
 
-"$python" - "$work/reference" "$work/spare" <<'PY'
-import json, sys
-def losses(folder):
-    records = [json.loads(line) for line in open(f"{folder}/metrics.jsonl")]
-    return {r["step"]: r["loss"] for r in records if "loss" in r}
-reference, run = losses(sys.argv[1]), losses(sys.argv[2])
-assert reference.keys() == run.keys() and len(run) == 24, (sorted(reference), sorted(run))
-different = [s for s in run if run[s] != reference[s]]
-assert not different, [(s, reference[s], run[s]) for s in different]
-print(f"spare: 24 steps, every loss equal to the uninterrupted run's bit for bit")
-PY
+same_losses "$work/reference" "$work/spare" 24 0 spare
 
 # The time from the kill to the first step beyond those done before it, in four parts.
 last_step=$(awk -v k="$killed" '$1 < k && match($0, /\[rank 0\]: step +[0-9]+\//) {
@@ -166,14 +113,4 @@ kill_node 1 > /dev/null
 wait_all || { tail -n 30 "$work"/shrink.node*.log; fail "the job did not go on without node 1"; }
 expect_match "$work/shrink.node0.log" "attempt 1 runs on nodes 0 (1 ranks)"
 expect_match "$work/shrink.node0.log" "train: 24 steps x 8 sequences (8 per rank: 4 micro batches of 2)"
-"$python" - "$work/reference" "$work/shrink" <<'PY'
-import json, sys
-def losses(folder):
-    records = [json.loads(line) for line in open(f"{folder}/metrics.jsonl")]
-    return {r["step"]: r["loss"] for r in records if "loss" in r}
-reference, run = losses(sys.argv[1]), losses(sys.argv[2])
-assert reference.keys() == run.keys() and len(run) == 24, (sorted(reference), sorted(run))
-worst = max(abs(run[s] - reference[s]) / abs(reference[s]) for s in run)
-print(f"shrink: 24 steps, the last on 1 node of 1 rank, max loss difference {worst:.2e} (relative) from 2 ranks")
-assert worst <= 1e-5, worst
-PY
+same_losses "$work/reference" "$work/shrink" 24 1e-5 "shrink (the last steps on 1 node of 1 rank)"

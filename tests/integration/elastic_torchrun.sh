@@ -18,40 +18,18 @@ srcdir=$2
 source "$srcdir/tests/integration/lib/distributed.sh"
 source "$srcdir/tests/integration/lib/expect.sh"
 python=${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}
+source "$srcdir/tests/integration/lib/bridged_nodes.sh"
 torchrun=$(dirname "$python")/torchrun
 work=$(mktemp -d)
-tag="xt$$"
-namespaces=("${tag}n0" "${tag}n1")
-switch="${tag}sw"
-pids=()
 cleanup() {
-  local pid ns
-  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
-  for ns in "${namespaces[@]}"; do
-    for pid in $(ip netns pids "$ns" 2> /dev/null); do kill -9 "$pid" 2> /dev/null || true; done
-  done
-  for pid in "${pids[@]}"; do wait "$pid" 2> /dev/null || true; done
-  for ns in "${namespaces[@]}" "$switch"; do ip netns del "$ns" 2> /dev/null || true; done
+  remove_bridged_nodes
   [[ -n ${KEEP:-} ]] || rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 export TMPDIR=$work
-
 [[ -x $torchrun ]] || fail "no torchrun at $torchrun (pip install torch into the venv of XTRAIN_PYTHON)"
-command -v ip > /dev/null || fail "ip (iproute2) is missing: the nodes are network namespaces (apt-get install iproute2)"
-[[ $(id -u) == 0 ]] || fail "making network namespaces needs root (ip netns add); run as root"
-ip netns add "$switch"
-ip -n "$switch" link add br0 type bridge
-ip -n "$switch" link set br0 up
-for i in 0 1; do
-  ip netns add "${namespaces[i]}"
-  ip link add "${tag}v$i" netns "${namespaces[i]}" type veth peer name "p$i" netns "$switch"
-  ip -n "$switch" link set "p$i" master br0 up
-  ip -n "${namespaces[i]}" link set lo up
-  ip -n "${namespaces[i]}" addr add "192.0.2.$((i + 1))/24" dev "${tag}v$i"
-  ip -n "${namespaces[i]}" link set "${tag}v$i" up
-done
+make_bridged_nodes "xt$$" 2
 
 write_recipe "$work/recipe.yaml" 24
 sed -i 's/log_every: 5/log_every: 1/' "$work/recipe.yaml"
@@ -71,21 +49,11 @@ start_node() {
   pids+=($!)
 }
 
-# wait_for LOG PATTERN SECONDS: until a line of LOG matches PATTERN (grep -E).
-wait_for() {
-  local deadline=$((SECONDS + $3))
-  until grep -qE -- "$2" "$1" 2> /dev/null; do
-    ((SECONDS < deadline)) || { tail -n 30 "$work"/node*.log; fail "no '$2' in $1 within $3 s"; }
-    sleep 0.05
-  done
-}
-
 start_node 0
 start_node 1
 log0=$work/node0.log
 wait_for "$log0" "step +12/24" 40
-killed=$EPOCHREALTIME
-ip netns pids "${namespaces[1]}" | xargs -r kill -9
+killed=$(kill_node 1)
 wait "${pids[1]}" 2> /dev/null || true  # its end by SIGKILL is the point, not news
 status=0
 wait "${pids[0]}" || status=$?
@@ -96,23 +64,13 @@ expect_match "$log0" "failed (exitcode: 1) local_rank: 0"
 expect_match "$log0" "train: 24 steps x 8 sequences (8 per rank: 4 micro batches of 2)"
 expect_match "$log0" "resumed from .* at step "
 
-"$python" - "$work/reference" "$work/run" <<'PY'
-import json, sys
-def losses(folder):
-    records = [json.loads(line) for line in open(f"{folder}/metrics.jsonl")]
-    return {r["step"]: r["loss"] for r in records if "loss" in r}
-reference, run = losses(sys.argv[1]), losses(sys.argv[2])
-assert reference.keys() == run.keys() and len(run) == 24, (sorted(reference), sorted(run))
-worst = max(abs(run[s] - reference[s]) / abs(reference[s]) for s in run)
-print(f"torchrun shrink: 24 steps, the last on 1 node of 1 rank, max loss difference {worst:.2e} (relative) from 2 ranks")
-assert worst <= 1e-5, worst
-PY
+same_losses "$work/reference" "$work/run" 24 1e-5 "torchrun shrink (the last steps on 1 node of 1 rank)"
 
 last_step=$(awk -v k="$killed" '$1 < k && match($0, /step +[0-9]+\/24/) {
   s = substr($0, RSTART, RLENGTH); sub(/\/24/, "", s); gsub(/[^0-9]/, "", s); last = s + 0 } END { print last }' "$log0")
-next_step=$(pattern="step +$((last_step + 1))/24" awk -v k="$killed" '$1 > k && $0 ~ ENVIRON["pattern"] { print $1; exit }' "$log0")
-detected=$(awk -v k="$killed" '$1 > k && / error: / { print $1; exit }' "$log0")
-reloaded=$(awk -v k="$killed" '$1 > k && /resumed from/ { print $1; exit }' "$log0")
+next_step=$(first_time "$log0" "step +$((last_step + 1))/24" "$killed")
+detected=$(first_time "$log0" " error: " "$killed")
+reloaded=$(first_time "$log0" "resumed from" "$killed")
 resumed_at=$(grep -o 'resumed from .* at step [0-9]*' "$log0" | grep -o '[0-9]*$')
 awk -v k="$killed" -v d="$detected" -v l="$reloaded" -v n="$next_step" -v last="$last_step" -v from="$resumed_at" 'BEGIN {
   printf "kill of node 1 after step %d to the next new step (%d) under torchrun: %.2f s\n", last, last + 1, n - k
