@@ -135,10 +135,10 @@ void T5BlockImpl::float8_layers(const std::string& name, Float8Layers& layers) {
   attention("layer.0.SelfAttention", *self_attention);
   if (cross_attention) attention("layer.1.EncDecAttention", *cross_attention);
   const std::string ff = std::string(cross_attention ? "layer.2" : "layer.1") + ".DenseReluDense.";
-  for (auto [part, linear] : {std::pair<const char*, LinearImpl*>{"wi", feed_forward->wi.get()},
-                              {"wi_0", feed_forward->wi_0.get()}, {"wi_1", feed_forward->wi_1.get()},
-                              {"wo", feed_forward->wo.get()}})
-    if (linear) layers.linears.emplace_back(module_name(name, ff + part), linear);
+  // A style has either wi (v1.0) or wi_0 and wi_1 (v1.1): the other holders are empty.
+  for (auto [part, linear] : {std::pair<const char*, Linear*>{"wi", &feed_forward->wi}, {"wi_0", &feed_forward->wi_0},
+                              {"wi_1", &feed_forward->wi_1}, {"wo", &feed_forward->wo}})
+    if (!linear->is_empty()) layers.linears.emplace_back(module_name(name, ff + part), linear->get());
 }
 
 T5ForConditionalGeneration::T5ForConditionalGeneration(const ModelConfig& c) : CausalLM(c) {

@@ -1,6 +1,7 @@
 // Seeded per-parameter init and unmaterialised models: a slice drawn alone equals the same slice
 // of the whole parameter, so that every layout starts from the same weights; a model built
 // without storage holds none until a source fills it.
+#include <cmath>
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -61,6 +62,14 @@ TEST_CASE("each family's init plan covers exactly its parameters, by its module 
         CHECK(plan.at("vit.encoder.layer.1.output.dense.weight").std == Approx(0.02));
         CHECK(plan.at("vit.embeddings.position_embeddings").std == Approx(0.02));
         CHECK(plan.at("vit.embeddings.patch_embeddings.projection.bias").kind == model::ParameterInit::Kind::zeros);
+        continue;
+      }
+      if (family == "t5") {  // T5 draws by fan-in (transformers' T5 _init_weights), gains are 1
+        const double hidden = static_cast<double>(config.hidden_size);
+        CHECK(plan.at("encoder.block.1.layer.0.SelfAttention.k.weight").std == Approx(1 / std::sqrt(hidden)));
+        CHECK(plan.at("decoder.block.1.layer.2.DenseReluDense.wo.weight").std ==
+              Approx(1 / std::sqrt(static_cast<double>(config.intermediate_size))));
+        CHECK(plan.at("decoder.final_layer_norm.weight").kind == model::ParameterInit::Kind::ones);
         continue;
       }
       if (family == "bert") {  // BERT draws every weight at init_std
