@@ -207,7 +207,9 @@ class HfImport {
       const bool one = std::all_of(dropout.begin(), dropout.end(), [](const ckpt::HfDropout& d) {
         return d.field == "hidden_dropout_prob" || d.field == "attention_probs_dropout_prob";
       });
-      if (one && value("hidden_dropout_prob") == value("attention_probs_dropout_prob")) {
+      // T5's dropout_rate is already one probability for every site.
+      const bool rate = dropout.size() == 1 && dropout.front().field == "dropout_rate";
+      if (rate || (one && value("hidden_dropout_prob") == value("attention_probs_dropout_prob"))) {
         recipe_.model.dropout = dropout.front().value;
         return;
       }

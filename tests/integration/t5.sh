@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # T5 with span corruption on the demo corpus (byte tokenizer, sentinels above its ids): 30 steps
 # as one process bring the loss down by a third; FSDP 2 gives the same per-step losses and
-# weights (1e-5); a T5 v1.1 folder that transformers writes trains 4 steps and its export scores
-# in transformers as in xtrain; the recipe check refuses what t5 does not support, naming the key.
+# weights (1e-5), with model.dropout 0.1 too, whose run also resumes bit-identically; a T5 v1.1
+# folder that transformers writes trains 4 steps and its export scores in transformers as in
+# xtrain; the recipe check refuses what t5 does not support, naming the key.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -53,6 +54,26 @@ PY
 train fsdp2 2 --set parallel.fsdp=2
 grep -q "FSDP 2" "$work/fsdp2.log"
 compare_runs "$work/single" "$work/fsdp2"
+
+# Dropout (model.dropout 0.1, keyed masks): 20 steps as FSDP 2 give one process's losses and
+# weights (1e-5); step 1's loss differs from the run without dropout on the same weights and
+# batch; stopped at step 10 and resumed, the step-20 checkpoint is bit-identical.
+dropout=(--set model.dropout=0.1 --set train.steps=20 --set checkpoint.every=10 --set checkpoint.keep=2)
+train dropout 1 "${dropout[@]}"
+grep -q "model: dropout 0.1" "$work/dropout.log"
+train dropout_fsdp2 2 "${dropout[@]}" --set parallel.fsdp=2
+compare_runs "$work/dropout" "$work/dropout_fsdp2"
+first_loss() { grep -m1 '"step":1,' "$1/metrics.jsonl" | sed -E 's/.*"loss":([^,]*),.*/\1/'; }
+with=$(first_loss "$work/dropout") without=$(first_loss "$work/single")
+echo "t5 dropout: step 1 loss $with with model.dropout 0.1, $without with 0"
+[[ "$with" != "$without" ]] || { echo "t5 dropout: model.dropout 0.1 left the loss unchanged"; exit 1; }
+train dropout_resumed 1 "${dropout[@]}" --stop-at-step 10
+train dropout_resumed 1 "${dropout[@]}"
+grep -q "resumed from .*step-10 at step 10" "$work/dropout_resumed.log"
+for file in model.safetensors optimizer.safetensors; do
+  cmp "$work/dropout/checkpoints/step-20/$file" "$work/dropout_resumed/checkpoints/step-20/$file"
+done
+echo "t5 dropout: one process == FSDP 2 over 20 steps; 10 + resumed 10 bit-identical"
 
 # A T5 v1.1 folder that transformers writes: imported, 4 steps, exported; transformers scores the
 # export's loss on 8 held-out samples (`xtrain data batch`) as xtrain's eval does.

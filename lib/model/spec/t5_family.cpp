@@ -102,6 +102,7 @@ ModelSpec t5_spec() {
   spec.capabilities.causal = false;
   spec.capabilities.pad_token = true;
   spec.capabilities.encoder_decoder = true;
+  spec.capabilities.dropout = true;  // dropout_rate, model/t5/t5.h
   spec.architecture = Architecture::t5;
   spec.to_hf_config = t5_config;
   spec.from_hf_config = config_from_t5;

@@ -8,6 +8,27 @@
 #include "model/layers/module_scope.h"
 
 namespace xtrain::model {
+namespace {
+
+// Dropout sites beyond the shared ones (DropoutSite): a mask differs by site.
+constexpr auto kFeedForwardInner = static_cast<DropoutSite>(4);
+constexpr auto kCrossOutput = static_cast<DropoutSite>(5);
+constexpr auto kFinalNorm = static_cast<DropoutSite>(6);
+// Cross-attention's probabilities are keyed as another layer's, so that its masks are drawn
+// apart from the self-attention's whatever the tokens' identities.
+constexpr int64_t kCrossLayer = int64_t{1} << 32;
+
+// The keep mask [B, heads, T, S] of cross-attention's probabilities: queries the decoder's
+// tokens (key), keys the encoder's (memory): the self-attention mask of both side by side,
+// the decoder's rows and the encoder's columns.
+torch::Tensor cross_keep_mask(const DropoutKey& key, const DropoutKey& memory, int64_t layer, int64_t heads,
+                              double p) {
+  const int64_t t = key.tokens.size(1), s = memory.tokens.size(1);
+  const DropoutKey both{key.seed, key.step, torch::cat({key.tokens, memory.tokens}, 1)};
+  return attention_keep_mask(both, layer + kCrossLayer, heads, 0, p).narrow(2, 0, t).narrow(3, t, s);
+}
+
+}  // namespace
 
 torch::Tensor relative_position_bucket(const torch::Tensor& relative_position, bool bidirectional, int64_t num_buckets,
                                        int64_t max_distance) {
@@ -46,7 +67,8 @@ T5AttentionImpl::T5AttentionImpl(const ModelConfig& c, bool relative_bias)
 // Eager attention in the input's dtype with the softmax in float32: T5's scores are not scaled,
 // and the bias is added before the mask, as transformers' eager path does.
 torch::Tensor T5AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& memory, const torch::Tensor& bias,
-                                       const torch::Tensor& keep) {
+                                       const torch::Tensor& keep,
+                                       const std::function<torch::Tensor(torch::Tensor)>& dropout) {
   const int64_t b = x.size(0), t = x.size(1), s = memory.size(1);
   const auto query = q(x).view({b, t, -1, d_kv_}).transpose(1, 2);
   const auto key = k(memory).view({b, s, -1, d_kv_}).transpose(1, 2);
@@ -54,7 +76,8 @@ torch::Tensor T5AttentionImpl::forward(const torch::Tensor& x, const torch::Tens
   auto scores = at::matmul(query, key.transpose(-2, -1));
   if (bias.defined()) scores = scores + bias;
   if (keep.defined()) scores = scores.masked_fill(keep.logical_not(), std::numeric_limits<float>::lowest());
-  const auto probs = at::softmax(scores, -1, at::kFloat).to(value.scalar_type());
+  auto probs = at::softmax(scores, -1, at::kFloat).to(value.scalar_type());
+  if (dropout) probs = dropout(probs);
   return o(at::matmul(probs, value).transpose(1, 2).reshape({b, t, -1}));
 }
 
@@ -78,9 +101,10 @@ T5FeedForwardImpl::T5FeedForwardImpl(const ModelConfig& c) : d_model_(c.hidden_s
   wo = register_module("wo", Linear(d_ff_, d_model_, false));
 }
 
-torch::Tensor T5FeedForwardImpl::forward(const torch::Tensor& x) {
-  if (wi) return wo(torch::relu(wi(x)));
-  return wo(torch::gelu(wi_0(x), "tanh") * wi_1(x));
+torch::Tensor T5FeedForwardImpl::forward(const torch::Tensor& x,
+                                         const std::function<torch::Tensor(torch::Tensor)>& dropout) {
+  auto h = wi ? torch::relu(wi(x)) : torch::gelu(wi_0(x), "tanh") * wi_1(x);
+  return wo(dropout ? dropout(h) : h);
 }
 
 void T5FeedForwardImpl::describe_init(const std::string& name, InitPlan& plan) const {
@@ -91,7 +115,7 @@ void T5FeedForwardImpl::describe_init(const std::string& name, InitPlan& plan) c
   wo->describe_init(name + ".wo", 1.0 / std::sqrt(static_cast<double>(d_ff_)), plan);
 }
 
-T5BlockImpl::T5BlockImpl(const ModelConfig& c, bool decoder, bool relative_bias) {
+T5BlockImpl::T5BlockImpl(const ModelConfig& c, bool decoder, bool relative_bias) : dropout_(c.dropout) {
   auto layer = module_scope(*this, "layer");
   auto self = module_scope(*layer, "0");
   self_attention = self->register_module("SelfAttention", T5Attention(c, relative_bias));
@@ -107,11 +131,27 @@ T5BlockImpl::T5BlockImpl(const ModelConfig& c, bool decoder, bool relative_bias)
 }
 
 torch::Tensor T5BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& bias, const torch::Tensor& keep,
-                                   const torch::Tensor& memory, const torch::Tensor& memory_keep) {
+                                   const torch::Tensor& memory, const torch::Tensor& memory_keep,
+                                   const DropoutKey& dropout, const DropoutKey& memory_dropout, int64_t layer) {
+  const double p = dropout_;
+  using Dropout = std::function<torch::Tensor(torch::Tensor)>;
+  const bool drops = p > 0 && dropout.defined();
+  auto drop = [&](DropoutSite site) -> Dropout {
+    return [&, site](torch::Tensor y) { return hidden_dropout(y, p, dropout, layer, site); };
+  };
+  auto self_probs = [&](torch::Tensor probs) { return attention_dropout(probs, p, dropout, layer); };
   const auto normed = self_norm(x);
-  auto h = x + self_attention(normed, normed, bias, keep);
-  if (cross_attention) h = h + cross_attention(cross_norm(h), memory, torch::Tensor(), memory_keep);
-  return h + feed_forward(ff_norm(h));
+  auto h = x + drop(DropoutSite::attention_output)(
+                   self_attention(normed, normed, bias, keep, drops ? Dropout(self_probs) : Dropout()));
+  if (cross_attention) {
+    auto cross_probs = [&](torch::Tensor probs) {
+      const auto mask = cross_keep_mask(dropout, memory_dropout, layer, probs.size(1), p);
+      return probs * mask.to(probs.scalar_type()) * (1.0 / (1.0 - p));
+    };
+    h = h + drop(kCrossOutput)(cross_attention(cross_norm(h), memory, torch::Tensor(), memory_keep,
+                                               drops ? Dropout(cross_probs) : Dropout()));
+  }
+  return h + drop(DropoutSite::mlp_output)(feed_forward(ff_norm(h), drops ? drop(kFeedForwardInner) : Dropout()));
 }
 
 void T5BlockImpl::describe_init(const std::string& name, InitPlan& plan) const {
@@ -175,20 +215,24 @@ torch::Tensor T5ForConditionalGeneration::position_bias(T5Block first, int64_t q
 // it on unchanged, so that its gradient flows back block by block to the encoder.
 torch::Tensor T5ForConditionalGeneration::run_stack(std::vector<T5Block>& blocks, int64_t first_index,
                                                     torch::Tensor x, const torch::Tensor& keep,
-                                                    const torch::Tensor& memory, const torch::Tensor& memory_keep) {
+                                                    const torch::Tensor& memory, const torch::Tensor& memory_keep,
+                                                    const DropoutKey& dropout, const DropoutKey& memory_dropout) {
   const int64_t t = x.size(1);
   const bool decoder = memory.defined();
   auto first = blocks.front();
   if (decoder) x = torch::cat({x, memory}, 1);
   for (size_t i = 0; i < blocks.size(); ++i) {
     auto* layer = blocks[i].get();
-    auto block = [this, layer, first, t, decoder, keep, memory_keep](const torch::Tensor& input) mutable {
+    const int64_t index = first_index + static_cast<int64_t>(i);
+    auto block = [this, layer, first, t, decoder, keep, memory_keep, dropout, memory_dropout,
+                  index](const torch::Tensor& input) mutable {
       const auto bias = position_bias(first, t, t, !decoder);
-      if (!decoder) return layer->forward(input, bias, keep, {}, {});
+      if (!decoder) return layer->forward(input, bias, keep, {}, {}, dropout, {}, index);
       const auto states = input.narrow(1, 0, t), encoded = input.narrow(1, t, input.size(1) - t);
-      return torch::cat({layer->forward(states, bias, keep, encoded, memory_keep), encoded}, 1);
+      auto out = layer->forward(states, bias, keep, encoded, memory_keep, dropout, memory_dropout, index);
+      return torch::cat({out, encoded}, 1);
     };
-    x = block_runner ? block_runner(first_index + static_cast<int64_t>(i), x, block) : block(x);
+    x = block_runner ? block_runner(index, x, block) : block(x);
   }
   return decoder ? x.narrow(1, 0, t) : x;
 }
@@ -204,13 +248,27 @@ ModelOutput T5ForConditionalGeneration::forward(const Batch& batch) {
   // Keys at padding are masked in the encoder's attention and in cross-attention.
   torch::Tensor memory_keep;
   if (const auto mask = batch.extra_input("attention_mask"); mask.defined()) memory_keep = mask.ne(0).view({b, 1, 1, s});
-  const auto memory = encoder_norm(run_stack(encoder_blocks, 0, embed(ids), memory_keep, {}, {}));
+  // The training step keys the rows as the data holds them, [encoder input | decoder input]:
+  // each stack takes its own columns.
+  const double p = config().dropout;
+  DropoutKey key = batch.dropout, decoder_key = batch.dropout;
+  if (batch.dropout.defined()) {
+    TORCH_CHECK(batch.dropout.tokens.size(1) == s + t, "t5's dropout key has ", batch.dropout.tokens.size(1),
+                " tokens a row, not the encoder's ", s, " and the decoder's ", t);
+    key.tokens = batch.dropout.tokens.narrow(1, 0, s);
+    decoder_key.tokens = batch.dropout.tokens.narrow(1, s, t);
+  }
+  const auto decoder_first = static_cast<int64_t>(encoder_blocks.size());
+  auto encoded = run_stack(encoder_blocks, 0, hidden_dropout(embed(ids), p, key, 0, DropoutSite::embeddings),
+                           memory_keep, {}, {}, key, {});
+  const auto memory = hidden_dropout(encoder_norm(encoded), p, key, 0, kFinalNorm);
   auto causal = torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(ids.device())).tril().view({1, 1, t, t});
   if (const auto mask = batch.extra_input("decoder_attention_mask"); mask.defined())
     causal = causal.logical_and(mask.ne(0).view({b, 1, 1, t}));
-  auto x = run_stack(decoder_blocks, static_cast<int64_t>(encoder_blocks.size()), embed(decoder_ids), causal, memory,
-                     memory_keep);
-  x = decoder_norm(x);
+  auto x = run_stack(decoder_blocks, decoder_first,
+                     hidden_dropout(embed(decoder_ids), p, decoder_key, decoder_first, DropoutSite::embeddings), causal,
+                     memory, memory_keep, decoder_key, key);
+  x = hidden_dropout(decoder_norm(x), p, decoder_key, decoder_first, kFinalNorm);
   // v1.0 rescales the states before the tied projection (the embedding's scale is ~1).
   if (config().tie_embeddings) x = x * std::pow(static_cast<double>(config().hidden_size), -0.5);
   return {x, {}, {}, {}, {}};

@@ -26,9 +26,16 @@
 // final norms and lm_head form the root unit of the shard plan, each block its own unit. Init as transformers' (initializer_factor 1): the embedding and lm_head
 // N(0, 1), q N(0, 1/(d_model d_kv)), k and v N(0, 1/d_model), o N(0, 1/(heads d_kv)), wi
 // N(0, 1/d_model), wo N(0, 1/d_ff), the position tables N(0, 1/d_model), norms 1.
-// No dropout, tensor, pipeline or context parallelism, experts or packed rows (the recipe refuses them).
+// Dropout (model.dropout, training only: Batch::dropout defined) where transformers' T5 applies
+// dropout_rate: after each stack's embedding lookup, on the attention probabilities (self and
+// cross), inside the feed-forward layer after its activation, on each sublayer's output before
+// the residual add, and after each stack's final norm. Its masks are keyed
+// (model/layers/keyed_dropout.h): Batch::dropout keys the rows [encoder input | decoder input]
+// (as the data holds them), each stack its own columns, each block by its block_runner index.
+// No tensor, pipeline or context parallelism, experts or packed rows (the recipe refuses them).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +43,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "model/causal_lm.h"
+#include "model/layers/keyed_dropout.h"
 #include "model/layers/linear.h"
 #include "model/layers/rms_norm.h"
 
@@ -53,9 +61,10 @@ class T5AttentionImpl : public torch::nn::Module {
   T5AttentionImpl(const ModelConfig& config, bool relative_bias);
   // x [B, T, d_model] attends to `memory` [B, S, d_model] (x itself for self-attention);
   // bias: added to the scores, [1 or B, heads, T, S] (undefined: none); keep: bool,
-  // broadcastable to [B, heads, T, S], true where a key may be attended to.
+  // broadcastable to [B, heads, T, S], true where a key may be attended to; dropout: applied to
+  // the probabilities [B, heads, T, S] (empty: none).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& memory, const torch::Tensor& bias,
-                        const torch::Tensor& keep);
+                        const torch::Tensor& keep, const std::function<torch::Tensor(torch::Tensor)>& dropout = {});
   void describe_init(const std::string& name, InitPlan& plan) const;
 
   Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
@@ -69,7 +78,8 @@ TORCH_MODULE(T5Attention);
 class T5FeedForwardImpl : public torch::nn::Module {
  public:
   explicit T5FeedForwardImpl(const ModelConfig& config);
-  torch::Tensor forward(const torch::Tensor& x);
+  // dropout: applied to the activation, before wo.
+  torch::Tensor forward(const torch::Tensor& x, const std::function<torch::Tensor(torch::Tensor)>& dropout = {});
   void describe_init(const std::string& name, InitPlan& plan) const;
 
   Linear wi{nullptr}, wi_0{nullptr}, wi_1{nullptr}, wo{nullptr};  // wi (relu) or wi_0, wi_1 (gated-gelu)
@@ -85,15 +95,21 @@ class T5BlockImpl : public torch::nn::Module {
  public:
   T5BlockImpl(const ModelConfig& config, bool decoder, bool relative_bias);
   // keep: the self-attention's mask; memory and memory_keep: the encoder's output and the
-  // cross-attention's mask (decoder only).
+  // cross-attention's mask (decoder only). dropout: the key of the block's tokens (the
+  // decoder's own for a decoder block), memory_dropout the encoder's (decoder only); layer:
+  // the block's index, which keys its masks.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& bias, const torch::Tensor& keep,
-                        const torch::Tensor& memory, const torch::Tensor& memory_keep);
+                        const torch::Tensor& memory, const torch::Tensor& memory_keep, const DropoutKey& dropout = {},
+                        const DropoutKey& memory_dropout = {}, int64_t layer = 0);
   void describe_init(const std::string& name, InitPlan& plan) const;
   void float8_layers(const std::string& name, Float8Layers& layers);
 
   T5Attention self_attention{nullptr}, cross_attention{nullptr};
   RMSNorm self_norm{nullptr}, cross_norm{nullptr}, ff_norm{nullptr};
   T5FeedForward feed_forward{nullptr};
+
+ private:
+  double dropout_;
 };
 TORCH_MODULE(T5Block);
 
@@ -120,7 +136,8 @@ class T5ForConditionalGeneration final : public CausalLM {
   // The stack's relative-position bias [1, heads, queries, keys] from its first block's table.
   torch::Tensor position_bias(T5Block first, int64_t queries, int64_t keys, bool bidirectional);
   torch::Tensor run_stack(std::vector<T5Block>& blocks, int64_t first_index, torch::Tensor x, const torch::Tensor& keep,
-                          const torch::Tensor& memory, const torch::Tensor& memory_keep);
+                          const torch::Tensor& memory, const torch::Tensor& memory_keep, const DropoutKey& dropout,
+                          const DropoutKey& memory_dropout);
 };
 
 }  // namespace xtrain::model

@@ -177,7 +177,7 @@ TEST_CASE("model.init_from refuses a config.json with dropout unless the recipe 
   CHECK(problems(recipe, {"model.dropout=0"}).empty());
   CHECK(problems(recipe, {"model.dropout=0.1"}) ==
         std::vector<std::string>{"--set model.dropout=0.1: model.dropout: 0.1: model.family qwen3_moe computes no "
-                                 "dropout (only bert, vit do); set model.dropout: 0"});
+                                 "dropout (only bert, vit, t5 do); set model.dropout: 0"});
   // Mixtral's router jitter is noise of the same kind.
   const auto jitter = recipe_init_from_test::write_folder(scratch, R"(, "router_jitter_noise": 0.01)");
   CHECK(problems(recipe) == std::vector<std::string>{"r.yaml:3:3: model.init_from: " + jitter +
@@ -207,6 +207,16 @@ TEST_CASE("model.init_from takes a BERT folder's dropout unless the recipe sets 
                                  "probability to the attention probabilities and the hidden states; set "
                                  "model.dropout in the recipe"});
   CHECK(problems(differ, {"model.dropout=0.1"}).empty());
+}
+
+TEST_CASE("model.init_from takes a T5 folder's dropout_rate unless the recipe sets model.dropout", "[config]") {
+  xtrain::testing::ScratchDir scratch;
+  scratch.write("t5/config.json", R"({"model_type": "t5", "vocab_size": 320, "d_model": 32, "d_kv": 8, "d_ff": 64,
+                                      "num_layers": 2, "num_heads": 4, "dropout_rate": 0.1})");
+  const std::string recipe = "name: x\nmodel:\n  init_from: hf:" + (scratch.path() / "t5").string() +
+                             "\ndata:\n  tokenizer: byte\n  objective: span_corruption\n  seq_len: 64\n";
+  CHECK(load_recipe_text(recipe, "r.yaml").model.dropout == 0.1);
+  CHECK(load_recipe_text(recipe, "r.yaml", {{"model.dropout=0"}}).model.dropout == 0);
 }
 
 TEST_CASE("model.init_from takes the router's coefficient from config.json unless the recipe sets one", "[config]") {
