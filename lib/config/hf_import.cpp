@@ -39,6 +39,10 @@ const std::vector<ImportedKey> kShape = {
     {"model.rope_original_max_len", {}},
     {"model.norm_eps", {"rms_norm_eps", "layer_norm_eps"}},
     {"model.tie_embeddings", {}},
+    {"model.feed_forward", {"feed_forward_proj"}},
+    {"model.num_decoder_layers", {"num_decoder_layers"}},
+    {"model.relative_buckets", {"relative_attention_num_buckets"}},
+    {"model.relative_max_distance", {"relative_attention_max_distance"}},
     {"model.init_std", {"initializer_range"}},
     {"model.num_experts", {"num_experts", "num_local_experts", "n_routed_experts"}},
     {"model.num_experts_per_tok", {"num_experts_per_tok"}},
@@ -107,7 +111,6 @@ class HfImport {
                                  "(model.init_from takes the model's shape from config.json)",
                                  dir_));
     m.layer_types = hf.layer_types;
-    m.encoder_decoder = hf.encoder_decoder;  // t5's decoder depth, buckets and feed-forward: no recipe key sets them
     if (refused_) return false;  // the head size divides by the heads refused
     take_value(kKvHeads, kv_heads, hf.num_kv_heads);
     take_value(kHeadDim, head_dim, hf.head_dim());

@@ -3,7 +3,8 @@
 # as one process bring the loss down by a third; FSDP 2 gives the same per-step losses and
 # weights (1e-5), with model.dropout 0.1 too, whose run also resumes bit-identically; a T5 v1.1
 # folder that transformers writes trains 4 steps and its export scores in transformers as in
-# xtrain; the recipe check refuses what t5 does not support, naming the key.
+# xtrain, and so does a T5 v1.1 built from recipe keys alone; the recipe check refuses what t5
+# does not support, and those keys on another family, naming the key.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -112,6 +113,32 @@ b = float(re.search(r"loss ([0-9.]+)", sys.argv[2]).group(1))
 assert abs(a - b) <= 1e-5 * abs(b), (a, b)
 PY
 
+# A T5 v1.1 from a recipe alone (gated GELU, its own lm_head, 3 decoder blocks, 8 buckets up to
+# offset 20): 2 steps, exported; config.json says that shape, and transformers scores the export
+# on 8 held-out samples as xtrain's eval does.
+v11=(--set model.feed_forward=gated-gelu --set model.tie_embeddings=false --set model.num_decoder_layers=3
+  --set model.relative_buckets=8 --set model.relative_max_distance=20 --set data.eval=builtin:demo-eval)
+train v11 1 "${v11[@]}" --set train.steps=2 --set checkpoint.every=2
+export_latest "$work/v11"
+"$python" - "$work/v11/export/config.json" <<'PY'
+import json, sys
+config = json.load(open(sys.argv[1]))
+want = {"feed_forward_proj": "gated-gelu", "num_layers": 2, "num_decoder_layers": 3, "relative_attention_num_buckets": 8,
+        "relative_attention_max_distance": 20, "scale_decoder_outputs": False}
+assert all(config[k] == v for k, v in want.items()), {k: config.get(k) for k in want}
+PY
+"$xtrain" data batch "$work/recipe.yaml" "${v11[@]}" --split eval --count 8 --out "$work/v11.safetensors" > /dev/null
+ours=$("$xtrain" eval "$work/recipe.yaml" "${v11[@]}" --set run.dir="$work/v11" --set train.micro_batch_size=8 \
+  --set train.eval_batches=1 | grep '^eval loss')
+theirs=$("$python" "$srcdir/tools/reference/t5_loss.py" "$work/v11/export" "$work/v11.safetensors" --encoder-length 64)
+echo "t5 v1.1 from a recipe: xtrain: $ours; transformers: $theirs"
+"$python" - "$ours" "$theirs" <<'PY'
+import re, sys
+a = float(re.search(r"eval loss ([0-9.]+)", sys.argv[1]).group(1))
+b = float(re.search(r"loss ([0-9.]+)", sys.argv[2]).group(1))
+assert abs(a - b) <= 1e-5 * abs(b), (a, b)
+PY
+
 # Generation is for decoders: a T5 export is refused with the reason, exit 2.
 set +e
 "$xtrain" generate "$work/imported/export" --prompt "x" --max-new-tokens 4 > "$work/generate.log" 2>&1
@@ -136,4 +163,7 @@ refused parallel.cp --set parallel.cp=2
 refused data.objective --set data.objective=clm
 refused data.pack --set data.pack=true
 refused data.objective --set model.family=llama --set model.head_dim=0
+refused model.relative_max_distance --set model.relative_max_distance=8
+refused model.num_decoder_layers --set model.family=llama --set model.head_dim=0 --set model.num_decoder_layers=3
+refused model.feed_forward --set model.family=llama --set model.head_dim=0 --set model.feed_forward=gated-gelu
 echo "t5: refusals name their keys"

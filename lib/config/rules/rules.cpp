@@ -15,6 +15,7 @@ void multi_token_prediction(const RuleContext&);
 void float8(const RuleContext&);
 void freeze(const RuleContext&);
 void dropout(const RuleContext&);
+void encoder_decoder(const RuleContext&);
 void lora(const RuleContext&);
 void onebit_adam(const RuleContext&);
 void objective(const RuleContext&);
@@ -40,6 +41,7 @@ const std::vector<FeatureRule>& recipe_rules() {
       {"float8", rules::float8},
       {"freeze", rules::freeze},
       {"dropout", rules::dropout},
+      {"encoder_decoder", rules::encoder_decoder},
       {"lora", rules::lora},
       {"onebit_adam", rules::onebit_adam},
       {"objective", rules::objective},

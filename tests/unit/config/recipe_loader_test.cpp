@@ -219,6 +219,26 @@ TEST_CASE("model.init_from takes a T5 folder's dropout_rate unless the recipe se
   CHECK(load_recipe_text(recipe, "r.yaml", {{"model.dropout=0"}}).model.dropout == 0);
 }
 
+TEST_CASE("model.init_from takes a T5 folder's feed-forward, decoder depth and buckets", "[config]") {
+  xtrain::testing::ScratchDir scratch;
+  scratch.write("t5/config.json", R"({"model_type": "t5", "vocab_size": 320, "d_model": 32, "d_kv": 8, "d_ff": 64,
+                                      "num_layers": 2, "num_decoder_layers": 3, "num_heads": 4,
+                                      "relative_attention_num_buckets": 8, "relative_attention_max_distance": 20,
+                                      "feed_forward_proj": "gated-gelu", "tie_word_embeddings": false})");
+  const std::string dir = (scratch.path() / "t5").string();
+  const std::string recipe =
+      "name: x\nmodel:\n  init_from: hf:" + dir + "\ndata:\n  tokenizer: byte\n  objective: span_corruption\n";
+  const auto ed = load_recipe_text(recipe, "r.yaml").model.encoder_decoder;
+  CHECK(ed.gated_gelu);
+  CHECK(ed.decoder_layers == 3);
+  CHECK(ed.relative_buckets == 8);
+  CHECK(ed.relative_max_distance == 20);
+  CHECK(problems(recipe, {"model.num_decoder_layers=5"}) ==
+        std::vector<std::string>{"--set model.num_decoder_layers=5: model.num_decoder_layers: 5, but " + dir +
+                                 "/config.json says 3; leave it out of the recipe (model.init_from takes the model's "
+                                 "shape from config.json)"});
+}
+
 TEST_CASE("model.init_from takes the router's coefficient from config.json unless the recipe sets one", "[config]") {
   xtrain::testing::ScratchDir scratch;
   const auto dir = recipe_init_from_test::write_folder(scratch, R"(, "router_aux_loss_coef": 0.001)");
