@@ -27,7 +27,7 @@ import argparse
 import torch
 from safetensors.torch import load_file, save_file
 
-from golden import Float64Everywhere
+from golden_steps import add_golden_parser, prepare, trajectory
 from hf_loading import load_checked
 
 
@@ -58,27 +58,8 @@ def forward(model, batch):
                  decoder_input_ids=batch["decoder_input_ids"], labels=batch["labels"], use_cache=False)
 
 
-def train(model, batch, args):
-    """K steps of clipping + torch.optim.AdamW on one batch: the step losses and the parameters
-    after the last step."""
-    named = list(model.named_parameters())
-    opt = torch.optim.AdamW([{"params": [p for n, p in named if decays(n, p)], "weight_decay": args.weight_decay},
-                             {"params": [p for n, p in named if not decays(n, p)], "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8, foreach=False)
-    losses = []
-    for _ in range(args.steps):
-        opt.zero_grad(set_to_none=True)
-        loss = forward(model, batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], max_norm=1.0)
-        losses.append(loss.item())
-        opt.step()
-    return losses, {n: p.detach().clone() for n, p in model.named_parameters()}
-
-
 def golden(args):
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    prepare()
     from transformers import T5ForConditionalGeneration
 
     def load():
@@ -92,13 +73,7 @@ def golden(args):
     for name, parameter in model.named_parameters():
         result[f"grad.{name}"] = parameter.grad.detach().clone()
     if args.steps > 0:
-        losses, final = train(load(), batch, args)
-        result["train_losses"] = torch.tensor(losses, dtype=torch.float64)
-        result.update({f"final.{n}": p for n, p in final.items()})
-        model64 = load().double()
-        with Float64Everywhere():
-            _, final64 = train(model64, batch, args)
-        result.update({f"final64.{n}": p for n, p in final64.items()})
+        result.update(trajectory(load, lambda m: forward(m, batch).loss, decays, args))
     save_file(result, args.out)
     print(f"loss {out.loss.item():.6f}")
 
@@ -111,13 +86,7 @@ def main():
     m.add_argument("--out", required=True)
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--vocab", type=int, default=97)
-    g = sub.add_parser("golden")
-    g.add_argument("--checkpoint", required=True)
-    g.add_argument("--batch", required=True)
-    g.add_argument("--out", required=True)
-    g.add_argument("--steps", type=int, default=0)
-    g.add_argument("--lr", type=float, default=1e-3)
-    g.add_argument("--weight-decay", type=float, default=1.0)
+    add_golden_parser(sub)
     args = p.parse_args()
     make(args) if args.command == "make" else golden(args)
 

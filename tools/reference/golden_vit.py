@@ -26,7 +26,7 @@ import tempfile
 import torch
 from safetensors.torch import load_file, save_file
 
-from golden import Float64Everywhere
+from golden_steps import add_golden_parser, prepare, trajectory
 from hf_loading import load_checked
 
 
@@ -61,33 +61,19 @@ def checkpoint_names(model):
     return {names[int(t.flatten()[0].item())]: name for name, t in stored.items()}
 
 
-def train(model, pixels, labels, args):
-    """K steps of clipping + torch.optim.AdamW on one batch: the step losses and the parameters
-    after the last step. Matrices decay, but the class token and the positions (vit's spec)."""
-    decay = [p for n, p in model.named_parameters()
-             if p.dim() >= 2 and "cls_token" not in n and "position_embeddings" not in n]
-    rest = [p for n, p in model.named_parameters()
-            if not (p.dim() >= 2 and "cls_token" not in n and "position_embeddings" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                             {"params": rest, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8, foreach=False)
-    losses = []
-    for _ in range(args.steps):
-        opt.zero_grad(set_to_none=True)
-        loss = model(pixel_values=pixels, labels=labels).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], max_norm=1.0)
-        losses.append(loss.item())
-        opt.step()
-    return losses, {n: p.detach().clone() for n, p in model.named_parameters()}
+def decays(name, p):
+    """Matrices decay, but the class token and the positions (vit's spec)."""
+    return p.dim() >= 2 and "cls_token" not in name and "position_embeddings" not in name
 
 
 def golden(args):
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    prepare()
     from transformers import ViTForImageClassification
-    model = load_checked(ViTForImageClassification, args.checkpoint, attn_implementation="eager")
-    model.train()  # dropout is 0 in the config
+
+    def load():
+        return load_checked(ViTForImageClassification, args.checkpoint, attn_implementation="eager").train()
+
+    model = load()  # dropout is 0 in the config
     names = checkpoint_names(model)
     batch = load_file(args.batch)
     pixels, labels = batch["pixel_values"].float(), batch["labels"].long()
@@ -97,14 +83,8 @@ def golden(args):
     for name, parameter in model.named_parameters():
         result[f"grad.{names[name]}"] = parameter.grad.detach().clone()
     if args.steps > 0:
-        model = load_checked(ViTForImageClassification, args.checkpoint, attn_implementation="eager").train()
-        losses, final = train(model, pixels, labels, args)
-        result["train_losses"] = torch.tensor(losses, dtype=torch.float64)
-        result.update({f"final.{names[n]}": p for n, p in final.items()})
-        model64 = load_checked(ViTForImageClassification, args.checkpoint, attn_implementation="eager").double().train()
-        with Float64Everywhere():
-            _, final64 = train(model64, pixels.double(), labels, args)
-        result.update({f"final64.{names[n]}": p for n, p in final64.items()})
+        result.update(trajectory(load, lambda m: m(pixel_values=pixels.to(m.dtype), labels=labels).loss, decays, args,
+                                 name=lambda n: names[n]))
     save_file(result, args.out)
     print(f"loss {out.loss.item():.6f}")
 
@@ -120,13 +100,7 @@ def main():
     m.add_argument("--labels", type=int, default=5)
     m.add_argument("--hidden", type=int, default=32)
     m.add_argument("--layers", type=int, default=2)
-    g = sub.add_parser("golden")
-    g.add_argument("--checkpoint", required=True)
-    g.add_argument("--batch", required=True)
-    g.add_argument("--out", required=True)
-    g.add_argument("--steps", type=int, default=0)
-    g.add_argument("--lr", type=float, default=1e-3)
-    g.add_argument("--weight-decay", type=float, default=1.0)
+    add_golden_parser(sub)
     args = p.parse_args()
     make(args) if args.command == "make" else golden(args)
 
