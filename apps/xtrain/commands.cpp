@@ -16,6 +16,7 @@
 #include "config/recipe_loader.h"
 #include "data/data_prepare.h"
 #include "data_cache_command.h"
+#include "launch/data_positions.h"
 #include "launch/goodput.h"
 #include "model/spec/model_spec.h"
 #include "omp_wait_policy.h"
@@ -517,12 +518,16 @@ Command add_launch(CLI::App& app, launch::LaunchOptions& options) {
 // What a run's time went to, read from its own records.
 Command add_goodput(CLI::App& app) {
   auto* command = app.add_subcommand(
-      "goodput", "Wall time, productive step time and the time each interruption cost, from a run's records");
+      "goodput", "Wall time, productive step time and the time each interruption cost, from a run's records; "
+      "and whether every step read the data an uninterrupted run would (exit 1 if not)");
   auto run_dir = std::make_shared<std::string>();
   command->add_option("run_dir", *run_dir, "The run's folder (run.dir)")->required();
   return {command, [run_dir] {
             fmt::print("{}", launch::goodput_report(*run_dir, launch::measure_goodput(*run_dir)));
-            return 0;
+            // Data skipped or read twice is a fault of the run, not of its records: exit 1.
+            const auto positions = launch::check_data_positions(*run_dir);
+            fmt::print("{}", launch::data_positions_report(positions));
+            return positions.faults.empty() ? 0 : 1;
           }};
 }
 

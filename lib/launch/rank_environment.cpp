@@ -1,8 +1,8 @@
 #include "launch/rank_environment.h"
 
-#include <algorithm>
+#include <unistd.h>  // environ (a GNU extension, with C linkage: declared once, by it)
 
-extern char** environ;
+#include <algorithm>
 
 namespace xtrain::launch {
 namespace {

@@ -30,10 +30,11 @@ constexpr int64_t kSlowRankWindow = 20;
 }  // namespace
 
 StepReport::StepReport(const config::Recipe& recipe, const parallel::ParallelDegrees& degrees, int64_t last_step,
-                       torch::Device device, bool distributed, bool chief)
+                       int64_t epoch_samples, torch::Device device, bool distributed, bool chief)
     : recipe_(recipe),
       degrees_(degrees),
       last_step_(last_step),
+      epoch_samples_(epoch_samples),
       tokens_per_step_(recipe.train.global_batch_size * recipe.data.seq_len),
       device_(device),
       distributed_(distributed),
@@ -91,6 +92,14 @@ void StepReport::write_metrics(int64_t step, int64_t samples_consumed, const Ste
                                    {"comm_waits", outcome.comm.waits},
                                    {"data_wait_s", outcome.data_wait},
                                    {"data_read_s", outcome.data_read}};
+  // Global sample (or packed row) indices run on across epochs (data/sample_dataset.h).
+  const int64_t position = samples_consumed - recipe_.train.global_batch_size;
+  record["data.position"] = position;
+  record["data.samples"] = recipe_.train.global_batch_size;
+  if (epoch_samples_ > 0) {
+    record["data.epoch"] = position / epoch_samples_;
+    record["data.offset"] = position % epoch_samples_;
+  }
   for (const auto& [name, value] : outcome.aux_losses) record["aux_loss." + name] = value;
   for (const auto& [name, value] : outcome.objective_metrics) record[name] = value;
   if (outcome.gathered_bytes > 0) record["fsdp.gathered_bytes"] = outcome.gathered_bytes;

@@ -22,9 +22,10 @@ namespace xtrain::train {
 
 class StepReport {
  public:
-  // last_step: where this session ends (--stop-at-step, else train.steps).
+  // last_step: where this session ends (--stop-at-step, else train.steps); epoch_samples: the
+  // training data's samples (packed rows with data.pack) in one epoch, 0 when it has no epochs.
   StepReport(const config::Recipe& recipe, const parallel::ParallelDegrees& degrees, int64_t last_step,
-             torch::Device device, bool distributed, bool chief);
+             int64_t epoch_samples, torch::Device device, bool distributed, bool chief);
 
   // Rank 0 appends to run.dir/metrics.jsonl, dropping records after `resume_step`, and with
   // metrics.tensorboard to a new event file in run.dir/tensorboard (train/tensorboard_log.h).
@@ -33,6 +34,9 @@ class StepReport {
   void record(const nlohmann::ordered_json& record);
 
   // state_bytes: parameters, gradients and optimizer state held now (peak, gathers included).
+  // samples_consumed: after this step, whose global batch is the train.global_batch_size samples
+  // before it; the record says where they lie (data.position, data.epoch, data.offset), the same
+  // on every layout, which `xtrain goodput` checks across restarts (launch/data_positions.h).
   void step(int64_t step, int64_t samples_consumed, const StepOutcome& outcome, int64_t state_bytes,
             const NonFiniteGuard& non_finite);
   void eval(int64_t step, const EvalResult& result);
@@ -47,6 +51,7 @@ class StepReport {
   const config::Recipe& recipe_;
   parallel::ParallelDegrees degrees_;
   int64_t last_step_;
+  int64_t epoch_samples_;
   int64_t tokens_per_step_;
   torch::Device device_;
   bool distributed_, chief_;

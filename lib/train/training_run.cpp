@@ -98,7 +98,8 @@ TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& optio
   watchdog_->report_lost_store_host_when([] { return stop_requested() && !stop_checkpoint_saved(); });
   sums_ = std::make_unique<RankSums>(mesh_->group(parallel::Dim::world), device_);
   parallelize_model();
-  report_ = std::make_unique<StepReport>(recipe_, degrees_, last_step_, device_, world_.distributed(), chief_);
+  report_ = std::make_unique<StepReport>(recipe_, degrees_, last_step_, train_data_ ? train_data_->num_samples() : 0,
+                                         device_, world_.distributed(), chief_);
   if (resume_from_) resume();
   if (!options_.setup_only) open_outputs();
   print_summary();

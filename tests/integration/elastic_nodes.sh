@@ -10,6 +10,9 @@
 #           reads the interruption back from the run's own records.
 #   shrink: --nnodes 1:2, no spare: node 1 is killed after step 12 and the run resumes on node 0
 #           alone, the global batch kept by twice the accumulation; losses within 1e-5 relative.
+# In both runs, `xtrain goodput` checks the data position every step recorded: steps 1..24 read
+# samples 0..191 once, in order, across the restarts; a copy of the spare run's records with one
+# resumed step moved to other samples is refused (exit 1), naming the step and the samples.
 # Needs root and iproute2's `ip`: without them it fails, it does not skip.
 # KEEP=1 keeps its folder (the nodes' logs, the runs) for a look afterwards.
 set -euo pipefail
@@ -103,6 +106,16 @@ lost=$(grep -o 'interruption 1 *[0-9.]*' "$work/goodput.txt" | awk '{ print $3 }
 (( $(awk -v lost="$lost" -v k="$killed" -v n="$next_step" 'BEGIN { print (lost > 1 && lost < n - k + 1) }') )) ||
   fail "goodput counts $lost s for the interruption; the kill to the next new step took $(awk -v k="$killed" -v n="$next_step" 'BEGIN { print n - k }') s"
 expect_refusal 2 "$work/goodput_missing.txt" "goodput: cannot read $work/none/metrics.jsonl" "$xtrain" goodput "$work/none"
+whole_data="data: steps 1..24 read samples 0..191 in order, each global batch once: none skipped or repeated"
+expect_text "$work/goodput.txt" "$whole_data"
+# The first step after the restart as if the resume had restored the wrong data position.
+cp -r "$work/spare" "$work/doctored"
+first=$((resumed_at + 1))
+sed -i "s/^{\"step\":$first,\(.*\)\"data.position\":$((resumed_at * 8)),/{\"step\":$first,\1\"data.position\":$((first * 8)),/" \
+  "$work/doctored/metrics.jsonl"
+expect_refusal 1 "$work/goodput_doctored.txt" \
+  "step $first read samples $((first * 8))..$((first * 8 + 7)): samples $((resumed_at * 8))..$((first * 8 - 1)) after step $resumed_at's batch were skipped" \
+  "$xtrain" goodput "$work/doctored"
 
 # --- no spare: the run goes on, on the node left ----------------------------------------------------
 port=29600  # node 0's ports of the first job may still be in TIME_WAIT
@@ -114,3 +127,5 @@ wait_all || { tail -n 30 "$work"/shrink.node*.log; fail "the job did not go on w
 expect_match "$work/shrink.node0.log" "attempt 1 runs on nodes 0 (1 ranks)"
 expect_match "$work/shrink.node0.log" "train: 24 steps x 8 sequences (8 per rank: 4 micro batches of 2)"
 same_losses "$work/reference" "$work/shrink" 24 1e-5 "shrink (the last steps on 1 node of 1 rank)"
+"$xtrain" goodput "$work/shrink" > "$work/shrink_goodput.txt"
+expect_text "$work/shrink_goodput.txt" "$whole_data"
