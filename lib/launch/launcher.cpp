@@ -42,6 +42,7 @@ struct AttemptResult {
   std::vector<RankFailure> other_failures;  // kFailed: more ranks of this node that failed on their own
   int signal = 0;                           // kSignalled
   std::string abort_reason;                 // kAborted
+  bool regrouped = false;                   // kSucceeded: stopped at a checkpoint to take in more nodes
 };
 
 bool stopped_cleanly(int wait_status) { return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitStopped; }
@@ -59,6 +60,15 @@ std::string command_title(const LaunchOptions& options) {
   constexpr size_t kMaxTitle = 100;
   if (title.size() > kMaxTitle) title = title.substr(0, kMaxTitle - 3) + "...";
   return title;
+}
+
+// NAME=VALUE in an environment, in place of any entry of that name.
+void set_variable(std::vector<std::string>& environment, const std::string& name, const std::string& value) {
+  const std::string prefix = name + "=";
+  environment.erase(std::remove_if(environment.begin(), environment.end(),
+                                   [&](const std::string& entry) { return entry.rfind(prefix, 0) == 0; }),
+                    environment.end());
+  environment.push_back(prefix + value);
 }
 
 std::string make_temporary_dir() {
@@ -112,6 +122,10 @@ class Launcher {
       const AttemptResult result = run_attempt(attempt);
       switch (result.kind) {
         case AttemptResult::kSucceeded:
+          if (result.regrouped) {
+            notice(fmt::format("attempt {} stopped at its checkpoint to take in the nodes that joined", attempt));
+            continue;
+          }
           leave();
           if (result.stopped_ranks == 0) return 0;
           notice("the ranks saved a checkpoint and stopped; run the same command to continue");
@@ -134,9 +148,10 @@ class Launcher {
           // Bad input (a recipe, data or environment error) fails the same way on every attempt:
           // no restart, and the job exits 2 as its rank did.
           const bool bad_input = result.root_cause.signal == 0 && result.root_cause.exit_code == kExitBadInput;
-          if (!bad_input && attempt < options_.max_restarts) {
+          const int restarts = attempt - membership_->regroups();  // the same count on every node
+          if (!bad_input && restarts < options_.max_restarts) {
             notice(fmt::format("attempt {} failed: {}; restarting every rank (restart {} of {})", attempt,
-                               describe(result.root_cause), attempt + 1, options_.max_restarts));
+                               describe(result.root_cause), restarts + 1, options_.max_restarts));
             continue;
           }
           print_failure_report(result);
@@ -205,7 +220,12 @@ class Launcher {
     result.ranks = static_cast<int>(ranks_.size());
     for (const auto& rank : ranks_) result.stopped_ranks += stopped_cleanly(rank->wait_status()) ? 1 : 0;
     clear_ranks();
-    if (result.kind == AttemptResult::kSucceeded) wait_for_other_nodes(attempt, result);
+    if (result.kind != AttemptResult::kSucceeded) return result;
+    // Rank 0 removed the file when the ranks stopped for the regroup (train/regroup_request.h).
+    if (regroup_asked_ && result.stopped_ranks == result.ranks && !fs::exists(regroup_file(attempt)))
+      membership_->publish_regrouped(attempt);
+    membership_->publish_success(attempt);
+    follow_attempt(attempt, result);
     return result;
   }
 
@@ -246,21 +266,7 @@ class Launcher {
   }
 
   // A spare runs no ranks: it follows the attempt to its end, and joins the next one.
-  void wait_as_spare(int attempt, AttemptResult& result) {
-    while (!membership_->all_succeeded(attempt, static_cast<int>(members_.size()))) {
-      if (auto failure = store_->published_failure(attempt)) {
-        result.kind = AttemptResult::kFailed;
-        result.root_cause = *failure;
-        return;
-      }
-      if (auto reason = store_->published_abort()) {
-        result.kind = AttemptResult::kAborted;
-        result.abort_reason = *reason;
-        return;
-      }
-      if (take_stop_signal(result)) return;
-    }
-  }
+  void wait_as_spare(int attempt, AttemptResult& result) { follow_attempt(attempt, result); }
 
   // Node 0's launcher: a member whose launcher stopped beating fails the attempt, whatever its
   // ranks' peers have noticed yet.
@@ -275,9 +281,10 @@ class Launcher {
     return std::nullopt;
   }
 
-  // After this node's ranks all succeeded: the job succeeded once every node's have.
-  void wait_for_other_nodes(int attempt, AttemptResult& result) {
-    membership_->publish_success(attempt);
+  // Without ranks running here (a spare, or a member whose ranks all succeeded): until every
+  // member's ranks have succeeded, or a failure, an abort or a stop signal comes first. A
+  // member lost meanwhile fails the attempt (node 0 names it; spares are never node 0).
+  void follow_attempt(int attempt, AttemptResult& result) {
     while (!membership_->all_succeeded(attempt, static_cast<int>(members_.size()))) {
       if (auto lost = lost_member()) store_->publish_failure(attempt, *lost);
       if (auto failure = store_->published_failure(attempt)) {
@@ -292,7 +299,29 @@ class Launcher {
       }
       if (take_stop_signal(result)) return;
     }
+    result.regrouped = membership_->regrouped(attempt);
   }
+
+  // Node 0, while its ranks run: nodes that joined an attempt short of nodes are taken in at
+  // the ranks' next periodic checkpoint, after which they stop (train/regroup_request.h).
+  void take_in_joined_nodes(int attempt) {
+    if (regroup_asked_) return;
+    const auto nodes = membership_->nodes_to_take_in(attempt, members_);
+    if (nodes.empty()) return;
+    const std::string path = regroup_file(attempt);
+    if (std::FILE* file = std::fopen(path.c_str(), "w")) {
+      std::fclose(file);
+    } else {
+      throw std::runtime_error(fmt::format("launch: cannot create {}", path));
+    }
+    regroup_asked_ = true;
+    notice(fmt::format("node{} {} joined attempt {} on {} of {} nodes: the ranks stop after their next checkpoint "
+                       "(checkpoint.every) and the next attempt takes {} in",
+                       nodes.size() == 1 ? "" : "s", node_list_text(nodes), attempt, members_.size(),
+                       working_nodes(options_), nodes.size() == 1 ? "it" : "them"));
+  }
+
+  std::string regroup_file(int attempt) const { return fmt::format("{}/attempt_{}/regroup", files_dir_, attempt); }
 
   // Waits one poll interval for a signal; true when one asks to stop.
   bool take_stop_signal(AttemptResult& result) {
@@ -320,6 +349,7 @@ class Launcher {
     if (error) throw std::runtime_error(fmt::format("launch: cannot create {}: {}", dir, error.message()));
     stopping_ = false;
     killed_ = false;
+    regroup_asked_ = false;
     for (int local_rank = 0; local_rank < options_.nproc_per_node; ++local_rank) {
       const int rank = layout.node_rank * layout.nproc_per_node + local_rank;
       const std::string error_file = fmt::format("{}/rank_{}.error.json", dir, rank);
@@ -330,6 +360,7 @@ class Launcher {
       command.program = options_.program;
       command.arguments = options_.command;
       command.environment = rank_environment(parent_environment_, layout, local_rank, attempt, error_file);
+      set_variable(command.environment, kRegroupFileVariable, regroup_file(attempt));
       if (!options_.log_dir.empty()) command.log_path = fmt::format("{}/rank_{}.log", dir, rank);
       ranks_.push_back(std::make_unique<RankProcess>(command));
       error_files_.push_back(error_file);
@@ -362,6 +393,8 @@ class Launcher {
           result.kind = AttemptResult::kAborted;
           result.abort_reason = *reason;
           begin_stop(SIGTERM, options_.stop_grace_s);  // a stop request, as if signalled here
+        } else {
+          take_in_joined_nodes(attempt);
         }
       }
     }
@@ -465,6 +498,7 @@ class Launcher {
   std::vector<std::string> error_files_;  // parallel to ranks_
   bool stopping_ = false;
   bool killed_ = false;
+  bool regroup_asked_ = false;  // node 0: this attempt's ranks were asked to stop at a checkpoint
   Clock::time_point stop_deadline_;
 };
 

@@ -135,8 +135,15 @@ int NodeMembership::first_attempt() {
     store_.set_value("attempt", "0");
     return 0;
   }
-  const auto current = store_.value("attempt");
-  return current ? std::stoi(*current) : 0;
+  // A failed attempt is over, though node 0 may not have joined the next yet: joining it would
+  // start ranks for members named before this node was lost.
+  const auto deadline = Clock::now() + std::chrono::duration<double>(options_.join_timeout_s);
+  while (true) {
+    const auto current = store_.value("attempt");
+    const int attempt = current ? std::stoi(*current) : 0;
+    if (!store_.published_failure(attempt) || Clock::now() > deadline) return attempt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 void NodeMembership::join(int attempt) {
@@ -176,6 +183,23 @@ std::optional<std::vector<int>> NodeMembership::members(int attempt) {
   store_.set_value(key, node_list_text(nodes));
   return nodes;
 }
+
+std::vector<int> NodeMembership::nodes_to_take_in(int attempt, const std::vector<int>& members) {
+  std::vector<int> nodes;
+  if (options_.node_rank != 0 || static_cast<int>(members.size()) >= working_nodes(options_)) return nodes;
+  for (int node : joined(attempt))
+    if (live(node) && std::find(members.begin(), members.end(), node) == members.end()) nodes.push_back(node);
+  return nodes;
+}
+
+void NodeMembership::publish_regrouped(int attempt) {
+  store_.set_value(attempt_key(attempt, "regrouped"), "regrouped");
+  store_.add("regroups", 1);
+}
+
+bool NodeMembership::regrouped(int attempt) { return store_.value(attempt_key(attempt, "regrouped")).has_value(); }
+
+int NodeMembership::regroups() { return static_cast<int>(store_.add("regroups", 0)); }
 
 std::string NodeMembership::joined_summary(int attempt) {
   const auto nodes = joined(attempt);

@@ -12,6 +12,12 @@
 // restart, once every live node has joined and at least MIN have. Members run ranks in the order
 // of the list (group rank = index); the others wait as hot spares until the attempt ends. A
 // node that starts late joins the attempt node 0 is in ("attempt").
+//
+// Growing back: when an attempt runs on fewer than working_nodes(options) (after a loss with no
+// spare) and a node joins it late (a lost node's launcher started again), node 0 takes it in:
+// the ranks stop after their next periodic checkpoint, node 0 marks the attempt regrouped, and
+// the next attempt is named as usual, on the nodes now there. Regroups are not failures: they
+// do not count against --max-restarts.
 #pragma once
 #include <chrono>
 #include <map>
@@ -45,7 +51,8 @@ class NodeMembership {
   // The failure node 0 publishes for a member it lost: names the node, its host and the silence.
   RankFailure lost_node_failure(int node) const;
 
-  // The attempt node 0 is in, for a launcher starting now; node 0 starts at 0.
+  // The attempt node 0 is in, for a launcher starting now (once node 0 has moved past a failed
+  // one, waiting at most --join-timeout); node 0 starts at 0.
   int first_attempt();
   void join(int attempt);
   // The attempt's members once named (node 0 names them when ready), else nullopt.
@@ -56,6 +63,16 @@ class NodeMembership {
   // A member's ranks all succeeded; the attempt succeeded once every member's have.
   void publish_success(int attempt);
   bool all_succeeded(int attempt, int members);
+
+  // Node 0: the live nodes that joined the attempt after its members were named, when it runs
+  // on fewer than the working nodes (empty otherwise, and on other nodes).
+  std::vector<int> nodes_to_take_in(int attempt, const std::vector<int>& members);
+  // Node 0, once its ranks stopped at the checkpoint it asked for, before publish_success, so
+  // that every node that sees the attempt succeed sees this too.
+  void publish_regrouped(int attempt);
+  bool regrouped(int attempt);
+  // The attempts so far that ended in a regroup, not a failure.
+  int regroups();
 
   // Signs off; node 0 waits (at most timeout_s) until every live node has, so that the store
   // outlives their last calls.

@@ -11,6 +11,11 @@
 
 namespace xtrain::launch {
 
+// The file whose appearance asks the ranks to stop after their next periodic checkpoint so that
+// the job can go on on more nodes (node_membership.h's growing back; train/regroup_request.h).
+// `xtrain launch` names one per attempt in each rank's environment.
+constexpr const char* kRegroupFileVariable = "XTRAIN_REGROUP_FILE";
+
 // torchrun's variables for one rank of this node in a given attempt (0 for the first start,
 // then one more per restart). options must be resolved (master_port and run_id set).
 std::map<std::string, std::string> torchrun_variables(const LaunchOptions& options, int local_rank, int restart_count,

@@ -11,6 +11,7 @@
 #include "train/context_split.h"
 #include "train/evaluate.h"
 #include "train/health_check.h"
+#include "train/regroup_request.h"
 #include "train/resume_check.h"
 #include "train/stop_signal.h"
 #include "util/exit_codes.h"
@@ -196,13 +197,22 @@ std::optional<int> TrainingRun::checkpoint_evaluate_or_stop() {
   }
   if (t_.eval_every > 0 && state_->step % t_.eval_every == 0 && state_->step != t_.steps) run_eval(state_->step);
   watchdog_->step_done(state_->step);
-  if (!stopping) return std::nullopt;
+  // Only at a periodic checkpoint just saved (the same step on every rank): one all-reduce there.
+  const bool regrouping = !stopping && periodic && state_->step != last_step_ &&
+                          training_step_->non_finite().in_a_row() == 0 && training_step_->spikes_in_a_row() == 0 &&
+                          sums_->sum(regroup_requested() ? 1.0 : 0.0) > 0;
+  if (!stopping && !regrouping) return std::nullopt;
   checkpoints_->finish();
   mesh_->group(parallel::Dim::world)->barrier();
   note_stop_checkpoint_saved();
   if (stop_votes >= kRefusedStopFileVote)  // saved first: the steps so far are kept
     throw InputError(fmt::format("{} (stopped after saving step {})", not_a_stop_file_message(recipe_.run.dir), state_->step));
-  if (chief_)
+  if (chief_ && regrouping) {
+    take_regroup_request();
+    fmt::print("regrouping after step {}: the launcher has more nodes for the run; stopped at this checkpoint, "
+               "which the next attempt resumes from on them (exit {})\n",
+               state_->step, kExitStopped);
+  } else if (chief_) {
     fmt::print("stopped by {} after step {}; run the same command to continue (exit {})\n",
                stop_requested() ? util::signal_name(stop_signal_number()) : "a STOP file or another rank's signal",
                state_->step, kExitStopped);
@@ -218,6 +228,7 @@ int TrainingRun::finish() {
 }
 
 int64_t TrainingRun::state_bytes(bool peak) const {
+  }
   int64_t optimizer_bytes = 0;
   for (const auto& p : trained_.optimized)
     if (!p.frozen) optimizer_bytes += 2 * p.tensor.numel() * static_cast<int64_t>(sizeof(float));

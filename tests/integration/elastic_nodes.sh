@@ -10,7 +10,10 @@
 #           reads the interruption back from the run's own records.
 #   shrink: --nnodes 1:2, no spare: node 1 is killed after step 12 and the run resumes on node 0
 #           alone, the global batch kept by twice the accumulation; losses within 1e-5 relative.
-# In both runs, `xtrain goodput` checks the data position every step recorded: steps 1..24 read
+#   grow:   as shrink, then node 1's launcher is started again with the same command: it joins
+#           the attempt running on node 0, whose ranks stop after their next periodic checkpoint,
+#           and the next attempt runs on both nodes from it; losses within 1e-5 relative.
+# In each run, `xtrain goodput` checks the data position every step recorded: steps 1..24 read
 # samples 0..191 once, in order, across the restarts; a copy of the spare run's records with one
 # resumed step moved to other samples is refused (exit 1), naming the step and the samples.
 # Needs root and iproute2's `ip`: without them it fails, it does not skip.
@@ -129,3 +132,43 @@ expect_match "$work/shrink.node0.log" "train: 24 steps x 8 sequences (8 per rank
 same_losses "$work/reference" "$work/shrink" 24 1e-5 "shrink (the last steps on 1 node of 1 rank)"
 "$xtrain" goodput "$work/shrink" > "$work/shrink_goodput.txt"
 expect_text "$work/shrink_goodput.txt" "$whole_data"
+
+# --- no spare, then the lost node back: the job grows back at the next checkpoint ---------------
+port=29700
+start_node grow 0 1:2
+start_node grow 1 1:2
+wait_for "$work/grow.node0.log" "\[rank 0\]: step +12/" 40
+kill_node 1 > /dev/null
+wait_for "$work/grow.node0.log" "attempt 1 runs on nodes 0 \(1 ranks\)" 20
+# Node 0's rank is held (SIGSTOP) until node 0's launcher has seen node 1 back: its steps here
+# take 10 ms, and would end the run before a launcher has started (1 s).
+rank_pattern="^$xtrain train $work/recipe.yaml --set run.dir=$work/grow\$"
+for _ in {1..100}; do
+  held=$(pgrep -f -- "$rank_pattern" || true)
+  [[ -z $held ]] || break
+  sleep 0.05
+done
+[[ -n $held ]] || fail "node 0's rank of attempt 1 did not start"
+kill -STOP $held
+mv "$work/grow.node1.log" "$work/grow.lost_node1.log"
+start_node grow 1 1:2  # the same command again
+wait_for "$work/grow.node0.log" "launch: node 1 joined attempt 1" 20
+kill -CONT $held
+wait_all || { tail -n 30 "$work"/grow.node*.log; fail "the job did not grow back to 2 nodes"; }
+log0=$work/grow.node0.log
+expect_match "$log0" "launch: node 1 beats again"
+expect_match "$log0" "launch: node 1 joined attempt 1 on 1 of 2 nodes: the ranks stop after their next checkpoint"
+expect_match "$work/grow.node1.log" "attempt 1 runs on nodes 0 (1 ranks); this node waits as a spare"
+regrouped_at=$(grep -o 'regrouping after step [0-9]*' "$log0" | grep -o '[0-9]*$' || true)
+[[ -n $regrouped_at ]] && ((regrouped_at % 5 == 0 && regrouped_at < 24)) ||
+  { tail -n 30 "$log0"; fail "no regroup at a checkpoint before the last step (checkpoint.every 5)"; }
+expect_match "$log0" "attempt 1 stopped at its checkpoint to take in the nodes that joined"
+expect_match "$work/grow.node1.log" "attempt 2 runs on nodes 0,1 (2 ranks); this node is group rank 1"
+expect_match "$log0" "resumed from .* at step $regrouped_at"
+[[ $(grep -c "train: 24 steps x 8 sequences (4 per rank: 2 micro batches of 2)" "$log0") == 2 ]] ||
+  fail "attempts 0 and 2 should both run 2 ranks"
+same_losses "$work/reference" "$work/grow" 24 1e-5 "grow (steps $((regrouped_at + 1))..24 on 2 nodes again)"
+"$xtrain" goodput "$work/grow" > "$work/grow_goodput.txt"
+cat "$work/grow_goodput.txt"
+expect_text "$work/grow_goodput.txt" "24 steps in 3 sessions, 2 interruptions"
+expect_text "$work/grow_goodput.txt" "$whole_data"

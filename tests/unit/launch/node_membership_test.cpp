@@ -135,3 +135,37 @@ TEST_CASE("node membership: nodes that count differently stop the job", "[launch
                     Contains("node 1 has min 2, active 3, heartbeat 0.05 but node 0 has min 2, active 2"));
   CHECK(store.published_abort());
 }
+
+TEST_CASE("node membership: a lost node back is taken in by the next attempt", "[launch]") {
+  SharedStore store;
+  NodeMembership node0(store, node(0, "1:2", 2));
+  std::optional<NodeMembership> node1;
+  node1.emplace(store, node(1, "1:2", 2));
+  node0.join(0);
+  node1->join(0);
+  run_for(0.06, {&node0, &*node1});
+  REQUIRE(node0.members(0) == std::vector<int>{0, 1});
+  CHECK(node0.nodes_to_take_in(0, {0, 1}).empty());  // the attempt has its working nodes
+  run_for(0.25, {&node0});  // node 1 lost
+  store.publish_failure(0, node0.lost_node_failure(1));
+  node0.join(1);
+  REQUIRE(node0.members(1) == std::vector<int>{0});
+
+  // Its launcher again: it joins the attempt running on node 0 alone, which takes it in.
+  node1.emplace(store, node(1, "1:2", 2));
+  CHECK(node1->first_attempt() == 1);
+  node1->join(1);
+  CHECK(node1->members(1) == std::vector<int>{0});  // a spare until then
+  CHECK(node0.nodes_to_take_in(1, {0}).empty());   // not beating yet
+  run_for(0.06, {&node0, &*node1});
+  CHECK(node0.live(1));
+  CHECK(node0.nodes_to_take_in(1, {0}) == std::vector<int>{1});
+  CHECK(node1->nodes_to_take_in(1, {0}).empty());  // node 0 decides
+  CHECK_FALSE(node1->regrouped(1));
+  node0.publish_regrouped(1);
+  CHECK(node1->regrouped(1));
+  CHECK(node1->regroups() == 1);
+  node0.join(2);
+  node1->join(2);
+  CHECK(node0.members(2) == std::vector<int>{0, 1});
+}
