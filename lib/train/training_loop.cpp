@@ -216,6 +216,7 @@ std::optional<int> TrainingRun::checkpoint_evaluate_or_stop() {
     fmt::print("stopped by {} after step {}; run the same command to continue (exit {})\n",
                stop_requested() ? util::signal_name(stop_signal_number()) : "a STOP file or another rank's signal",
                state_->step, kExitStopped);
+  }
   return kExitStopped;
 }
 
@@ -228,7 +229,6 @@ int TrainingRun::finish() {
 }
 
 int64_t TrainingRun::state_bytes(bool peak) const {
-  }
   int64_t optimizer_bytes = 0;
   for (const auto& p : trained_.optimized)
     if (!p.frozen) optimizer_bytes += 2 * p.tensor.numel() * static_cast<int64_t>(sizeof(float));
