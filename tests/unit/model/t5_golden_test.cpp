@@ -8,7 +8,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <set>
 #include <vector>
@@ -19,10 +18,9 @@
 
 #include "ckpt/hf_folder.h"
 #include "ckpt/safetensors.h"
+#include "model/golden_trajectory.h"
 #include "model/spec/model_spec.h"
 #include "model/t5/t5.h"
-#include "optim/adamw.h"
-#include "optim/grad_clip.h"
 #include "scratch_dir.h"
 #include "tensor_compare.h"
 #include "train/training_loss.h"
@@ -30,9 +28,6 @@
 using namespace xtrain;
 
 namespace {
-
-using testing::Distance;
-using testing::distance;
 
 // Encoder rows of 14 tokens, two of them padded; decoder rows of 7, one with unlabelled
 // positions; the decoder's inputs are the labels shifted right behind the start id 0.
@@ -122,41 +117,7 @@ TEST_CASE("T5's logits, loss, gradients and AdamW steps match transformers' T5Fo
              style, logits_error, loss_error, grad_error, compared);
 
   // AdamW steps, held to transformers' own float32 distance from the float64 run.
-  const auto& spec = model::model_spec("t5");
-  std::vector<optim::NamedParameter> parameters;
-  for (const auto& item : model->named_parameters())
-    parameters.push_back({item.key(), item.value(), spec.decays(item.key(), item.value().dim())});
-  optim::AdamW adamw(parameters, {0.9, 0.95, 1e-8, kWeightDecay, /*fused=*/false});
-  double step_loss_error = 0;
-  for (int step = 0; step < kSteps; ++step) {
-    for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
-    auto loss = train::next_token_loss_of_hidden(*model, model->forward(batch).hidden, batch.labels, 0);
-    loss.backward();
-    const double expected = golden.at("train_losses")[step].item<double>();
-    const double error = std::abs(loss.item<double>() - expected) / std::abs(expected);
-    CHECK(error < 1e-5);
-    step_loss_error = std::max(step_loss_error, error);
-    optim::clip_grad_norm(model->parameters(), 1.0);
-    adamw.step(kLr);
-  }
-  Distance reference_worst, xtrain_worst;
-  for (const auto& item : model->named_parameters()) {
-    const auto d = distance(golden.at("final." + item.key()), golden.at("final64." + item.key()));
-    reference_worst = {std::max(reference_worst.max_abs, d.max_abs), std::max(reference_worst.rms, d.rms)};
-  }
-  for (const auto& item : model->named_parameters()) {
-    INFO(item.key());
-    const auto& float64 = golden.at("final64." + item.key());
-    const auto xtrain = distance(item.value().detach(), float64);
-    const auto reference = distance(golden.at("final." + item.key()), float64);
-    CHECK(xtrain.max_abs <= 8 * reference_worst.max_abs + 1e-4 * kLr);
-    CHECK(xtrain.rms <= 4 * reference.rms + 1e-4 * kLr);
-    xtrain_worst = {std::max(xtrain_worst.max_abs, xtrain.max_abs), std::max(xtrain_worst.rms, xtrain.rms)};
-  }
-  fmt::print("golden parity (t5 {}, {} AdamW steps): distance from the float64 trajectory in units of lr: xtrain "
-             "{:.2e} max, {:.2e} rms; transformers float32 {:.2e} max, {:.2e} rms; step losses {:.2e}\n",
-             style, kSteps, xtrain_worst.max_abs / kLr, xtrain_worst.rms / kLr, reference_worst.max_abs / kLr,
-             reference_worst.rms / kLr, step_loss_error);
+  testing::check_golden_adamw_steps(*model, "t5 " + style, batch, golden, {kSteps, kLr, kWeightDecay});
 
   // xtrain's export holds the tensors transformers wrote, under the same names, and loads back
   // to the same logits.

@@ -7,9 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
-#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,21 +15,13 @@
 
 #include "ckpt/hf_folder.h"
 #include "ckpt/safetensors.h"
+#include "model/golden_trajectory.h"
 #include "model/spec/model_spec.h"
-#include "optim/adamw.h"
-#include "optim/grad_clip.h"
 #include "scratch_dir.h"
 #include "tensor_compare.h"
 #include "train/training_loss.h"
 
 using namespace xtrain;
-
-namespace {
-
-using testing::Distance;
-using testing::distance;
-
-}  // namespace
 
 TEST_CASE("ViT's logits, loss and gradients match transformers' ViTForImageClassification", "[model][golden][vit]") {
   testing::ScratchDir scratch;
@@ -120,49 +110,11 @@ TEST_CASE("ViT's AdamW steps stay as near the float64 trajectory as transformers
   auto golden = ckpt::load_safetensors(out_path).tensors;
 
   auto model = ckpt::load_hf_folder(dir);
-  const auto& spec = model::model_spec("vit");
-  std::vector<optim::NamedParameter> parameters;
-  for (const auto& item : model->named_parameters())
-    parameters.push_back({item.key(), item.value(), spec.decays(item.key(), item.value().dim())});
-  optim::AdamW adamw(parameters, {0.9, 0.95, 1e-8, kWeightDecay, /*fused=*/false});
   model::Batch batch;
   batch.input_ids = torch::zeros({n, 1}, torch::kInt64);
   batch.labels = labels.view({n, 1});
   batch.extra["pixel_values"] = pixels;
-  double step_loss_error = 0;
-  for (int step = 0; step < kSteps; ++step) {
-    for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
-    auto loss = train::next_token_loss_of_hidden(*model, model->forward(batch).hidden, batch.labels, 0);
-    loss.backward();
-    const double expected = golden.at("train_losses")[step].item<double>();
-    const double error = std::abs(loss.item<double>() - expected) / std::abs(expected);
-    CHECK(error < 1e-5);
-    step_loss_error = std::max(step_loss_error, error);
-    optim::clip_grad_norm(model->parameters(), 1.0);
-    adamw.step(kLr);
-  }
-  // golden_parity_test.cpp's rule: AdamW turns last-bit gradient differences into update
-  // differences of up to 2 lr, so xtrain is held to transformers' own float32 distance from the
-  // float64 run: the worst element within 8x the worst of transformers' tensors, each tensor's
-  // rms within 4x transformers', plus a floor of 1e-4 lr.
-  Distance reference_worst, xtrain_worst;
-  for (const auto& item : model->named_parameters()) {
-    const auto d = distance(golden.at("final." + item.key()), golden.at("final64." + item.key()));
-    reference_worst = {std::max(reference_worst.max_abs, d.max_abs), std::max(reference_worst.rms, d.rms)};
-  }
-  for (const auto& item : model->named_parameters()) {
-    INFO(item.key());
-    const auto& float64 = golden.at("final64." + item.key());
-    const auto xtrain = distance(item.value().detach(), float64);
-    const auto reference = distance(golden.at("final." + item.key()), float64);
-    CHECK(xtrain.max_abs <= 8 * reference_worst.max_abs + 1e-4 * kLr);
-    CHECK(xtrain.rms <= 4 * reference.rms + 1e-4 * kLr);
-    xtrain_worst = {std::max(xtrain_worst.max_abs, xtrain.max_abs), std::max(xtrain_worst.rms, xtrain.rms)};
-  }
-  fmt::print("golden parity (vit, {} AdamW steps): distance from the float64 trajectory in units of lr: xtrain {:.2e} "
-             "max, {:.2e} rms; transformers float32 {:.2e} max, {:.2e} rms; step losses {:.2e}\n",
-             kSteps, xtrain_worst.max_abs / kLr, xtrain_worst.rms / kLr, reference_worst.max_abs / kLr,
-             reference_worst.rms / kLr, step_loss_error);
+  testing::check_golden_adamw_steps(*model, "vit", batch, golden, {kSteps, kLr, kWeightDecay});
 }
 
 TEST_CASE("vit's config.json: a feature xtrain's ViT does not compute is refused", "[model][vit]") {
