@@ -1,12 +1,12 @@
 #include "data/preference_dataset.h"
 
 #include <algorithm>
-#include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "data/jsonl_objects.h"
 #include "text/chat_template.h"
 #include "util/input_error.h"
 
@@ -104,20 +104,9 @@ std::vector<int64_t> completion_ids(const text::Tokenizer& tokenizer, const std:
 std::vector<PreferencePair> read_preference_pairs(const std::string& path, const text::Tokenizer& tokenizer,
                                                   int64_t seq_len, const std::string& chat_template) {
   const auto chat = text::ChatTemplate::parse(chat_template);
-  std::ifstream in(path);
-  if (!in) throw InputError(fmt::format("{}: cannot read the preference file", path));
   std::vector<PreferencePair> pairs;
-  std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const auto where = fmt::format("{}:{}", path, number);
-    nlohmann::json record;
-    try {
-      record = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& error) {
-      throw InputError(fmt::format("{}: invalid JSON at column {}: {}", where, error.byte, kFormat));
-    }
-    if (!record.is_object()) throw InputError(fmt::format("{}: not a JSON object: {}", where, kFormat));
+  for_each_jsonl_object(path, "preference file", kFormat, [&](const nlohmann::json& record, const std::string& where,
+                                                              int64_t) {
     const auto text = record_text(record, chat, where);
     PreferencePair pair;
     pair.prompt = tokenizer.encode(text.prompt);
@@ -129,7 +118,7 @@ std::vector<PreferencePair> read_preference_pairs(const std::string& path, const
                                    "after it: raise data.seq_len above {}, or shorten the prompt",
                                    where, prompt_tokens, seq_len, prompt_tokens));
     pairs.push_back(std::move(pair));
-  }
+  });
   if (pairs.empty()) throw InputError(fmt::format("{}: no preference records: {}", path, kFormat));
   return pairs;
 }

@@ -1,10 +1,9 @@
 #include "data/prompt_dataset.h"
 
-#include <fstream>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "data/jsonl_objects.h"
 #include "text/chat_template.h"
 #include "util/input_error.h"
 
@@ -75,21 +74,10 @@ void read_answer(const nlohmann::json& record, PromptRecord& out, const std::str
 std::vector<PromptRecord> read_prompts(const std::string& path, const text::Tokenizer& tokenizer,
                                        const PromptReadOptions& options) {
   const auto chat = text::ChatTemplate::parse(options.chat_template);
-  std::ifstream in(path);
-  if (!in) throw InputError(fmt::format("{}: cannot read the prompt file", path));
   const int64_t room = options.seq_len - options.max_new_tokens;
   std::vector<PromptRecord> records;
-  std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const auto where = fmt::format("{}:{}", path, number);
-    nlohmann::json record;
-    try {
-      record = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& error) {
-      throw InputError(fmt::format("{}: invalid JSON at column {}: {}", where, error.byte, kPromptFormat));
-    }
-    if (!record.is_object()) throw InputError(fmt::format("{}: not a JSON object: {}", where, kPromptFormat));
+  for_each_jsonl_object(path, "prompt file", kPromptFormat, [&](const nlohmann::json& record, const std::string& where,
+                                                                int64_t number) {
     const auto prompt = record.find("prompt");
     if (prompt == record.end()) throw InputError(fmt::format("{}: the record has no \"prompt\": {}", where, kPromptFormat));
     PromptRecord out;
@@ -106,7 +94,7 @@ std::vector<PromptRecord> read_prompts(const std::string& path, const text::Toke
                                    where, tokens, options.seq_len, options.max_new_tokens, room,
                                    tokens + options.max_new_tokens));
     records.push_back(std::move(out));
-  }
+  });
   if (records.empty()) throw InputError(fmt::format("{}: no prompt records: {}", path, kPromptFormat));
   return records;
 }
