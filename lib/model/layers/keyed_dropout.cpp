@@ -68,14 +68,19 @@ at::Tensor hidden_keep_mask(const DropoutKey& key, int64_t layer, DropoutSite si
   return keep(mix(tokens.bitwise_xor(feature)), p);
 }
 
-at::Tensor attention_keep_mask(const DropoutKey& key, int64_t layer, int64_t heads, int64_t head_offset, double p) {
-  const int64_t b = key.tokens.size(0), t = key.tokens.size(1);
-  const int64_t site = host_key(key, layer, DropoutSite::attention_probs);
-  const auto head = at::arange(head_offset, head_offset + heads, key.tokens.options()).view({1, heads, 1, 1});
-  const auto query = mix(token_hash(key.tokens, site).view({b, 1, t, 1}).bitwise_xor(head));  // [B, H, T, 1]
+at::Tensor attention_keep_mask(const DropoutKey& queries, const DropoutKey& keys, int64_t layer, int64_t heads,
+                               int64_t head_offset, double p) {
+  const int64_t b = queries.tokens.size(0), t = queries.tokens.size(1), s = keys.tokens.size(1);
+  const int64_t site = host_key(queries, layer, DropoutSite::attention_probs);
+  const auto head = at::arange(head_offset, head_offset + heads, queries.tokens.options()).view({1, heads, 1, 1});
+  const auto query = mix(token_hash(queries.tokens, site).view({b, 1, t, 1}).bitwise_xor(head));  // [B, H, T, 1]
   // The key token's hash under another seed, so that (query a, key b) and (b, a) differ.
-  const auto keys = token_hash(key.tokens, site ^ 0x5bd1e995LL).view({b, 1, 1, t});
-  return keep(mix(query.bitwise_xor(keys)), p);
+  const auto key = token_hash(keys.tokens, site ^ 0x5bd1e995LL).view({b, 1, 1, s});
+  return keep(mix(query.bitwise_xor(key)), p);
+}
+
+at::Tensor attention_keep_mask(const DropoutKey& key, int64_t layer, int64_t heads, int64_t head_offset, double p) {
+  return attention_keep_mask(key, key, layer, heads, head_offset, p);
 }
 
 at::Tensor hidden_dropout(const at::Tensor& x, double p, const DropoutKey& key, int64_t layer, DropoutSite site,

@@ -38,6 +38,12 @@ torch::Tensor hidden_keep_mask(const DropoutKey& key, int64_t layer, DropoutSite
 // The keep mask (bool [B, heads, T, T]) of attention probabilities of self-attention over
 // key.tokens, local head h being global head head_offset + h.
 torch::Tensor attention_keep_mask(const DropoutKey& key, int64_t layer, int64_t heads, int64_t head_offset, double p);
+// The keep mask (bool [B, heads, T, S]) of attention probabilities whose queries are `queries`'
+// T tokens and whose keys are `keys`' S tokens (cross-attention: the decoder's rows, the
+// encoder's columns), hashed over [T, S] alone; seed and step are the queries'. Element (t, s)
+// is what the self-attention mask of both side by side holds at row t, column T + s.
+torch::Tensor attention_keep_mask(const DropoutKey& queries, const DropoutKey& keys, int64_t layer, int64_t heads,
+                                  int64_t head_offset, double p);
 
 // x [B, T, F] with dropout p (identity when p is 0 or the key is undefined).
 torch::Tensor hidden_dropout(const torch::Tensor& x, double p, const DropoutKey& key, int64_t layer, DropoutSite site,

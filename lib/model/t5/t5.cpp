@@ -18,16 +18,6 @@ constexpr auto kFinalNorm = static_cast<DropoutSite>(6);
 // apart from the self-attention's whatever the tokens' identities.
 constexpr int64_t kCrossLayer = int64_t{1} << 32;
 
-// The keep mask [B, heads, T, S] of cross-attention's probabilities: queries the decoder's
-// tokens (key), keys the encoder's (memory): the self-attention mask of both side by side,
-// the decoder's rows and the encoder's columns.
-torch::Tensor cross_keep_mask(const DropoutKey& key, const DropoutKey& memory, int64_t layer, int64_t heads,
-                              double p) {
-  const int64_t t = key.tokens.size(1), s = memory.tokens.size(1);
-  const DropoutKey both{key.seed, key.step, torch::cat({key.tokens, memory.tokens}, 1)};
-  return attention_keep_mask(both, layer + kCrossLayer, heads, 0, p).narrow(2, 0, t).narrow(3, t, s);
-}
-
 }  // namespace
 
 torch::Tensor relative_position_bucket(const torch::Tensor& relative_position, bool bidirectional, int64_t num_buckets,
@@ -145,7 +135,8 @@ torch::Tensor T5BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& 
                    self_attention(normed, normed, bias, keep, drops ? Dropout(self_probs) : Dropout()));
   if (cross_attention) {
     auto cross_probs = [&](torch::Tensor probs) {
-      const auto mask = cross_keep_mask(dropout, memory_dropout, layer, probs.size(1), p);
+      // [B, heads, T, S]: the decoder's tokens query, the encoder's are the keys.
+      const auto mask = attention_keep_mask(dropout, memory_dropout, layer + kCrossLayer, probs.size(1), 0, p);
       return probs * mask.to(probs.scalar_type()) * (1.0 / (1.0 - p));
     };
     h = h + drop(kCrossOutput)(cross_attention(cross_norm(h), memory, torch::Tensor(), memory_keep,

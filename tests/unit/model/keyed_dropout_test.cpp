@@ -88,3 +88,20 @@ TEST_CASE("keyed dropout scales kept elements by 1 / (1 - p), and is off without
   CHECK(torch::allclose(dropped, torch::where(attention_keep_mask(key, 1, 3, 0, 0.25), probs / 0.75,
                                               torch::zeros_like(probs)), 0, 1e-15));
 }
+
+TEST_CASE("keyed dropout: a cross-attention mask is hashed over queries x keys, the block of the square of both",
+          "[dropout]") {
+  // 7 decoder tokens query 12 encoder tokens (each stack its own columns of the rows' tokens).
+  const auto rows = key_of(40, 3, 19);
+  const DropoutKey queries{rows.seed, rows.step, rows.tokens.narrow(1, 12, 7)};
+  const DropoutKey keys{rows.seed, rows.step, rows.tokens.narrow(1, 0, 12)};
+  const auto cross = attention_keep_mask(queries, keys, 5, 4, 0, 0.3);
+  CHECK(cross.sizes() == torch::IntArrayRef({3, 4, 7, 12}));
+  CHECK(std::abs(drop_rate(cross) - 0.3) < 0.05);
+  // The same masks as the self-attention mask of both side by side, at the queries' rows and the
+  // keys' columns, without its [19, 19] square.
+  const DropoutKey both{rows.seed, rows.step, torch::cat({queries.tokens, keys.tokens}, 1)};
+  CHECK(torch::equal(cross, attention_keep_mask(both, 5, 4, 0, 0.3).narrow(2, 0, 7).narrow(3, 7, 12)));
+  CHECK(torch::equal(attention_keep_mask(queries, keys, 5, 2, 2, 0.3), cross.narrow(1, 2, 2)));
+  CHECK(torch::equal(attention_keep_mask(queries, queries, 5, 4, 0, 0.3), attention_keep_mask(queries, 5, 4, 0, 0.3)));
+}
