@@ -270,6 +270,10 @@ int run_generate(const std::string& dir, const train::PromptRequest& request, tr
     throw InputError(fmt::format("{}: a {} checkpoint is an image classifier, which labels images and does not "
                                  "generate text; xtrain eval scores it",
                                  dir, model->config().family));
+  if (capabilities.contrastive)
+    throw InputError(fmt::format("{}: a {} checkpoint scores images against captions and does not generate text; "
+                                 "transformers' CLIPModel scores its export",
+                                 dir, model->config().family));
   if (capabilities.encoder_decoder)
     throw InputError(fmt::format("{}: a {} checkpoint is an encoder-decoder, and xtrain generates with decoders "
                                  "only so far; xtrain eval scores it, and transformers generates from its export",

@@ -33,7 +33,8 @@ TensorMap hf_tensors(const TensorMap& tensors, const std::string& family) {
     const auto parts = model::hf_stored_tensors(spec, name, tensor.sizes().vec());
     const auto rows = tensor.detach().reshape({static_cast<int64_t>(parts.size()), -1});
     for (size_t i = 0; i < parts.size(); ++i)
-      stored[parts[i].first] = parts.size() == 1 ? tensor : rows[static_cast<int64_t>(i)].view(parts[i].second);
+      stored[parts[i].first] =
+          parts.size() == 1 ? tensor.reshape(parts[i].second) : rows[static_cast<int64_t>(i)].view(parts[i].second);
   }
   return stored;
 }

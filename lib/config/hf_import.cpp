@@ -118,6 +118,7 @@ class HfImport {
     m.head_dim_override = hf.head_dim_override;
     m.vision = hf.vision;  // a vision-language model's tower: from the folder only
     vision_passes(hf.vision);
+    m.contrastive = hf.contrastive;  // clip's end-of-text id and logit_scale init: from the folder only
     m.type_vocab_size = hf.type_vocab_size;  // bert's segment embeddings: as many rows as a vocabulary could have
     if (model::model_spec(hf.family).capabilities.pad_token) {
       passes("model.vocab_size", std::to_string(hf.type_vocab_size), "type_vocab_size");

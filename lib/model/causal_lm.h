@@ -109,6 +109,10 @@ class CausalLM : public torch::nn::Module, public FusedKernelUser, public Lookup
   // The same over the ranks that hold other tokens of the same micro batch (context
   // parallelism), for statistics of the micro batch; empty: none.
   std::function<void(torch::Tensor&)> sum_over_context_ranks;
+  // The rows of a tensor of every data-parallel rank, concatenated in rank order, whose backward
+  // sums the gradients of this rank's rows over the ranks (open_clip's gather_with_grad): a
+  // contrastive loss's negatives from the global batch. Empty: this rank's rows alone.
+  std::function<torch::Tensor(const torch::Tensor&)> gather_over_data_ranks;
 
  protected:
   explicit CausalLM(ModelConfig config) : config_(std::move(config)) {}

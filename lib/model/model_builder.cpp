@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "model/bert/bert.h"
+#include "model/clip/clip.h"
 #include "model/llama.h"
 #include "model/llava/llava.h"
 #include "model/spec/model_spec.h"
@@ -27,6 +28,8 @@ std::shared_ptr<CausalLM> declare_model(const ModelConfig& config) {
       return std::make_shared<VitForImageClassification>(config);
     case Architecture::t5:
       return std::make_shared<T5ForConditionalGeneration>(config);
+    case Architecture::clip:
+      return std::make_shared<ClipModel>(config);
   }
   throw std::logic_error(fmt::format("model.family {}: no case in model_builder.cpp for its architecture",
                                      config.family));

@@ -25,6 +25,10 @@ struct ModelOutput {
   // head, [B, T, hidden], in depth order; position i predicts the target k positions after its
   // own, labels[i + k] (train/training_loss.h). Empty without it.
   std::vector<torch::Tensor> mtp_hidden;
+  // A family that computes its own training loss (clip's contrastive loss, a scalar whose
+  // backward gives the parameters' gradients): the loss itself, which the trainer takes in place
+  // of the cross entropy of `hidden`. Undefined for every other family.
+  torch::Tensor loss;
 };
 
 }  // namespace xtrain::model

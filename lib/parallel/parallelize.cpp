@@ -3,10 +3,13 @@
 #include <optional>
 #include <utility>
 
+#include "model/spec/model_spec.h"
 #include "parallel/context_parallel.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/fully_sharded.h"
 #include "parallel/pipeline_stage.h"
+#include "parallel/tensor_parallel.h"
+#include "util/numeric_fault.h"
 #include "parallel/tensor_parallel_plan.h"
 
 namespace xtrain::parallel {
@@ -33,6 +36,13 @@ std::unique_ptr<ParallelModel> parallelize(std::shared_ptr<model::CausalLM> mode
   if (options.router_aux_loss_global_average)
     model->sum_over_data_ranks = [group = mesh.flatten({Dim::dp, Dim::fsdp, Dim::cp})](torch::Tensor& tensor) {
       group->all_reduce_sum(tensor).wait();
+    };
+  // Contrastive negatives from the global batch: every data rank's pairs (rules/contrastive.cpp
+  // refuses the layouts that split a pair's computation further).
+  if (model::model_spec(model->config().family).capabilities.contrastive &&
+      !util::numeric_fault().is(util::NumericFaultKind::local_negatives))
+    model->gather_over_data_ranks = [group = mesh.flatten({Dim::dp, Dim::fsdp})](const torch::Tensor& rows) {
+      return gather_sequence(group, rows, 0);
     };
   if (mesh.size(Dim::cp) > 1)
     model->sum_over_context_ranks = [group = mesh.group(Dim::cp)](torch::Tensor& tensor) {

@@ -8,6 +8,7 @@
 #include "data/dataset_loader.h"
 #include "data/image_chat_dataset.h"
 #include "data/image_class_dataset.h"
+#include "data/image_text_dataset.h"
 #include "data/masked_lm_dataset.h"
 #include "data/preference_dataset.h"
 #include "data/span_corruption.h"
@@ -56,6 +57,30 @@ std::unique_ptr<data::SampleDataset> load_image_chat(const std::string& source, 
   return std::make_unique<data::ImageChatDataset>(source, tokenizer, options);
 }
 
+// (image, caption) pairs for a contrastive model, each caption closed where its text tower pools:
+// at the tokenizer's end-of-text id, which must be the one config.json names (with eos_token_id
+// 2, transformers' older rule, the row's highest id: an end-of-text id above every other id).
+std::unique_ptr<data::SampleDataset> load_image_text(const std::string& source, const text::Tokenizer& tokenizer,
+                                                     const config::Recipe& recipe, bool shuffle) {
+  if (data::is_source_list(source) || std::filesystem::path(source).extension() != ".jsonl")
+    throw InputError(fmt::format("model.family {} reads (image, caption) pairs: one .jsonl file of records with "
+                                 "\"image\" and \"caption\" (see docs/models.md, Contrastive image-text)",
+                                 recipe.model.family));
+  const int64_t eos = recipe.model.contrastive.eos_token_id;
+  if (eos != 2 && eos != tokenizer.eos_id())
+    throw InputError(fmt::format("model.init_from's text_config eos_token_id is {}, where the text tower pools, but "
+                                 "data.tokenizer '{}' ends text with {}: use the model's tokenizer, or a model whose "
+                                 "eos_token_id is {}",
+                                 eos, recipe.data.tokenizer, tokenizer.eos_id(), tokenizer.eos_id()));
+  data::ImageTextOptions options;
+  options.seq_len = recipe.data.seq_len;
+  options.end_id = tokenizer.eos_id();
+  options.processor = image_processor(recipe);
+  options.seed = static_cast<uint64_t>(recipe.run.seed);
+  options.shuffle = shuffle;
+  return std::make_unique<data::ImageTextDataset>(source, tokenizer, options);
+}
+
 }  // namespace
 
 std::unique_ptr<data::SampleDataset> load_recipe_dataset(const std::string& key, const std::string& source,
@@ -76,6 +101,8 @@ std::unique_ptr<data::SampleDataset> load_recipe_dataset(const std::string& key,
   if (spans) options.seq_len = span_lengths.expanded - 1;  // windows of the expanded length
   std::unique_ptr<data::SampleDataset> dataset;
   try {
+    if (model::model_spec(recipe.model.family).capabilities.contrastive)
+      return load_image_text(source, tokenizer, recipe, shuffle);
     if (recipe.model.vision.enabled()) return load_image_chat(source, tokenizer, recipe, shuffle);
     if (model::model_spec(recipe.model.family).capabilities.image_classes) {
       data::ImageClassOptions images{recipe.model.vocab_size, recipe.model.vision.image_size, options.seed, shuffle};

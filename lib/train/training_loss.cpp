@@ -70,6 +70,13 @@ BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64
   return result;
 }
 
+  // A family that computes its own loss (clip's contrastive): nothing to project.
+  if (output.loss.defined()) {
+    BatchLoss own;
+    own.loss = output.loss;
+    own.aux_losses = std::move(output.aux_losses);
+    return own;
+  }
 model::Batch model_batch(const torch::Tensor& inputs, const torch::Tensor& targets, const torch::Tensor& cu_seqlens,
                          const torch::Device& device) {
   model::Batch batch;

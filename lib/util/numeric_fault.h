@@ -14,6 +14,8 @@
 //   adamw_eps                    AdamW's eps times kNumericFaultEpsScale
 //   muon_piece                   Muon orthogonalises each rank's flat piece of a matrix instead of
 //                                the whole matrix (the trap of sharded Muon)
+//   local_negatives              a contrastive model (clip) scores each rank's pairs against that
+//                                rank's alone, not the global batch's (no gather of embeddings)
 // RANK is the global rank (torchrun's RANK; 0 for a single process). Unset, every query is a
 // load of a value parsed once; set, the first query prints a warning, since the run's numbers
 // are then wrong on purpose. The value is parsed with the other test faults (util/test_faults.h):

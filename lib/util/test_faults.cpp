@@ -51,7 +51,8 @@ const Variable kNumericFault{"XTRAIN_NUMERIC_FAULT",
                               {"adamw_decay", {}},
                               {"adamw_beta2", {}},
                               {"adamw_eps", {}},
-                              {"muon_piece", {}}}};
+                              {"muon_piece", {}},
+                              {"local_negatives", {}}}};
 
 // One value in the grammar: its kind and its fields, each read as its form says.
 struct Parsed {
@@ -181,7 +182,8 @@ NumericFault parse_numeric_fault(const std::string& value, int64_t this_rank) {
                : k == "adamw_decay"         ? NumericFaultKind::adamw_decay
                : k == "adamw_beta2"         ? NumericFaultKind::adamw_beta2
                : k == "adamw_eps"           ? NumericFaultKind::adamw_eps
-                                            : NumericFaultKind::muon_piece;
+               : k == "muon_piece"          ? NumericFaultKind::muon_piece
+                                            : NumericFaultKind::local_negatives;
   fault.rank = parsed->rank;  // -1 for the kinds that strike every rank
   fault.target = parsed->name;
   return fault;

@@ -48,7 +48,8 @@ enum class NumericFaultKind {
   adamw_decay,
   adamw_beta2,
   adamw_eps,
-  muon_piece
+  muon_piece,
+  local_negatives
 };
 struct NumericFault {
   NumericFaultKind kind = NumericFaultKind::none;

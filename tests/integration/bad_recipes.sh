@@ -61,7 +61,7 @@ expect heads_vs_hidden "heads_vs_hidden.yaml:6:3: model.num_heads: 5 heads do no
   hidden_size: 128
   num_heads: 5
 "
-expect unknown_family "unknown_family.yaml:5:11: model.family: must be one of llama, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3, gpt_oss, bert, llava, vit, t5, got 'gpt2'" \
+expect unknown_family "unknown_family.yaml:5:11: model.family: must be one of llama, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3, gpt_oss, bert, llava, vit, t5, clip, got 'gpt2'" \
 "${head}model:
   family: gpt2
 "

@@ -32,7 +32,7 @@ refused() {
 }
 refused grad_scale:0:model.layers.9.mlp.up_proj.weight \
   "XTRAIN_NUMERIC_FAULT=grad_scale:0:model.layers.9.mlp.up_proj.weight: the model has no parameter of that name (e.g. model.embed_tokens.weight)"
-refused rope_shfit "XTRAIN_NUMERIC_FAULT=rope_shfit: unknown fault 'rope_shfit' (expected grad_scale:<rank>:<parameter>, rope_shift, skip_reduce_scatter:<unit>, grad_divisor:<rank>, drop_micro_batch:<rank>, adamw_decay, adamw_beta2, adamw_eps or muon_piece)"
+refused rope_shfit "XTRAIN_NUMERIC_FAULT=rope_shfit: unknown fault 'rope_shfit' (expected grad_scale:<rank>:<parameter>, rope_shift, skip_reduce_scatter:<unit>, grad_divisor:<rank>, drop_micro_batch:<rank>, adamw_decay, adamw_beta2, adamw_eps, muon_piece or local_negatives)"
 XTRAIN_NUMERIC_FAULT=skip_reduce_scatter:model.layers.7 "$xtrain" launch --nproc-per-node 2 --master-port "$(free_port)" -- \
   train "$work/recipe.yaml" --set run.dir="$work/refused" > "$work/refused.log" 2>&1 && exit 1
 grep -q "XTRAIN_NUMERIC_FAULT=skip_reduce_scatter:model.layers.7: no FSDP unit has that name (units: model.embed_tokens, model.layers.0, model.layers.1, head)" "$work/refused.log" || {
@@ -74,8 +74,8 @@ fault_caught_by_parity drop_micro_batch "drop_micro_batch:1" "FSDP 2"
 # The golden test passes without the fault and fails on a tolerance with it. rope_shift moves every
 # family's logits alike, so llama's case shows it (ctest runs every family without the fault).
 export XTRAIN_GOLDEN_FAMILIES=llama
-"$unit_tests" "[golden]~[bert]~[llava]~[vit]~[t5]" > "$work/golden.log" 2>&1 || { cat "$work/golden.log"; exit 1; }
-if XTRAIN_NUMERIC_FAULT=rope_shift "$unit_tests" "[golden]~[bert]~[llava]~[vit]~[t5]" > "$work/golden_rope.log" 2>&1; then
+"$unit_tests" "[golden]~[bert]~[llava]~[vit]~[t5]~[clip]" > "$work/golden.log" 2>&1 || { cat "$work/golden.log"; exit 1; }
+if XTRAIN_NUMERIC_FAULT=rope_shift "$unit_tests" "[golden]~[bert]~[llava]~[vit]~[t5]~[clip]" > "$work/golden_rope.log" 2>&1; then
   cat "$work/golden_rope.log"
   echo "numeric_faults: rope_shift was not caught by the golden test" >&2
   exit 1
@@ -103,7 +103,7 @@ caught_by() {
   exit 1
 }
 for fault in adamw_decay adamw_beta2 adamw_eps; do
-  if XTRAIN_NUMERIC_FAULT=$fault "$unit_tests" "[golden]~[bert]~[llava]~[vit]~[t5]" > "$work/golden_$fault.log" 2>&1; then
+  if XTRAIN_NUMERIC_FAULT=$fault "$unit_tests" "[golden]~[bert]~[llava]~[vit]~[t5]~[clip]" > "$work/golden_$fault.log" 2>&1; then
     cat "$work/golden_$fault.log"
     echo "numeric_faults: $fault was not caught by the golden test" >&2
     exit 1

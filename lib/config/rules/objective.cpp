@@ -65,6 +65,7 @@ void objective(const RuleContext& c) {
   const auto& family = c.recipe.model.family;
   const auto* spec = model::find_model_spec(family);
   if (spec && spec->capabilities.image_classes) return;  // rules/image_classes.cpp
+  if (spec && spec->capabilities.contrastive) return;    // rules/contrastive.cpp
   if ((spec && spec->capabilities.encoder_decoder) || c.recipe.data.objective == Objective::span_corruption)
     return span_corruption_rules(c, spec);
   const bool encoder = spec && !spec->capabilities.causal;
@@ -72,7 +73,8 @@ void objective(const RuleContext& c) {
   if (chosen == Objective::mlm && !encoder) {
     std::vector<std::string> encoders;
     for (const auto& other : model::model_specs())
-      if (!other.capabilities.causal && !other.capabilities.image_classes && !other.capabilities.encoder_decoder)
+      if (!other.capabilities.causal && !other.capabilities.image_classes && !other.capabilities.encoder_decoder &&
+          !other.capabilities.contrastive)
         encoders.push_back(other.family);
     c.refuse("data.objective",
              fmt::format("mlm trains an encoder, and model.family {} is a decoder: set model.family {}, or "

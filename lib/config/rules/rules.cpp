@@ -18,6 +18,7 @@ void dropout(const RuleContext&);
 void encoder_decoder(const RuleContext&);
 void lora(const RuleContext&);
 void onebit_adam(const RuleContext&);
+void qk_clip(const RuleContext&);
 void objective(const RuleContext&);
 void grpo(const RuleContext&);
 void vocabulary(const RuleContext&);
@@ -28,6 +29,7 @@ void activation_offload(const RuleContext&);
 void learning_rate(const RuleContext&);
 void vision_tower(const RuleContext&);
 void image_classes(const RuleContext&);
+void contrastive(const RuleContext&);
 }  // namespace rules
 
 const std::vector<FeatureRule>& recipe_rules() {
@@ -44,6 +46,7 @@ const std::vector<FeatureRule>& recipe_rules() {
       {"encoder_decoder", rules::encoder_decoder},
       {"lora", rules::lora},
       {"onebit_adam", rules::onebit_adam},
+      {"qk_clip", rules::qk_clip},
       {"objective", rules::objective},
       {"grpo", rules::grpo},
       {"vocabulary", rules::vocabulary},
@@ -54,6 +57,7 @@ const std::vector<FeatureRule>& recipe_rules() {
       {"learning_rate", rules::learning_rate},
       {"vision_tower", rules::vision_tower},
       {"image_classes", rules::image_classes},
+      {"contrastive", rules::contrastive},
   };
   return table;
 }

@@ -30,7 +30,8 @@ namespace xtrain::model {
 class ClipEncoderLayerImpl : public torch::nn::Module, public Float8User {
  public:
   explicit ClipEncoderLayerImpl(const VisionConfig& config);
-  torch::Tensor forward(const torch::Tensor& x);  // [N, tokens, hidden]
+  // x [N, tokens, hidden]; causal: each token sees those up to itself (CLIP's text tower).
+  torch::Tensor forward(const torch::Tensor& x, bool causal = false);
   void describe_init(const std::string& name, const VisionConfig& config, InitPlan& plan) const;
   void float8_layers(const std::string& name, Float8Layers& layers) override;  // attention and MLP projections
 

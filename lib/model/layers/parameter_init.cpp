@@ -30,6 +30,7 @@ torch::Tensor initial_values(const ParameterInit& init, uint64_t seed, const std
   const auto fp32 = torch::TensorOptions().dtype(torch::kFloat32);
   if (init.kind == ParameterInit::Kind::zeros) return torch::zeros({count}, fp32);
   if (init.kind == ParameterInit::Kind::ones) return torch::ones({count}, fp32);
+  if (init.kind == ParameterInit::Kind::constant) return torch::full({count}, init.value, fp32);
   auto out = torch::empty({count}, fp32);
   if (count == 0) return out;
   const uint64_t name_seed = mix(seed ^ mix(fnv1a(name)));

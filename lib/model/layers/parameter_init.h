@@ -18,9 +18,10 @@
 namespace xtrain::model {
 
 struct ParameterInit {
-  enum class Kind { normal, zeros, ones };
+  enum class Kind { normal, zeros, ones, constant };
   Kind kind = Kind::normal;
-  double std = 0;  // of normal
+  double std = 0;    // of normal
+  double value = 0;  // of constant (clip's logit_scale)
 };
 
 using InitPlan = std::map<std::string, ParameterInit>;  // by full parameter name

@@ -121,6 +121,15 @@ struct EncoderDecoderConfig {
   int64_t decoder_depth(int64_t num_layers) const { return decoder_layers > 0 ? decoder_layers : num_layers; }
 };
 
+// Contrastive image-text models (clip, model/clip/clip.h): ModelConfig's own fields are the text
+// tower's, `vision` the image tower's, vision.projection_dim the shared embedding's width.
+struct ContrastiveConfig {
+  // The text tower reads its pooled state at the first eos_token_id of a row; 2 means the
+  // highest id of the row instead (transformers' rule for configs from before its fix).
+  int64_t eos_token_id = 2;
+  double logit_scale_init = 2.6592;  // log(1 / 0.07), CLIP's temperature at init
+};
+
 struct ModelConfig {
   std::string family = "llama";  // a key of the model registry (model/spec/model_spec.h)
   int64_t vocab_size = 0;
@@ -153,6 +162,7 @@ struct ModelConfig {
   LatentAttentionConfig latent;  // multi-head latent attention (deepseek_v3)
   VisionConfig vision;  // vision-language models (llava); the fields above are the text model's
   EncoderDecoderConfig encoder_decoder;  // t5
+  ContrastiveConfig contrastive;          // clip
 
   // Mixture of experts (model/layers/moe.h); num_experts 0: every layer dense. Layer i is a MoE layer
   // when i >= first_k_dense and (i + 1) % moe_layer_step == 0 (transformers' mlp_only_layers and

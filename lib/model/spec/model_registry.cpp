@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/spec/bert_family.h"
+#include "model/spec/clip_family.h"
 #include "model/spec/deepseek_family.h"
 #include "model/spec/gpt_oss_family.h"
 #include "model/spec/llama_family.h"
@@ -21,13 +22,17 @@ namespace xtrain::model {
 const std::vector<ModelSpec>& model_specs() {
   static const std::vector<ModelSpec> specs = {llama_spec(), qwen2_spec(), qwen3_spec(), qwen3_moe_spec(),
                                                  mixtral_spec(), deepseek_v3_spec(), gpt_oss_spec(), bert_spec(), llava_spec(),
-                                                 vit_spec(), t5_spec()};
+                                                 vit_spec(), t5_spec(), clip_spec()};
   return specs;
 }
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> hf_stored_tensors(const ModelSpec& spec,
                                                                            const std::string& name,
                                                                            const std::vector<int64_t>& shape) {
+  // A one-element parameter whose hf_parts names one tensor is stored as a scalar (clip's
+  // logit_scale, shape [] in transformers; a parameter of no dimensions would have no shard).
+  if (spec.hf_parts && shape == std::vector<int64_t>{1})
+    if (const auto scalar = spec.hf_parts(name, 1); scalar.size() == 1) return {{scalar.front(), {}}};
   const auto parts = spec.hf_parts && shape.size() >= 2 ? spec.hf_parts(name, shape[0]) : std::vector<std::string>{};
   if (parts.empty()) return {{spec.to_hf_name(name), shape}};
   const auto per_first = static_cast<int64_t>(parts.size()) / shape[0];

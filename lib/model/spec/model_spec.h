@@ -32,6 +32,7 @@ enum class Architecture {
   llava,          // model/llava/llava.h: a CLIP tower in front of a llama decoder
   vit,            // model/vit/vit.h: an image classifier
   t5,             // model/t5/t5.h: an encoder-decoder
+  clip,           // model/clip/clip.h: a text and an image tower trained contrastively
 };
 
 // What a family's models support. A recipe that asks for more is refused by the recipe loader
@@ -64,6 +65,10 @@ struct Capabilities {
   // An encoder and a decoder (t5), trained on span corruption (data.objective span_corruption):
   // its batches carry the decoder's inputs apart (Batch::decoder_input_ids).
   bool encoder_decoder = false;
+  // Trains on (image, caption) pairs with CLIP's symmetric contrastive loss, computed by the
+  // model itself (ModelOutput::loss); under data parallelism every rank's embeddings are
+  // gathered, so that the negatives are the global batch's (CausalLM::gather_over_data_ranks).
+  bool contrastive = false;
 };
 
 struct ModelSpec {

@@ -66,10 +66,12 @@ model::Float8Recipe tensorwise() { return {model::Float8Scaling::tensorwise}; }
 // DeepSeek's latent attention and a prediction depth, shared experts with their gate.
 model::ModelConfig small_config(const model::ModelSpec& spec) {
   testing::SmallLlama shape;
-  shape.family = spec.family == "bert" || spec.family == "llava" || spec.family == "vit" ? "llama" : spec.family;
+  const bool own_shape = spec.family == "bert" || spec.family == "llava" || spec.family == "vit" || spec.family == "clip";
+  shape.family = own_shape ? "llama" : spec.family;
   if (spec.capabilities.experts) shape.with_experts(24);
   if (spec.family == "mixtral" || spec.family == "gpt_oss") shape.first_k_dense = 0;
-  if (spec.family == "deepseek_v3" || spec.family == "bert" || spec.family == "vit") shape.kv_heads = shape.heads;
+  if (spec.family == "deepseek_v3" || spec.family == "bert" || spec.family == "vit" || spec.family == "clip")
+    shape.kv_heads = shape.heads;
   auto c = shape.config();
   c.family = spec.family;
   if (spec.family == "deepseek_v3") {
@@ -85,6 +87,16 @@ model::ModelConfig small_config(const model::ModelSpec& spec) {
   if (spec.family == "vit") {
     c.vision.image_size = 12;
     c.vision.patch_size = 4;
+  }
+  if (spec.family == "clip") {  // its image tower's shape
+    c.tie_embeddings = false;
+    c.vision.hidden_size = 24;
+    c.vision.num_layers = 2;
+    c.vision.num_heads = 4;
+    c.vision.intermediate_size = 48;
+    c.vision.image_size = 12;
+    c.vision.patch_size = 4;
+    c.vision.projection_dim = 16;
   }
   if (spec.family == "llava") {
     auto& v = c.vision;

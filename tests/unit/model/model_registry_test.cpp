@@ -26,13 +26,25 @@ namespace {
 // layers in front of a llama).
 model::ModelConfig small_config(const model::ModelSpec& spec) {
   testing::SmallLlama shape;
-  const bool own_shape = spec.family == "bert" || spec.family == "llava" || spec.family == "vit" || spec.family == "t5";
+  const bool own_shape = spec.family == "bert" || spec.family == "llava" || spec.family == "vit" || spec.family == "t5" ||
+                         spec.family == "clip";
   shape.family = own_shape ? "llama" : spec.family;
   if (spec.capabilities.experts) shape.with_experts(24);
   if (spec.family == "mixtral") shape.first_k_dense = 0;
   auto c = shape.config();
   c.family = spec.family;
-  if (spec.family == "bert" || spec.family == "vit" || spec.family == "t5") c.num_kv_heads = c.num_heads;
+  if (spec.family == "bert" || spec.family == "vit" || spec.family == "t5" || spec.family == "clip")
+    c.num_kv_heads = c.num_heads;
+  if (spec.family == "clip") {  // its image tower's shape
+    c.tie_embeddings = false;
+    c.vision.hidden_size = 24;
+    c.vision.num_layers = 2;
+    c.vision.num_heads = 4;
+    c.vision.intermediate_size = 48;
+    c.vision.image_size = 12;
+    c.vision.patch_size = 4;
+    c.vision.projection_dim = 16;
+  }
   if (spec.family == "vit") {
     c.tie_embeddings = false;
     c.vision.image_size = 12;
@@ -63,13 +75,16 @@ std::set<std::string> parameter_names(const model::ModelSpec& spec) {
 TEST_CASE("every registered family round-trips through its Hugging Face config", "[model][registry]") {
   CHECK(model::model_families() ==
         std::vector<std::string>{"llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3", "gpt_oss", "bert",
-                                 "llava", "vit", "t5"});
+                                 "llava", "vit", "t5", "clip"});
   for (const auto& spec : model::model_specs()) {
     INFO(spec.family);
     // The encoder, the vision-language model, the image classifier and the encoder-decoder have
     // shapes of their own, and their own round trips
-    // (bert_golden_test.cpp, llava_golden_test.cpp, vit_golden_test.cpp, t5_golden_test.cpp).
-    if (spec.family == "bert" || spec.family == "llava" || spec.family == "vit" || spec.family == "t5") continue;
+    // (bert_golden_test.cpp, llava_golden_test.cpp, vit_golden_test.cpp, t5_golden_test.cpp,
+    // clip_golden_test.cpp).
+    if (spec.family == "bert" || spec.family == "llava" || spec.family == "vit" || spec.family == "t5" ||
+        spec.family == "clip")
+      continue;
     testing::SmallLlama shape;
     shape.family = spec.family;
     shape.head_dim = spec.family == "qwen3" ? 4 : 0;
@@ -122,7 +137,7 @@ TEST_CASE("a Hugging Face config of another family is an input error naming the 
                     "(Qwen3MoeForCausalLM), mixtral (MixtralForCausalLM), deepseek_v3 (DeepseekV3ForCausalLM), gpt_oss "
                     "(GptOssForCausalLM), bert (BertForMaskedLM), llava "
                     "(LlavaForConditionalGeneration), vit (ViTForImageClassification), t5 "
-                    "(T5ForConditionalGeneration)");
+                    "(T5ForConditionalGeneration), clip (CLIPModel)");
   CHECK_THROWS_AS(ckpt::model_config_from_hf(nlohmann::json::array(), "dir/config.json"), InputError);
   // Found by the class alone when model_type is absent.
   CHECK(model::model_spec_for_hf({{"architectures", {"Qwen2ForCausalLM"}}}, "c").family == "qwen2");

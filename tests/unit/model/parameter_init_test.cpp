@@ -48,12 +48,18 @@ TEST_CASE("each family's init plan covers exactly its parameters, by its module 
       if (experts) shape.with_experts(24);
       auto config = shape.config();
       if (family == "vit") config.vision.image_size = 12, config.vision.patch_size = 4;
+      if (family == "clip") {
+        if (tied) continue;  // clip has no head to tie
+        config.num_kv_heads = config.num_heads;
+        config.vision = {24, 2, 4, 48, 12, 4};
+      }
       const auto model = model::declare_model(config);
       const auto plan = model->init_plan();
       std::vector<std::string> names, planned;
       for (const auto& item : model->named_parameters()) {
         names.push_back(item.key());
-        CHECK_FALSE(model::is_materialized(item.value()));
+        // A one-element parameter (clip's logit_scale) looks the same either way.
+        if (item.value().numel() > 1) CHECK_FALSE(model::is_materialized(item.value()));
       }
       for (const auto& [name, init] : plan) planned.push_back(name);
       std::sort(names.begin(), names.end());
@@ -62,6 +68,14 @@ TEST_CASE("each family's init plan covers exactly its parameters, by its module 
         CHECK(plan.at("vit.encoder.layer.1.output.dense.weight").std == Approx(0.02));
         CHECK(plan.at("vit.embeddings.position_embeddings").std == Approx(0.02));
         CHECK(plan.at("vit.embeddings.patch_embeddings.projection.bias").kind == model::ParameterInit::Kind::zeros);
+        continue;
+      }
+      if (family == "clip") {  // CLIP's init (factor 1): by width and depth, logit_scale at log(1 / 0.07)
+        const double hidden = static_cast<double>(config.hidden_size);
+        CHECK(plan.at("text_model.encoder.layers.1.mlp.fc1.weight").std == Approx(1 / std::sqrt(2 * hidden)));
+        CHECK(plan.at("vision_model.embeddings.class_embedding").std == Approx(1 / std::sqrt(24.0)));
+        CHECK(plan.at("logit_scale").kind == model::ParameterInit::Kind::constant);
+        CHECK(plan.at("logit_scale").value == Approx(2.6592));
         continue;
       }
       if (family == "t5") {  // T5 draws by fan-in (transformers' T5 _init_weights), gains are 1

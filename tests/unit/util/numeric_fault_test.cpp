@@ -37,7 +37,7 @@ TEST_CASE("XTRAIN_NUMERIC_FAULT values name a fault, the rank it strikes and its
 TEST_CASE("a malformed XTRAIN_NUMERIC_FAULT is an input error that says what is expected", "[util][numeric_fault]") {
   const std::string usage =
       "expected grad_scale:<rank>:<parameter>, rope_shift, skip_reduce_scatter:<unit>, grad_divisor:<rank>, "
-      "drop_micro_batch:<rank>, adamw_decay, adamw_beta2, adamw_eps or muon_piece";
+      "drop_micro_batch:<rank>, adamw_decay, adamw_beta2, adamw_eps, muon_piece or local_negatives";
   CHECK_THROWS_WITH(parse_numeric_fault("grad_sacle:1:x", 0),
                     "XTRAIN_NUMERIC_FAULT=grad_sacle:1:x: unknown fault 'grad_sacle' (" + usage + ")");
   CHECK_THROWS_WITH(parse_numeric_fault("grad_scale:one:x", 0),
