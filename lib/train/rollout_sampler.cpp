@@ -130,7 +130,7 @@ Rollouts sample_rollouts(model::CausalLM& model, const std::vector<std::vector<i
   out.completions.resize(prompts.size());
   out.stopped.assign(prompts.size(), false);
   std::vector<at::Generator> generators;
-  for (int64_t row = 0; row < rows; ++row) generators.push_back(row_generator(options.seed, row));
+  for (int64_t row = 0; row < rows; ++row) generators.push_back(row_generator(options.seed, options.first_row + row));
   auto [ids, real] = left_padded(prompts, device);
   model::KvCache cache(model.config().num_layers, ids.size(1) + options.max_new_tokens);
   std::vector<int64_t> active(static_cast<size_t>(rows));  // the cache's rows, by prompt row

@@ -26,6 +26,9 @@ struct SamplingOptions {
   int64_t top_k = 0;         // 0: off
   std::vector<int64_t> stop_ids;  // a completion ends after emitting one of these (kept in the completion)
   uint64_t seed = 0;
+  // Row r draws from row_generator(seed, first_row + r): a caller sampling a slice of a larger
+  // batch (one rank's share) keys its rows by their place in the whole batch.
+  int64_t first_row = 0;
   // Called with the logits [vocab] (fp32) each row's token was drawn from, before the draw, by
   // row index and step; for checks and log-probabilities. Empty: none.
   std::function<void(int64_t row, int64_t step, const torch::Tensor& logits)> on_logits;

@@ -172,6 +172,13 @@ void StepReport::print_line(int64_t step, const StepOutcome& outcome) {
   if (const auto margins = outcome.objective_metrics.find("rewards/margins"); margins != outcome.objective_metrics.end())
     aux += fmt::format(" | margin {:.4f}, accuracy {:.2f}", margins->second,
                        outcome.objective_metrics.at("rewards/accuracies"));
+  if (const auto reward = outcome.objective_metrics.find("reward"); reward != outcome.objective_metrics.end()) {
+    const auto& m = outcome.objective_metrics;
+    const auto kl = m.find("kl");
+    aux += fmt::format(" | reward {:.3f} (std {:.3f}){} | completion {:.1f} tokens, rollout {:.0f} tok/s", reward->second,
+                       m.at("reward_std"), kl == m.end() ? "" : fmt::format(", kl {:.4f}", kl->second),
+                       m.at("completions/mean_length"), m.at("rollout/tokens_per_s"));
+  }
   if (const auto& experts = outcome.experts) {
     aux += fmt::format(" | experts max/mean {:.2f} (layer {})", experts->worst_ratio, experts->worst_layer);
     if (recipe_.model.capacity_factor > 0) aux += fmt::format(", dropped {:.1f}%", 100 * experts->dropped_fraction);

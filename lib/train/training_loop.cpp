@@ -46,7 +46,8 @@ int TrainingRun::run() {
   if (health_every >= 0) check_health(state_->step);
   if (t_.eval_at_start && state_->step == 0) run_eval(0);
   if (recipe_.checkpoint.at_start && state_->step == 0) save(0);
-  batch_schedule_ = std::make_unique<data::BatchSchedule>(
+  if (!grpo_)
+    batch_schedule_ = std::make_unique<data::BatchSchedule>(
       *train_data_, t_.global_batch_size,
       data::BalanceOptions{recipe_.data.balance_window, recipe_.data.pack, static_cast<uint64_t>(recipe_.run.seed)});
   start_loader(state_->step + 1, state_->samples_consumed);
@@ -107,11 +108,22 @@ StepOutcome TrainingRun::train_step() {
   input.loss_factor = take_injected_spike(injected_spike_, step);
   input.fault = &fault_;
   parallel_->zero_grad();
-  const std::vector<data::MicroBatch> micro_batches = loader_->next();
+  std::map<std::string, double> rollout_metrics;
+  std::vector<data::MicroBatch> micro_batches;
+  if (grpo_) {
+    input.grpo = &grpo_->step_batch(step, *parallel_, *sums_, {mesh_->data_rank(), data_ranks_, t_.micro_batch_size},
+                                    rollout_metrics);
+    for (const auto& micro : input.grpo->micro) micro_batches.push_back(micro.batch);
+  } else {
+    micro_batches = loader_->next();
+  }
   input.micro_batches = &micro_batches;
   StepOutcome outcome = training_step_->run(input);
-  outcome.data_wait = loader_->last_wait_seconds();
-  outcome.data_read = loader_->last_read_seconds();
+  outcome.objective_metrics.insert(rollout_metrics.begin(), rollout_metrics.end());
+  if (loader_) {
+    outcome.data_wait = loader_->last_wait_seconds();
+    outcome.data_read = loader_->last_read_seconds();
+  }
   state_->samples_consumed += t_.global_batch_size;
   outcome.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   outcome.comm = parallel_->comm_seconds() - comm_before;
@@ -256,6 +268,7 @@ ContextSplit TrainingRun::context_split() const {
 // A background thread reads this rank's micro batches ahead of the steps that train on them.
 void TrainingRun::start_loader(int64_t from_step, int64_t from_position) {
   loader_.reset();
+  if (grpo_) return;  // its batches come from the rollouts
   loader_.emplace(
       [this, from_step, from_position](int64_t at_step) {
         const int64_t position = from_position + (at_step - from_step) * t_.global_batch_size;

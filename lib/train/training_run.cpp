@@ -86,6 +86,8 @@ TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& optio
   load_data();
   device_ = util::choose_device(t_.device, world_.local_rank);
   progress_.device = device_;
+  if (recipe_.data.objective == config::Objective::grpo)
+    grpo_ = std::make_unique<GrpoRollouts>(recipe_, *tokenizer_, device_);
   const auto backend = comm_backend(recipe_.dist.backend, device_);
   store_ = std::make_unique<ckpt::CheckpointStore>(recipe_.run.dir, recipe_.checkpoint.keep);
   resume_from_ = checkpoint_to_resume(recipe_, *store_, chief_);
@@ -152,6 +154,7 @@ void TrainingRun::check_micro_batch_memory() const {
 
 void TrainingRun::load_data() {
   tokenizer_ = text::make_tokenizer(recipe_.data.tokenizer);
+  if (recipe_.data.objective == config::Objective::grpo) return;  // prompts: GrpoRollouts
   train_data_ = load_recipe_dataset("data.train", recipe_.data.train, *tokenizer_, recipe_, recipe_.data.shuffle);
   if (!recipe_.data.eval.empty())
     eval_data_ = load_recipe_dataset("data.eval", recipe_.data.eval, *tokenizer_, recipe_, false);
@@ -200,6 +203,8 @@ void TrainingRun::parallelize_model() {
   training_step_ = std::make_unique<TrainingStep>(*parallel_, *schedule_, *optimizer_, scaler, trained_.optimized,
                                                   *experts_, *mesh_, *sums_, settings);
   if (recipe_.data.objective == config::Objective::dpo) training_step_->use_dpo(make_dpo_objective(recipe_, device_));
+  if (grpo_)
+    training_step_->use_grpo(std::make_unique<GrpoObjective>(grpo_settings(recipe_), recipe_.grpo.temperature));
   training_step_->key_dropout(static_cast<uint64_t>(recipe_.run.seed));
   RunIdentity identity{recipe_.data.seq_len, degrees_, recipe_.parallel.sequence_parallel,
                        {{"global_batch_size", t_.global_batch_size},
@@ -434,20 +439,11 @@ void TrainingRun::print_summary() const {
     fmt::print("model: trains without the dropout of its Hugging Face config ({}; model.dropout: 0); the export "
                "keeps those values\n",
                ckpt::describe(dropout));
-  fmt::print("data: {} tokens, {} samples of {} tokens; unigram entropy {:.4f} nats/token\n",
-             train_data_->num_tokens(), train_data_->num_samples(), recipe_.data.seq_len,
-             train_data_->unigram_entropy());
-  if (const auto notes = train_data_->notes(); !notes.empty()) fmt::print("data: {}\n", notes);
-  if (recipe_.data.pack) {
-    const int64_t looked_at = std::min<int64_t>(train_data_->num_samples(), 1000);
-    int64_t pieces = 0;
-    for (int64_t g = 0; g < looked_at; ++g) pieces += data::document_piece_lengths(*train_data_, g).size();
-    fmt::print("packing: {:.2f} documents per sample (first {} samples){}\n",
-               static_cast<double>(pieces) / static_cast<double>(looked_at), looked_at,
-               recipe_.data.balance_window > 0
-                   ? fmt::format("; balancing attention cost over windows of {} steps", recipe_.data.balance_window)
-                   : "");
-  }
+  if (grpo_)
+    fmt::print("data: {} prompts; {} completions a prompt, {} a rollout\n", grpo_->prompts(),
+               recipe_.grpo.num_generations, t_.global_batch_size * recipe_.grpo.steps_per_rollout);
+  else
+    print_data_summary();
   fmt::print("parallel: {}{}{}\n", mesh_->describe(),
              degrees_.cp > 1 ? fmt::format(", {} attention", to_string(recipe_.parallel.cp_kind)) : "",
              recipe_.parallel.sequence_parallel ? " with sequence parallelism" : "");
@@ -474,6 +470,23 @@ void TrainingRun::print_summary() const {
       fmt::print(stderr, "warning: {}\n", warning);
   }
   for (const auto& warning : float8_unused_key_warnings(recipe_.precision)) fmt::print(stderr, "warning: {}\n", warning);
+}
+
+void TrainingRun::print_data_summary() const {
+  fmt::print("data: {} tokens, {} samples of {} tokens; unigram entropy {:.4f} nats/token\n",
+             train_data_->num_tokens(), train_data_->num_samples(), recipe_.data.seq_len,
+             train_data_->unigram_entropy());
+  if (const auto notes = train_data_->notes(); !notes.empty()) fmt::print("data: {}\n", notes);
+  if (recipe_.data.pack) {
+    const int64_t looked_at = std::min<int64_t>(train_data_->num_samples(), 1000);
+    int64_t pieces = 0;
+    for (int64_t g = 0; g < looked_at; ++g) pieces += data::document_piece_lengths(*train_data_, g).size();
+    fmt::print("packing: {:.2f} documents per sample (first {} samples){}\n",
+               static_cast<double>(pieces) / static_cast<double>(looked_at), looked_at,
+               recipe_.data.balance_window > 0
+                   ? fmt::format("; balancing attention cost over windows of {} steps", recipe_.data.balance_window)
+                   : "");
+  }
 }
 
 // Which FP8 GEMM runs (model/layers/float8_linear.h), in which formats, and how FSDP gathers.

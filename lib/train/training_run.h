@@ -29,6 +29,7 @@
 #include "train/context_split.h"
 #include "train/expert_balance.h"
 #include "train/fault_injection.h"
+#include "train/grpo_rollout.h"
 #include "train/model_factory.h"
 #include "train/rank_sums.h"
 #include "train/run_setup.h"
@@ -66,6 +67,7 @@ class TrainingRun {
   void check_resumed_schedule(const std::string& dir) const;
   void open_outputs();
   void print_summary() const;
+  void print_data_summary() const;  // the samples of data.train (not grpo's prompts)
   void print_float8_line() const;
 
   StepOutcome train_step();
@@ -102,6 +104,7 @@ class TrainingRun {
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<data::SampleDataset> train_data_;
   std::unique_ptr<data::SampleDataset> eval_data_;
+  std::unique_ptr<GrpoRollouts> grpo_;  // data.objective grpo: its prompts and rollouts, instead of train_data_
   torch::Device device_ = torch::kCPU;
   std::unique_ptr<ckpt::CheckpointStore> store_;
   std::optional<ResumeFrom> resume_from_;

@@ -120,7 +120,8 @@ StepOutcome TrainingStep::run(const StepInput& input) {
 void TrainingStep::sum_losses(const MicroBatchLosses& losses, StepOutcome& outcome) {
   const auto& dpo_names = dpo_metric_names();
   for (const auto& [name, value] : losses.aux_losses) {
-    const bool objective = dpo_ && std::find(dpo_names.begin(), dpo_names.end(), name) != dpo_names.end();
+    const bool objective = (dpo_ && std::find(dpo_names.begin(), dpo_names.end(), name) != dpo_names.end()) ||
+                           (grpo_ && is_grpo_loss_metric(name));
     auto& figures = objective ? outcome.objective_metrics : outcome.aux_losses;
     figures[name] = step_targets_ > 0 ? sums_.sum(value.item<double>() * aux_share_) / step_targets_ : 0.0;
   }
@@ -151,8 +152,9 @@ MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, i
     model_input.loss_weight = loss_weight;
     if (model_.model().config().dropout > 0)
       model_input.dropout = dropout_key(batch, dropout_seed_, input_.step, settings_.device);
-    output = dpo_ ? dpo_->loss(model_.model(), model_input)
-                  : training_loss(model_.model(), model_input, settings_.loss_chunk,
+    output = dpo_    ? dpo_->loss(model_.model(), model_input)
+             : grpo_ ? grpo_->loss(model_.model(), model_input, *input_.grpo, index)
+                     : training_loss(model_.model(), model_input, settings_.loss_chunk,
                                   model_.fresh_head_gradients() ? memory::WeightGrad::into_fresh_grad
                                                                 : memory::WeightGrad::into_existing_grad);
   }

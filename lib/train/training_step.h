@@ -27,6 +27,7 @@
 #include "train/evaluate.h"
 #include "train/expert_balance.h"
 #include "train/fault_injection.h"
+#include "train/grpo_objective.h"
 #include "train/non_finite_guard.h"
 #include "train/rank_sums.h"
 #include "train/schedule.h"
@@ -53,6 +54,7 @@ struct StepInput {
   const std::vector<data::MicroBatch>* micro_batches = nullptr;
   double loss_factor = 1.0;                   // an injected spike (train/fault_injection.h)
   const std::optional<Fault>* fault = nullptr;  // the planned fault, for its mid-step actions
+  const GrpoStepBatch* grpo = nullptr;          // data.objective grpo: the micro batches' rollout terms
 };
 
 // What one optimizer step did: for the log line, metrics.jsonl and the decisions after it.
@@ -70,7 +72,8 @@ struct StepOutcome {
   RankSpread peak_rss_mib;                    // each rank's peak resident memory so far
   RankSpread peak_device_mib;                 // each rank's peak of tensor memory on its device so far
   std::map<std::string, double> aux_losses;   // per target, over the global batch
-  std::map<std::string, double> objective_metrics;  // data.objective dpo: per pair (train/dpo_loss.h)
+  // data.objective dpo: per pair (train/dpo_loss.h); grpo: grpo_loss's, the mean over micro batches
+  std::map<std::string, double> objective_metrics;
   std::optional<ExpertBalanceStats> experts;  // mixtures of experts
   parallel::CommSeconds comm;                 // blocked on collectives during the step
   int64_t gathered_bytes = 0;                 // received by the step's parameter gathers
@@ -95,6 +98,8 @@ class TrainingStep final : private MicroBatchWork {
 
   // data.objective dpo: every micro batch's loss is `objective`'s (its targets count pairs).
   void use_dpo(std::unique_ptr<DpoObjective> objective) { dpo_ = std::move(objective); }
+  // data.objective grpo: every micro batch's loss is `objective`'s on StepInput::grpo's terms.
+  void use_grpo(std::unique_ptr<GrpoObjective> objective) { grpo_ = std::move(objective); }
   // run.seed, which keys the dropout masks of a model with model.dropout (train/dropout_key.h).
   void key_dropout(uint64_t seed) { dropout_seed_ = seed; }
 
@@ -138,6 +143,7 @@ class TrainingStep final : private MicroBatchWork {
   double aux_share_ = 1.0;
 
   std::unique_ptr<DpoObjective> dpo_;
+  std::unique_ptr<GrpoObjective> grpo_;
   uint64_t dropout_seed_ = 0;
   NonFiniteGuard non_finite_;
   SpikeDetector spikes_;

@@ -223,9 +223,7 @@ parallel:
   pp_virtual_stages: 2
 "
 printf '{"prompt": "2+3=", "answer": "5"}\n' > prompts.jsonl
-grpo_not_yet="data.objective: grpo's prompts, rewards and loss exist, its training loop (rollouts from the policy, then its steps) does not yet: train with dpo or clm for now (docs/post-training.md)"
-expect grpo_format "grpo_format.yaml: grpo.reward.format: grpo.rewards lists format: set grpo.reward.format to the pattern a completion should match, e.g. '^<think>.*?</think>.*\$'
-grpo_format.yaml:6:3: $grpo_not_yet" \
+expect grpo_format "grpo_format.yaml: grpo.reward.format: grpo.rewards lists format: set grpo.reward.format to the pattern a completion should match, e.g. '^<think>.*?</think>.*\$'" \
 "${head}data:
   train: prompts.jsonl
   objective: grpo
@@ -233,8 +231,7 @@ grpo_format.yaml:6:3: $grpo_not_yet" \
 grpo:
   rewards: [number_match, format]
 "
-expect grpo_groups "grpo_groups.yaml:12:3: grpo.num_generations: a rollout batch of 12 completions (train.global_batch_size 12 x grpo.steps_per_rollout 1) does not hold whole groups of 8: make train.global_batch_size x grpo.steps_per_rollout a multiple of grpo.num_generations
-grpo_groups.yaml:6:3: $grpo_not_yet" \
+expect grpo_groups "grpo_groups.yaml:12:3: grpo.num_generations: a rollout batch of 12 completions (train.global_batch_size 12 x grpo.steps_per_rollout 1) does not hold whole groups of 8: make train.global_batch_size x grpo.steps_per_rollout a multiple of grpo.num_generations" \
 "${head}data:
   train: prompts.jsonl
   objective: grpo

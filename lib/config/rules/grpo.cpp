@@ -100,8 +100,6 @@ void grpo(const RuleContext& c) {
                          "does not hold whole groups of {}: make train.global_batch_size x grpo.steps_per_rollout a "
                          "multiple of grpo.num_generations",
                          completions, r.train.global_batch_size, g.steps_per_rollout, g.num_generations));
-  c.refuse("data.objective", "grpo's prompts, rewards and loss exist, its training loop (rollouts from the policy, "
-                             "then its steps) does not yet: train with dpo or clm for now (docs/post-training.md)");
 }
 
 }  // namespace xtrain::config::rules
