@@ -214,11 +214,15 @@ std::string goodput_report(const std::string& run_dir, const Goodput& g) {
   for (size_t i = 0; i < g.interruptions.size(); ++i) {
     const auto& it = g.interruptions[i];
     lost += it.lost_s;
+    // A stop at a checkpoint (a STOP file, a regroup to more nodes) loses no steps.
+    const std::string again = it.last_step > it.resumed_from
+                                  ? fmt::format("{:.2f} s of steps {}..{} done again", it.recomputed_s,
+                                                it.resumed_from + 1, it.last_step)
+                                  : "no step done again";
     out += fmt::format(
         "  interruption {:<2}{:8.2f} s {:5.1f} %  (after step {}, resumed from step {}: {:.2f} s without steps "
-        "(detection, restart, reload), {:.2f} s of steps {}..{} done again)\n",
-        i + 1, it.lost_s, share(it.lost_s), it.last_step, it.resumed_from, it.lost_s - it.recomputed_s,
-        it.recomputed_s, it.resumed_from + 1, it.last_step);
+        "(detection, restart, reload), {})\n",
+        i + 1, it.lost_s, share(it.lost_s), it.last_step, it.resumed_from, it.lost_s - it.recomputed_s, again);
   }
   const double other = g.wall_s - g.productive_s - lost;
   out += fmt::format("  other          {:8.2f} s {:5.1f} %  (start-up after the first event, checkpoints, logging)\n",

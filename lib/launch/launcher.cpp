@@ -198,8 +198,8 @@ class Launcher {
     if (!members) return result;
     members_ = *members;
     const auto place = std::find(members_.begin(), members_.end(), options_.node_rank);
-    if (place == members_.end()) {
-      wait_as_spare(attempt, result);
+    if (place == members_.end()) {  // a spare: it follows the attempt to its end, and joins the next one
+      follow_attempt(attempt, result);
       return result;
     }
     // The ranks see the attempt's nodes only: a spare that took a lost node's place has the
@@ -264,9 +264,6 @@ class Launcher {
     notice(fmt::format("attempt {} runs on nodes {} ({} ranks); {}", attempt, node_list_text(members),
                        members.size() * options_.nproc_per_node, role));
   }
-
-  // A spare runs no ranks: it follows the attempt to its end, and joins the next one.
-  void wait_as_spare(int attempt, AttemptResult& result) { follow_attempt(attempt, result); }
 
   // Node 0's launcher: a member whose launcher stopped beating fails the attempt, whatever its
   // ranks' peers have noticed yet.
