@@ -34,6 +34,14 @@ struct MicroBatch {
   // split as `context` says; cu_seqlens stays the whole row's. Null otherwise.
   std::shared_ptr<const model::ContextShard> context;
   std::vector<double> context_costs;  // the causal attention work of each cp rank's part
+  // Multi-token prediction under context parallelism: depth k's inputs and targets (the rows'
+  // tokens and targets k further ahead, shifted over the whole rows before the split, so that a
+  // chunk's last positions see the next chunk's tokens), this rank's part; the whole micro
+  // batch's target count and each depth's, by which the depths' losses divide. Empty (0)
+  // otherwise: the model and the loss shift the rows they have.
+  std::vector<torch::Tensor> inputs_ahead{}, targets_ahead{};  // (brace-built batches may leave them out)
+  int64_t whole_target_count = 0;
+  std::vector<int64_t> whole_ahead_counts{};
   // int64 [rows]: each row's sample index in the dataset (a packed row's samples in order), which
   // keys the dropout masks (train/dropout_key.h); undefined where the batch was not made of samples.
   torch::Tensor sample_ids{};  // (initialised: brace-built batches may leave it out)

@@ -4,6 +4,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -33,6 +34,12 @@ struct Batch {
   // CausalLM::reads_kv_cache(): input_ids are then only the new tokens of the cache's rows, their
   // positions the cache's, and the model appends their keys and values to it. Null: no cache.
   KvCache* kv_cache = nullptr;
+  // Multi-token prediction under context parallelism: depth k's input ids and labels (the rows'
+  // tokens and labels k further ahead, shifted before the sequence was split; this rank's part)
+  // and the whole micro batch's count of depth k's labels, by which its loss divides. Empty: the
+  // model and the loss shift input_ids and labels themselves.
+  std::vector<torch::Tensor> ids_ahead, labels_ahead;
+  std::vector<int64_t> labels_ahead_counts;
 
   // The extra input `name`, or an undefined tensor.
   torch::Tensor extra_input(const std::string& name) const {

@@ -2,8 +2,10 @@
 
 #include <torch/torch.h>
 
+#include "model/deepseek/multi_token_prediction.h"
 #include "model/layers/sequence_layout.h"
 #include "parallel/context_parallel.h"
+#include "train/training_loss.h"
 
 namespace xtrain::train {
 
@@ -25,6 +27,13 @@ data::MicroBatch context_part(const data::MicroBatch& whole, const ContextSplit&
   part.target_count = part.targets.ne(data::kIgnoreIndex).sum().item<int64_t>();
   part.context_costs = parallel::context_rank_costs(*shard, bounds);
   part.context = shard;
+  part.whole_target_count = whole.target_count;
+  for (int64_t k = 1; k <= split.depths_ahead; ++k) {
+    part.inputs_ahead.push_back(model::ids_ahead(whole.inputs, k).index_select(1, mine));
+    const auto targets = labels_ahead(whole.targets, k, whole.cu_seqlens);
+    part.whole_ahead_counts.push_back(targets.ne(data::kIgnoreIndex).sum().item<int64_t>());
+    part.targets_ahead.push_back(targets.index_select(1, mine));
+  }
   return part;
 }
 

@@ -262,7 +262,7 @@ void TrainingRun::run_eval(int64_t at_step) {
 }
 
 ContextSplit TrainingRun::context_split() const {
-  return {degrees_.cp, mesh_->coordinate(parallel::Dim::cp), recipe_.parallel.cp_balance};
+  return {degrees_.cp, mesh_->coordinate(parallel::Dim::cp), recipe_.parallel.cp_balance, recipe_.model.mtp_layers};
 }
 
 // A background thread reads this rank's micro batches ahead of the steps that train on them.

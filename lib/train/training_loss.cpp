@@ -1,5 +1,7 @@
 #include "train/training_loss.h"
 
+#include <algorithm>
+
 #include <torch/torch.h>
 
 #include "data/sample_dataset.h"
@@ -49,6 +51,22 @@ torch::Tensor labels_ahead(const torch::Tensor& labels, int64_t k, const torch::
   return ahead;
 }
 
+namespace {
+// Depth k's loss: the mean over its targets, or under context parallelism this rank's part of
+// the whole micro batch's mean (its sum over the whole count), which the cp ranks' backward adds up.
+torch::Tensor depth_loss(model::CausalLM& model, const model::Batch& batch, const torch::Tensor& hidden, int64_t k,
+                         int64_t chunk_tokens, memory::WeightGrad output_weight_grad) {
+  const auto index = static_cast<size_t>(k - 1);
+  if (batch.labels_ahead.empty())
+    return next_token_loss_of_hidden(model, hidden, labels_ahead(batch.labels, k, batch.layout.cu_seqlens),
+                                     chunk_tokens, output_weight_grad);
+  const auto& targets = batch.labels_ahead.at(index);
+  const auto mean = next_token_loss_of_hidden(model, hidden, targets, chunk_tokens, output_weight_grad);
+  const auto local = targets.ne(data::kIgnoreIndex).sum().to(mean.scalar_type());
+  return mean * local / static_cast<double>(std::max<int64_t>(batch.labels_ahead_counts.at(index), 1));
+}
+}  // namespace
+
 BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64_t chunk_tokens,
                         memory::WeightGrad output_weight_grad) {
   auto output = model.forward(batch);
@@ -57,13 +75,12 @@ BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64
   if (!output.mtp_hidden.empty() && output_weight_grad == memory::WeightGrad::into_fresh_grad)
     output_weight_grad = memory::WeightGrad::into_existing_grad;
   BatchLoss result{next_token_loss_of_hidden(model, output.hidden, batch.labels, chunk_tokens, output_weight_grad),
-                   std::move(output.aux_losses), output.expert_load, output.dropped, {}};
+                   std::move(output.aux_losses), output.expert_load, output.dropped, {}, {}};
   const auto depths = static_cast<int64_t>(output.mtp_hidden.size());
   for (int64_t k = 1; k <= depths; ++k) {
-    const auto targets = labels_ahead(batch.labels, k, batch.layout.cu_seqlens);
-    const auto loss = next_token_loss_of_hidden(model, output.mtp_hidden[static_cast<size_t>(k - 1)], targets,
-                                                chunk_tokens, output_weight_grad);
-    result.aux_losses.emplace_back("mtp_" + std::to_string(k), loss.detach());
+    const auto loss = depth_loss(model, batch, output.mtp_hidden[static_cast<size_t>(k - 1)], k, chunk_tokens,
+                                 output_weight_grad);
+    result.depth_losses.emplace_back("mtp_" + std::to_string(k), loss.detach());
     const auto weighted = loss * (model.config().mtp_loss_weight / static_cast<double>(depths));
     result.mtp_loss = result.mtp_loss.defined() ? result.mtp_loss + weighted : weighted;
   }
@@ -95,6 +112,11 @@ model::Batch model_batch(const data::MicroBatch& batch, const torch::Device& dev
     out.input_ids = out.input_ids.narrow(1, 0, batch.encoder_length);
   }
   if (batch.context) out.layout = model::context_layout(out.layout, batch.context, device);
+  for (size_t k = 0; k < batch.inputs_ahead.size(); ++k) {
+    out.ids_ahead.push_back(batch.inputs_ahead[k].to(device, /*non_blocking=*/true));
+    out.labels_ahead.push_back(batch.targets_ahead[k].to(device, /*non_blocking=*/true));
+  }
+  out.labels_ahead_counts = batch.whole_ahead_counts;
   if (batch.pixel_values.defined()) out.extra["pixel_values"] = batch.pixel_values.to(device, /*non_blocking=*/true);
   return out;
 }

@@ -19,13 +19,16 @@ int64_t loss_chunk_tokens(const config::Recipe& recipe);
 
 struct BatchLoss {
   torch::Tensor loss;  // mean over the labels that are not -100; 0 when there are none
-  // The model's, by name; with multi-token prediction also mtp_K, depth K's mean cross-entropy
-  // over its own targets (detached, before mtp_loss_weight).
-  std::vector<std::pair<std::string, torch::Tensor>> aux_losses;
+  std::vector<std::pair<std::string, torch::Tensor>> aux_losses;  // the model's, by name
   torch::Tensor expert_load, dropped;  // the model's (model/model_output.h)
   // Multi-token prediction: mtp_loss_weight x the mean of the depths' losses, to differentiate
-  // beside `loss`; undefined without it.
+  // beside `loss` with the weight of the whole micro batch's targets (under context parallelism
+  // each rank holds its part of the depths' means: model::Batch::labels_ahead_counts); undefined
+  // without it.
   torch::Tensor mtp_loss;
+  // mtp_K: depth K's mean cross-entropy over its own targets, or this rank's part of it, as above
+  // (detached, before mtp_loss_weight).
+  std::vector<std::pair<std::string, torch::Tensor>> depth_losses{};  // (brace-built losses may leave it out)
 };
 
 // Depth k's targets of multi-token prediction: position i's is labels[i + k], -100 past the end

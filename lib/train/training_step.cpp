@@ -125,17 +125,22 @@ void TrainingStep::sum_losses(const MicroBatchLosses& losses, StepOutcome& outco
     auto& figures = objective ? outcome.objective_metrics : outcome.aux_losses;
     figures[name] = step_targets_ > 0 ? sums_.sum(value.item<double>() * aux_share_) / step_targets_ : 0.0;
   }
+  // The cp ranks route different tokens of the same rows: their loads add up too.
   if (experts_.active() && losses.expert_load.defined())
     outcome.experts = experts_.finish_step(
-        losses.expert_load, losses.dropped, *mesh_.flatten({parallel::Dim::pp, parallel::Dim::dp, parallel::Dim::fsdp}));
+        losses.expert_load, losses.dropped,
+        *mesh_.flatten({parallel::Dim::pp, parallel::Dim::dp, parallel::Dim::fsdp, parallel::Dim::cp}));
 }
 
 // The weighting of train/micro_batch_weight.h; the divisor is the step's global target count
 // unless a numeric fault changes it, and a fault may drop the step's last micro batch.
 double TrainingStep::micro_batch_loss_weight(const data::MicroBatch& batch, int64_t index, int64_t count) const {
+  return micro_batch_loss_weight(batch.target_count, index, count);
+}
+
+double TrainingStep::micro_batch_loss_weight(int64_t targets, int64_t index, int64_t count) const {
   const double loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
-  return train::micro_batch_loss_weight(batch.target_count, step_divisor_, loss_scale) *
-         injected_micro_batch_weight(index, count);
+  return train::micro_batch_loss_weight(targets, step_divisor_, loss_scale) * injected_micro_batch_weight(index, count);
 }
 
 MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, int64_t index, int64_t count) {
@@ -163,8 +168,14 @@ MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, i
   MicroBatchLosses losses{loss.detach().to(torch::kFloat64) * targets, {}, output.expert_load, output.dropped, {}};
   for (const auto& [name, aux] : output.aux_losses)
     losses.aux_losses[name] = aux.detach().to(torch::kFloat64) * targets;
-  const auto objective = output.mtp_loss.defined() ? loss + output.mtp_loss : loss;
-  (objective * loss_weight).backward();
+  // The depths' losses are (parts of) the whole micro batch's means under context parallelism.
+  const int64_t whole = batch.context ? batch.whole_target_count : batch.target_count;
+  for (const auto& [name, depth] : output.depth_losses)
+    losses.aux_losses[name] = depth.detach().to(torch::kFloat64) * static_cast<double>(whole);
+  auto objective = loss * loss_weight;
+  if (output.mtp_loss.defined())
+    objective = objective + output.mtp_loss * micro_batch_loss_weight(whole, index, count);
+  objective.backward();
   model_.end_micro_batch();
   return losses;
 }

@@ -119,6 +119,7 @@ class TrainingStep final : private MicroBatchWork {
                                const torch::Tensor& input, double loss_weight, double loss_factor,
                                bool training);  // training: with the dropout masks
   double micro_batch_loss_weight(const data::MicroBatch& batch, int64_t index, int64_t count) const;
+  double micro_batch_loss_weight(int64_t targets, int64_t index, int64_t count) const;  // of `targets` targets
   void sum_losses(const MicroBatchLosses& losses, StepOutcome& outcome);
   void update(StepOutcome& outcome);
   void report_stages(StepOutcome& outcome);

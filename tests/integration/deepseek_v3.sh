@@ -7,7 +7,9 @@
 # overlapping parts (Domino-EP) give one process's per-step losses and gradient norms within
 # 1e-5 and its expert bias bit for bit; TP 2 with sequence parallelism (the depths' eh_proj and
 # norms on half the sequence, the vocabulary-parallel head shared with them) its losses, the
-# depths' too; the export holds that bias. (init_from_hf.sh checks a
+# depths' too; CP 2 (each depth's tokens and targets shifted over the whole sequence before the
+# split, its loss over the whole micro batch's targets; the cp ranks' expert loads summed) its
+# losses, gradient norms and expert bias, the depths' too; the export holds that bias. (init_from_hf.sh checks a
 # folder transformers wrote, trained under FSDP 2 and exported, against transformers' loss.)
 set -euo pipefail
 xtrain=$1
@@ -33,6 +35,7 @@ train fsdp2 2 "${deepseek[@]}"
 train ep2 2 "${deepseek[@]}" --set parallel.ep=2
 train ep2_domino2 2 "${deepseek[@]}" --set parallel.ep=2 --set parallel.intra_layer_micro_batch=2
 train tp2_sp 2 "${deepseek[@]}" --set parallel.tp=2 --set parallel.sequence_parallel=true
+train cp2 2 "${deepseek[@]}" --set parallel.cp=2
 grep -q "deepseek_v3" "$work/single/checkpoints/latest/config.json"
 # Each depth's loss is logged apart, and every layout gives one process's.
 "$python" - "$work" <<'PY'
@@ -43,7 +46,7 @@ def depths(run):
             if "aux_loss.mtp_1" in r}
 single = depths("single")
 assert len(single) == 20, sorted(single)
-for run in ("fsdp2", "ep2", "ep2_domino2", "tp2_sp"):
+for run in ("fsdp2", "ep2", "ep2_domino2", "tp2_sp", "cp2"):
     other = depths(run)
     worst = max(abs(a - b) / a for s in single for a, b in zip(single[s], other[s]))
     print(f"{run}: multi-token prediction losses (2 depths) within {worst:.2e} of one process's")
@@ -51,7 +54,7 @@ for run in ("fsdp2", "ep2", "ep2_domino2", "tp2_sp"):
 print(f"depth losses at steps 1 and 20: {single[1]} -> {single[20]}")
 PY
 bias() { "$python" -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["expert_bias"]))' "$1/checkpoints/latest/trainer_state.json"; }
-for run in fsdp2 ep2 ep2_domino2; do
+for run in fsdp2 ep2 ep2_domino2 cp2; do
   compare_runs "$work/single" "$work/$run" 1 1e-4
   [[ "$(bias "$work/single")" == "$(bias "$work/$run")" ]]
 done

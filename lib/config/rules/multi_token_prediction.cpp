@@ -1,6 +1,4 @@
 // Multi-token prediction: a family that has it, on the layouts it runs under.
-#include <utility>
-
 #include <fmt/format.h>
 
 #include "config/recipe_rule.h"
@@ -16,13 +14,11 @@ void multi_token_prediction(const RuleContext& c) {
     c.refuse("model.mtp_layers",
              fmt::format("{}: model.family {} has no multi-token prediction (deepseek_v3 has); leave it at 0",
                          m.mtp_layers, m.family));
-  for (const auto& [key, degree] :
-       {std::pair<const char*, int64_t>{"parallel.pp", p.pp}, {"parallel.cp", p.cp}})
-    if (degree > 1)
-      c.refuse("model.mtp_layers",
-               fmt::format("{} with {} {}: multi-token prediction runs under fsdp, dp, ep and tp only for now; leave "
-                           "{} at 1, or mtp_layers at 0",
-                           m.mtp_layers, key, degree, key));
+  if (p.pp > 1)
+    c.refuse("model.mtp_layers",
+             fmt::format("{} with parallel.pp {}: multi-token prediction runs under fsdp, dp, ep, tp and cp only "
+                         "for now; leave parallel.pp at 1, or mtp_layers at 0",
+                         m.mtp_layers, p.pp));
 }
 
 }  // namespace xtrain::config::rules

@@ -69,17 +69,21 @@ void MultiTokenPrediction::use_tensor_parallel(const std::shared_ptr<TensorParal
   }
 }
 
-namespace {
-// [ids; ids moved k to the left for k = 1..depths] along the rows: row block k holds at
-// position i the token i + k (0 past the end, where no target is counted).
-torch::Tensor tokens_ahead(const torch::Tensor& input_ids, int64_t depths) {
-  std::vector<torch::Tensor> blocks = {input_ids};
+torch::Tensor ids_ahead(const torch::Tensor& input_ids, int64_t k) {
+  auto ahead = torch::zeros_like(input_ids);
   const int64_t length = input_ids.size(1);
-  for (int64_t k = 1; k <= depths; ++k) {
-    auto ahead = torch::zeros_like(input_ids);
-    if (k < length) ahead.narrow(1, 0, length - k).copy_(input_ids.narrow(1, k, length - k));
-    blocks.push_back(ahead);
-  }
+  if (k < length) ahead.narrow(1, 0, length - k).copy_(input_ids.narrow(1, k, length - k));
+  return ahead;
+}
+
+namespace {
+// [ids; depth k's ids for k = 1..depths] along the rows: the batch's own (shifted before a
+// context split) or ids_ahead of its rows.
+torch::Tensor tokens_ahead(const Batch& batch, int64_t depths) {
+  std::vector<torch::Tensor> blocks = {batch.input_ids};
+  for (int64_t k = 1; k <= depths; ++k)
+    blocks.push_back(batch.ids_ahead.empty() ? ids_ahead(batch.input_ids, k)
+                                             : batch.ids_ahead.at(static_cast<size_t>(k - 1)));
   return torch::cat(blocks, 0);
 }
 }  // namespace
@@ -90,7 +94,7 @@ void MultiTokenPrediction::forward(LlamaBodyImpl& body, const Batch& batch, cons
   body.check_length(batch.input_ids, batch.layout);
   const auto depths = static_cast<int64_t>(depths_.size());
   const int64_t rows = batch.input_ids.size(0);
-  auto looked_up = body.embed(tokens_ahead(batch.input_ids, depths), embed_runner);
+  auto looked_up = body.embed(tokens_ahead(batch, depths), embed_runner);
   looked_up = looked_up.view({depths + 1, rows, looked_up.size(1), looked_up.size(2)});
   output.hidden = body.norm(body.run_layers(looked_up[0], batch.layout, block_runner, 0, num_layers_,
                                             batch.loss_weight, balance_coefficients));

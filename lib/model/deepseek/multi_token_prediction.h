@@ -56,14 +56,19 @@ class MtpLayerImpl : public DecoderLayerImpl {
 };
 TORCH_MODULE(MtpLayer);
 
+// Depth k's input ids: position i holds token i + k of input_ids' row ([B, T]), 0 past the end
+// (where no target is counted).
+torch::Tensor ids_ahead(const torch::Tensor& input_ids, int64_t k);
+
 // A decoder's prediction depths, which follow its layers in the body's layer list.
 class MultiTokenPrediction {
  public:
   // Appends config.mtp_layers depths to body's layers.
   MultiTokenPrediction(const ModelConfig& config, const DecoderParts& parts, LlamaBodyImpl& body);
   // The decoder's final states (output.hidden) and each depth's (output.mtp_hidden), from one
-  // lookup of the tokens and of the tokens each depth looks ahead to, so that a sharded
-  // embedding is gathered once. balance_coefficients: as LlamaBodyImpl::run_layers takes them.
+  // lookup of the tokens and of the tokens each depth looks ahead to (batch.ids_ahead when set,
+  // else ids_ahead of batch.input_ids), so that a sharded embedding is gathered once.
+  // balance_coefficients: as LlamaBodyImpl::run_layers takes them.
   void forward(LlamaBodyImpl& body, const Batch& batch, const BlockRunner& block_runner,
                const EmbedRunner& embed_runner, const torch::Tensor& balance_coefficients, ModelOutput& output) const;
   // Under tensor parallelism (the decoder layers' parts are set by the model): the depths' own
