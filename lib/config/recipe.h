@@ -85,6 +85,7 @@ struct OptimSection {
     MuonAdjustLr adjust_lr = MuonAdjustLr::original;
     MuonNsDtype ns_dtype = MuonNsDtype::bf16;
     double adamw_lr = 0;    // the AdamW part's peak lr; 0: optim.lr
+    double qk_clip_tau = 0; // MuonClip's logit threshold; 0: off
   } muon;
 };
 

@@ -38,6 +38,8 @@ class AdamW {
   // One update with learning rate lr from the parameters' current .grad().
   virtual void step(double lr);
   int64_t steps_taken() const { return step_; }
+  // Figures the last step() measured, for metrics.jsonl by name (none for AdamW).
+  virtual std::map<std::string, double> step_metrics() const { return {}; }
 
   // "exp_avg.<name>", "exp_avg_sq.<name>" and "step" (int64 scalar).
   virtual std::map<std::string, torch::Tensor> state() const;

@@ -90,6 +90,13 @@ void Muon::step(double lr) {
   AdamW::step(lr * muon_options_.adamw_lr_ratio);
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < matrices_.size(); ++i) update(matrices_[i], buffers_[i], lr);
+  if (qk_clip_) qk_clip_stats_ = qk_clip_->apply();
+}
+
+std::map<std::string, double> Muon::step_metrics() const {
+  if (!qk_clip_) return {};
+  return {{"qk_clip/heads", static_cast<double>(qk_clip_stats_.heads_clipped)},
+          {"qk_clip/max_logit", qk_clip_stats_.max_logit}};
 }
 
 // The piece's elements (1-D) of the orthogonalised whole matrix, or of each orthogonalised

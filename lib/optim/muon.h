@@ -29,10 +29,12 @@
 // recurrence as Adam's first moment), and its "exp_avg_sq" is zeros.
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "optim/adamw.h"
+#include "optim/qk_clip.h"
 
 namespace xtrain::optim {
 
@@ -88,6 +90,10 @@ class Muon final : public AdamW {
   void load_state(const std::map<std::string, torch::Tensor>& state) override;
 
   int64_t matrix_count() const { return static_cast<int64_t>(matrices_.size()); }
+  // optim.muon.qk_clip_tau: `clip` runs after each step's updates (optim/qk_clip.h), and
+  // step_metrics() reports qk_clip/heads (heads clipped) and qk_clip/max_logit.
+  void use_qk_clip(std::unique_ptr<QkClip> clip) { qk_clip_ = std::move(clip); }
+  std::map<std::string, double> step_metrics() const override;
 
  private:
   void update(MuonMatrix& matrix, torch::Tensor& buffer, double lr);
@@ -96,6 +102,8 @@ class Muon final : public AdamW {
   std::vector<MuonMatrix> matrices_;
   std::vector<torch::Tensor> buffers_;
   MuonOptions muon_options_;
+  std::unique_ptr<QkClip> qk_clip_;
+  QkClipStats qk_clip_stats_;
 };
 
 }  // namespace xtrain::optim

@@ -27,6 +27,7 @@
 #include "train/dpo_loss.h"
 #include "parallel/placement.h"
 #include "train/micro_batch_memory.h"
+#include "train/qk_clip_layers.h"
 #include "train/recipe_agreement.h"
 #include "train/recipe_data.h"
 #include "train/resume_changes.h"
@@ -313,7 +314,12 @@ void TrainingRun::make_muon(const optim::AdamWOptions& adamw_options) {
                "x{})\n",
                muon_names.size(), muon_numel, m.momentum, m.nesterov, m.ns_steps, config::to_string(m.ns_dtype),
                config::to_string(m.adjust_lr), adamw_names.size(), adamw_numel, options.adamw_lr_ratio);
-  optimizer_ = std::make_unique<optim::Muon>(std::move(adamw_part), std::move(matrices), adamw_options, options);
+  auto muon = std::make_unique<optim::Muon>(std::move(adamw_part), std::move(matrices), adamw_options, options);
+  if (m.qk_clip_tau > 0) {
+    muon->use_qk_clip(make_qk_clip(*model_, trained_, m.qk_clip_tau, mesh_->group(parallel::Dim::world), device_));
+    if (chief_) fmt::print("optim: muon qk-clip at logit {} over every attention head\n", m.qk_clip_tau);
+  }
+  optimizer_ = std::move(muon);
 }
 
 // model.freeze: the frozen parts' parameters take no gradient (autograd skips them) and the

@@ -243,6 +243,7 @@ void TrainingStep::update(StepOutcome& outcome) {
       spikes_in_a_row_ = 0;
       spikes_.add(outcome.loss, outcome.grad_norm);
       optimizer_.step(outcome.lr);
+      for (const auto& [name, value] : optimizer_.step_metrics()) outcome.objective_metrics[name] = value;
     }
     if (outcome.skipped && !outcome.spike && settings_.chief)
       fmt::print("step {}: loss {:.4f}, gradient norm {:.4g}: not finite; step skipped, no update ({} in a row, {} "

@@ -8,7 +8,7 @@
 # TP 2, its slice) instead of the whole matrix must fail that comparison. FSDP 2 killed -9 after
 # step 10's checkpoint and resumed ends bit-identical. Bad recipes, and a resume with another
 # optimizer, exit 2; with --allow-changed optim.name that resume continues with the new
-# optimizer's state from zero.
+# optimizer's state from zero. QK-clip under FSDP 2 against one process, and resumed.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -38,6 +38,38 @@ compare_runs "$work/single" "$work/tp2"
 train tp2-fsdp2 4 "${muon[@]}" --set parallel.tp=2 --set parallel.fsdp=2
 grep -q "parallel: 4 ranks (torchrun), FSDP 2, tensor-parallel over tp 2" "$work/tp2-fsdp2.log"
 compare_runs "$work/single" "$work/tp2-fsdp2"
+# QK-clip (optim.muon.qk_clip_tau): tau low enough that heads clip from the first steps. FSDP 2
+# reduces each head's largest logit over the ranks by max and scales its own pieces: the same
+# losses as one process, the same heads clipped each step; resumed at step 10, bit-identical.
+clip=(--set memory.attention=naive --set optim.muon.qk_clip_tau=0.2)
+expect_refusal 2 "$work/clip-sdpa.log" "memory.attention: sdpa: optim.muon.qk_clip_tau reads each head's largest \
+logit from the naive kernel's scores" "$xtrain" validate "$work/recipe.yaml" "${muon[@]}" "${clip[@]}" \
+  --set memory.attention=sdpa
+expect_refusal 2 "$work/clip-tp.log" "parallel.tp: 2: optim.muon.qk_clip_tau is implemented where every rank" \
+  "$xtrain" validate "$work/recipe.yaml" "${muon[@]}" "${clip[@]}" --set parallel.tp=2
+reference clip-single "${muon[@]}" "${clip[@]}"
+train clip-fsdp2 2 "${muon[@]}" "${clip[@]}" --set parallel.fsdp=2
+compare_runs "$work/clip-single" "$work/clip-fsdp2"
+"${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}" - "$work/clip-single" "$work/clip-fsdp2" <<'PY'
+import json, sys
+def clipped(folder):
+    return [(r["step"], r["qk_clip/heads"], r["qk_clip/max_logit"])
+            for r in map(json.loads, open(f"{folder}/metrics.jsonl")) if "qk_clip/heads" in r]
+one, two = clipped(sys.argv[1]), clipped(sys.argv[2])
+assert len(one) == 20 and [r[:2] for r in one] == [r[:2] for r in two], (one, two)
+heads = [r[1] for r in one]
+assert sum(heads) > 0, heads
+print(f"muon qk-clip: FSDP 2 clips the same heads as one process at every step: {sum(heads):.0f} head clips in "
+      f"20 steps (per step {heads[0]:.0f} .. {heads[-1]:.0f}, of 8), largest logit {max(r[2] for r in one):.3f}")
+PY
+cp -a "$work/clip-fsdp2" "$work/clip-resumed"
+rm -rf "$work/clip-resumed/checkpoints/step-15" "$work/clip-resumed/checkpoints/step-20"
+train clip-resumed 2 "${muon[@]}" "${clip[@]}" --set parallel.fsdp=2
+grep -q "resumed from" "$work/clip-resumed.log"
+for path in "$work/clip-fsdp2/checkpoints/step-20/"*.safetensors; do
+  cmp "$path" "$work/clip-resumed/checkpoints/step-20/${path##*/}"
+done
+echo "muon qk-clip: FSDP 2 resumed at step 10: step-20 checkpoint files bit-identical"
 # Experts: each expert's matrix of the [experts, out, in] stacks, assembled from FSDP's shards.
 moe=(--set model.family=qwen3_moe --set model.num_experts=4 --set model.num_experts_per_tok=2
      --set model.moe_intermediate_size=48 --set model.first_k_dense=1)

@@ -1,6 +1,7 @@
 #include "model/attention/attention.h"
 
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 #include <torch/torch.h>
@@ -54,6 +55,8 @@ torch::Tensor masked_attention(const torch::Tensor& q, const torch::Tensor& k, c
   // differently. The fused kernels (sdpa, blockwise) are the fast paths.
   auto scores = widened_matmul(q, keys.transpose(-2, -1)) * variant.softmax_scale(q.size(-1));
   scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity());
+  if (variant.observe_logit_max)
+    variant.observe_logit_max(scores.detach().amax({0, 2, 3}).to(torch::kFloat32));
   // Softmax in at least fp32: bf16/fp16 scores lose too much in the exponent sum.
   const auto stats_type = at::promote_types(scores.scalar_type(), torch::kFloat32);
   torch::Tensor probs;
@@ -261,7 +264,23 @@ torch::Tensor AttentionImpl::cached_forward(const torch::Tensor& x, const Rotary
 AttentionVariant AttentionImpl::variant() const {
   AttentionVariant variant;
   variant.window = window_;
+  if (record_logit_max_ && is_training()) {
+    // The variant reaches the kernel by value (and a recomputed kernel's replay): the running max
+    // lives here. const: variant() is const, the record is not part of the module's state.
+    auto* self = const_cast<AttentionImpl*>(this);
+    variant.observe_logit_max = [self](const torch::Tensor& heads) {
+      self->logit_max_ = self->logit_max_.defined() ? torch::maximum(self->logit_max_, heads) : heads.clone();
+    };
+  }
   return variant;
+}
+
+torch::Tensor AttentionImpl::take_logit_max() {
+  auto taken = logit_max_.defined() ? logit_max_
+                                    : torch::full({num_heads_ / (tensor_parallel_ ? tensor_parallel_->size() : 1)},
+                                                  -std::numeric_limits<float>::infinity());
+  logit_max_ = torch::Tensor();
+  return taken;
 }
 
 // Row-parallel: the ranks' partial sums are added, then the bias, once. With sequence

@@ -32,6 +32,11 @@ struct AttentionVariant {
   // is zero, so it only takes probability away from the keys. H is q's heads as the kernel sees
   // them: under tensor parallelism the caller passes its rank's heads. Gradients flow to it.
   torch::Tensor sinks;
+  // When set, the eager kernel passes it the largest logit (q.k times the scale) of each query
+  // head over the keys each query sees: [H] fp32, detached, from the scores it computes anyway
+  // (optim.muon.qk_clip_tau). It may be called more than once a forward (packed segments, and
+  // again when a recomputed kernel replays in backward), so a consumer keeps the running max.
+  std::function<void(const torch::Tensor&)> observe_logit_max = {};
 
   bool has_sinks() const { return sinks.defined(); }
   // The scale for q's head dim `dim`.
@@ -74,6 +79,15 @@ class AttentionImpl : public AttentionLayer {
   void float8_layers(const std::string& name, Float8Layers& layers) override;  // q, k, v and o
   bool reads_kv_cache() const override { return true; }
 
+  // optim.muon.qk_clip_tau: while on, each training forward (not eval) keeps the largest logit of
+  // each of this rank's query heads since the last take_logit_max(), which returns it ([heads]
+  // fp32, -inf for a head that saw no query) and starts over. Only the eager kernel reports them.
+  void record_logit_max(bool on) { record_logit_max_ = on; }
+  torch::Tensor take_logit_max();
+  int64_t num_heads() const { return num_heads_; }
+  int64_t num_kv_heads() const { return num_kv_heads_; }
+  int64_t head_dim() const { return head_dim_; }
+
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qwen3 only
   bool fused_rotary = false;  // q and k rotated by model/kernels/fused_rotary.h where it applies
@@ -101,6 +115,8 @@ class AttentionImpl : public AttentionLayer {
   int64_t num_heads_, num_kv_heads_, head_dim_, window_;
   std::shared_ptr<TensorParallelOps> tensor_parallel_;
   int64_t replicated_kv_head_ = -1;  // fewer kv heads than ranks: the one this rank reads
+  bool record_logit_max_ = false;
+  torch::Tensor logit_max_;  // [heads] since the last take, or undefined: none seen
 };
 TORCH_MODULE(Attention);
 
