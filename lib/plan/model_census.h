@@ -18,11 +18,19 @@ struct LayerCensus {
   int64_t total() const { return matrices() + other; }
 };
 
+// A weight matrix optim.name muon orthogonalises (optim::muon_takes): [rows, cols], `count` of
+// them (an expert stack's experts), in decoder layer `layer` (-1: outside the layers).
+struct MatrixCensus {
+  int64_t rows = 0, cols = 0, count = 1, layer = -1;
+  bool experts = false;
+};
+
 struct ModelCensus {
   int64_t embedding = 0;  // the token table
   int64_t head = 0;       // the output projection (0 when tied to the table)
   int64_t other = 0;      // final norm, a vision tower and projector
   std::vector<LayerCensus> layers;
+  std::vector<MatrixCensus> muon_matrices;
 
   // Widths of one token's activations in a layer.
   int64_t hidden = 0;

@@ -8,6 +8,7 @@
 #include "config/pipeline_layout.h"
 #include "layout/loss_chunking.h"
 #include "plan/memory_estimate.h"
+#include "plan/muon_cost.h"
 #include "plan/stage_share.h"
 
 namespace xtrain::plan {
@@ -421,6 +422,16 @@ StepTimeEstimate estimate_step_time(const ModelCensus& c, const config::Recipe& 
   // A distributed optimizer updates only the replica's 1/dp of the shard.
   const double updated = shard_parameters / (overlap.distributed_optimizer ? static_cast<double>(layout.dp) : 1);
   e.terms.push_back({"optimizer", updated * kAdamBytes / (hw.memory_gbs * 1e9), "AdamW over this rank's shard"});
+  if (recipe.optim.name == config::Optimizer::muon) {
+    const auto muon = muon_cost(c, recipe, layout, hw, layers);
+    e.terms.push_back({"Muon Newton-Schulz", muon.compute_s,
+                       fmt::format("{:.3g} FLOPs, every whole matrix here, in {}", muon.flops,
+                                   config::to_string(recipe.optim.muon.ns_dtype))});
+    if (muon.collectives > 0)
+      e.terms.push_back({"Muon assembly", muon.communication_s,
+                         fmt::format("{:.3g} MB sent in {:.0f} fp32 all-reduces, not hidden", muon.sent_bytes / 1e6,
+                                     muon.collectives)});
+  }
 
   StepShape step;
   step.micro_batches = micro_batches;

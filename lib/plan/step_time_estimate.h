@@ -12,6 +12,8 @@
 //                   full recompute add a forward);
 //   elementwise     norms, rotary, activations and residuals, bound by memory bandwidth;
 //   optimizer       AdamW over this rank's shard, bound by memory bandwidth;
+//   Muon            with optim.name muon, its Newton-Schulz FLOPs and its matrices' assembly
+//                   (plan/muon_cost.h);
 //   communication   each collective's bytes over the link its group uses (inside a node or
 //                   across nodes), ring algorithms, less what overlaps compute: FSDP's gathers
 //                   and reductions (prefetched), data-parallel gradients (behind the last

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "optim/muon.h"
 #include "train/model_factory.h"
 
 namespace xtrain::train {
@@ -39,7 +40,11 @@ plan::ModelCensus model_census(const config::Recipe& recipe) {
     const auto& name = item.key();
     const int64_t n = item.value().numel();
     std::smatch match;
-    if (!contains(name, "vision") && std::regex_search(name, match, layer_name)) {
+    const bool in_layer = !contains(name, "vision") && std::regex_search(name, match, layer_name);
+    if (const auto& p = item.value(); optim::muon_takes(name, static_cast<size_t>(p.dim())))
+      c.muon_matrices.push_back({p.size(-2), p.size(-1), p.dim() == 3 ? p.size(0) : 1,
+                                 in_layer ? std::stoll(match[2].str()) : -1, p.dim() == 3});
+    if (in_layer) {
       const auto index = static_cast<size_t>(std::stoll(match[2].str()));
       if (index < c.layers.size()) {
         count_layer_parameter(c.layers[index], name, item.value(), m);
