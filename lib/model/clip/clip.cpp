@@ -69,6 +69,8 @@ void ClipTextImpl::float8_layers(const std::string& name, Float8Layers& layers) 
 ClipModel::ClipModel(const ModelConfig& c) : CausalLM(c) {
   text_model = register_module("text_model", ClipText(c));
   vision_model = register_module("vision_model", ClipVision(c.vision));
+  for (auto& block : text_model->blocks) block->key_bias_gradient = false;
+  for (auto& block : vision_model->blocks) block->key_bias_gradient = false;
   visual_projection =
       register_module("visual_projection", Linear(c.vision.hidden_size, c.vision.projection_dim, false));
   text_projection = register_module("text_projection", Linear(c.hidden_size, c.vision.projection_dim, false));

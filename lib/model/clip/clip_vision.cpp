@@ -28,9 +28,12 @@ ClipEncoderLayerImpl::ClipEncoderLayerImpl(const VisionConfig& c)
 torch::Tensor ClipEncoderLayerImpl::forward(const torch::Tensor& x, bool causal) {
   const int64_t n = x.size(0), t = x.size(1);
   const auto normed = layer_norm1(x);
-  auto heads = [&](Linear& projection) { return projection(normed).view({n, t, -1, head_dim_}).transpose(1, 2); };
+  auto heads = [&](const torch::Tensor& projected) { return projected.view({n, t, -1, head_dim_}).transpose(1, 2); };
+  const auto keys = key_bias_gradient ? k_proj(normed)
+                                      : k_proj->project_with(normed, k_proj->weight, {}) + k_proj->bias.detach();
   // An image's tokens see each other all: no mask.
-  auto context = at::scaled_dot_product_attention(heads(q_proj), heads(k_proj), heads(v_proj), {}, 0.0, causal);
+  auto context =
+      at::scaled_dot_product_attention(heads(q_proj(normed)), heads(keys), heads(v_proj(normed)), {}, 0.0, causal);
   const auto h = x + out_proj(context.transpose(1, 2).reshape({n, t, -1}));
   return h + fc2(quick_gelu(fc1(layer_norm2(h))));
 }

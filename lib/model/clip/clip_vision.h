@@ -36,6 +36,11 @@ class ClipEncoderLayerImpl : public torch::nn::Module, public Float8User {
   void float8_layers(const std::string& name, Float8Layers& layers) override;  // attention and MLP projections
 
   Linear k_proj{nullptr}, v_proj{nullptr}, q_proj{nullptr}, out_proj{nullptr};
+  // False: k_proj's bias takes no gradient (clip). Its gradient is zero in exact arithmetic (a
+  // shift of all of a query's scores, which softmax cancels), so what autograd computes is
+  // rounding noise, which AdamW scales up to steps of the learning rate's size, differently on
+  // each layout. llava keeps it, as transformers does.
+  bool key_bias_gradient = true;
   LayerNorm layer_norm1{nullptr};
   Linear fc1{nullptr}, fc2{nullptr};
   LayerNorm layer_norm2{nullptr};

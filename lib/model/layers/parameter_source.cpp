@@ -13,7 +13,9 @@ bool is_materialized(const torch::Tensor& parameter) {
 void place_unmaterialized(torch::nn::Module& module, const torch::Device& device) {
   torch::NoGradGuard no_grad;
   for (auto& parameter : module.parameters()) {
-    TORCH_CHECK(!is_materialized(parameter), "place_unmaterialized: a parameter already holds values");
+    // A one-element parameter (clip's logit_scale) looks materialised either way.
+    TORCH_CHECK(parameter.numel() <= 1 || !is_materialized(parameter),
+                "place_unmaterialized: a parameter already holds values");
     parameter.set_data(torch::zeros({1}, parameter.options().device(device)).expand(parameter.sizes()));
   }
   for (auto& buffer : module.buffers()) buffer.set_data(buffer.to(device));

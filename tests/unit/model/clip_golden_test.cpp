@@ -92,16 +92,17 @@ TEST_CASE("CLIP's logits, contrastive loss and gradients match transformers' CLI
       INFO(item.key());
       const auto& key = item.key();
       const auto& expected = golden.at("grad." + key);
-      REQUIRE(item.value().grad().defined());
       if (key.size() > 12 && key.compare(key.size() - 12, 12, ".k_proj.bias") == 0) {
         // Zero in exact arithmetic (a key bias shifts a query's scores alike, which softmax
-        // ignores): both sides are rounding noise, compared against the scale of the query's.
+        // ignores): transformers' is rounding noise, compared against the scale of the query's;
+        // xtrain's is exactly zero (model/clip/clip_vision.h): no gradient at all.
+        CHECK(!item.value().grad().defined());
         const auto query_bias = "grad." + key.substr(0, key.size() - 11) + "q_proj.bias";
-        CHECK((item.value().grad() - expected).abs().max().item<double>() <
-              1e-5 * golden.at(query_bias).abs().max().item<double>());
+        CHECK(expected.abs().max().item<double>() < 1e-5 * golden.at(query_bias).abs().max().item<double>());
         ++compared;
         continue;
       }
+      REQUIRE(item.value().grad().defined());
       const double error = testing::max_relative_error(item.value().grad(), expected);
       CHECK(error < 1e-5);
       grad_error = std::max(grad_error, error);
@@ -116,7 +117,8 @@ TEST_CASE("CLIP's logits, contrastive loss and gradients match transformers' CLI
     // A step on those gradients, then the export: transformers loads it and scores it as xtrain.
     {
       torch::NoGradGuard no_grad;
-      for (auto& p : model->parameters()) p.sub_(p.grad() * 0.05);
+      for (auto& p : model->parameters())
+        if (p.grad().defined()) p.sub_(p.grad() * 0.05);
     }
     const double stepped = train::training_loss(*model, batch, 0).loss.item<double>();
     const std::string exported = (scratch.path() / "exported").string();
