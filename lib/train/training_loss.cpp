@@ -70,6 +70,13 @@ torch::Tensor depth_loss(model::CausalLM& model, const model::Batch& batch, cons
 BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64_t chunk_tokens,
                         memory::WeightGrad output_weight_grad) {
   auto output = model.forward(batch);
+  // A family that computes its own loss (clip's contrastive): nothing to project.
+  if (output.loss.defined()) {
+    BatchLoss own;
+    own.loss = output.loss;
+    own.aux_losses = std::move(output.aux_losses);
+    return own;
+  }
   // Several losses through one output weight: each adds its gradient in backward, none may take
   // the weight's fresh gradient buffer for itself.
   if (!output.mtp_hidden.empty() && output_weight_grad == memory::WeightGrad::into_fresh_grad)
@@ -87,13 +94,6 @@ BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64
   return result;
 }
 
-  // A family that computes its own loss (clip's contrastive): nothing to project.
-  if (output.loss.defined()) {
-    BatchLoss own;
-    own.loss = output.loss;
-    own.aux_losses = std::move(output.aux_losses);
-    return own;
-  }
 model::Batch model_batch(const torch::Tensor& inputs, const torch::Tensor& targets, const torch::Tensor& cu_seqlens,
                          const torch::Device& device) {
   model::Batch batch;
