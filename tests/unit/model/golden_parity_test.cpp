@@ -440,7 +440,7 @@ TEST_CASE("multi-token prediction matches an independent reference on every dept
   CHECK(loss_error < 1e-5);
   double depth_error = 0;
   int64_t depths = 0;
-  for (const auto& [name, value] : losses.aux_losses) {
+  for (const auto& [name, value] : losses.depth_losses) {
     if (name.rfind("mtp_", 0) != 0) continue;
     INFO(name);
     const double error = testing::max_relative_error(value, reference.at("mtp_loss." + name.substr(4)));
