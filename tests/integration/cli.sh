@@ -29,6 +29,7 @@ set +e; "$xtrain" frobnicate >/dev/null 2>&1; status=$?; set -e
   --out "$work/vit-demo" --size 16 --train 8 --eval 4 > /dev/null 2>&1
 "${XTRAIN_PYTHON:-$source_dir/.venv/bin/python3}" "$source_dir/tools/reference/golden_vit.py" make \
   --out "$work/vit-demo/init" --image-size 16 --patch-size 4 --labels 4 > /dev/null 2>&1
+printf '%s\n' '{"prompt": "1+2=", "answer": "3"}' '{"prompt": "3+4=", "answer": "7"}' > "$work/grpo-prompts.jsonl"
 for recipe in "$source_dir"/recipes/*.yaml; do
   overrides=()
   [[ $(basename "$recipe") != vlm-demo.yaml ]] || overrides=(--set "model.init_from=hf:$work/vlm-demo/init"
@@ -37,6 +38,10 @@ for recipe in "$source_dir"/recipes/*.yaml; do
     --set "data.train=$work/vit-demo/train.jsonl" --set "data.eval=$work/vit-demo/eval.jsonl")
   # The LoRA demo's base is the demo model's export (runs/demo/export): its shape, from a random init.
   [[ $(basename "$recipe") != lora-demo.yaml ]] || overrides=(--set "model.init_from=")
+  # The GRPO demo starts from its SFT warm-up's export and reads prompts its header writes: its
+  # shape from a random init, and two prompts here.
+  [[ $(basename "$recipe") != grpo-demo.yaml ]] || overrides=(--set "model.init_from="
+    --set "data.train=$work/grpo-prompts.jsonl")
   (cd "$source_dir" && "$xtrain" validate "$recipe" "${overrides[@]}") > "$work/resolved.yaml"
   (cd "$source_dir" && "$xtrain" validate "$work/resolved.yaml") | cmp - "$work/resolved.yaml"
 done
