@@ -82,7 +82,6 @@ bool step_seconds(std::string_view summary, double& seconds) {
   while (values.next(field, wire, payload, number)) {
     if (field != 1 || wire != 2) continue;
     Fields value(payload);
-    std::string_view tag;
     bool is_step_s = false;
     while (value.next(field, wire, payload, number)) {
       if (field == 1 && wire == 2) is_step_s = payload == "step_s";
