@@ -33,24 +33,10 @@ nlohmann::json clip_config(const ModelConfig& c, int64_t /*eos_token_id: the tex
                                {"pad_token_id", c.pad_token_id},
                                {"eos_token_id", c.contrastive.eos_token_id},
                                {"projection_dim", v.projection_dim}};
-  const nlohmann::json vision = {{"model_type", "clip_vision_model"},
-                                 {"hidden_size", v.hidden_size},
-                                 {"intermediate_size", v.intermediate_size},
-                                 {"num_hidden_layers", v.num_layers},
-                                 {"num_attention_heads", v.num_heads},
-                                 {"image_size", v.image_size},
-                                 {"patch_size", v.patch_size},
-                                 {"num_channels", v.num_channels},
-                                 {"layer_norm_eps", v.norm_eps},
-                                 {"hidden_act", "quick_gelu"},
-                                 {"attention_dropout", 0.0},
-                                 {"initializer_range", v.init_std},
-                                 {"initializer_factor", 1.0},
-                                 {"projection_dim", v.projection_dim}};
   return {{"architectures", {"CLIPModel"}},
           {"model_type", "clip"},
           {"text_config", text},
-          {"vision_config", vision},
+          {"vision_config", clip_vision_config_json(v)},
           {"projection_dim", v.projection_dim},
           {"logit_scale_init_value", c.contrastive.logit_scale_init},
           {"initializer_factor", 1.0},
@@ -131,6 +117,23 @@ ModelConfig config_from_clip(const nlohmann::json& json, const std::string& sour
 }
 
 }  // namespace
+
+nlohmann::json clip_vision_config_json(const VisionConfig& v) {
+  return {{"model_type", "clip_vision_model"},
+          {"hidden_size", v.hidden_size},
+          {"intermediate_size", v.intermediate_size},
+          {"num_hidden_layers", v.num_layers},
+          {"num_attention_heads", v.num_heads},
+          {"image_size", v.image_size},
+          {"patch_size", v.patch_size},
+          {"num_channels", v.num_channels},
+          {"layer_norm_eps", v.norm_eps},
+          {"hidden_act", "quick_gelu"},
+          {"attention_dropout", 0.0},
+          {"initializer_range", v.init_std},
+          {"initializer_factor", 1.0},
+          {"projection_dim", v.projection_dim}};
+}
 
 ModelSpec clip_spec() {
   ModelSpec spec;

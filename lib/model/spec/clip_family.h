@@ -5,10 +5,15 @@
 // the shared space's width, contrastive the end-of-text id and logit_scale's initial value.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "model/spec/model_spec.h"
 
 namespace xtrain::model {
 
 ModelSpec clip_spec();
+
+// transformers' CLIPVisionConfig of a vision tower (clip's vision_config, and llava's).
+nlohmann::json clip_vision_config_json(const VisionConfig& v);
 
 }  // namespace xtrain::model

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "model/spec/clip_family.h"
 #include "model/spec/hf_fields.h"
 #include "model/spec/llama_family.h"
 #include "util/input_error.h"
@@ -17,23 +18,6 @@ namespace {
 
 constexpr int64_t kMaxImageSize = 16384;
 constexpr int64_t kMaxImageChannels = 64;
-
-nlohmann::json vision_json(const VisionConfig& v) {
-  return {{"model_type", "clip_vision_model"},
-          {"hidden_size", v.hidden_size},
-          {"intermediate_size", v.intermediate_size},
-          {"num_hidden_layers", v.num_layers},
-          {"num_attention_heads", v.num_heads},
-          {"image_size", v.image_size},
-          {"patch_size", v.patch_size},
-          {"num_channels", v.num_channels},
-          {"layer_norm_eps", v.norm_eps},
-          {"hidden_act", "quick_gelu"},
-          {"attention_dropout", 0.0},
-          {"initializer_range", v.init_std},
-          {"initializer_factor", 1.0},
-          {"projection_dim", v.projection_dim}};
-}
 
 nlohmann::json llava_config(const ModelConfig& c, int64_t eos_token_id) {
   ModelConfig text = c;
@@ -46,7 +30,7 @@ nlohmann::json llava_config(const ModelConfig& c, int64_t eos_token_id) {
   return {{"architectures", {"LlavaForConditionalGeneration"}},
           {"model_type", "llava"},
           {"text_config", text_json},
-          {"vision_config", vision_json(v)},
+          {"vision_config", clip_vision_config_json(v)},
           {"image_token_index", v.image_token_index},
           {"image_seq_length", v.image_seq_length},
           {"projector_hidden_act", "gelu"},
