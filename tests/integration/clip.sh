@@ -5,8 +5,8 @@
 # norms 3e-5), because each rank's embeddings are gathered with their gradient so that the
 # negatives are the global batch's; XTRAIN_NUMERIC_FAULT=local_negatives (each rank scores its own
 # pairs only) fails that check, and the figure is shown. Bad records exit 2 naming the file and
-# line; the layouts clip does not split by (tp, pp, cp, ep), gradient accumulation and a model
-# whose end-of-text id is not the tokenizer's exit 2 naming the key.
+# line; the layouts clip does not split by (tp, pp, cp, ep), gradient accumulation, data.eval and a
+# model whose end-of-text id is not the tokenizer's exit 2 naming the key.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -78,6 +78,8 @@ refused pp "parallel.pp" --set parallel.pp=2
 refused cp "parallel.cp" --set parallel.cp=2
 refused ep "parallel.ep" --set parallel.ep=2
 refused accumulation "clip's negatives are the pairs of one step" --set parallel.fsdp=1 --set train.micro_batch_size=4
+# Evaluation scores next-token targets: a clip run with data.eval failed at its first eval (exit 1).
+refused eval "data.eval: clip has no evaluation of held-out pairs yet" --set data.eval="$work/pairs/eval.jsonl"
 cp -r "$work/clip" "$work/clip-eos"
 sed -i 's/"eos_token_id": 256/"eos_token_id": 255/' "$work/clip-eos/config.json"
 refused eos "text_config eos_token_id is 255, where the text tower pools, but data.tokenizer 'byte' ends text with 256" \

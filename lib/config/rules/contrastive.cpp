@@ -6,7 +6,8 @@
 // (tensor_parallel.cpp, pipeline.cpp, context_parallel.cpp, experts.cpp): clip's spec claims
 // none of those capabilities.
 // Its shape comes from a Hugging Face folder (the image tower has no recipe keys); data.seq_len is
-// a caption's tokens, at most the text tower's positions. docs/models.md, Contrastive image-text.
+// a caption's tokens, at most the text tower's positions. No evaluation yet: data.eval is refused.
+// docs/models.md, Contrastive image-text.
 #include <fmt/format.h>
 
 #include "config/recipe_rule.h"
@@ -28,6 +29,12 @@ void contrastive(const RuleContext& c) {
                                            "the default)",
                                            r.model.family));
   if (r.data.pack) c.refuse("data.pack", "a contrastive model reads one caption a row: set data.pack false");
+  // Evaluation scores next-token targets (train/evaluate.h); a clip run would reach it and fail
+  // at its first eval.
+  if (!r.data.eval.empty())
+    c.refuse("data.eval", fmt::format("{} has no evaluation of held-out pairs yet: leave data.eval empty (an export's "
+                                      "zero-shot accuracy: tools/reference/clip_pairs.py zero-shot)",
+                                      r.model.family));
   if (r.model.max_seq_len > 0 && r.data.seq_len > r.model.max_seq_len)
     c.refuse("data.seq_len", fmt::format("captions of {} tokens; the text tower has {} positions: set data.seq_len "
                                          "{} or less",
