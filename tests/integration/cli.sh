@@ -29,6 +29,11 @@ set +e; "$xtrain" frobnicate >/dev/null 2>&1; status=$?; set -e
   --out "$work/vit-demo" --size 16 --train 8 --eval 4 > /dev/null 2>&1
 "${XTRAIN_PYTHON:-$source_dir/.venv/bin/python3}" "$source_dir/tools/reference/golden_vit.py" make \
   --out "$work/vit-demo/init" --image-size 16 --patch-size 4 --labels 4 > /dev/null 2>&1
+# The contrastive demo's likewise (scripts/clip-demo.sh writes them to data/clip-demo).
+"${XTRAIN_PYTHON:-$source_dir/.venv/bin/python3}" "$source_dir/tools/reference/clip_pairs.py" make \
+  --out "$work/clip-demo" --size 16 --train 8 --eval 4 > /dev/null 2>&1
+"${XTRAIN_PYTHON:-$source_dir/.venv/bin/python3}" "$source_dir/tools/reference/golden_clip.py" make \
+  --out "$work/clip-demo/init" --vocab 257 --eos 256 --positions 24 --image-size 16 --patch-size 4 > /dev/null 2>&1
 printf '%s\n' '{"prompt": "1+2=", "answer": "3"}' '{"prompt": "3+4=", "answer": "7"}' > "$work/grpo-prompts.jsonl"
 for recipe in "$source_dir"/recipes/*.yaml; do
   overrides=()
@@ -36,6 +41,8 @@ for recipe in "$source_dir"/recipes/*.yaml; do
     --set "data.train=$work/vlm-demo/train.jsonl" --set "data.eval=$work/vlm-demo/eval.jsonl")
   [[ $(basename "$recipe") != vit-demo.yaml ]] || overrides=(--set "model.init_from=hf:$work/vit-demo/init"
     --set "data.train=$work/vit-demo/train.jsonl" --set "data.eval=$work/vit-demo/eval.jsonl")
+  [[ $(basename "$recipe") != clip-demo.yaml ]] || overrides=(--set "model.init_from=hf:$work/clip-demo/init"
+    --set "data.train=$work/clip-demo/train.jsonl")
   # The LoRA demo's base is the demo model's export (runs/demo/export): its shape, from a random init.
   [[ $(basename "$recipe") != lora-demo.yaml ]] || overrides=(--set "model.init_from=")
   # The GRPO demo starts from its SFT warm-up's export and reads prompts its header writes: its

@@ -15,7 +15,8 @@ zero-shot: the model (CLIPModel, float32) scores every eval image against the 9 
 encoded as xtrain's byte tokenizer does (UTF-8 bytes, then the end-of-text id 256, padded with it
 to seq_len), the images normalised with CLIP's mean and std (they are already the model's size,
 so CLIPImageProcessor's resize and crop keep them); an image counts when its own caption scores
-highest. Prints "zero-shot accuracy A | N images | chance C".
+highest. Prints "zero-shot accuracy A | N images | chance C | colour right X, shape right Y
+(chance 1/3 each)": the shares of the images whose best caption names their colour, their shape.
 """
 import argparse
 import json
@@ -65,6 +66,7 @@ def zero_shot(args):
     from transformers import CLIPModel
     from transformers.utils import logging as hf_logging
     hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
     torch.set_num_threads(1)
     model = CLIPModel.from_pretrained(args.model, dtype=torch.float32).eval()
     size = model.config.vision_config.image_size
@@ -86,8 +88,13 @@ def zero_shot(args):
     with torch.no_grad():
         logits = model(input_ids=ids, pixel_values=torch.stack(pixels)).logits_per_image
     truth = torch.tensor([CAPTIONS.index(r["caption"]) for r in records])
-    accuracy = (logits.argmax(-1) == truth).float().mean().item()
-    print(f"zero-shot accuracy {accuracy:.4f} | {len(records)} images | chance {1 / len(CAPTIONS):.4f}")
+    guess = logits.argmax(-1)
+    accuracy = (guess == truth).float().mean().item()
+    # Captions run colour-major: index // 3 is the colour, index % 3 the shape.
+    colour = (guess // len(SHAPES) == truth // len(SHAPES)).float().mean().item()
+    shape = (guess % len(SHAPES) == truth % len(SHAPES)).float().mean().item()
+    print(f"zero-shot accuracy {accuracy:.4f} | {len(records)} images | chance {1 / len(CAPTIONS):.4f} | "
+          f"colour right {colour:.4f}, shape right {shape:.4f} (chance 1/3 each)")
 
 
 def main():
