@@ -6,21 +6,15 @@
 #include <torch/torch.h>
 
 #include "optim/adamw_elements.h"
+#include "model/kernels/fused_kernels.h"
 #include "util/cpu_kernel_support.h"
-#ifdef XTRAIN_CUDA
 #include "model/kernels/cuda/fused_kernels_cuda.h"
-#endif
 
 namespace xtrain::optim {
 
 bool fused_adamw_applies(const torch::Tensor& param, const torch::Tensor& grad, const torch::Tensor& exp_avg,
                          const torch::Tensor& exp_avg_sq) {
-#ifdef XTRAIN_CUDA
-  const bool device_has_kernel = param.device().is_cpu() || param.device().is_cuda();
-#else
-  const bool device_has_kernel = param.device().is_cpu();
-#endif
-  if (!device_has_kernel) return false;
+  if (!param.device().is_cpu() && !model::cuda_fused_kernel_takes(param)) return false;
   for (const auto* t : {&param, &grad, &exp_avg, &exp_avg_sq})
     if (t->scalar_type() != torch::kFloat32 || t->device() != param.device() || !t->is_contiguous() ||
         t->numel() != param.numel())
@@ -32,13 +26,11 @@ void fused_adamw_step(const torch::Tensor& param, const torch::Tensor& grad, con
                       const torch::Tensor& exp_avg_sq, const AdamWStep& step) {
   TORCH_CHECK(fused_adamw_applies(param, grad, exp_avg, exp_avg_sq),
               "fused_adamw_step: contiguous fp32 tensors of one size on one device expected");
-#ifdef XTRAIN_CUDA
   if (param.is_cuda()) {
     model::cuda::adamw_step(param, grad, exp_avg, exp_avg_sq, step.lr, step.beta1, step.beta2, step.eps,
                             step.weight_decay, step.step);
     return;
   }
-#endif
   const double t = static_cast<double>(step.step);
   const AdamWScalars s{static_cast<float>(1.0 - step.lr * step.weight_decay),
                       static_cast<float>(step.beta1),

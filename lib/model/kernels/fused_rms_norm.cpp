@@ -8,9 +8,7 @@
 
 #include "util/cpu_kernel_support.h"
 #include "model/kernels/fused_kernels.h"
-#ifdef XTRAIN_CUDA
 #include "model/kernels/cuda/fused_kernels_cuda.h"
-#endif
 
 namespace xtrain::model {
 namespace {
@@ -115,11 +113,9 @@ class FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
     const auto w = w_in.contiguous();
     auto y = torch::empty_like(x);
     auto rstd = torch::empty({rows_of(x)}, x.options().dtype(torch::kFloat32));
-#ifdef XTRAIN_CUDA
     if (x.is_cuda())
       cuda::rms_norm_forward(x, w, eps, y, rstd);
     else
-#endif
       normalize_on_cpu(x, {}, {}, w, eps, y, rstd);
     ctx->save_for_backward({x, w, rstd});
     return y;
@@ -133,13 +129,11 @@ class FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
     const auto& rstd = saved[2];
     const auto g = grads[0].contiguous();
     auto dx = torch::empty_like(x);
-#ifdef XTRAIN_CUDA
     if (x.is_cuda()) {
       auto dw = torch::empty({x.size(-1)}, x.options().dtype(torch::kFloat32));
       cuda::rms_norm_backward(g, x, w, rstd, dx, dw);
       return {dx, dw.to(w.scalar_type()), torch::Tensor()};
     }
-#endif
     return {dx, normalize_backward_on_cpu(g, x, w, rstd, {}, dx), torch::Tensor()};
   }
 };

@@ -5,9 +5,7 @@
 
 #include "util/cpu_kernel_support.h"
 #include "model/kernels/fused_kernels.h"
-#ifdef XTRAIN_CUDA
 #include "model/kernels/cuda/fused_kernels_cuda.h"
-#endif
 
 namespace xtrain::model {
 namespace {
@@ -59,7 +57,6 @@ void rotate_rows(const HeadRows (&in)[2], const HeadRows (&out)[2], int64_t batc
   });
 }
 
-#ifdef XTRAIN_CUDA
 // The CUDA kernel takes the [B, T, H, D] layout of the projections; heads are [B, H, T, D] views.
 torch::autograd::variable_list rotate_on_cuda(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& cos,
                                               const torch::Tensor& sin, bool inverse) {
@@ -69,7 +66,6 @@ torch::autograd::variable_list rotate_on_cuda(const torch::Tensor& q, const torc
   cuda::rotary_qk(q_rows, k_rows, cos, sin, inverse, q_out, k_out);
   return {q_out.transpose(1, 2), k_out.transpose(1, 2)};
 }
-#endif
 
 class FusedRotary : public torch::autograd::Function<FusedRotary> {
  public:
@@ -78,9 +74,7 @@ class FusedRotary : public torch::autograd::Function<FusedRotary> {
                                                 const torch::Tensor& sin_in) {
     const auto cos = cos_in.contiguous(), sin = sin_in.contiguous();
     ctx->save_for_backward({cos, sin});
-#ifdef XTRAIN_CUDA
     if (q.is_cuda()) return rotate_on_cuda(q, k, cos, sin, /*inverse=*/false);
-#endif
     auto q_out = torch::empty_like(q), k_out = torch::empty_like(k);
     rotate_rows({HeadRows(q), HeadRows(k)}, {HeadRows(q_out), HeadRows(k_out)}, q.size(0), cos, sin, rotate_row);
     return {q_out, k_out};
@@ -89,12 +83,10 @@ class FusedRotary : public torch::autograd::Function<FusedRotary> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-#ifdef XTRAIN_CUDA
     if (grads[0].is_cuda()) {
       auto rotated = rotate_on_cuda(grads[0], grads[1], saved[0], saved[1], /*inverse=*/true);
       return {rotated[0], rotated[1], torch::Tensor(), torch::Tensor()};
     }
-#endif
     const auto dq_out = with_last_dim_contiguous(grads[0]), dk_out = with_last_dim_contiguous(grads[1]);
     auto dq = torch::empty_like(dq_out), dk = torch::empty_like(dk_out);
     rotate_rows({HeadRows(dq_out), HeadRows(dk_out)}, {HeadRows(dq), HeadRows(dk)}, dq.size(0), saved[0], saved[1],

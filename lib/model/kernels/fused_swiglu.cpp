@@ -5,9 +5,7 @@
 
 #include "util/cpu_kernel_support.h"
 #include "model/kernels/fused_kernels.h"
-#ifdef XTRAIN_CUDA
 #include "model/kernels/cuda/fused_kernels_cuda.h"
-#endif
 
 namespace xtrain::model {
 namespace {
@@ -61,7 +59,6 @@ class FusedSwiGLU : public torch::autograd::Function<FusedSwiGLU> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& gate_in,
                                const torch::Tensor& up_in) {
-#ifdef XTRAIN_CUDA
     if (gate_in.is_cuda()) {
       const auto gate = gate_in.contiguous(), up = up_in.contiguous();
       auto out = torch::empty_like(gate);
@@ -69,7 +66,6 @@ class FusedSwiGLU : public torch::autograd::Function<FusedSwiGLU> {
       ctx->save_for_backward({gate, up});
       return out;
     }
-#endif
     const auto gate = has_uniform_rows(gate_in) ? gate_in : gate_in.contiguous();
     const auto up = has_uniform_rows(up_in) ? up_in : up_in.contiguous();
     auto out = torch::empty(gate.sizes(), gate.options());
@@ -89,12 +85,10 @@ class FusedSwiGLU : public torch::autograd::Function<FusedSwiGLU> {
     const auto& up = saved[1];
     const auto grad = grads[0].contiguous();
     auto dgate = torch::empty(gate.sizes(), gate.options()), dup = torch::empty(up.sizes(), up.options());
-#ifdef XTRAIN_CUDA
     if (gate.is_cuda()) {
       cuda::swiglu_backward(grad, gate, up, dgate, dup);
       return {dgate, dup};
     }
-#endif
     const Rows g = rows_of(gate), u = rows_of(up);
     const float* dy = grad.data_ptr<float>();
     float *dg = dgate.data_ptr<float>(), *du = dup.data_ptr<float>();
