@@ -21,7 +21,9 @@ namespace {
 // as prompts and padding do; target_count counted as the loader counts it.
 data::MicroBatch micro_batch(int64_t ignored) {
   auto tokens = torch::randint(0, 50, {2, 13}, torch::kInt64);
-  data::MicroBatch batch{tokens.narrow(1, 0, 12).contiguous(), tokens.narrow(1, 1, 12).contiguous(), {}, {}, 0, {}, {}};
+  data::MicroBatch batch;
+  batch.inputs = tokens.narrow(1, 0, 12).contiguous();
+  batch.targets = tokens.narrow(1, 1, 12).contiguous();
   batch.targets.view({-1}).narrow(0, 0, ignored).fill_(data::kIgnoreIndex);
   batch.target_count = batch.targets.ne(data::kIgnoreIndex).sum().item<int64_t>();
   return batch;

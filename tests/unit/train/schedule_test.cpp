@@ -21,7 +21,10 @@ std::vector<data::MicroBatch> micro_batches(int64_t count) {
   std::vector<data::MicroBatch> batches;
   for (int64_t i = 0; i < count; ++i) {
     auto tokens = torch::randint(0, 50, {2, 13}, torch::kInt64);
-    data::MicroBatch batch{tokens.narrow(1, 0, 12).contiguous(), tokens.narrow(1, 1, 12).contiguous(), {}, {}, 24, {}, {}};
+    data::MicroBatch batch;
+    batch.inputs = tokens.narrow(1, 0, 12).contiguous();
+    batch.targets = tokens.narrow(1, 1, 12).contiguous();
+    batch.target_count = 24;
     if (i + 1 == count) {
       batch.targets.narrow(1, 0, 7).fill_(-100);
       batch.target_count = 24 - 14;

@@ -47,7 +47,11 @@ std::vector<data::MicroBatch> rows() {
     auto targets = tokens.narrow(0, r, 1).narrow(1, 1, 12).clone();  // a copy: masking must not touch the inputs
     const int64_t masked = r == 2 ? 7 : r == 3 ? 10 : 0;
     targets.narrow(1, 0, masked).fill_(-100);
-    batches.push_back({tokens.narrow(0, r, 1).narrow(1, 0, 12).clone(), targets, {}, {}, 12 - masked, {}, {}});
+    data::MicroBatch batch;
+    batch.inputs = tokens.narrow(0, r, 1).narrow(1, 0, 12).clone();
+    batch.targets = targets;
+    batch.target_count = 12 - masked;
+    batches.push_back(std::move(batch));
   }
   return batches;
 }
@@ -56,7 +60,11 @@ data::MicroBatch join(const std::vector<data::MicroBatch>& parts) {
   std::vector<torch::Tensor> inputs, targets;
   int64_t count = 0;
   for (const auto& p : parts) inputs.push_back(p.inputs), targets.push_back(p.targets), count += p.target_count;
-  return {torch::cat(inputs), torch::cat(targets), {}, {}, count, {}, {}};
+  data::MicroBatch joined;
+  joined.inputs = torch::cat(inputs);
+  joined.targets = torch::cat(targets);
+  joined.target_count = count;
+  return joined;
 }
 
 // One rank's trainer parts, built as the trainer builds them.
