@@ -2,7 +2,7 @@
 # Fuzzes every parser of outside input (tests/fuzz/*.cpp: recipes, safetensors, .idx, the three
 # tokenizer files, chat JSONL, checkpoint manifests) with libFuzzer under ASan and UBSan.
 #
-#   scripts/fuzz.sh [--seconds N] [--jobs J] [TARGET ...]
+#   scripts/fuzz.sh [--seconds N] [--jobs J] [--build-only] [TARGET ...]
 #
 # Builds the "asan" preset into build-asan/, writes the seed corpora (tests/fuzz/make_seeds.py),
 # replays the inputs of every finding already fixed (tests/fuzz/regressions/TARGET/), then runs
@@ -10,18 +10,21 @@
 # (default: one per core). The corpus each run grows is kept in build-asan/corpus/TARGET and
 # seeds the next run. Prints one line per target (runs, corpus size, findings) and exits 1 when
 # anything was found; each finding's input is in build-asan/findings/TARGET/, and
-# `build-asan/fuzz_TARGET FILE` reproduces it.
+# `build-asan/fuzz_TARGET FILE` reproduces it. --build-only stops after the build (scripts/test.sh
+# builds it beside the end-to-end tests, which leave part of the cores idle).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=30
 jobs=$(nproc)
+build_only=0
 targets=()
 while (($#)); do
   case $1 in
     --seconds) seconds=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --build-only) build_only=1; shift ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "scripts/fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -37,6 +40,7 @@ mkdir -p build-asan
 cmake --preset asan > build-asan/configure.log 2>&1 || { cat build-asan/configure.log >&2; exit 1; }
 cmake --build --preset asan -j "$(nproc)" | grep -v '^\[' || true
 [[ -x build-asan/fuzz_${targets[0]} ]] || { echo "scripts/fuzz.sh: the asan build failed" >&2; exit 1; }
+((build_only)) && exit 0
 work=$PWD/build-asan
 rm -rf "$work/seeds"
 .venv/bin/python3 tests/fuzz/make_seeds.py "$work/seeds" "$PWD"
