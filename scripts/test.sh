@@ -19,7 +19,7 @@ built=$(date +%s)
 # something to a time limit, or uses the GPU, runs alone.
 # The fuzz targets' sanitizer build (clang, its own folder) takes only the cycles the tests leave
 # idle: at the lowest priority, beside them.
-setsid nice -n 19 bash scripts/fuzz.sh --build-only > build/fuzz-build.log 2>&1 &
+setsid -w nice -n 19 bash scripts/fuzz.sh --build-only > build/fuzz-build.log 2>&1 &
 fuzz_build=$!
 trap 'kill -- -"$fuzz_build" 2>/dev/null || true' EXIT
 ctest --test-dir build --output-on-failure -L unit -j "$(nproc)" "$@"
