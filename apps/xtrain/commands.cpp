@@ -169,6 +169,7 @@ int check_published_runs(const std::string& file, double max_error_percent, cons
       request.hardware = run.hardware;
       request.overlap = run.overlap;
       request.attention_kernel = run.attention_kernel;
+      request.fp8_linear = run.fp8_linear;
       return plan::print_plan(train::model_census(recipe), recipe, request) ? 0 : 3;
     }
     throw InputError(fmt::format("--run {}: {} has no such run", run_name, file));

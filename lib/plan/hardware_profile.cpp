@@ -91,7 +91,7 @@ void check_known_fields(const YAML::Node& node, const std::string& file) {
       "memory_gib", "memory_gbs", "intra_node_gbs", "inter_node_gbs", "runtime_gib", "allocator_overhead",
       "gemm_efficiency", "attention_efficiency", "expert_efficiency", "link_efficiency", "fp8_gemm_efficiency",
       "communication_overlaps_compute", "collective_latency_ms", "attention_kernels", "attention_kernel",
-      "fp8_gemm_tflops", "grouped_gemm_half_tokens"};
+      "fp8_gemm_tflops", "grouped_gemm_half_tokens", "matmul_tflops_bf16", "fp8_linear_speedups", "fp8_linear"};
   for (const auto& entry : node) {
     const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : describe(entry.first);
     if (std::find(kFields.begin(), kFields.end(), key) != kFields.end()) continue;
@@ -150,6 +150,28 @@ std::map<std::string, AttentionRateTable> attention_tables(const YAML::Node& nod
   return tables;
 }
 
+constexpr Bounds kSpeedup{1e-3, 1e3, false, ""};
+
+// fp8_linear_speedups: {NAME: {size: [..], speedup: [..]}, ..}
+std::map<std::string, LinearSpeedupTable> speedup_tables(const YAML::Node& node, const std::string& file) {
+  if (!node.IsMap())
+    throw InputError(fmt::format("{}: 'fp8_linear_speedups' must map implementations to tables, got {}",
+                                 line_of(file, node), describe(node)));
+  std::map<std::string, LinearSpeedupTable> tables;
+  for (const auto& entry : node) {
+    const std::string key = "fp8_linear_speedups." + entry.first.Scalar();
+    const YAML::Node table = entry.second;
+    if (!table.IsMap() || !table["size"] || !table["speedup"])
+      throw InputError(fmt::format("{}: '{}' needs size and speedup lists", line_of(file, table), key));
+    LinearSpeedupTable t{numbers(table["size"], file, key + ".size", kDimension, true),
+                         numbers(table["speedup"], file, key + ".speedup", kSpeedup, false)};
+    if (t.size.size() != t.speedup.size())
+      throw InputError(fmt::format("{}: '{}' needs as many speedups as sizes", line_of(file, table), key));
+    tables[entry.first.Scalar()] = t;
+  }
+  return tables;
+}
+
 std::filesystem::path profile_path(const std::string& name_or_file) {
   std::filesystem::path path = name_or_file;
   if (path.extension() != ".yaml" && path.extension() != ".yml") path = profile_folder() / (name_or_file + ".yaml");
@@ -193,6 +215,19 @@ void read_kernel_rates(const YAML::Node& node, const std::string& file, std::pai
   }
   p.grouped_gemm_half_tokens =
       figure(node, file, "grouped_gemm_half_tokens", p.grouped_gemm_half_tokens, Bounds{0, 1e7, false, "tokens"}, false);
+  // A maximum achievable rate falls with the clock as the peak does; a speedup is a ratio and stays.
+  if (node["matmul_tflops_bf16"])
+    p.matmul_tflops_bf16 = figure(node, file, "matmul_tflops_bf16", 0, kTflops);
+  else if (base_peaks.first > 0)
+    p.matmul_tflops_bf16 *= p.peak_tflops_bf16 / base_peaks.first;
+  if (p.matmul_tflops_bf16 > p.peak_tflops_bf16)
+    throw InputError(fmt::format("{}: matmul_tflops_bf16 {} is above peak_tflops_bf16 {}: a matmul reaches at most the peak",
+                                 file, p.matmul_tflops_bf16, p.peak_tflops_bf16));
+  if (node["fp8_linear_speedups"]) p.fp8_linear_speedups = speedup_tables(node["fp8_linear_speedups"], file);
+  p.fp8_linear = text(node, file, "fp8_linear", p.fp8_linear);
+  if (!p.fp8_linear.empty() && !p.fp8_linear_speedups.count(p.fp8_linear))
+    throw InputError(fmt::format("{}: 'fp8_linear: {}' names no table of fp8_linear_speedups", line_of(file, node["fp8_linear"]),
+                                 p.fp8_linear));
 }
 
 // `chain`: the files this one is the base of, outermost first, so that a loop of based_on is
@@ -300,6 +335,18 @@ double AttentionRateTable::rate(double head_dim, double seq_len) const {
 }
 
 double GemmRateTable::rate(double k_dim) const { return along(tflops, log_position(k, k_dim)); }
+
+double LinearSpeedupTable::at(double gemm_size) const { return along(speedup, log_position(size, gemm_size)); }
+
+double HardwareProfile::gemm_base_tflops(bool fp32) const {
+  if (fp32) return peak_tflops_fp32;
+  return matmul_tflops_bf16 > 0 ? matmul_tflops_bf16 : peak_tflops_bf16;
+}
+
+const LinearSpeedupTable* HardwareProfile::fp8_linear_table() const {
+  const auto found = fp8_linear_speedups.find(fp8_linear);
+  return found == fp8_linear_speedups.end() ? nullptr : &found->second;
+}
 
 const AttentionRateTable* HardwareProfile::attention_table(const std::string& kernel) const {
   const auto found = attention_kernels.find(kernel.empty() ? attention_kernel : kernel);

@@ -28,6 +28,14 @@ struct GemmRateTable {
   double rate(double k_dim) const;
 };
 
+// A published FP8 linear layer's speedup over the same layer in the compute dtype (forward and
+// backward, its scaling and casts included) by the size of its forward GEMM, the cube root of
+// M x K x N; at() interpolates in log size and holds the end figures beyond the table.
+struct LinearSpeedupTable {
+  std::vector<double> size, speedup;
+  double at(double gemm_size) const;
+};
+
 struct HardwareProfile {
   std::string name, description;
   std::vector<std::string> sources;
@@ -43,6 +51,13 @@ struct HardwareProfile {
   // Fractions of peak: large dense GEMMs, attention kernels, experts' grouped GEMMs; and of
   // link bandwidth that collectives reach.
   double gemm_efficiency = 0, attention_efficiency = 0, expert_efficiency = 0, link_efficiency = 0;
+  // The published maximum achievable bf16 matmul rate (TFLOP/s, the best shape of a sweep): where
+  // given, gemm_efficiency and expert_efficiency are fractions of it rather than of the bf16 peak,
+  // so that one fitted fraction serves devices whose GEMMs reach different shares of their peaks.
+  double matmul_tflops_bf16 = 0;
+  // The rate (TFLOP/s) that gemm_efficiency and expert_efficiency are fractions of, for GEMMs in
+  // fp32 or in the compute dtype.
+  double gemm_base_tflops(bool fp32) const;
   // Fraction of the fp8 peak that the linear layers' FP8 GEMMs reach, their scaling casts
   // included; 0 when the profile does not give one (the GEMM efficiency then stands in).
   double fp8_gemm_efficiency = 0;
@@ -66,6 +81,11 @@ struct HardwareProfile {
   // The tokens an expert's grouped GEMM needs to reach half its large-shape rate: the rate at t
   // tokens an expert is expert_efficiency x t / (t + this) of peak (0: no such loss).
   double grouped_gemm_half_tokens = 0;
+  // Published FP8 linear layers by implementation (torchao: torchtitan's Float8Linear) and the
+  // one the engine runs; empty: FP8 GEMMs at fp8_gemm_tflops and their casts a term of their own.
+  std::map<std::string, LinearSpeedupTable> fp8_linear_speedups;
+  std::string fp8_linear;
+  const LinearSpeedupTable* fp8_linear_table() const;
 };
 
 // NAME (a file data/hardware/NAME.yaml under the source tree or beside the executable's) or a

@@ -55,8 +55,8 @@ MuonCost muon_cost(const ModelCensus& census, const config::Recipe& recipe, cons
     cost.communication_s += here * one.communication_s;
     cost.collectives += here * one.collectives;
   }
-  const double peak = muon.ns_dtype == config::MuonNsDtype::fp32 ? hw.peak_tflops_fp32 : hw.peak_tflops_bf16;
-  cost.compute_s = cost.flops / (peak * 1e12 * hw.gemm_efficiency);
+  const double base = hw.gemm_base_tflops(muon.ns_dtype == config::MuonNsDtype::fp32);
+  cost.compute_s = cost.flops / (base * 1e12 * hw.gemm_efficiency);
   return cost;
 }
 

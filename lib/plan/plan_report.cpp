@@ -62,6 +62,7 @@ bool print_plan(const ModelCensus& census, const config::Recipe& recipe, const P
   auto hw = load_hardware_profile(request.hardware);
   if (!request.attention_kernel.empty() && hw.attention_kernels.count(request.attention_kernel))
     hw.attention_kernel = request.attention_kernel;
+  if (!request.fp8_linear.empty() && hw.fp8_linear_speedups.count(request.fp8_linear)) hw.fp8_linear = request.fp8_linear;
   fmt::print("plan: {} ({} parameters, {} active per token) on {}: {}\n", recipe.name, count(static_cast<double>(census.total())),
              count(static_cast<double>(census.active())), hw.name, hw.description);
   fmt::print("batch: {} sequences of {} tokens a step, micro batches of {}, dtype {}{}\n", recipe.train.global_batch_size,

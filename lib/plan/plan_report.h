@@ -19,6 +19,7 @@ struct PlanRequest {
   int64_t top = 3;  // layouts --search prints
   CommunicationOverlap overlap;  // the engine's, where it is not xtrain (published runs)
   std::string attention_kernel;  // the engine's kernel table, where it is not the profile's own
+  std::string fp8_linear;        // the engine's FP8 linear layers (a table of fp8_linear_speedups), where published
 };
 
 // Prints the plan to stdout; returns whether the recipe's own layout fits in the device memory.

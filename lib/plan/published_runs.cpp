@@ -102,6 +102,7 @@ PublishedRuns load_published_runs(const std::string& file) {
     run.source = field<std::string>(row, where, "source");
     run.source_id = row["source_id"] ? field<std::string>(row, where, "source_id") : run.source;
     if (row["attention_kernel"]) run.attention_kernel = field<std::string>(row, where, "attention_kernel");
+    if (row["fp8_linear"]) run.fp8_linear = field<std::string>(row, where, "fp8_linear");
     if (row["published_memory_gib"]) run.published_memory_gib = field<double>(row, where, "published_memory_gib");
     if (row["tolerance_percent"]) {
       run.tolerance = field<double>(row, where, "tolerance_percent") / 100;
@@ -136,6 +137,12 @@ PlannedRun planned_run(const PublishedRuns& runs, const PublishedRun& run, const
       throw InputError(fmt::format("{}: run {}: attention_kernel '{}' is no table of hardware profile {}", runs.file, run.name,
                                    run.attention_kernel, run.hardware));
     planned.hardware.attention_kernel = run.attention_kernel;
+  }
+  if (!run.fp8_linear.empty()) {
+    if (!planned.hardware.fp8_linear_speedups.count(run.fp8_linear))
+      throw InputError(fmt::format("{}: run {}: fp8_linear '{}' is no table of hardware profile {}'s fp8_linear_speedups",
+                                   runs.file, run.name, run.fp8_linear, run.hardware));
+    planned.hardware.fp8_linear = run.fp8_linear;
   }
   return planned;
 }

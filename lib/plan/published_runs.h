@@ -39,6 +39,9 @@ struct PublishedRun {
   // The attention kernel the engine ran (a table of the hardware profile's attention_kernels:
   // cudnn for Megatron's Transformer Engine), where it is not the profile's own.
   std::string attention_kernel;
+  // The FP8 linear layers the engine ran (a table of the hardware profile's fp8_linear_speedups:
+  // torchao for torchtitan's Float8Linear); empty: the profile's FP8 GEMM rates and casts.
+  std::string fp8_linear;
   // The memory a device held, GiB, where the source publishes it (0: not published).
   double published_memory_gib = 0;
 };

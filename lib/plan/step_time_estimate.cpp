@@ -351,11 +351,25 @@ StepTimeEstimate estimate_step_time(const ModelCensus& c, const config::Recipe& 
   const bool fp8 = recipe.precision.fp8 != model::Float8Scaling::off && hw.peak_tflops_fp8 > 0;
   const double high_passes = fp8 && recipe.precision.fp8 == model::Float8Scaling::rowwise_with_gw_hp ? 2 : 0;
   const double dtype_peak = (t.dtype == config::Dtype::fp32 ? hw.peak_tflops_fp32 : hw.peak_tflops_bf16) * 1e12;
+  // What the fitted GEMM efficiencies are fractions of: the published maximum achievable matmul
+  // rate where the profile gives it, else the peak.
+  const double gemm_base = hw.gemm_base_tflops(t.dtype == config::Dtype::fp32) * 1e12;
   const double hidden = static_cast<double>(c.hidden);
   // FP8 GEMMs at the published rate for their reduction dimension (the hidden size) where the
   // profile has the table, else at its fraction of the fp8 peak.
   const double fp8_rate = hw.fp8_gemm_tflops.k.empty() ? hw.peak_tflops_fp8 * 1e12 * hw.fp8_efficiency()
                                                        : hw.fp8_gemm_tflops.rate(hidden) * 1e12;
+  // The compute dtype's GEMMs at their rate for K = the hidden size (reduction_factor).
+  const double dense_rate = gemm_base * hw.gemm_efficiency * reduction_factor(recipe, hw, hidden);
+  // An engine whose FP8 linear layers have a published speedup over its compute dtype's (torchao's
+  // Float8Linear, casts included) runs them at that multiple of dense_rate, for the size of the
+  // block's largest GEMM (M: a micro batch's tokens, K: the hidden size, N: the MLP's width here).
+  const auto* fp8_linear = fp8 ? hw.fp8_linear_table() : nullptr;
+  const double linear_fp8_rate =
+      fp8_linear == nullptr
+          ? fp8_rate
+          : dense_rate * fp8_linear->at(std::cbrt(micro_tokens * hidden *
+                                                  static_cast<double>(std::max(c.intermediate, c.moe_intermediate)) / tp));
   // Seconds a matrix parameter a token takes over its passes: `low_rate` for those FP8 runs,
   // `dtype_rate` for the rest.
   auto per_parameter = [&](double dtype_rate, double low_rate, double passes) {
@@ -370,12 +384,8 @@ StepTimeEstimate estimate_step_time(const ModelCensus& c, const config::Recipe& 
                     static_cast<double>(c.key_width + c.value_width + std::max(c.intermediate, c.moe_intermediate)) /
                     static_cast<double>(c.layers.front().attention + c.layers.front().dense);
   const double layer_passes = gemm_passes + 2 * op_recomputed;
-  // The compute dtype's GEMMs at their rate for K = the hidden size (reduction_factor).
-  const double reduction = reduction_factor(recipe, hw, hidden);
-  const double dense_s =
-      rank_tokens *
-      ((dense_matrices - share.head) * per_parameter(dtype_peak * hw.gemm_efficiency * reduction, fp8_rate, layer_passes) +
-       share.head * gemm_passes / (dtype_peak * hw.gemm_efficiency * reduction));
+  const double dense_s = rank_tokens * ((dense_matrices - share.head) * per_parameter(dense_rate, linear_fp8_rate, layer_passes) +
+                                        share.head * gemm_passes / dense_rate);
   // Experts' grouped GEMMs lose rate as their tokens an expert fall: t / (t + half) of the large
   // shapes' (the profile's grouped_gemm_half_tokens, from a published grouped GEMM table); under
   // FP8 at the published FP8 rate so reduced (that table is FP8's), else at expert_efficiency.
@@ -386,7 +396,7 @@ StepTimeEstimate estimate_step_time(const ModelCensus& c, const config::Recipe& 
                              ? tokens_per_expert / (tokens_per_expert + hw.grouped_gemm_half_tokens)
                              : 1;
   const double expert_s = rank_tokens * share.expert_matrices *
-                          per_parameter(dtype_peak * hw.expert_efficiency * grouped,
+                          per_parameter(gemm_base * hw.expert_efficiency * grouped,
                                         fp8_rate * grouped, gemm_passes);
   // Selective and full recompute rerun attention's forward; torchtitan's per-op policy saves its output.
   const bool recompute_attention = m.recompute != memory::Recompute::none && !op_recompute;
@@ -402,7 +412,7 @@ StepTimeEstimate estimate_step_time(const ModelCensus& c, const config::Recipe& 
                                    tokens_per_expert)});
   const double attention_s = attention.seconds;
   e.terms.push_back({"attention", attention_s, attention.detail});
-  if (fp8) {
+  if (fp8 && fp8_linear == nullptr) {
     // Each linear layer's input and output gradient are scaled and cast to fp8 (an amax read, a
     // read and a write, and the transposed copy the weight gradient needs: 6 bytes an element) and
     // so is each weight, gathered, once a micro batch; memory bound.

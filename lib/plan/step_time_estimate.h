@@ -1,10 +1,12 @@
 // One optimizer step's time on one rank, term by term, for a recipe on a cluster layout:
 //   GEMMs           6 FLOPs a parameter a token (forward and both gradients) of the matrices a
-//                   token passes through on this rank, at peak x the profile's GEMM efficiency,
+//                   token passes through on this rank, at the profile's GEMM efficiency of its
+//                   published maximum achievable matmul rate (of its peak without one),
 //                   experts at its grouped-GEMM efficiency x t / (t + half) for t tokens an
 //                   expert, plus full recompute's second forward; under FP8 the linear layers at
 //                   the profile's published FP8 GEMM rate for K = the hidden size, and their
-//                   scaling casts (memory bound);
+//                   scaling casts (memory bound), or, where the engine's FP8 linear layers have a
+//                   published speedup over the compute dtype's (torchao), at that speedup;
 //   attention       the score and value products of the keys each query sees (causal: half the
 //                   sequence; a sliding window fewer), at the profile's published kernel rate for
 //                   the head dimension and sequence length (the backward 2.5x the forward's

@@ -391,6 +391,62 @@ TEST_CASE("compute-dtype GEMMs slow with a short reduction as the FP8 table does
   CHECK(gemms(plan::estimate_step_time(c, fp32, {}, hw)) == Approx(long_reduction));
 }
 
+TEST_CASE("the fitted GEMM efficiencies are fractions of the published maximum achievable matmul rate", "[plan]") {
+  const auto c = four_layers();
+  const auto recipe = recipe_for(8, 1, 32);
+  auto hw = device();
+  const auto gemms = [](const plan::StepTimeEstimate& e) { return e.terms[0].seconds; };
+  const double of_peak = gemms(plan::estimate_step_time(c, recipe, {}, hw));
+  hw.matmul_tflops_bf16 = 0.8;  // the best shape reaches 80% of the 1 TFLOP/s peak
+  CHECK(gemms(plan::estimate_step_time(c, recipe, {}, hw)) == Approx(of_peak / 0.8));
+  auto fp32 = recipe;
+  fp32.train.dtype = config::Dtype::fp32;  // the rate is bf16's: fp32 keeps its peak
+  CHECK(gemms(plan::estimate_step_time(c, fp32, {}, hw)) == Approx(of_peak));
+  // A power-limited variant's maximum falls with its peak, as its kernels' rates do.
+  const auto base = plan::load_hardware_profile("h100-sxm");
+  const auto capped = plan::load_hardware_profile("h100-sxm-500w");
+  CHECK(base.matmul_tflops_bf16 == Approx(794.5));
+  CHECK(capped.matmul_tflops_bf16 == Approx(794.5 * capped.peak_tflops_bf16 / base.peak_tflops_bf16));
+  const auto file = std::filesystem::temp_directory_path() / fmt::format("matmul-{}.yaml", ::getpid());
+  std::ofstream(file) << "based_on: h100-sxm\nsources: [a test]\nmatmul_tflops_bf16: 1200\n";
+  CHECK_THROWS_WITH(plan::load_hardware_profile(file.string()),
+                    file.string() + ": matmul_tflops_bf16 1200 is above peak_tflops_bf16 989: a matmul reaches at most the peak");
+  std::filesystem::remove(file);
+}
+
+TEST_CASE("an engine's FP8 linear layers run at their published speedup over the compute dtype's", "[plan]") {
+  plan::LinearSpeedupTable table{{100, 10000}, {0.5, 1.5}};
+  CHECK(table.at(1000) == Approx(1.0));  // halfway in log size
+  CHECK(table.at(1e6) == Approx(1.5));   // the ends held
+  const auto c = four_layers();  // hidden 16, MLP 64
+  auto recipe = recipe_for(8, 1, 32);
+  auto hw = device();
+  const auto bf16 = plan::estimate_step_time(c, recipe, {}, hw);
+  recipe.precision.fp8 = model::Float8Scaling::tensorwise;
+  hw.peak_tflops_fp8 = 2;
+  hw.fp8_linear_speedups["torchao"] = {{1}, {1.25}};
+  hw.fp8_linear = "torchao";
+  const auto e = plan::estimate_step_time(c, recipe, {}, hw);
+  // 256 tokens x 6 x (16000 layer matrices at 1.25 x bf16's 0.5 TFLOP/s + the head's 2000 at 0.5);
+  // the speedup holds the casts, so no term of their own.
+  CHECK(e.terms[0].seconds == Approx(256 * 6 * (16000 / 0.625e12 + 2000 / 0.5e12)));
+  CHECK(e.terms[0].seconds < bf16.terms[0].seconds);
+  CHECK(std::none_of(e.terms.begin(), e.terms.end(),
+                     [](const plan::TimeTerm& t) { return t.name == "FP8 scaling and casts"; }));
+  // The table's size is the cube root of the block's largest forward GEMM, M x K x N: 32 tokens x 16 x 64.
+  hw.fp8_linear_speedups["torchao"] = {{std::cbrt(32.0 * 16 * 64), 2 * std::cbrt(32.0 * 16 * 64)}, {1.25, 2.5}};
+  CHECK(plan::estimate_step_time(c, recipe, {}, hw).terms[0].seconds == Approx(e.terms[0].seconds));
+
+  const auto file = std::filesystem::temp_directory_path() / fmt::format("fp8-linear-{}.yaml", ::getpid());
+  std::ofstream(file) << "based_on: h100-sxm\nsources: [a test]\nfp8_linear: te\n";
+  CHECK_THROWS_WITH(plan::load_hardware_profile(file.string()),
+                    file.string() + ":3: 'fp8_linear: te' names no table of fp8_linear_speedups");
+  std::ofstream(file) << "based_on: h100-sxm\nsources: [a test]\nfp8_linear_speedups: {torchao: {size: [1, 2], speedup: [1]}}\n";
+  CHECK_THROWS_WITH(plan::load_hardware_profile(file.string()),
+                    Catch::Contains("'fp8_linear_speedups.torchao' needs as many speedups as sizes"));
+  std::filesystem::remove(file);
+}
+
 TEST_CASE("torchtitan's per-op selective recompute reruns every second product and keeps attention", "[plan]") {
   const auto c = four_layers();  // a block: attention 1000 + MLP 3000; hidden 16, k 8, v 16, MLP 64
   auto recipe = recipe_for(8, 1, 32);
