@@ -255,6 +255,18 @@ void add_pipeline(StepTimeEstimate& e, const ModelCensus& c, const config::Recip
                                              : "")});
 }
 
+// The rate of the linear layers' FP8 GEMMs: where the engine's FP8 linear layers have a published
+// speedup over its compute dtype's (torchao's Float8Linear, its casts included), that multiple of
+// `dense_rate` for the size of the block's largest GEMM (M: a micro batch's tokens, K: the hidden
+// size, N: the MLP's width on the rank); else `fp8_rate`, the profile's FP8 GEMM rate.
+double fp8_linear_rate(const ModelCensus& c, const HardwareProfile& hw, double dense_rate, double fp8_rate,
+                       double micro_tokens, double tp) {
+  const auto* table = hw.fp8_linear_table();
+  if (table == nullptr) return fp8_rate;
+  const double mlp = static_cast<double>(std::max(c.intermediate, c.moe_intermediate)) / tp;
+  return dense_rate * table->at(std::cbrt(micro_tokens * static_cast<double>(c.hidden) * mlp));
+}
+
 struct AttentionTime {
   double seconds = 0;
   std::string detail;
@@ -361,15 +373,8 @@ StepTimeEstimate estimate_step_time(const ModelCensus& c, const config::Recipe& 
                                                        : hw.fp8_gemm_tflops.rate(hidden) * 1e12;
   // The compute dtype's GEMMs at their rate for K = the hidden size (reduction_factor).
   const double dense_rate = gemm_base * hw.gemm_efficiency * reduction_factor(recipe, hw, hidden);
-  // An engine whose FP8 linear layers have a published speedup over its compute dtype's (torchao's
-  // Float8Linear, casts included) runs them at that multiple of dense_rate, for the size of the
-  // block's largest GEMM (M: a micro batch's tokens, K: the hidden size, N: the MLP's width here).
-  const auto* fp8_linear = fp8 ? hw.fp8_linear_table() : nullptr;
-  const double linear_fp8_rate =
-      fp8_linear == nullptr
-          ? fp8_rate
-          : dense_rate * fp8_linear->at(std::cbrt(micro_tokens * hidden *
-                                                  static_cast<double>(std::max(c.intermediate, c.moe_intermediate)) / tp));
+  const bool linear_speedup = fp8 && hw.fp8_linear_table() != nullptr;  // its casts inside the speedup
+  const double linear_fp8_rate = fp8_linear_rate(c, hw, dense_rate, fp8_rate, micro_tokens, tp);
   // Seconds a matrix parameter a token takes over its passes: `low_rate` for those FP8 runs,
   // `dtype_rate` for the rest.
   auto per_parameter = [&](double dtype_rate, double low_rate, double passes) {
@@ -412,7 +417,7 @@ StepTimeEstimate estimate_step_time(const ModelCensus& c, const config::Recipe& 
                                    tokens_per_expert)});
   const double attention_s = attention.seconds;
   e.terms.push_back({"attention", attention_s, attention.detail});
-  if (fp8 && fp8_linear == nullptr) {
+  if (fp8 && !linear_speedup) {
     // Each linear layer's input and output gradient are scaled and cast to fp8 (an amax read, a
     // read and a write, and the transposed copy the weight gradient needs: 6 bytes an element) and
     // so is each weight, gathered, once a micro batch; memory bound.
