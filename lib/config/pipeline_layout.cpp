@@ -7,16 +7,20 @@
 
 namespace xtrain::config {
 
-std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks) {
+std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks, int64_t depths) {
   if (chunks < 1 || layers + 2 < chunks)
     throw std::invalid_argument(std::to_string(layers) + " layers and the embedding and head do not fill " +
                                 std::to_string(chunks) + " pipeline chunks");
-  const int64_t slots = layers + 2;
+  const int64_t slots = layers + 2 + depths, head = layers + 1;
+  // Cut k (0 < k < chunks) at k S / chunks, but early enough that the chunks after it each get a
+  // slot up to the head's: without depths that bound never binds.
+  auto cut = [&](int64_t k) { return k == chunks ? slots : std::min(k * slots / chunks, head - (chunks - 1 - k)); };
   std::vector<PipelineChunk> all;
   for (int64_t k = 0; k < chunks; ++k) {
-    const int64_t begin = k * slots / chunks, end = (k + 1) * slots / chunks;
-    // Slot 0 is the embedding, slot j in 1..L layer j - 1, slot L + 1 the head.
-    all.push_back({std::max<int64_t>(begin, 1) - 1, std::min(end, layers + 1) - 1, begin == 0, end == slots});
+    const int64_t begin = cut(k), end = cut(k + 1);
+    // Slot 0 is the embedding, slot j in 1..L layer j - 1, slot L + 1 the head, then the depths.
+    const int64_t last = end == slots ? layers + depths : std::min(end, head) - 1;
+    all.push_back({std::max<int64_t>(begin, 1) - 1, last, begin == 0, end == slots});
   }
   return all;
 }

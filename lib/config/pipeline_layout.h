@@ -2,7 +2,9 @@
 // planner (plan/, which links no LibTorch) share one rule:
 //   - pipeline_chunks: which layers each of the pp x v chunks holds. The embedding and the head
 //     count as one layer each for balance: chunk k takes slots [k S / chunks, (k + 1) S / chunks)
-//     of the S = layers + 2 slots embedding, layer 0, ..., layer L-1, head;
+//     of the S = layers + 2 slots embedding, layer 0, ..., layer L-1, head. Multi-token
+//     prediction's D depths (layers L .. L+D-1) follow the head as D more slots, all on the last
+//     chunk beside it (DeepSeek-V3's placement), which the other cuts make room for;
 //   - PipelinePlacement: which rank runs each chunk: chunk c on rank c mod pp (a loop), or, for
 //     zbv and dualpipev, chunks r and 2 pp - 1 - r on rank r (a V: the first rank holds the
 //     embedding and the head, and the last rank hands chunk pp - 1's output to its own chunk pp
@@ -24,12 +26,13 @@
 namespace xtrain::config {
 
 struct PipelineChunk {
-  int64_t first_layer = 0, last_layer = 0;  // layers [first, last)
+  int64_t first_layer = 0, last_layer = 0;  // layers [first, last); the head chunk's end with the depths
   bool embedding = false, head = false;
 };
 
-// Throws std::invalid_argument when the layers and the two ends cannot fill `chunks` chunks.
-std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks);
+// `layers` decoder layers and `depths` prediction depths after them. Throws
+// std::invalid_argument when the layers and the two ends cannot fill `chunks` chunks.
+std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks, int64_t depths = 0);
 
 struct PipelinePlacement {
   int64_t stages = 1, virtual_stages = 1;

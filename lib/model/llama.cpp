@@ -1,5 +1,6 @@
 #include "model/llama.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -135,23 +136,30 @@ ModelOutput LlamaForCausalLM::forward_chunk(const Batch& batch, const torch::Ten
                 (c.router_aux_loss_scope == AuxLossScope::model || c.router_aux_loss_global_average)),
               "a pipeline chunk cannot defer the balancing loss over every layer or the global batch: the recipe "
               "check refuses model.router_aux_loss_scope model and router_aux_loss_global_average with parallel.pp");
+  TORCH_CHECK(!head || !mtp_ || last_layer == static_cast<int64_t>(model->blocks.size()),
+              "the head chunk runs the prediction depths, layers ", c.num_layers, " to ", model->blocks.size() - 1);
   std::vector<RoutingReport> reports(static_cast<size_t>(last_layer - first_layer));
   const auto chunk = model->blocks.begin() + first_layer;
   for (size_t i = 0; i < reports.size(); ++i) chunk[static_cast<int64_t>(i)]->report = &reports[i];
   // Only context parallelism defers the balancing loss here (the recipe check refuses the rest).
   const auto coefficients = balance_deferred(c, static_cast<bool>(sum_over_context_ranks))
-                                ? torch::zeros({c.num_layers, c.num_experts},
+                                ? torch::zeros({static_cast<int64_t>(model->blocks.size()), c.num_experts},
                                                torch::TensorOptions().device(batch.input_ids.device()))
                                 : torch::Tensor();
   auto x = embed ? model->embed(batch.input_ids, embed_runner) : hidden;
-  x = model->run_layers(x, batch.layout, block_runner, first_layer, last_layer, batch.loss_weight, coefficients);
-  for (size_t i = 0; i < reports.size(); ++i) chunk[static_cast<int64_t>(i)]->report = nullptr;
+  x = model->run_layers(x, batch.layout, block_runner, first_layer, std::min(last_layer, c.num_layers),
+                        batch.loss_weight, coefficients);
   ModelOutput output;
-  if (c.num_experts > 0)
-    chunk_routing(c, reports, first_layer, coefficients, sum_over_context_ranks, batch.input_ids.device(), output);
   if (head) {
     x = model->norm(x);
-    if (tensor_parallel_) x = tensor_parallel_->enter(x);
+    if (mtp_) output.mtp_hidden = mtp_->forward_after(*model, batch, block_runner, embed_runner, x, coefficients);
+  }
+  for (size_t i = 0; i < reports.size(); ++i) chunk[static_cast<int64_t>(i)]->report = nullptr;
+  if (c.num_experts > 0)
+    chunk_routing(c, reports, first_layer, coefficients, sum_over_context_ranks, batch.input_ids.device(), output);
+  if (head && tensor_parallel_) {
+    x = tensor_parallel_->enter(x);
+    for (auto& depth : output.mtp_hidden) depth = tensor_parallel_->enter(depth);
   }
   output.hidden = x;
   return output;

@@ -89,7 +89,9 @@ class LlamaForCausalLM final : public CausalLM {
   void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) override;
   // With experts, the chunk's MoE layers' routing figures as forward() reports them: rows of
   // every MoE layer of the model (zeros for layers of other chunks) and the chunk's share of
-  // each router loss. The deferred balancing loss needs every layer's counts: refused.
+  // each router loss. The deferred balancing loss needs every layer's counts: refused. The head
+  // chunk's layers end with the prediction depths (config/pipeline_layout.h), which run after
+  // the final norm as in forward, their states in mtp_hidden.
   ModelOutput forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer, int64_t last_layer,
                             bool embed, bool head) override;
 

@@ -77,7 +77,7 @@ void chunk_routing(const ModelConfig& c, const std::vector<RoutingReport>& repor
                    const torch::Device& device, ModelOutput& output) {
   const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
   std::vector<int64_t> moe_layers;
-  for (int64_t layer = 0; layer < c.num_layers; ++layer)
+  for (int64_t layer = 0; layer < c.num_layers + c.mtp_layers; ++layer)  // the prediction depths' too, as forward's
     if (c.is_moe_layer(layer)) moe_layers.push_back(layer);
   if (moe_layers.empty()) return;
   output.expert_load = torch::zeros({static_cast<int64_t>(moe_layers.size()), c.num_experts}, options);

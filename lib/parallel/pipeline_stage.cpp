@@ -6,7 +6,6 @@
 
 namespace xtrain::parallel {
 
-
 // One chunk's units: its ends (the embedding and the head, when it has them), gathered for the
 // whole chunk, and its blocks by layer, each gathered just around its own computation.
 class ChunkUnits {
@@ -43,37 +42,38 @@ PipelineStage::PipelineStage(std::shared_ptr<model::CausalLM> model, model::Shar
       fully_sharded_(mesh.shard_group(Dim::fsdp)->size() > 1),  // fsdp x cp: cp ranks share a stage's shards
       reshard_after_forward_(reshard_after_forward) {
   TORCH_CHECK(placement_.stages == stages_, "a pipeline placement of ", placement_.stages, " stages on ", stages_);
-  const auto all = pipeline_chunks(static_cast<int64_t>(plan.blocks.size()), placement_.chunks());
+  const int64_t depths = model_->config().mtp_layers;
+  const auto all = pipeline_chunks(static_cast<int64_t>(plan.blocks.size()) - depths, placement_.chunks(), depths);
   auto keep = [&](model::ShardPlan::Unit& unit) {
     units_.push_back(std::make_unique<ShardUnit>(unit.name, std::move(unit.parameters), mesh.shard_group(unit.shard_over),
                                                  mesh.group(unit.replicate_over), source, unit.placements,
                                                  plan.float8_gathered));
     return units_.back().get();
   };
-  auto tied_table = split_tied_table(plan, mesh);
+  auto table = shared_table(plan, mesh);
   for (int64_t v = 0; v < placement_.virtual_stages; ++v) {
     const auto& chunk = all[static_cast<size_t>(placement_.global_chunk(rank_, v))];
     chunks_.push_back(chunk);
     auto units = std::make_unique<ChunkUnits>();
     units->first_layer = chunk.first_layer;
     if (chunk.embedding) {
-      auto* embedding = keep(plan.embedding ? *plan.embedding : *tied_table);
-      if (!plan.embedding) tied_ = embedding;
+      auto* embedding = plan.embedding ? keep(*plan.embedding) : keep(*table);
+      if (table) table_ = embedding;
       units->ends.push_back(embedding);
     }
     for (int64_t layer = chunk.first_layer; layer < chunk.last_layer; ++layer) {
       units->blocks.emplace_back();
       for (auto& unit : plan.blocks[static_cast<size_t>(layer)]) units->blocks.back().push_back(keep(unit));
     }
-    if (chunk.head && tied_table && tied_) {
-      units->ends.push_back(tied_);  // the V (zbv, dualpipev): this rank holds the lookup too, one table for both
-    } else if (chunk.head && tied_table) {
+    if (chunk.head && table && table_) {
+      units->ends.push_back(table_);  // the V (zbv, dualpipev): this rank holds the lookup too, one table for both
+    } else if (chunk.head && table) {
       // The last stage's copy of the table: the first stage's is the one checkpoints hold and
       // the gradient norm counts.
-      tied_ = keep(*tied_table);
-      tied_copy_ = true;
-      for (auto& piece : tied_->parameters()) piece.primary = false;
-      units->ends.push_back(tied_);
+      table_ = keep(*table);
+      table_copy_ = true;
+      for (auto& piece : table_->parameters()) piece.primary = false;
+      units->ends.push_back(table_);
     }
     if (chunk.head) units->ends.push_back(keep(plan.head));
     chunk_units_.push_back(std::move(units));
@@ -90,18 +90,23 @@ PipelineStage::PipelineStage(std::shared_ptr<model::CausalLM> model, model::Shar
 
 // With tied embeddings the plan has no embedding unit and its head unit holds the table first:
 // the table becomes a unit of its own, which the first stage keeps for the lookup and the last
-// for the output projection. Alike on both (the same shards over the same groups), their
-// gradients are summed over the pipeline after each step and the two copies stay equal.
-std::optional<model::ShardPlan::Unit> PipelineStage::split_tied_table(model::ShardPlan& plan, const DeviceMesh& mesh) {
-  if (plan.embedding) return std::nullopt;
-  TORCH_CHECK(!plan.head.parameters.empty(), "a tied plan's head unit holds the embedding table");
-  auto table = plan.head.parameters.front();
-  plan.head.parameters.erase(plan.head.parameters.begin());
-  model::ShardPlan::Unit unit{"tied_embedding", {table}, plan.head.shard_over, plan.head.replicate_over, {}};
-  if (auto placed = plan.head.placements.find(table.first); placed != plan.head.placements.end())
-    unit.placements.insert(*placed);
-  const int64_t shards = mesh.shard_group(plan.head.shard_over)->size();
-  tied_shard_numel_ = (table.second.numel() + shards - 1) / shards;
+// for the output projection. With prediction depths the last stage keeps a copy of the embedding
+// unit for their lookups. Alike on both (the same shards over the same groups), their gradients
+// are summed over the pipeline after each step and the two copies stay equal.
+std::optional<model::ShardPlan::Unit> PipelineStage::shared_table(model::ShardPlan& plan, const DeviceMesh& mesh) {
+  std::optional<model::ShardPlan::Unit> unit;
+  if (plan.embedding && model_->config().mtp_layers > 0) unit = *plan.embedding;
+  if (!plan.embedding) {
+    TORCH_CHECK(!plan.head.parameters.empty(), "a tied plan's head unit holds the embedding table");
+    auto table = plan.head.parameters.front();
+    plan.head.parameters.erase(plan.head.parameters.begin());
+    unit = model::ShardPlan::Unit{"tied_embedding", {table}, plan.head.shard_over, plan.head.replicate_over, {}};
+    if (auto placed = plan.head.placements.find(table.first); placed != plan.head.placements.end())
+      unit->placements.insert(*placed);
+  }
+  if (!unit) return unit;
+  const int64_t shards = mesh.shard_group(unit->shard_over)->size();
+  table_shard_numel_ = (unit->parameters.front().second.numel() + shards - 1) / shards;
   pipeline_ = mesh.group(Dim::pp);
   return unit;
 }
@@ -185,16 +190,16 @@ void PipelineStage::finish_gradients() {
     for (auto& unit : units_) unit->start_reduce(/*last_micro_batch=*/true);
   for (auto& unit : units_) unit->finish_reduce();
   if (!pipeline_) return;
-  // The tied table's gradient: the first stage's (from the lookup) plus the last's (from the
-  // output projection); the stages between add zeros.
-  auto gradient = tied_ ? tied_->shard_grad()
-                        : torch::zeros({tied_shard_numel_}, units_.front()->shard_grad().options());
+  // The shared table's gradient: the first stage's (from the lookup) plus the last's (from the
+  // output projection or the depths' lookups); the stages between add zeros.
+  auto gradient = table_ ? table_->shard_grad()
+                         : torch::zeros({table_shard_numel_}, units_.front()->shard_grad().options());
   pipeline_->all_reduce_sum(gradient).wait();
 }
 
 double PipelineStage::clip_grad_norm(double max_norm) {
   std::vector<ShardUnit*> units, duplicates;
-  for (auto& unit : units_) (tied_copy_ && unit.get() == tied_ ? duplicates : units).push_back(unit.get());
+  for (auto& unit : units_) (table_copy_ && unit.get() == table_ ? duplicates : units).push_back(unit.get());
   return clip_units_grad_norm(units, *world_, max_norm, duplicates);
 }
 

@@ -6,7 +6,10 @@
 // replicated over "dp" (DDP within a stage: gradients accumulate over the micro batches and are
 // all-reduced once per step), and sharded over fsdp x cp when either is above 1 (the cp ranks of
 // a stage hold different tokens of the same rows, so they share its parameters). Placements (tensor-parallel slices) carry over, so checkpoints
-// hold every stage's pieces by their global names and resume on any layout.
+// hold every stage's pieces by their global names and resume on any layout. The token table is
+// read at both ends when the embeddings are tied (the head projects with it) or multi-token
+// prediction's depths run beside the head (they look up the tokens ahead): the last stage then
+// holds a copy, kept equal to the first stage's by summing their gradients over the pipeline.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -53,7 +56,7 @@ class PipelineStage final : public ParallelModel {
   int64_t gathered_bytes() const override;
 
  private:
-  std::optional<model::ShardPlan::Unit> split_tied_table(model::ShardPlan& plan, const DeviceMesh& mesh);
+  std::optional<model::ShardPlan::Unit> shared_table(model::ShardPlan& plan, const DeviceMesh& mesh);
   UnitHooks chunk_hooks(ChunkUnits& units) const;
   UnitHooks block_hooks(int64_t layer) const;
 
@@ -64,12 +67,13 @@ class PipelineStage final : public ParallelModel {
   std::vector<PipelineChunk> chunks_;
   std::vector<std::unique_ptr<ShardUnit>> units_;
   std::vector<std::unique_ptr<ChunkUnits>> chunk_units_;  // by virtual index
-  // Tied embeddings: the pipeline group, this rank's copy of the table (null on the stages
-  // between), whether it is the last stage's, and its shard's size.
+  // A table read at both ends (tied embeddings, prediction depths): the pipeline group, this
+  // rank's copy of the table (null on the stages between), whether it is the last stage's, and
+  // its shard's size.
   std::shared_ptr<Comm> pipeline_;
-  ShardUnit* tied_ = nullptr;
-  bool tied_copy_ = false;
-  int64_t tied_shard_numel_ = 0;
+  ShardUnit* table_ = nullptr;
+  bool table_copy_ = false;
+  int64_t table_shard_numel_ = 0;
 };
 
 }  // namespace xtrain::parallel

@@ -39,6 +39,8 @@ torch::Tensor next_token_loss_of_hidden(model::CausalLM& model, const torch::Ten
   return sum / flat_targets.ne(data::kIgnoreIndex).sum().clamp_min(1).to(sum.scalar_type());
 }
 
+std::string depth_loss_name(int64_t k) { return "mtp_" + std::to_string(k); }
+
 torch::Tensor labels_ahead(const torch::Tensor& labels, int64_t k, const torch::Tensor& cu_seqlens) {
   const int64_t length = labels.size(1);
   auto ahead = torch::full_like(labels, data::kIgnoreIndex);
@@ -69,7 +71,11 @@ torch::Tensor depth_loss(model::CausalLM& model, const model::Batch& batch, cons
 
 BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64_t chunk_tokens,
                         memory::WeightGrad output_weight_grad) {
-  auto output = model.forward(batch);
+  return output_loss(model, batch, model.forward(batch), chunk_tokens, output_weight_grad);
+}
+
+BatchLoss output_loss(model::CausalLM& model, const model::Batch& batch, model::ModelOutput output,
+                      int64_t chunk_tokens, memory::WeightGrad output_weight_grad) {
   // A family that computes its own loss (clip's contrastive): nothing to project.
   if (output.loss.defined()) {
     BatchLoss own;
@@ -87,7 +93,7 @@ BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64
   for (int64_t k = 1; k <= depths; ++k) {
     const auto loss = depth_loss(model, batch, output.mtp_hidden[static_cast<size_t>(k - 1)], k, chunk_tokens,
                                  output_weight_grad);
-    result.depth_losses.emplace_back("mtp_" + std::to_string(k), loss.detach());
+    result.depth_losses.emplace_back(depth_loss_name(k), loss.detach());
     const auto weighted = loss * (model.config().mtp_loss_weight / static_cast<double>(depths));
     result.mtp_loss = result.mtp_loss.defined() ? result.mtp_loss + weighted : weighted;
   }

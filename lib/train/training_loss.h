@@ -31,6 +31,9 @@ struct BatchLoss {
   std::vector<std::pair<std::string, torch::Tensor>> depth_losses{};  // (brace-built losses may leave it out)
 };
 
+// Depth k's loss's name among the auxiliary losses: mtp_K.
+std::string depth_loss_name(int64_t k);
+
 // Depth k's targets of multi-token prediction: position i's is labels[i + k], -100 past the end
 // and where the token k ahead lies in another packed document (cu_seqlens, host int64, or
 // undefined for one sequence per row).
@@ -41,6 +44,10 @@ torch::Tensor labels_ahead(const torch::Tensor& labels, int64_t k, const torch::
 // that exists (memory::WeightGrad; into_fresh_grad only where the caller guarantees its terms).
 BatchLoss training_loss(model::CausalLM& model, const model::Batch& batch, int64_t chunk_tokens,
                         memory::WeightGrad output_weight_grad = memory::WeightGrad::into_existing_grad);
+// The same losses of the model's output for the batch (forward's, or a pipeline's head chunk's).
+BatchLoss output_loss(model::CausalLM& model, const model::Batch& batch, model::ModelOutput output,
+                      int64_t chunk_tokens,
+                      memory::WeightGrad output_weight_grad = memory::WeightGrad::into_existing_grad);
 // The same loss of the model's final hidden states (ModelOutput::hidden; a pipeline's last chunk).
 torch::Tensor next_token_loss_of_hidden(model::CausalLM& model, const torch::Tensor& hidden, const torch::Tensor& labels,
                                         int64_t chunk_tokens,

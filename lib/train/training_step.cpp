@@ -143,6 +143,11 @@ double TrainingStep::micro_batch_loss_weight(int64_t targets, int64_t index, int
   return train::micro_batch_loss_weight(targets, step_divisor_, loss_scale) * injected_micro_batch_weight(index, count);
 }
 
+// The depths' losses are (parts of) the whole micro batch's means under context parallelism.
+int64_t TrainingStep::depth_targets(const data::MicroBatch& batch) {
+  return batch.context ? batch.whole_target_count : batch.target_count;
+}
+
 MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, int64_t index, int64_t count) {
   const auto targets = static_cast<double>(batch.target_count);
   if (index == 1) inject_fault_mid_step(*input_.fault, input_.step);
@@ -168,8 +173,7 @@ MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, i
   MicroBatchLosses losses{loss.detach().to(torch::kFloat64) * targets, {}, output.expert_load, output.dropped, {}};
   for (const auto& [name, aux] : output.aux_losses)
     losses.aux_losses[name] = aux.detach().to(torch::kFloat64) * targets;
-  // The depths' losses are (parts of) the whole micro batch's means under context parallelism.
-  const int64_t whole = batch.context ? batch.whole_target_count : batch.target_count;
+  const int64_t whole = depth_targets(batch);
   for (const auto& [name, depth] : output.depth_losses)
     losses.aux_losses[name] = depth.detach().to(torch::kFloat64) * static_cast<double>(whole);
   auto objective = loss * loss_weight;
@@ -183,8 +187,9 @@ MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, i
 ChunkOutput TrainingStep::forward_chunk(const parallel::PipelineChunk& part, const data::MicroBatch& batch,
                                         int64_t index, int64_t count, const torch::Tensor& input) {
   if (index == 1) inject_fault_mid_step(*input_.fault, input_.step);
-  return run_chunk_layers(part, batch, input, micro_batch_loss_weight(batch, index, count), input_.loss_factor,
-                          /*training=*/true);
+  const ChunkLossWeights weights{micro_batch_loss_weight(batch, index, count),
+                                 micro_batch_loss_weight(depth_targets(batch), index, count)};
+  return run_chunk_layers(part, batch, input, weights, input_.loss_factor, /*training=*/true);
 }
 
 MicroBatchLosses TrainingStep::forward(const data::MicroBatch& batch) {
@@ -197,19 +202,19 @@ MicroBatchLosses TrainingStep::forward(const data::MicroBatch& batch) {
 
 ChunkOutput TrainingStep::forward_chunk_only(const parallel::PipelineChunk& part, const data::MicroBatch& batch,
                                              const torch::Tensor& input) {
-  return run_chunk_layers(part, batch, input, 1.0, 1.0, /*training=*/false);
+  return run_chunk_layers(part, batch, input, {}, 1.0, /*training=*/false);
 }
 
 // The chunk's layers on `input` and, on the model's last chunk, the micro batch's mean loss
-// (times loss_factor, an injected spike) times loss_weight, and its loss sum to report; on
-// every chunk its layers' router losses and expert loads, summed over the pipeline at the
-// step's end (sum_losses).
+// (times loss_factor, an injected spike) times its weight, plus its prediction depths' loss times
+// theirs, and its loss sums to report; on every chunk its layers' router losses and expert
+// loads, summed over the pipeline at the step's end (sum_losses).
 ChunkOutput TrainingStep::run_chunk_layers(const parallel::PipelineChunk& part, const data::MicroBatch& batch,
-                                           const torch::Tensor& input, double loss_weight, double loss_factor,
+                                           const torch::Tensor& input, ChunkLossWeights weights, double loss_factor,
                                            bool training) {
   PrecisionScope precision(settings_.dtype, settings_.device.type());
   auto model_input = model_batch(batch, settings_.device);
-  model_input.loss_weight = loss_weight;
+  model_input.loss_weight = weights.loss;
   auto& model = model_.model();
   if (training && model.config().dropout > 0)
     model_input.dropout = dropout_key(batch, dropout_seed_, input_.step, settings_.device);
@@ -217,11 +222,19 @@ ChunkOutput TrainingStep::run_chunk_layers(const parallel::PipelineChunk& part, 
   const auto targets = static_cast<double>(batch.target_count);
   MicroBatchLosses losses{{}, {}, out.expert_load, out.dropped, {}};
   for (const auto& [name, aux] : out.aux_losses) losses.aux_losses[name] = aux.detach().to(torch::kFloat64) * targets;
+  // Every stage reports the depths' losses, zero but on the last, so that they sum over the ranks.
+  for (int64_t k = 1; k <= model.config().mtp_layers; ++k)
+    losses.aux_losses[depth_loss_name(k)] = torch::zeros({}, torch::dtype(torch::kFloat64).device(settings_.device));
   if (!part.head) return {out.hidden, losses};
-  auto loss = next_token_loss_of_hidden(model, out.hidden, model_input.labels, settings_.loss_chunk);
+  const auto head = output_loss(model, model_input, std::move(out), settings_.loss_chunk);
+  auto loss = head.loss;
   if (loss_factor != 1.0) loss = loss * loss_factor;
   losses.loss_sum = loss.detach().to(torch::kFloat64) * targets;
-  return {loss * loss_weight, losses};
+  for (const auto& [name, depth] : head.depth_losses)
+    losses.aux_losses[name] = depth.detach().to(torch::kFloat64) * static_cast<double>(depth_targets(batch));
+  auto objective = loss * weights.loss;
+  if (head.mtp_loss.defined()) objective = objective + head.mtp_loss * weights.depths;
+  return {objective, losses};
 }
 
 // fp16: a step whose gradients overflowed is skipped (no update) and the loss scale shrinks;

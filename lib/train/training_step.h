@@ -115,10 +115,15 @@ class TrainingStep final : private MicroBatchWork {
   ChunkOutput forward_chunk_only(const parallel::PipelineChunk& part, const data::MicroBatch& batch,
                                  const torch::Tensor& input) override;
 
+  // The weights of the micro batch's loss and of its prediction depths' (train/training_loss.h).
+  struct ChunkLossWeights {
+    double loss = 1, depths = 1;
+  };
   ChunkOutput run_chunk_layers(const parallel::PipelineChunk& part, const data::MicroBatch& batch,
-                               const torch::Tensor& input, double loss_weight, double loss_factor,
+                               const torch::Tensor& input, ChunkLossWeights weights, double loss_factor,
                                bool training);  // training: with the dropout masks
   double micro_batch_loss_weight(const data::MicroBatch& batch, int64_t index, int64_t count) const;
+  static int64_t depth_targets(const data::MicroBatch& batch);  // the targets a depth's loss is a mean over
   double micro_batch_loss_weight(int64_t targets, int64_t index, int64_t count) const;  // of `targets` targets
   void sum_losses(const MicroBatchLosses& losses, StepOutcome& outcome);
   void update(StepOutcome& outcome);

@@ -9,7 +9,10 @@
 # norms on half the sequence, the vocabulary-parallel head shared with them) its losses, the
 # depths' too; CP 2 (each depth's tokens and targets shifted over the whole sequence before the
 # split, its loss over the whole micro batch's targets; the cp ranks' expert loads summed) its
-# losses, gradient norms and expert bias, the depths' too; the export holds that bias. (init_from_hf.sh checks a
+# losses, gradient norms and expert bias, the depths' too; PP 2 under 1f1b and interleaved 1f1b
+# (the depths on the last stage beside the head, with a copy of the embedding table whose
+# gradient is summed with the first stage's) the same, and its checkpoint (the table written
+# once) resumes as one process, one process's as PP 2; the export holds that bias. (init_from_hf.sh checks a
 # folder transformers wrote, trained under FSDP 2 and exported, against transformers' loss.)
 set -euo pipefail
 xtrain=$1
@@ -36,6 +39,10 @@ train ep2 2 "${deepseek[@]}" --set parallel.ep=2
 train ep2_domino2 2 "${deepseek[@]}" --set parallel.ep=2 --set parallel.intra_layer_micro_batch=2
 train tp2_sp 2 "${deepseek[@]}" --set parallel.tp=2 --set parallel.sequence_parallel=true
 train cp2 2 "${deepseek[@]}" --set parallel.cp=2
+pp2=(--set parallel.pp=2 --set parallel.fsdp=1)
+train pp2 2 "${deepseek[@]}" "${pp2[@]}"
+train pp2_interleaved 2 "${deepseek[@]}" "${pp2[@]}" --set parallel.pp_schedule=interleaved_1f1b \
+      --set parallel.pp_virtual_stages=2
 grep -q "deepseek_v3" "$work/single/checkpoints/latest/config.json"
 # Each depth's loss is logged apart, and every layout gives one process's.
 "$python" - "$work" <<'PY'
@@ -46,7 +53,7 @@ def depths(run):
             if "aux_loss.mtp_1" in r}
 single = depths("single")
 assert len(single) == 20, sorted(single)
-for run in ("fsdp2", "ep2", "ep2_domino2", "tp2_sp", "cp2"):
+for run in ("fsdp2", "ep2", "ep2_domino2", "tp2_sp", "cp2", "pp2", "pp2_interleaved"):
     other = depths(run)
     worst = max(abs(a - b) / a for s in single for a, b in zip(single[s], other[s]))
     print(f"{run}: multi-token prediction losses (2 depths) within {worst:.2e} of one process's")
@@ -54,19 +61,31 @@ for run in ("fsdp2", "ep2", "ep2_domino2", "tp2_sp", "cp2"):
 print(f"depth losses at steps 1 and 20: {single[1]} -> {single[20]}")
 PY
 bias() { "$python" -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["expert_bias"]))' "$1/checkpoints/latest/trainer_state.json"; }
-for run in fsdp2 ep2 ep2_domino2 cp2; do
+for run in fsdp2 ep2 ep2_domino2 cp2 pp2 pp2_interleaved; do
   compare_runs "$work/single" "$work/$run" 1 1e-4
   [[ "$(bias "$work/single")" == "$(bias "$work/$run")" ]]
 done
 echo "expert bias after 20 steps: identical in every layout ($(bias "$work/single"))"
 compare_runs "$work/single" "$work/tp2_sp" 1 1e-4
 
-# Pipeline parallelism still refuses the depths: the key, the reason and the fix, exit 2.
-status=0
-refusal=$("$xtrain" train "$work/recipe.yaml" --set run.dir="$work/pp2" "${deepseek[@]}" --set parallel.pp=2 \
-          --set parallel.fsdp=1 2>&1 >/dev/null) || status=$?
-expected="--set model.mtp_layers=2: model.mtp_layers: 2 with parallel.pp 2: multi-token prediction runs under fsdp, dp, ep, tp and cp only for now; leave parallel.pp at 1, or mtp_layers at 0"
-[[ $status == 2 && $refusal == "$expected" && ! -e $work/pp2 ]] || { echo "pp 2: exit $status, '$refusal'"; exit 1; }
+# PP 2: a step-10 checkpoint (the depths on the last stage, the embedding table written once,
+# the first stage's) resumes as one process, and one process's as PP 2.
+step10=$work/pp2/checkpoints/step-10
+"$python" - "$step10" <<'PY'
+import json, struct, sys
+def names(shard):
+    with open(f"{sys.argv[1]}/shard-0000{shard}.safetensors", "rb") as f:
+        return {k.split("/", 1)[1] for k in json.loads(f.read(struct.unpack("<Q", f.read(8))[0])) if k.startswith("model/")}
+first, last = names(0), names(1)
+assert "model.embed_tokens.weight" in first and "model.embed_tokens.weight" not in last, "the table written twice"
+assert {n for n in first | last if n.startswith(("model.layers.2.", "model.layers.3."))} <= last, "a depth off the last stage"
+print(f"PP 2 checkpoint: the embedding table in stage 0's shard only, the depths in stage 1's ({len(last)} tensors)")
+PY
+train pp2_as_single 1 "${deepseek[@]}" --set checkpoint.resume="$step10"
+grep -q "resumed from $step10 at step 10" "$work/pp2_as_single.log"
+compare_runs "$work/pp2" "$work/pp2_as_single" 11
+train single_as_pp2 2 "${deepseek[@]}" "${pp2[@]}" --set checkpoint.resume="$work/single/checkpoints/step-10"
+compare_runs "$work/single" "$work/single_as_pp2" 11
 
 # The one-process checkpoint (stacked experts, the bias in its trainer state, two prediction
 # depths) generates as its export does.

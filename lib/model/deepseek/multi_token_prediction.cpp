@@ -77,14 +77,21 @@ torch::Tensor ids_ahead(const torch::Tensor& input_ids, int64_t k) {
 }
 
 namespace {
-// [ids; depth k's ids for k = 1..depths] along the rows: the batch's own (shifted before a
-// context split) or ids_ahead of its rows.
-torch::Tensor tokens_ahead(const Batch& batch, int64_t depths) {
-  std::vector<torch::Tensor> blocks = {batch.input_ids};
+// Depth k's ids for k = 1..depths: the batch's own (shifted before a context split) or ids_ahead
+// of its rows.
+std::vector<torch::Tensor> tokens_ahead(const Batch& batch, int64_t depths) {
+  std::vector<torch::Tensor> blocks;
   for (int64_t k = 1; k <= depths; ++k)
     blocks.push_back(batch.ids_ahead.empty() ? ids_ahead(batch.input_ids, k)
                                              : batch.ids_ahead.at(static_cast<size_t>(k - 1)));
-  return torch::cat(blocks, 0);
+  return blocks;
+}
+
+// The lookups of `blocks` (each [B, T], stacked along the rows), as [blocks, B, T, hidden].
+torch::Tensor look_up(LlamaBodyImpl& body, const std::vector<torch::Tensor>& blocks, const EmbedRunner& embed_runner) {
+  const auto looked_up = body.embed(torch::cat(blocks, 0), embed_runner);
+  return looked_up.view({static_cast<int64_t>(blocks.size()), blocks.front().size(0), looked_up.size(1),
+                         looked_up.size(2)});
 }
 }  // namespace
 
@@ -93,13 +100,22 @@ void MultiTokenPrediction::forward(LlamaBodyImpl& body, const Batch& batch, cons
                                    ModelOutput& output) const {
   body.check_length(batch.input_ids, batch.layout);
   const auto depths = static_cast<int64_t>(depths_.size());
-  const int64_t rows = batch.input_ids.size(0);
-  auto looked_up = body.embed(tokens_ahead(batch, depths), embed_runner);
-  looked_up = looked_up.view({depths + 1, rows, looked_up.size(1), looked_up.size(2)});
+  auto tokens = tokens_ahead(batch, depths);
+  tokens.insert(tokens.begin(), batch.input_ids);
+  const auto looked_up = look_up(body, tokens, embed_runner);
   output.hidden = body.norm(body.run_layers(looked_up[0], batch.layout, block_runner, 0, num_layers_,
                                             batch.loss_weight, balance_coefficients));
   output.mtp_hidden = predict_ahead(body, batch, block_runner, output.hidden, looked_up.narrow(0, 1, depths),
                                     balance_coefficients);
+}
+
+std::vector<torch::Tensor> MultiTokenPrediction::forward_after(LlamaBodyImpl& body, const Batch& batch,
+                                                               const BlockRunner& block_runner,
+                                                               const EmbedRunner& embed_runner,
+                                                               const torch::Tensor& hidden,
+                                                               const torch::Tensor& balance_coefficients) const {
+  const auto embedded = look_up(body, tokens_ahead(batch, static_cast<int64_t>(depths_.size())), embed_runner);
+  return predict_ahead(body, batch, block_runner, hidden, embedded, balance_coefficients);
 }
 
 std::vector<torch::Tensor> MultiTokenPrediction::predict_ahead(LlamaBodyImpl& body, const Batch& batch,

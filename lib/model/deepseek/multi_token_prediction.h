@@ -71,6 +71,12 @@ class MultiTokenPrediction {
   // balance_coefficients: as LlamaBodyImpl::run_layers takes them.
   void forward(LlamaBodyImpl& body, const Batch& batch, const BlockRunner& block_runner,
                const EmbedRunner& embed_runner, const torch::Tensor& balance_coefficients, ModelOutput& output) const;
+  // A pipeline's head chunk: each depth's states (output.mtp_hidden) on the decoder's final
+  // states `hidden`, the tokens ahead looked up in the last stage's copy of the table. The
+  // lookups are forward's, row by row, so the states are too.
+  std::vector<torch::Tensor> forward_after(LlamaBodyImpl& body, const Batch& batch, const BlockRunner& block_runner,
+                                           const EmbedRunner& embed_runner, const torch::Tensor& hidden,
+                                           const torch::Tensor& balance_coefficients) const;
   // Under tensor parallelism (the decoder layers' parts are set by the model): the depths' own
   // norms and eh_proj, replicated, sum their partial gradients when the sequence is split.
   void use_tensor_parallel(const std::shared_ptr<TensorParallelOps>& ops);

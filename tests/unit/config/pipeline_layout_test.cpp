@@ -160,3 +160,27 @@ TEST_CASE("format_pipeline_actions: 1f1b on 2 stages in PyTorch's notation", "[p
   CHECK(xtrain::config::format_pipeline_actions(PpSchedule::one_f_one_b, 2, 1, 3) ==
         "rank 0: 0F0 0F1 0B0 0F2 0B1 0B2\nrank 1: 1F0 1B0 1F1 1B1 1F2 1B2\n");
 }
+
+namespace {
+// "first-last" per chunk, E and H marking the ends.
+std::string describe(const std::vector<xtrain::config::PipelineChunk>& chunks) {
+  std::string text;
+  for (const auto& c : chunks)
+    text += (c.embedding ? "E" : "") + std::to_string(c.first_layer) + "-" + std::to_string(c.last_layer) +
+            (c.head ? "H" : "") + " ";
+  return text;
+}
+}  // namespace
+
+TEST_CASE("pipeline_chunks: the ends count as a layer each, prediction depths after the head on the last chunk",
+          "[pipeline_layout]") {
+  using xtrain::config::pipeline_chunks;
+  CHECK(describe(pipeline_chunks(6, 2)) == "E0-3 3-6H ");
+  CHECK(describe(pipeline_chunks(2, 4)) == "E0-0 0-1 1-2 2-2H ");
+  // 2 layers and 2 depths: the embedding and the layers, then the head and the depths (layers 2, 3).
+  CHECK(describe(pipeline_chunks(2, 2, 2)) == "E0-2 2-4H ");
+  // The depths' slots would take the last three chunks' cuts: the layers still get one chunk each.
+  CHECK(describe(pipeline_chunks(2, 4, 2)) == "E0-0 0-1 1-2 2-4H ");
+  CHECK(describe(pipeline_chunks(6, 4, 2)) == "E0-1 1-4 4-6 6-8H ");
+  CHECK_THROWS_AS(pipeline_chunks(2, 5, 2), std::invalid_argument);
+}
