@@ -38,10 +38,16 @@ void tensor_parallel(const RuleContext& c) {
     c.refuse("parallel.sequence_parallel",
              "true splits activations over the tensor-parallel ranks, which needs parallel.tp above 1");
   if (tp <= 1) return;
-  if (const auto* spec = model::find_model_spec(m.family); spec && !spec->capabilities.tensor_parallel)
+  const auto* spec = model::find_model_spec(m.family);
+  if (spec && !spec->capabilities.tensor_parallel)
     c.refuse("parallel.tp", fmt::format("{}: model.family {} is not split by tensor parallelism: leave it at 1 (use "
                                         "FSDP)",
                                         tp, m.family));
+  // t5's decoder blocks carry the encoder's output whole beside their states (model/t5/t5.h).
+  if (p.sequence_parallel && spec && spec->capabilities.encoder_decoder)
+    c.refuse("parallel.sequence_parallel", fmt::format("true: model.family {} splits over parallel.tp without "
+                                                       "sequence parallelism; set it false",
+                                                       m.family));
   if (m.num_heads % tp != 0)
     c.refuse("parallel.tp",
              fmt::format("{} does not divide model.num_heads {}: each tensor-parallel rank computes whole heads", tp,

@@ -97,8 +97,9 @@ ModelSpec t5_spec() {
   spec.description = "encoder-decoder: pre-norm RMS layers, relative position buckets, cross-attention; v1.0 "
                      "(ReLU, tied) or v1.1 (gated GELU, untied); trained on span corruption "
                      "(data.objective span_corruption)";
-  // Not split by tensor, pipeline or context parallelism, no experts (FSDP shards it); it does
-  // not generate through the decoder-only path.
+  // Split by tensor parallelism (without sequence parallelism), not by pipeline or context
+  // parallelism, no experts (FSDP shards it); it does not generate through the decoder-only path.
+  spec.capabilities.tensor_parallel = true;
   spec.capabilities.causal = false;
   spec.capabilities.pad_token = true;
   spec.capabilities.encoder_decoder = true;

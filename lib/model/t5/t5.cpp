@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "model/layers/module_scope.h"
@@ -17,6 +19,12 @@ constexpr auto kFinalNorm = static_cast<DropoutSite>(6);
 // Cross-attention's probabilities are keyed as another layer's, so that its masks are drawn
 // apart from the self-attention's whatever the tokens' identities.
 constexpr int64_t kCrossLayer = int64_t{1} << 32;
+
+void check_split(int64_t size, const char* key, int64_t ranks) {
+  if (size % ranks != 0)
+    throw std::invalid_argument(
+        fmt::format("{} {} does not split over {} tensor-parallel ranks (parallel.tp)", key, size, ranks));
+}
 
 }  // namespace
 
@@ -60,15 +68,20 @@ torch::Tensor T5AttentionImpl::forward(const torch::Tensor& x, const torch::Tens
                                        const torch::Tensor& keep,
                                        const std::function<torch::Tensor(torch::Tensor)>& dropout) {
   const int64_t b = x.size(0), t = x.size(1), s = memory.size(1);
-  const auto query = q(x).view({b, t, -1, d_kv_}).transpose(1, 2);
-  const auto key = k(memory).view({b, s, -1, d_kv_}).transpose(1, 2);
-  const auto value = v(memory).view({b, s, -1, d_kv_}).transpose(1, 2);
+  // Under tensor parallelism a rank's input gradients are its heads' share, which enter() sums
+  // over the group: once for self-attention, whose queries, keys and values read one tensor.
+  const auto input = tensor_parallel ? tensor_parallel->enter(x) : x;
+  const auto source = memory.is_same(x) ? input : tensor_parallel ? tensor_parallel->enter(memory) : memory;
+  const auto query = q(input).view({b, t, -1, d_kv_}).transpose(1, 2);
+  const auto key = k(source).view({b, s, -1, d_kv_}).transpose(1, 2);
+  const auto value = v(source).view({b, s, -1, d_kv_}).transpose(1, 2);
   auto scores = at::matmul(query, key.transpose(-2, -1));
   if (bias.defined()) scores = scores + bias;
   if (keep.defined()) scores = scores.masked_fill(keep.logical_not(), std::numeric_limits<float>::lowest());
   auto probs = at::softmax(scores, -1, at::kFloat).to(value.scalar_type());
   if (dropout) probs = dropout(probs);
-  return o(at::matmul(probs, value).transpose(1, 2).reshape({b, t, -1}));
+  const auto out = o(at::matmul(probs, value).transpose(1, 2).reshape({b, t, -1}));
+  return tensor_parallel ? tensor_parallel->leave(out) : out;
 }
 
 void T5AttentionImpl::describe_init(const std::string& name, InitPlan& plan) const {
@@ -79,6 +92,19 @@ void T5AttentionImpl::describe_init(const std::string& name, InitPlan& plan) con
   o->describe_init(name + ".o", 1.0 / std::sqrt(inner), plan);
   if (relative_attention_bias)
     relative_attention_bias->describe_init(name + ".relative_attention_bias", 1.0 / std::sqrt(d_model), plan);
+}
+
+void T5AttentionImpl::tensor_parallel_plan(const std::string& name, int64_t rank, int64_t ranks,
+                                           TensorParallelPlan& plan) const {
+  const auto heads = split_share(heads_, rank, ranks);
+  const TensorSlice columns{0, {heads.first * d_kv_, heads.count * d_kv_}};
+  for (const char* part : {".q.weight", ".k.weight", ".v.weight"}) plan[name + part] = columns;
+  plan[name + ".o.weight"] = {1, columns.share};
+  if (relative_attention_bias) plan[name + ".relative_attention_bias.weight"] = {1, heads};
+}
+
+int64_t T5AttentionImpl::first_head() const {
+  return tensor_parallel ? split_share(heads_, tensor_parallel->rank(), tensor_parallel->size()).first : 0;
 }
 
 T5FeedForwardImpl::T5FeedForwardImpl(const ModelConfig& c) : d_model_(c.hidden_size), d_ff_(c.intermediate_size) {
@@ -93,8 +119,10 @@ T5FeedForwardImpl::T5FeedForwardImpl(const ModelConfig& c) : d_model_(c.hidden_s
 
 torch::Tensor T5FeedForwardImpl::forward(const torch::Tensor& x,
                                          const std::function<torch::Tensor(torch::Tensor)>& dropout) {
-  auto h = wi ? torch::relu(wi(x)) : torch::gelu(wi_0(x), "tanh") * wi_1(x);
-  return wo(dropout ? dropout(h) : h);
+  const auto input = tensor_parallel ? tensor_parallel->enter(x) : x;
+  auto h = wi ? torch::relu(wi(input)) : torch::gelu(wi_0(input), "tanh") * wi_1(input);
+  const auto out = wo(dropout ? dropout(h) : h);
+  return tensor_parallel ? tensor_parallel->leave(out) : out;
 }
 
 void T5FeedForwardImpl::describe_init(const std::string& name, InitPlan& plan) const {
@@ -103,6 +131,20 @@ void T5FeedForwardImpl::describe_init(const std::string& name, InitPlan& plan) c
   if (wi_0) wi_0->describe_init(name + ".wi_0", in_std, plan);
   if (wi_1) wi_1->describe_init(name + ".wi_1", in_std, plan);
   wo->describe_init(name + ".wo", 1.0 / std::sqrt(static_cast<double>(d_ff_)), plan);
+}
+
+void T5FeedForwardImpl::tensor_parallel_plan(const std::string& name, int64_t rank, int64_t ranks,
+                                             TensorParallelPlan& plan) const {
+  const TensorSlice columns{0, split_share(d_ff_, rank, ranks)};
+  if (wi)
+    plan[name + ".wi.weight"] = columns;
+  else
+    plan[name + ".wi_0.weight"] = plan[name + ".wi_1.weight"] = columns;
+  plan[name + ".wo.weight"] = {1, columns.share};
+}
+
+int64_t T5FeedForwardImpl::first_feature() const {
+  return tensor_parallel ? split_share(d_ff_, tensor_parallel->rank(), tensor_parallel->size()).first : 0;
 }
 
 T5BlockImpl::T5BlockImpl(const ModelConfig& c, bool decoder, bool relative_bias) : dropout_(c.dropout) {
@@ -126,23 +168,31 @@ torch::Tensor T5BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& 
   const double p = dropout_;
   using Dropout = std::function<torch::Tensor(torch::Tensor)>;
   const bool drops = p > 0 && dropout.defined();
-  auto drop = [&](DropoutSite site) -> Dropout {
-    return [&, site](torch::Tensor y) { return hidden_dropout(y, p, dropout, layer, site); };
+  // Under tensor parallelism the probabilities are this rank's heads and the activation its
+  // features: their masks are those of their global indices.
+  auto drop = [&](DropoutSite site, int64_t first_feature = 0) -> Dropout {
+    return [&, site, first_feature](torch::Tensor y) {
+      return hidden_dropout(y, p, dropout, layer, site, first_feature);
+    };
   };
-  auto self_probs = [&](torch::Tensor probs) { return attention_dropout(probs, p, dropout, layer); };
+  auto self_probs = [&](torch::Tensor probs) {
+    return attention_dropout(probs, p, dropout, layer, self_attention->first_head());
+  };
   const auto normed = self_norm(x);
   auto h = x + drop(DropoutSite::attention_output)(
                    self_attention(normed, normed, bias, keep, drops ? Dropout(self_probs) : Dropout()));
   if (cross_attention) {
     auto cross_probs = [&](torch::Tensor probs) {
       // [B, heads, T, S]: the decoder's tokens query, the encoder's are the keys.
-      const auto mask = attention_keep_mask(dropout, memory_dropout, layer + kCrossLayer, probs.size(1), 0, p);
+      const auto mask = attention_keep_mask(dropout, memory_dropout, layer + kCrossLayer, probs.size(1),
+                                            cross_attention->first_head(), p);
       return probs * mask.to(probs.scalar_type()) * (1.0 / (1.0 - p));
     };
     h = h + drop(kCrossOutput)(cross_attention(cross_norm(h), memory, torch::Tensor(), memory_keep,
                                                drops ? Dropout(cross_probs) : Dropout()));
   }
-  return h + drop(DropoutSite::mlp_output)(feed_forward(ff_norm(h), drops ? drop(kFeedForwardInner) : Dropout()));
+  const auto inner = drops ? drop(kFeedForwardInner, feed_forward->first_feature()) : Dropout();
+  return h + drop(DropoutSite::mlp_output)(feed_forward(ff_norm(h), inner));
 }
 
 void T5BlockImpl::describe_init(const std::string& name, InitPlan& plan) const {
@@ -155,6 +205,21 @@ void T5BlockImpl::describe_init(const std::string& name, InitPlan& plan) const {
   }
   feed_forward->describe_init(ff + ".DenseReluDense", plan);
   ff_norm->describe_init(ff + ".layer_norm", plan);
+}
+
+void T5BlockImpl::tensor_parallel_plan(const std::string& name, int64_t rank, int64_t ranks,
+                                       TensorParallelPlan& plan) const {
+  self_attention->tensor_parallel_plan(name + ".layer.0.SelfAttention", rank, ranks, plan);
+  if (cross_attention) cross_attention->tensor_parallel_plan(name + ".layer.1.EncDecAttention", rank, ranks, plan);
+  const std::string ff = name + (cross_attention ? ".layer.2" : ".layer.1");
+  feed_forward->tensor_parallel_plan(ff + ".DenseReluDense", rank, ranks, plan);
+}
+
+// The norms stay whole: without sequence parallelism every rank normalises the whole states.
+void T5BlockImpl::use_tensor_parallel(const std::shared_ptr<TensorParallelOps>& ops) {
+  self_attention->tensor_parallel = ops;
+  if (cross_attention) cross_attention->tensor_parallel = ops;
+  feed_forward->tensor_parallel = ops;
 }
 
 void T5BlockImpl::float8_layers(const std::string& name, Float8Layers& layers) {
@@ -262,6 +327,8 @@ ModelOutput T5ForConditionalGeneration::forward(const Batch& batch) {
   x = hidden_dropout(decoder_norm(x), p, decoder_key, decoder_first, kFinalNorm);
   // v1.0 rescales the states before the tied projection (the embedding's scale is ~1).
   if (config().tie_embeddings) x = x * std::pow(static_cast<double>(config().hidden_size), -0.5);
+  // The vocabulary-parallel head takes the whole states on every rank.
+  if (tensor_parallel_) x = tensor_parallel_->enter(x);
   return {x, {}, {}, {}, {}};
 }
 
@@ -305,6 +372,31 @@ ShardPlan T5ForConditionalGeneration::shard_plan() {
     if (!in_block) plan.head.parameters.emplace_back(key, item.value());
   }
   return plan;
+}
+
+TensorParallelPlan T5ForConditionalGeneration::tensor_parallel_plan(int64_t rank, int64_t ranks) const {
+  const auto& c = config();
+  check_split(c.num_heads, "model.num_heads", ranks);
+  check_split(c.intermediate_size, "model.intermediate_size", ranks);
+  TensorParallelPlan plan;
+  const TensorSlice vocab{0, split_share(c.vocab_size, rank, ranks)};
+  plan["shared.weight"] = vocab;
+  if (lm_head) plan["lm_head.weight"] = vocab;
+  for (size_t i = 0; i < encoder_blocks.size(); ++i)
+    encoder_blocks[i]->tensor_parallel_plan("encoder.block." + std::to_string(i), rank, ranks, plan);
+  for (size_t i = 0; i < decoder_blocks.size(); ++i)
+    decoder_blocks[i]->tensor_parallel_plan("decoder.block." + std::to_string(i), rank, ranks, plan);
+  return plan;
+}
+
+void T5ForConditionalGeneration::use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) {
+  TORCH_CHECK(!ops->sequence_parallel(), "t5 splits over parallel.tp without sequence parallelism (the recipe check "
+              "refuses parallel.sequence_parallel)");
+  shared->tensor_parallel = ops;
+  shared->first_row = split_share(config().vocab_size, ops->rank(), ops->size()).first;
+  for (auto& block : encoder_blocks) block->use_tensor_parallel(ops);
+  for (auto& block : decoder_blocks) block->use_tensor_parallel(ops);
+  tensor_parallel_ = std::move(ops);
 }
 
 void T5ForConditionalGeneration::float8_layers(const std::string& name, Float8Layers& layers) {

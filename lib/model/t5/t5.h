@@ -32,10 +32,16 @@
 // the residual add, and after each stack's final norm. Its masks are keyed
 // (model/layers/keyed_dropout.h): Batch::dropout keys the rows [encoder input | decoder input]
 // (as the data holds them), each stack its own columns, each block by its block_runner index.
-// No tensor, pipeline or context parallelism, experts or packed rows (the recipe refuses them).
+// Tensor parallelism (parallel.tp, without sequence parallelism), Megatron's split: each
+// attention's q, k, v by heads and o by rows, each stack's position table by heads (a rank adds
+// its heads' bias), the feed-forward layer's wi (wi_0, wi_1) by columns and wo by rows, the
+// shared embedding and lm_head by vocabulary rows (a vocabulary-parallel lookup and loss); the
+// norms are replicated. A rank's dropout masks are its heads' and features' of one process's.
+// No pipeline or context parallelism, experts or packed rows (the recipe refuses them).
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,6 +52,7 @@
 #include "model/layers/keyed_dropout.h"
 #include "model/layers/linear.h"
 #include "model/layers/rms_norm.h"
+#include "model/layers/tensor_parallel_ops.h"
 
 namespace xtrain::model {
 
@@ -66,9 +73,13 @@ class T5AttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& memory, const torch::Tensor& bias,
                         const torch::Tensor& keep, const std::function<torch::Tensor(torch::Tensor)>& dropout = {});
   void describe_init(const std::string& name, InitPlan& plan) const;
+  // This rank's slices under tensor parallelism, by name under `name`, and its first global head.
+  void tensor_parallel_plan(const std::string& name, int64_t rank, int64_t ranks, TensorParallelPlan& plan) const;
+  int64_t first_head() const;
 
   Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
   Embedding relative_attention_bias{nullptr};  // the stack's table [buckets, heads], first block only
+  std::shared_ptr<TensorParallelOps> tensor_parallel;  // null: every head
 
  private:
   int64_t heads_, d_kv_, d_model_;
@@ -81,8 +92,13 @@ class T5FeedForwardImpl : public torch::nn::Module {
   // dropout: applied to the activation, before wo.
   torch::Tensor forward(const torch::Tensor& x, const std::function<torch::Tensor(torch::Tensor)>& dropout = {});
   void describe_init(const std::string& name, InitPlan& plan) const;
+  // This rank's slices under tensor parallelism, by name under `name`, and its first global
+  // feature of the activation.
+  void tensor_parallel_plan(const std::string& name, int64_t rank, int64_t ranks, TensorParallelPlan& plan) const;
+  int64_t first_feature() const;
 
   Linear wi{nullptr}, wi_0{nullptr}, wi_1{nullptr}, wo{nullptr};  // wi (relu) or wi_0, wi_1 (gated-gelu)
+  std::shared_ptr<TensorParallelOps> tensor_parallel;  // null: the whole width
 
  private:
   int64_t d_model_, d_ff_;
@@ -103,6 +119,8 @@ class T5BlockImpl : public torch::nn::Module {
                         const DropoutKey& memory_dropout = {}, int64_t layer = 0);
   void describe_init(const std::string& name, InitPlan& plan) const;
   void float8_layers(const std::string& name, Float8Layers& layers);
+  void tensor_parallel_plan(const std::string& name, int64_t rank, int64_t ranks, TensorParallelPlan& plan) const;
+  void use_tensor_parallel(const std::shared_ptr<TensorParallelOps>& ops);
 
   T5Attention self_attention{nullptr}, cross_attention{nullptr};
   RMSNorm self_norm{nullptr}, cross_norm{nullptr}, ff_norm{nullptr};
@@ -125,6 +143,8 @@ class T5ForConditionalGeneration final : public CausalLM {
   std::vector<EmbeddingImpl*> lookup_tables() override { return {shared.get()}; }
   // Every attention and feed-forward projection (the tied or untied head stays in high precision).
   void float8_layers(const std::string& name, Float8Layers& layers) override;
+  TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const override;
+  void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) override;
 
   Embedding shared{nullptr};
   torch::nn::ModuleList encoder_layers{nullptr}, decoder_layers{nullptr};  // encoder.block, decoder.block
