@@ -45,8 +45,8 @@ for recipe in "$source_dir"/recipes/*.yaml; do
     --set "data.train=$work/clip-demo/train.jsonl")
   # The LoRA demo's base is the demo model's export (runs/demo/export): its shape, from a random init.
   [[ $(basename "$recipe") != lora-demo.yaml ]] || overrides=(--set "model.init_from=")
-  # The GRPO demo starts from its SFT warm-up's export and reads prompts its header writes: its
-  # shape from a random init, and two prompts here.
+  # The GRPO demo starts from its SFT warm-up's export and reads prompts, both of which
+  # scripts/grpo-demo.sh writes: its shape from a random init, and two prompts here.
   [[ $(basename "$recipe") != grpo-demo.yaml ]] || overrides=(--set "model.init_from="
     --set "data.train=$work/grpo-prompts.jsonl")
   (cd "$source_dir" && "$xtrain" validate "$recipe" "${overrides[@]}") > "$work/resolved.yaml"
