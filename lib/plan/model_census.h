@@ -29,7 +29,8 @@ struct ModelCensus {
   int64_t embedding = 0;  // the token table
   int64_t head = 0;       // the output projection (0 when tied to the table)
   int64_t other = 0;      // final norm, a vision tower and projector
-  std::vector<LayerCensus> layers;
+  std::vector<LayerCensus> layers;  // the decoder's, then multi-token prediction's depths
+  int64_t prediction_depths = 0;     // the last entries of `layers` that are depths (model.mtp_layers)
   std::vector<MatrixCensus> muon_matrices;
 
   // Widths of one token's activations in a layer.

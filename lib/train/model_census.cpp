@@ -35,6 +35,7 @@ plan::ModelCensus model_census(const config::Recipe& recipe) {
   const auto& m = recipe.model;
   plan::ModelCensus c;
   c.layers.resize(static_cast<size_t>(m.num_layers + m.mtp_layers));
+  c.prediction_depths = m.mtp_layers;
   static const std::regex layer_name(R"((^|\.)layers\.(\d+)\.)");
   for (const auto& item : model->named_parameters()) {
     const auto& name = item.key();

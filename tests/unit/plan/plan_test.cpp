@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "config/pipeline_layout.h"
 #include "plan/hardware_profile.h"
 #include "plan/layout_search.h"
 #include "plan/memory_estimate.h"
@@ -197,6 +198,28 @@ TEST_CASE("the memory is the fullest pipeline rank's, its chunks cut and run as 
   CHECK(interleaved.pipeline_rank == 1);
   CHECK(activations_of(interleaved) == Approx(3 * 2 * layer));
   CHECK(interleaved.terms[0].bytes == Approx((3 * 4010 + 2000 + 10) * 16.0));
+}
+
+TEST_CASE("a pipeline plan puts multi-token prediction's depths on the last stage, as the engine cuts them",
+          "[plan]") {
+  auto c = four_layers();
+  c.layers.push_back({1000, 3000, 0, 0, 10});
+  c.layers.push_back({1000, 3000, 0, 0, 10});
+  c.prediction_depths = 2;
+  plan::ClusterLayout layout;
+  layout.pp = 2;
+  // 8 slots (embedding, 4 layers, head, 2 depths) in 2 chunks of 4: [embedding, layers 0-2] and
+  // [layer 3, head, depths 4-5].
+  const auto engine = config::pipeline_chunks(4, 2, 2);
+  REQUIRE(engine.size() == 2);
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    const auto share = plan::pipeline_rank_share(c, layout, rank);
+    const auto& chunk = engine[static_cast<size_t>(rank)];
+    REQUIRE(share.chunk_layers == std::vector<std::pair<int64_t, int64_t>>{{chunk.first_layer, chunk.last_layer}});
+  }
+  const auto last = plan::pipeline_rank_share(c, layout, 1);
+  CHECK(last.chunk_layers.back().second == 6);
+  CHECK(last.head > 0);
 }
 
 TEST_CASE("the allocator's overhead grows with what a step allocates, not with the model state", "[plan]") {
