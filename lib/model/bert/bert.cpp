@@ -131,7 +131,9 @@ ModelOutput BertForMaskedLM::forward(const Batch& batch) {
     };
     x = block_runner ? block_runner(static_cast<int64_t>(i), x, block) : block(x);
   }
-  return {transform_norm(torch::gelu(transform(x))), {}, {}, {}, {}};
+  ModelOutput output;
+  output.hidden = transform_norm(torch::gelu(transform(x)));
+  return output;
 }
 
 void BertForMaskedLM::float8_layers(const std::string& name, Float8Layers& layers) {

@@ -75,7 +75,9 @@ ModelOutput LlavaForConditionalGeneration::forward(const Batch& batch) {
       return block_runner(offset + layer, input, block);
     };
   x = text.run_layers(x, batch.layout, shifted, 0, config().num_layers, batch.loss_weight, {});
-  return {text.norm(x), {}, {}, {}, {}};
+  ModelOutput output;
+  output.hidden = text.norm(x);
+  return output;
 }
 
 InitPlan LlavaForConditionalGeneration::init_plan() const {

@@ -329,7 +329,9 @@ ModelOutput T5ForConditionalGeneration::forward(const Batch& batch) {
   if (config().tie_embeddings) x = x * std::pow(static_cast<double>(config().hidden_size), -0.5);
   // The vocabulary-parallel head takes the whole states on every rank.
   if (tensor_parallel_) x = tensor_parallel_->enter(x);
-  return {x, {}, {}, {}, {}};
+  ModelOutput output;
+  output.hidden = x;
+  return output;
 }
 
 torch::Tensor T5ForConditionalGeneration::output_weight() const {

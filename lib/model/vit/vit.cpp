@@ -114,7 +114,9 @@ ModelOutput VitForImageClassification::forward(const Batch& batch) {
     x = block_runner ? block_runner(static_cast<int64_t>(i), x, block) : block(x);
   }
   // LayerNorm is per token: norming the class token alone is the classifier's input.
-  return {layernorm(x.narrow(1, 0, 1)), {}, {}, {}, {}};
+  ModelOutput output;
+  output.hidden = layernorm(x.narrow(1, 0, 1));
+  return output;
 }
 
 void VitForImageClassification::float8_layers(const std::string& name, Float8Layers& layers) {
