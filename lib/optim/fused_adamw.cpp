@@ -2,12 +2,10 @@
 
 #include <cmath>
 
-#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include "optim/adamw_elements.h"
+#include "optim/adamw_parallel.h"
 #include "model/kernels/fused_kernels.h"
-#include "util/cpu_kernel_support.h"
 #include "model/kernels/cuda/fused_kernels_cuda.h"
 
 namespace xtrain::optim {
@@ -42,9 +40,7 @@ void fused_adamw_step(const torch::Tensor& param, const torch::Tensor& grad, con
                       static_cast<float>(step.eps)};
   float *p = param.data_ptr<float>(), *m = exp_avg.data_ptr<float>(), *v = exp_avg_sq.data_ptr<float>();
   const float* g = grad.data_ptr<float>();
-  at::parallel_for(0, param.numel(), cpu::kGrainElements, [&](int64_t begin, int64_t end) {
-    adamw_elements(p + begin, g + begin, m + begin, v + begin, end - begin, s);
-  });
+  adamw_elements_in_parallel(p, g, m, v, param.numel(), s);
 }
 
 }  // namespace xtrain::optim

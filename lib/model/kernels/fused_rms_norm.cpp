@@ -1,107 +1,33 @@
 #include "model/kernels/fused_rms_norm.h"
 
-#include <algorithm>
-#include <cmath>
-
-#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include "util/cpu_kernel_support.h"
 #include "model/kernels/fused_kernels.h"
+#include "model/kernels/rms_norm_rows.h"
 #include "model/kernels/cuda/fused_kernels_cuda.h"
 
 namespace xtrain::model {
 namespace {
 
-// Rows per block of the weight's gradient: each block sums its rows into a row of its own.
-constexpr int64_t kRowsPerBlock = 64;
-
-// y = w * x * r; with an addend a, the row normalised is h = x + a, written to h.
-XTRAIN_CPU_CLONES void normalize_rows(const float* x, const float* a, float* h, const float* w, float* y, float* rstd,
-                                      int64_t rows, int64_t d, double eps) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * d;
-    float* yr = y + r * d;
-    if (a) {
-      const float* ar = a + r * d;
-      float* hr = h + r * d;
-#pragma omp simd
-      for (int64_t i = 0; i < d; ++i) hr[i] = xr[i] + ar[i];
-      xr = hr;
-    }
-    double squares = 0;
-#pragma omp simd reduction(+ : squares)
-    for (int64_t i = 0; i < d; ++i) squares += static_cast<double>(xr[i]) * xr[i];
-    const auto inv = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(d) + eps));
-    rstd[r] = inv;
-#pragma omp simd
-    for (int64_t i = 0; i < d; ++i) yr[i] = w[i] * (xr[i] * inv);
-  }
-}
-
-// dx = r * (g*w - n * mean(g*w*n)) with n = x*r recomputed, plus dx_more (the gradient x takes
-// by its other use, as the residual) when given; dw_block += g * n.
-XTRAIN_CPU_CLONES void normalize_rows_backward(const float* g, const float* x, const float* w, const float* rstd,
-                                               const float* dx_more, float* dx, double* dw_block, int64_t rows,
-                                               int64_t d) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* gr = g + r * d;
-    const float* xr = x + r * d;
-    float* dxr = dx + r * d;
-    const float inv = rstd[r];
-    double projection = 0;
-#pragma omp simd reduction(+ : projection)
-    for (int64_t i = 0; i < d; ++i) projection += static_cast<double>(gr[i] * w[i]) * xr[i];
-    const auto mean_gwn = static_cast<float>(projection * inv / static_cast<double>(d));
-#pragma omp simd
-    for (int64_t i = 0; i < d; ++i) {
-      const float n = xr[i] * inv;
-      dxr[i] = inv * (gr[i] * w[i] - n * mean_gwn);
-      dw_block[i] += static_cast<double>(gr[i]) * n;
-    }
-    if (dx_more) {
-      const float* mr = dx_more + r * d;
-#pragma omp simd
-      for (int64_t i = 0; i < d; ++i) dxr[i] += mr[i];
-    }
-  }
-}
-
-int64_t rows_of(const torch::Tensor& x) { return x.numel() / x.size(-1); }
+int64_t norm_rows_of(const torch::Tensor& x) { return x.numel() / x.size(-1); }
 
 // Into y and rstd: w * x * r, or with an addend a defined, h = x + a into h and w * h * r.
 void normalize_on_cpu(const torch::Tensor& x, const torch::Tensor& a, const torch::Tensor& h, const torch::Tensor& w,
                       double eps, const torch::Tensor& y, const torch::Tensor& rstd) {
-  const int64_t d = x.size(-1), rows = rows_of(x);
-  const float *xp = x.data_ptr<float>(), *wp = w.data_ptr<float>();
-  const float* ap = a.defined() ? a.data_ptr<float>() : nullptr;
-  float* hp = a.defined() ? h.data_ptr<float>() : nullptr;
-  float *yp = y.data_ptr<float>(), *rp = rstd.data_ptr<float>();
-  at::parallel_for(0, rows, cpu::grain_in_rows(d), [&](int64_t begin, int64_t end) {
-    normalize_rows(xp + begin * d, ap ? ap + begin * d : nullptr, hp ? hp + begin * d : nullptr, wp, yp + begin * d,
-                   rp + begin, end - begin, d, eps);
-  });
+  rms_norm_rows(x.data_ptr<float>(), a.defined() ? a.data_ptr<float>() : nullptr,
+                a.defined() ? h.data_ptr<float>() : nullptr, w.data_ptr<float>(), y.data_ptr<float>(),
+                rstd.data_ptr<float>(), norm_rows_of(x), x.size(-1), eps);
 }
 
 // dx (plus dx_more when defined) into dx; returns dw in fp32, summed over fixed blocks of rows.
 torch::Tensor normalize_backward_on_cpu(const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& w,
                                         const torch::Tensor& rstd, const torch::Tensor& dx_more,
                                         const torch::Tensor& dx) {
-  const int64_t d = x.size(-1), rows = rows_of(x);
-  const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  auto dw_blocks = torch::zeros({std::max<int64_t>(blocks, 1), d}, x.options().dtype(torch::kFloat64));
-  const float *gp = g.data_ptr<float>(), *xp = x.data_ptr<float>(), *wp = w.data_ptr<float>();
-  const float* rp = rstd.data_ptr<float>();
-  const float* mp = dx_more.defined() ? dx_more.data_ptr<float>() : nullptr;
-  float* dxp = dx.data_ptr<float>();
-  double* dwp = dw_blocks.data_ptr<double>();
-  at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b) {
-      const int64_t first = b * kRowsPerBlock, count = std::min(kRowsPerBlock, rows - first);
-      normalize_rows_backward(gp + first * d, xp + first * d, wp, rp + first, mp ? mp + first * d : nullptr,
-                              dxp + first * d, dwp + b * d, count, d);
-    }
-  });
+  const int64_t d = x.size(-1), rows = norm_rows_of(x);
+  auto dw_blocks = torch::zeros({rms_norm_row_blocks(rows), d}, x.options().dtype(torch::kFloat64));
+  rms_norm_rows_backward(g.data_ptr<float>(), x.data_ptr<float>(), w.data_ptr<float>(), rstd.data_ptr<float>(),
+                         dx_more.defined() ? dx_more.data_ptr<float>() : nullptr, dx.data_ptr<float>(),
+                         dw_blocks.data_ptr<double>(), rows, d);
   return dw_blocks.sum(0).to(torch::kFloat32);
 }
 
@@ -112,7 +38,7 @@ class FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
     const auto x = x_in.contiguous();
     const auto w = w_in.contiguous();
     auto y = torch::empty_like(x);
-    auto rstd = torch::empty({rows_of(x)}, x.options().dtype(torch::kFloat32));
+    auto rstd = torch::empty({norm_rows_of(x)}, x.options().dtype(torch::kFloat32));
     if (x.is_cuda())
       cuda::rms_norm_forward(x, w, eps, y, rstd);
     else
@@ -146,7 +72,7 @@ class FusedAddRmsNorm : public torch::autograd::Function<FusedAddRmsNorm> {
                                                 const torch::Tensor& a_in, const torch::Tensor& w_in, double eps) {
     const auto x = x_in.contiguous(), a = a_in.contiguous(), w = w_in.contiguous();
     auto h = torch::empty_like(x), y = torch::empty_like(x);
-    auto rstd = torch::empty({rows_of(x)}, x.options());
+    auto rstd = torch::empty({norm_rows_of(x)}, x.options());
     normalize_on_cpu(x, a, h, w, eps, y, rstd);
     ctx->save_for_backward({h, w, rstd});
     return {h, y};

@@ -1,60 +1,17 @@
 #include "model/kernels/fused_rotary.h"
 
-#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include "util/cpu_kernel_support.h"
 #include "model/kernels/fused_kernels.h"
+#include "model/kernels/rotary_rows.h"
 #include "model/kernels/cuda/fused_kernels_cuda.h"
 
 namespace xtrain::model {
 namespace {
 
-// out = x * c + rotate_half(x) * s, where rotate_half(x) = [-x2, x1] for the halves x1, x2.
-XTRAIN_CPU_CLONES void rotate_row(const float* x, const float* c, const float* s, float* out, int64_t half) {
-#pragma omp simd
-  for (int64_t i = 0; i < half; ++i) out[i] = x[i] * c[i] + -x[i + half] * s[i];
-#pragma omp simd
-  for (int64_t i = half; i < 2 * half; ++i) out[i] = x[i] * c[i] + x[i - half] * s[i];
-}
-
-// The transpose: dx = g * c + rotate_half^T(g * s), rotate_half^T(y) = [y2, -y1].
-XTRAIN_CPU_CLONES void rotate_row_back(const float* g, const float* c, const float* s, float* dx, int64_t half) {
-#pragma omp simd
-  for (int64_t i = 0; i < half; ++i) dx[i] = g[i] * c[i] + g[i + half] * s[i + half];
-#pragma omp simd
-  for (int64_t i = half; i < 2 * half; ++i) dx[i] = g[i] * c[i] + -(g[i - half] * s[i - half]);
-}
-
-// The rows of a [B, H, T, D] tensor, wherever its strides put them.
-struct HeadRows {
-  float* data;
-  int64_t heads, seq, batch_stride, head_stride, seq_stride;
-
-  explicit HeadRows(const torch::Tensor& t)
-      : data(t.data_ptr<float>()), heads(t.size(1)), seq(t.size(2)), batch_stride(t.stride(0)),
-        head_stride(t.stride(1)), seq_stride(t.stride(2)) {}
-  int64_t count(int64_t batch) const { return batch * heads * seq; }
-  int64_t position(int64_t row) const { return row % seq; }
-  float* row(int64_t row) const {
-    const int64_t t = row % seq, h = row / seq % heads, b = row / seq / heads;
-    return data + b * batch_stride + h * head_stride + t * seq_stride;
-  }
-};
-
-// Applies `rotate` to every row of q and then of k, from `in` into `out`, in one parallel loop.
-template <class Rotate>
-void rotate_rows(const HeadRows (&in)[2], const HeadRows (&out)[2], int64_t batch, const torch::Tensor& cos,
-                 const torch::Tensor& sin, const Rotate& rotate) {
-  const int64_t d = cos.size(1), q_rows = in[0].count(batch);
-  const float *c = cos.data_ptr<float>(), *s = sin.data_ptr<float>();
-  at::parallel_for(0, q_rows + in[1].count(batch), cpu::grain_in_rows(d), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const int which = r < q_rows ? 0 : 1;
-      const int64_t row = which == 0 ? r : r - q_rows, t = in[which].position(row);
-      rotate(in[which].row(row), c + t * d, s + t * d, out[which].row(row), d / 2);
-    }
-  });
+// The rows of t, a [B, H, T, D] tensor with its last dimension contiguous.
+HeadRows head_rows(const torch::Tensor& t) {
+  return {t.data_ptr<float>(), t.size(1), t.size(2), t.stride(0), t.stride(1), t.stride(2)};
 }
 
 // The CUDA kernel takes the [B, T, H, D] layout of the projections; heads are [B, H, T, D] views.
@@ -76,7 +33,8 @@ class FusedRotary : public torch::autograd::Function<FusedRotary> {
     ctx->save_for_backward({cos, sin});
     if (q.is_cuda()) return rotate_on_cuda(q, k, cos, sin, /*inverse=*/false);
     auto q_out = torch::empty_like(q), k_out = torch::empty_like(k);
-    rotate_rows({HeadRows(q), HeadRows(k)}, {HeadRows(q_out), HeadRows(k_out)}, q.size(0), cos, sin, rotate_row);
+    rotary_rows({head_rows(q), head_rows(k)}, {head_rows(q_out), head_rows(k_out)}, q.size(0), cos.data_ptr<float>(),
+                sin.data_ptr<float>(), cos.size(1));
     return {q_out, k_out};
   }
 
@@ -89,8 +47,8 @@ class FusedRotary : public torch::autograd::Function<FusedRotary> {
     }
     const auto dq_out = with_last_dim_contiguous(grads[0]), dk_out = with_last_dim_contiguous(grads[1]);
     auto dq = torch::empty_like(dq_out), dk = torch::empty_like(dk_out);
-    rotate_rows({HeadRows(dq_out), HeadRows(dk_out)}, {HeadRows(dq), HeadRows(dk)}, dq.size(0), saved[0], saved[1],
-                rotate_row_back);
+    rotary_rows_backward({head_rows(dq_out), head_rows(dk_out)}, {head_rows(dq), head_rows(dk)}, dq.size(0),
+                         saved[0].data_ptr<float>(), saved[1].data_ptr<float>(), saved[0].size(1));
     return {dq, dk, torch::Tensor(), torch::Tensor()};
   }
 

@@ -1,39 +1,16 @@
 #include "model/kernels/fused_swiglu.h"
 
-#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include "util/cpu_kernel_support.h"
 #include "model/kernels/fused_kernels.h"
+#include "model/kernels/swiglu_rows.h"
 #include "model/kernels/cuda/fused_kernels_cuda.h"
 
 namespace xtrain::model {
 namespace {
 
-XTRAIN_CPU_CLONES void swiglu_elements(const float* gate, const float* up, float* out, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + cpu::vector_exp(-gate[i])) * up[i];
-}
-
-// With s = sigmoid(gate): d up = g * gate * s, d gate = g * up * s * (1 + gate * (1 - s)).
-XTRAIN_CPU_CLONES void swiglu_elements_backward(const float* g, const float* gate, const float* up, float* dgate,
-                                                float* dup, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float s = 1.0f / (1.0f + cpu::vector_exp(-gate[i]));
-    dup[i] = g[i] * (gate[i] * s);
-    dgate[i] = g[i] * up[i] * (s * (1.0f + gate[i] * (1.0f - s)));
-  }
-}
-
-// A tensor as rows of its last dimension, `stride` floats apart: a contiguous tensor, or a slice
-// of the last dimension of one (a mixture of experts' gate and up halves of one matmul's output),
-// which the kernel reads where it lies instead of copying.
-struct Rows {
-  const float* data;
-  int64_t count, width, stride;
-};
-
+// Whether the kernel can read t where it lies, as rows of its last dimension a fixed stride apart
+// (a contiguous tensor, or a slice of the last dimension of one), instead of a copy.
 bool has_uniform_rows(const torch::Tensor& t) {
   if (t.dim() == 0 || t.stride(-1) != 1) return false;
   for (int64_t i = 0; i + 2 < t.dim(); ++i)
@@ -41,18 +18,10 @@ bool has_uniform_rows(const torch::Tensor& t) {
   return true;
 }
 
-Rows rows_of(const torch::Tensor& t) {
+SwigluRows swiglu_rows_of(const torch::Tensor& t) {
   const int64_t width = t.dim() == 0 ? 1 : t.size(-1);
   const int64_t stride = t.dim() >= 2 ? t.stride(-2) : width;
   return {t.data_ptr<float>(), width == 0 ? 0 : t.numel() / width, width, stride};
-}
-
-// Runs `rows_kernel(first_row, row_count)` over the rows in parallel, whole rows to a task.
-template <class RowsKernel>
-void for_rows(const Rows& rows, const RowsKernel& rows_kernel) {
-  at::parallel_for(0, rows.count, cpu::grain_in_rows(rows.width), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) rows_kernel(r);
-  });
 }
 
 class FusedSwiGLU : public torch::autograd::Function<FusedSwiGLU> {
@@ -69,11 +38,7 @@ class FusedSwiGLU : public torch::autograd::Function<FusedSwiGLU> {
     const auto gate = has_uniform_rows(gate_in) ? gate_in : gate_in.contiguous();
     const auto up = has_uniform_rows(up_in) ? up_in : up_in.contiguous();
     auto out = torch::empty(gate.sizes(), gate.options());
-    const Rows g = rows_of(gate), u = rows_of(up);
-    float* o = out.data_ptr<float>();
-    for_rows(g, [&](int64_t r) {
-      swiglu_elements(g.data + r * g.stride, u.data + r * u.stride, o + r * g.width, g.width);
-    });
+    swiglu_rows(swiglu_rows_of(gate), swiglu_rows_of(up), out.data_ptr<float>());
     ctx->save_for_backward({gate, up});
     return out;
   }
@@ -89,13 +54,8 @@ class FusedSwiGLU : public torch::autograd::Function<FusedSwiGLU> {
       cuda::swiglu_backward(grad, gate, up, dgate, dup);
       return {dgate, dup};
     }
-    const Rows g = rows_of(gate), u = rows_of(up);
-    const float* dy = grad.data_ptr<float>();
-    float *dg = dgate.data_ptr<float>(), *du = dup.data_ptr<float>();
-    for_rows(g, [&](int64_t r) {
-      const int64_t at = r * g.width;
-      swiglu_elements_backward(dy + at, g.data + r * g.stride, u.data + r * u.stride, dg + at, du + at, g.width);
-    });
+    swiglu_rows_backward(grad.data_ptr<float>(), swiglu_rows_of(gate), swiglu_rows_of(up), dgate.data_ptr<float>(),
+                         dup.data_ptr<float>());
     return {dgate, dup};
   }
 };

@@ -3,14 +3,15 @@
 #include <stdexcept>
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Parallel.h>
 #include <torch/torch.h>
+
+#include "model/layers/init_blocks_in_parallel.h"
 
 namespace xtrain::model {
 namespace {
 
 // SplitMix64's finaliser: adjacent inputs give unrelated outputs.
-uint64_t mix(uint64_t x) {
+uint64_t split_mix(uint64_t x) {
   x += 0x9E3779B97F4A7C15ULL;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
@@ -33,19 +34,17 @@ torch::Tensor initial_values(const ParameterInit& init, uint64_t seed, const std
   if (init.kind == ParameterInit::Kind::constant) return torch::full({count}, init.value, fp32);
   auto out = torch::empty({count}, fp32);
   if (count == 0) return out;
-  const uint64_t name_seed = mix(seed ^ mix(fnv1a(name)));
+  const uint64_t name_seed = split_mix(seed ^ split_mix(fnv1a(name)));
   const int64_t first_block = begin / kInitBlock, end_block = (begin + count - 1) / kInitBlock + 1;
   // Blocks are independent: drawn in parallel, each into its own part of `out`. Whole blocks
   // are drawn, whatever the slice and the parameter's size: a draw's values may depend on its
   // length (normal_ fills in vectors of 16).
-  at::parallel_for(first_block, end_block, 1, [&](int64_t from, int64_t to) {
-    for (int64_t block = from; block < to; ++block) {
-      const int64_t block_begin = block * kInitBlock;
-      const int64_t first = std::max(begin, block_begin), last = std::min(begin + count, block_begin + kInitBlock);
-      auto generator = at::make_generator<at::CPUGeneratorImpl>(mix(name_seed + static_cast<uint64_t>(block)));
-      auto values = torch::empty({kInitBlock}, fp32).normal_(0.0, init.std, generator);
-      out.narrow(0, first - begin, last - first).copy_(values.narrow(0, first - block_begin, last - first));
-    }
+  for_each_block_in_parallel(first_block, end_block, [&](int64_t block) {
+    const int64_t block_begin = block * kInitBlock;
+    const int64_t first = std::max(begin, block_begin), last = std::min(begin + count, block_begin + kInitBlock);
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(split_mix(name_seed + static_cast<uint64_t>(block)));
+    auto values = torch::empty({kInitBlock}, fp32).normal_(0.0, init.std, generator);
+    out.narrow(0, first - begin, last - first).copy_(values.narrow(0, first - block_begin, last - first));
   });
   return out;
 }
