@@ -1,6 +1,6 @@
 // The fused elementwise kernels on CUDA tensors: the CUDA counterparts of the CPU fused RMSNorm,
 // SwiGLU and rotary kernels, and a one-pass AdamW step. Defined by fused_kernels_cuda.cpp in CUDA
-// builds and by fused_kernels_absent.cpp (each throws) otherwise.
+// builds and by model/kernels/fused_kernels_absent.cpp (each throws) otherwise.
 // Every tensor is a contiguous CUDA tensor on one device, fp32, bf16 or fp16 (one dtype per call)
 // unless stated; outputs are allocated by the caller. Kernels run on the current stream. The
 // arithmetic is fp32 and each output is rounded once to its dtype, except where the unfused

@@ -1,10 +1,12 @@
-// The CUDA kernels' entry points in a build without the CUDA paths (XTRAIN_CUDA off), so that the
-// CPU kernels call them without preprocessor branches and compile once for both variants. Nothing
-// reaches them there: cuda_fused_kernel_takes answers false for every tensor.
+// The CUDA kernels' entry points in a build without the CUDA paths (XTRAIN_CUDA off; empty in a
+// CUDA build, where model/kernels/cuda defines them), so that the CPU kernels call them without
+// preprocessor branches and compile once for both variants. Nothing reaches them there:
+// cuda_fused_kernel_takes answers false for every tensor.
 #include "model/kernels/cuda/fused_kernels_cuda.h"
 
 #include <c10/util/Exception.h>
 
+#ifndef XTRAIN_CUDA
 namespace xtrain::model::cuda {
 namespace {
 [[noreturn]] void absent(const char* kernel) {
@@ -29,3 +31,4 @@ void adamw_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, doub
 }
 
 }  // namespace xtrain::model::cuda
+#endif
