@@ -7,9 +7,6 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 bash scripts/setup-deps.sh
 installed=$(date +%s)
-# CI builds from nothing once: fewer, larger unity batches (CMakeLists.txt) pay LibTorch's fixed
-# cost per translation unit fewer times.
-[[ ${CI:-} == true ]] && export XTRAIN_UNITY_BATCH_SIZE=${XTRAIN_UNITY_BATCH_SIZE:-16}
 bash scripts/build.sh
 built=$(date +%s)
 # The unit tests run side by side (most of their time is starting the binary). The end-to-end
