@@ -15,8 +15,11 @@ built=$(date +%s)
 # it declares 2 of the 2 x nproc slots and two such tests run together; a test that holds
 # something to a time limit, or uses the GPU, runs alone.
 # The fuzz targets' sanitizer build (clang, its own folder) takes only the cycles the tests leave
-# idle: at the lowest priority, beside them.
-setsid -w nice -n 19 bash scripts/fuzz.sh --build-only > build/fuzz-build.log 2>&1 &
+# idle: at the lowest priority, beside them. In a session of its own (so that one kill stops it)
+# it is also a scheduling group of its own, which the kernel shares the cores with as an equal
+# (sched_autogroup): that group's nice must be lowered too, or the build takes half the cores.
+setsid -w bash -c 'echo 19 > /proc/self/autogroup 2>/dev/null || true; exec nice -n 19 bash scripts/fuzz.sh --build-only' \
+  > build/fuzz-build.log 2>&1 &
 fuzz_build=$!
 trap 'kill -- -"$fuzz_build" 2>/dev/null || true' EXIT
 ctest --test-dir build --output-on-failure -L unit -j "$(nproc)" "$@"
