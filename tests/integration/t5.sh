@@ -61,9 +61,11 @@ train fsdp2 2 --set parallel.fsdp=2
 grep -q "FSDP 2" "$work/fsdp2.log"
 compare_runs "$work/single" "$work/fsdp2" 1 2e-5
 # TP 2: heads, the feed-forward width, the position tables by head and the vocabulary split.
+# Weights at 2e-5, as FSDP 2's: with ATEN_CPU_CAPABILITY=default the same 30 steps end 1.20e-5
+# apart (2.6e-6 with AVX2's kernels), the losses within 1.2e-7.
 train tp2 2 --set parallel.tp=2
 grep -q "tensor-parallel over tp 2" "$work/tp2.log"
-compare_runs "$work/single" "$work/tp2"
+compare_runs "$work/single" "$work/tp2" 1 2e-5
 
 # Dropout (model.dropout 0.1, keyed masks): 20 steps as FSDP 2 give one process's losses and
 # weights (1e-5); step 1's loss differs from the run without dropout on the same weights and
@@ -161,9 +163,12 @@ a = float(re.search(r"eval loss ([0-9.]+)", sys.argv[1]).group(1))
 b = float(re.search(r"loss ([0-9.]+)", sys.argv[2]).group(1))
 assert abs(a - b) <= 1e-5 * abs(b), (a, b)
 PY
-# Under TP 2: wi_0 and wi_1 split by columns, lm_head by vocabulary rows.
+# Under TP 2: wi_0 and wi_1 split by columns, lm_head by vocabulary rows. Weights at 3e-5: Adam's
+# first steps move a weight whose gradient is near eps by up to the learning rate whatever the
+# gradient's last bits, and ATEN_CPU_CAPABILITY=default's kernels leave 1.88e-5 (AVX2's 3.9e-6);
+# the losses hold 1e-5.
 train v11_tp2 2 "${v11[@]}" --set train.steps=2 --set checkpoint.every=2 --set parallel.tp=2
-compare_runs "$work/v11" "$work/v11_tp2"
+compare_runs "$work/v11" "$work/v11_tp2" 1 3e-5
 
 # Generation is for decoders: a T5 export is refused with the reason, exit 2.
 set +e
