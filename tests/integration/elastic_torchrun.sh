@@ -19,7 +19,8 @@ source "$srcdir/tests/integration/lib/distributed.sh"
 source "$srcdir/tests/integration/lib/expect.sh"
 python=${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}
 source "$srcdir/tests/integration/lib/bridged_nodes.sh"
-torchrun=$(dirname "$python")/torchrun
+# The venv's own torchrun (XTRAIN_PYTHON may be build/test-python, outside the venv).
+torchrun=$("$python" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/torchrun
 work=$(mktemp -d)
 cleanup() {
   remove_bridged_nodes

@@ -16,7 +16,7 @@ write_recipe "$work/recipe.yaml" 40
 train run 1 --set train.log_every=10
 
 port=$(free_port)
-"$(dirname "$python")/tensorboard" --logdir "$work/run" --host 127.0.0.1 --port "$port" > "$work/tensorboard.log" 2>&1 &
+"$("$python" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/tensorboard" --logdir "$work/run" --host 127.0.0.1 --port "$port" > "$work/tensorboard.log" 2>&1 &
 board=$!
 "$python" - "$work" "$port" <<'PY' || { cat "$work/tensorboard.log"; exit 1; }
 import json, sys, time, urllib.request
