@@ -7,13 +7,22 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 bash scripts/setup-deps.sh
 installed=$(date +%s)
+# The tests' Python references fork from one interpreter that imported torch and transformers
+# once (tests/python/server.py): some hundred imports of 4 to 8 CPU seconds each. It starts beside
+# the build; without it (it did not start) each call runs its own interpreter, with the same results.
+python_server=$(mktemp -d /tmp/xtrain-python.XXXXXX)
+mkdir -p build
+.venv/bin/python3 tests/python/server.py "$python_server/socket" > build/python-server.log 2>&1 &
+python_server_pid=$!
+trap 'kill "$python_server_pid" 2>/dev/null || true; rm -rf "$python_server"' EXIT
 bash scripts/build.sh
 built=$(date +%s)
-# The unit tests run side by side (most of their time is starting the binary). The end-to-end
-# tests share the cores by what they declare (PROCESSORS in tests/CMakeLists.txt): a test that
-# starts ranks keeps two cores only about 60% busy (process starts, Gloo hand-offs, exports), so
-# it declares 2 of the 2 x nproc slots and two such tests run together; a test that holds
-# something to a time limit, or uses the GPU, runs alone.
+# The tests share the cores by what they declare (PROCESSORS in tests/CMakeLists.txt), in one
+# ctest run, so that no phase waits on another's last test: of the 2 x nproc slots, a test that
+# keeps a core busy (a unit test file, a one-process run on two threads) takes 2, as does one that
+# starts ranks (it keeps two cores only about 60% busy: process starts, Gloo hand-offs, exports),
+# so two of them run together; a one-thread run takes 1; a test that holds something to a time
+# limit, or uses the GPU, runs alone. The longest start first (COST, tests/test_seconds.txt).
 # The fuzz targets' sanitizer build (clang, its own folder) takes only the cycles the tests leave
 # idle: at the lowest priority, beside them. In a session of its own (so that one kill stops it)
 # it is also a scheduling group of its own, which the kernel shares the cores with as an equal
@@ -21,9 +30,14 @@ built=$(date +%s)
 setsid -w bash -c 'echo 19 > /proc/self/autogroup 2>/dev/null || true; exec nice -n 19 bash scripts/fuzz.sh --build-only' \
   > build/fuzz-build.log 2>&1 &
 fuzz_build=$!
-trap 'kill -- -"$fuzz_build" 2>/dev/null || true' EXIT
-ctest --test-dir build --output-on-failure -L unit -j "$(nproc)" "$@"
-ctest --test-dir build --output-on-failure -LE unit -j "$((2 * $(nproc)))" "$@"
+trap 'kill -- -"$fuzz_build" 2>/dev/null || true; kill "$python_server_pid" 2>/dev/null || true; rm -rf "$python_server"' EXIT
+for _ in $(seq 600); do [[ -S $python_server/socket ]] && break; sleep 0.1; done
+if [[ -S $python_server/socket ]]; then
+  export XTRAIN_PYTHON_SERVER=$python_server/socket
+else
+  echo "scripts/test.sh: the Python server did not start (build/python-server.log); each test starts its own" >&2
+fi
+ctest --test-dir build --output-on-failure -O build/ctest.log -j "$((2 * $(nproc)))" "$@"
 tested=$(date +%s)
 wait "$fuzz_build" || { cat build/fuzz-build.log >&2; exit 1; }
 # The parsers of outside input under libFuzzer, ASan and UBSan: 20 s a target, one per core. Every
