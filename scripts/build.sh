@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Configures and builds xtrain into build/ (the executable is build/xtrain).
+# Configures and builds xtrain into build/ (the executable is build/xtrain): everything, or the
+# targets named (scripts/test.sh: xtrain_test_binaries, what ctest runs, first).
+#   scripts/build.sh [TARGET ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
@@ -8,4 +10,4 @@ build_type=${BUILD_TYPE:-Release}
 mkdir -p build/.cmake/api/v1/query && touch build/.cmake/api/v1/query/codemodel-v2
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$build_type" \
   ${XTRAIN_UNITY_BATCH_SIZE:+-DXTRAIN_UNITY_BATCH_SIZE="$XTRAIN_UNITY_BATCH_SIZE"} >/dev/null
-cmake --build build -j "$(nproc)"
+cmake --build build -j "$(nproc)" ${1:+--target "$@"}

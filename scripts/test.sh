@@ -15,7 +15,7 @@ mkdir -p build
 .venv/bin/python3 tests/python/server.py "$python_server/socket" > build/python-server.log 2>&1 &
 python_server_pid=$!
 trap 'kill "$python_server_pid" 2>/dev/null || true; rm -rf "$python_server"' EXIT
-bash scripts/build.sh
+bash scripts/build.sh xtrain_test_binaries
 built=$(date +%s)
 # The tests share the cores by what they declare (PROCESSORS in tests/CMakeLists.txt), in one
 # ctest run, so that no phase waits on another's last test: of the 2 x nproc slots, a test that
@@ -23,11 +23,14 @@ built=$(date +%s)
 # starts ranks (it keeps two cores only about 60% busy: process starts, Gloo hand-offs, exports),
 # so two of them run together; a one-thread run takes 1; a test that holds something to a time
 # limit, or uses the GPU, runs alone. The longest start first (COST, tests/test_seconds.txt).
-# The fuzz targets' sanitizer build (clang, its own folder) takes only the cycles the tests leave
-# idle: at the lowest priority, beside them. In a session of its own (so that one kill stops it)
-# it is also a scheduling group of its own, which the kernel shares the cores with as an equal
-# (sched_autogroup): that group's nice must be lowered too, or the build takes half the cores.
-setsid -w bash -c 'echo 19 > /proc/self/autogroup 2>/dev/null || true; exec nice -n 19 bash scripts/fuzz.sh --build-only' \
+# The rest of the build (the benchmark tools, the CPU-only variant check: 210 CPU s) and the fuzz
+# targets' sanitizer build (clang, its own folder) take only the cycles the tests leave idle (15%
+# of two cores, measured): at the lowest priority, beside them. In a session of their own (so
+# that one kill stops them) they are also a scheduling group of their own, which the kernel
+# shares the cores with as an equal (sched_autogroup): that group's nice must be lowered too, or
+# the builds take half the cores.
+setsid -w bash -c 'echo 19 > /proc/self/autogroup 2>/dev/null || true
+                   exec nice -n 19 bash -c "cmake --build build -j $(nproc) && bash scripts/fuzz.sh --build-only"' \
   > build/fuzz-build.log 2>&1 &
 fuzz_build=$!
 trap 'kill -- -"$fuzz_build" 2>/dev/null || true; kill "$python_server_pid" 2>/dev/null || true; rm -rf "$python_server"' EXIT
