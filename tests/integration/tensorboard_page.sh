@@ -10,7 +10,8 @@ source "$srcdir/tests/integration/lib/distributed.sh"
 python=${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}
 work=$(mktemp -d)
 board=
-trap '[[ -z $board ]] || kill "$board" 2>/dev/null; rm -rf "$work"' EXIT
+# TensorBoard writes under TMPDIR ($work) until it has exited: wait for it before removing it.
+trap '[[ -z $board ]] || { kill "$board" 2>/dev/null; wait "$board" 2>/dev/null; }; rm -rf "$work"' EXIT
 export TMPDIR=$work
 write_recipe "$work/recipe.yaml" 40
 train run 1 --set train.log_every=10
