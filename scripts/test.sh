@@ -14,7 +14,14 @@ python_server=$(mktemp -d /tmp/xtrain-python.XXXXXX)
 mkdir -p build
 .venv/bin/python3 tests/python/server.py "$python_server/socket" > build/python-server.log 2>&1 &
 python_server_pid=$!
-trap 'kill "$python_server_pid" 2>/dev/null || true; rm -rf "$python_server"' EXIT
+fuzz_build=
+# What this script started in the background ends with it.
+stop_background() {
+  [[ -z $fuzz_build ]] || kill -- -"$fuzz_build" 2>/dev/null || true
+  kill "$python_server_pid" 2>/dev/null || true
+  rm -rf "$python_server"
+}
+trap stop_background EXIT
 bash scripts/build.sh xtrain_test_binaries
 built=$(date +%s)
 # The tests share the cores by what they declare (PROCESSORS in tests/CMakeLists.txt), in one
@@ -33,7 +40,6 @@ setsid -w bash -c 'echo 19 > /proc/self/autogroup 2>/dev/null || true
                    exec nice -n 19 bash -c "cmake --build build -j $(nproc) && bash scripts/fuzz.sh --build-only"' \
   > build/fuzz-build.log 2>&1 &
 fuzz_build=$!
-trap 'kill -- -"$fuzz_build" 2>/dev/null || true; kill "$python_server_pid" 2>/dev/null || true; rm -rf "$python_server"' EXIT
 for _ in $(seq 600); do [[ -S $python_server/socket ]] && break; sleep 0.1; done
 if [[ -S $python_server/socket ]]; then
   export XTRAIN_PYTHON_SERVER=$python_server/socket

@@ -122,21 +122,21 @@ def run_child(request):
         os._exit(code & 0xFF)
 
 
+def receive_exactly(connection, data, size):
+    """`data` read on from `connection` to `size` bytes."""
+    while len(data) < size:
+        more = connection.recv(size - len(data))
+        if not more:
+            raise ConnectionError("caller closed the connection")
+        data += more
+    return data
+
+
 def receive_request(connection):
     """The caller's request and its three descriptors (stdin, stdout, stderr)."""
     header, fds, _, _ = socket.recv_fds(connection, 8, 3)
-    while len(header) < 8:
-        more = connection.recv(8 - len(header))
-        if not more:
-            raise ConnectionError("caller closed the connection")
-        header += more
-    size = struct.unpack("<Q", header)[0]
-    body = b""
-    while len(body) < size:
-        more = connection.recv(size - len(body))
-        if not more:
-            raise ConnectionError("caller closed the connection")
-        body += more
+    size = struct.unpack("<Q", receive_exactly(connection, header, 8))[0]
+    body = receive_exactly(connection, b"", size)
     if len(fds) != 3:
         raise ConnectionError(f"{len(fds)} descriptors, expected 3")
     return json.loads(body), fds
