@@ -53,6 +53,9 @@ class CausalLM : public torch::nn::Module, public FusedKernelUser, public Lookup
   virtual ShardPlan shard_plan() = 0;
   // The kernel slot of every attention layer, in layer order (memory policies swap kernels).
   virtual std::vector<AttentionKernel*> attention_kernels() = 0;
+  // Every decoder layer's self-attention, by module name, in layer order (QK-clip records and
+  // scales them); none by default (a family without decoder self-attention).
+  virtual std::vector<std::pair<std::string, AttentionLayer*>> attention_layers() { return {}; }
   // How many of block_runner's blocks, numbered first, belong to a vision tower (llava's encoder
   // layers); the decoder's layers follow them.
   virtual int64_t vision_blocks() const { return 0; }

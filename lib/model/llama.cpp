@@ -232,6 +232,13 @@ std::vector<AttentionKernel*> LlamaForCausalLM::attention_kernels() {
   return kernels;
 }
 
+std::vector<std::pair<std::string, AttentionLayer*>> LlamaForCausalLM::attention_layers() {
+  std::vector<std::pair<std::string, AttentionLayer*>> layers;
+  for (size_t i = 0; i < model->blocks.size(); ++i)
+    layers.emplace_back("model.layers." + std::to_string(i) + ".self_attn", model->blocks[i]->self_attn.get());
+  return layers;
+}
+
 void LlamaForCausalLM::set_fused_kernels(bool fused) {
   for (const auto& layer : model->blocks) layer->set_fused_kernels(fused);
   model->norm->set_fused_kernels(fused);

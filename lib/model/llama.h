@@ -82,6 +82,9 @@ class LlamaForCausalLM final : public CausalLM {
   // shared table too).
   ShardPlan shard_plan() override;
   std::vector<AttentionKernel*> attention_kernels() override;
+  // The decoder layers' (the prediction depths' are not the model's attention: QK-clip and the
+  // recipe rules leave them out).
+  std::vector<std::pair<std::string, AttentionLayer*>> attention_layers() override;
   // Megatron's split: attention by heads, the MLP by its intermediate dimension, the embedding
   // and the output projection by vocabulary rows; norms replicated. MoE layers: the experts by
   // expert, the router replicated, shared experts as the MLP (model/layers/moe.h).

@@ -3,16 +3,11 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "model/attention/attention.h"
 #include "util/input_error.h"
 
 namespace xtrain::train {
 
 namespace {
-
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 // This rank's pieces of `prefix`.weight and `prefix`.bias.
 std::vector<optim::QkClipPiece> pieces_of(const TrainedParameters& trained, const std::string& prefix) {
@@ -32,20 +27,16 @@ std::vector<optim::QkClipPiece> pieces_of(const TrainedParameters& trained, cons
 std::unique_ptr<optim::QkClip> make_qk_clip(model::CausalLM& model, const TrainedParameters& trained, double tau,
                                             std::shared_ptr<parallel::Comm> world, torch::Device device) {
   std::vector<optim::QkClipLayer> layers;
-  for (const auto& item : model.named_modules()) {
-    const auto& name = item.key();
-    if (!ends_with(name, "self_attn")) continue;
-    auto* attention = dynamic_cast<model::AttentionImpl*>(item.value().get());
-    if (!attention || attention->q_norm)
+  for (const auto& [name, attention] : model.attention_layers()) {
+    const auto refusal = attention->qk_clip_refusal();
+    if (!refusal.empty())
       throw InputError(fmt::format("optim.muon.qk_clip_tau: {} is {}; QK-clip scales grouped-query attention's own "
                                    "q and k projections: set optim.muon.qk_clip_tau 0",
-                                   name,
-                                   attention ? "normalised after its projections (q/k norm)"
-                                             : "not grouped-query attention"));
+                                   name, refusal));
     attention->record_logit_max(true);
     layers.push_back({name, attention->num_heads(), attention->num_kv_heads(),
-                      [attention] { return attention->take_logit_max(); }, pieces_of(trained, name + ".q_proj"),
-                      pieces_of(trained, name + ".k_proj")});
+                      [attention = attention] { return attention->take_logit_max(); },
+                      pieces_of(trained, name + ".q_proj"), pieces_of(trained, name + ".k_proj")});
   }
   if (layers.empty())
     throw InputError("optim.muon.qk_clip_tau: the model has no grouped-query attention layer to clip; set it to 0");

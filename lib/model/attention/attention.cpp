@@ -275,6 +275,10 @@ AttentionVariant AttentionImpl::variant() const {
   return variant;
 }
 
+std::string AttentionImpl::qk_clip_refusal() const {
+  return q_norm ? "normalised after its projections (q/k norm)" : "";
+}
+
 torch::Tensor AttentionImpl::take_logit_max() {
   auto taken = logit_max_.defined() ? logit_max_
                                     : torch::full({num_heads_ / (tensor_parallel_ ? tensor_parallel_->size() : 1)},

@@ -79,13 +79,12 @@ class AttentionImpl : public AttentionLayer {
   void float8_layers(const std::string& name, Float8Layers& layers) override;  // q, k, v and o
   bool reads_kv_cache() const override { return true; }
 
-  // optim.muon.qk_clip_tau: while on, each training forward (not eval) keeps the largest logit of
-  // each of this rank's query heads since the last take_logit_max(), which returns it ([heads]
-  // fp32, -inf for a head that saw no query) and starts over. Only the eager kernel reports them.
-  void record_logit_max(bool on) { record_logit_max_ = on; }
-  torch::Tensor take_logit_max();
-  int64_t num_heads() const { return num_heads_; }
-  int64_t num_kv_heads() const { return num_kv_heads_; }
+  // QK-clip (model/attention/attention_layer.h): only the eager kernel reports the logits.
+  std::string qk_clip_refusal() const override;
+  void record_logit_max(bool on) override { record_logit_max_ = on; }
+  torch::Tensor take_logit_max() override;
+  int64_t num_heads() const override { return num_heads_; }
+  int64_t num_kv_heads() const override { return num_kv_heads_; }
   int64_t head_dim() const { return head_dim_; }
 
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};

@@ -46,6 +46,18 @@ class AttentionLayer : public torch::nn::Module, public FusedKernelUser, public 
   AttentionKernel kernel;
   // Whether forward reads `cache` (model/attention/kv_cache.h); a layer that does not leaves it unset.
   virtual bool reads_kv_cache() const { return false; }
+
+  // QK-clip (optim.muon.qk_clip_tau, train/qk_clip_layers.h) scales a layer's q and k projections
+  // by what its heads' logits reach. qk_clip_refusal: why this layer cannot be clipped, or ""
+  // (grouped-query attention without q/k norms). While recording, each training forward keeps the
+  // largest logit of each of this rank's query heads since the last take_logit_max(), which
+  // returns it ([heads] fp32, -inf for a head that saw no query) and starts over.
+  virtual std::string qk_clip_refusal() const { return "not grouped-query attention"; }
+  virtual void record_logit_max(bool) {}
+  virtual torch::Tensor take_logit_max() { return {}; }
+  // The query and key/value heads of the whole layer (every tensor-parallel rank's).
+  virtual int64_t num_heads() const = 0;
+  virtual int64_t num_kv_heads() const = 0;
   // Set by the model for the forwards of a batch that carries a KvCache: forward then takes only
   // the new tokens, at the cache's positions, and attends over the cached keys too (the kernel
   // slot and the layout unused).

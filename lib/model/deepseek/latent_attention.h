@@ -36,6 +36,10 @@ class LatentAttentionImpl : public AttentionLayer {
   // The latent norms' kernels (the rotation here is unfused).
   void set_fused_kernels(bool fused) override;
   void float8_layers(const std::string& name, Float8Layers& layers) override;  // every projection
+  // Each head its own key and value, decompressed from the shared latent (QK-clip refuses it).
+  int64_t num_heads() const override { return num_heads_; }
+  int64_t num_kv_heads() const override { return num_heads_; }
+  std::string qk_clip_refusal() const override { return "latent attention (its keys come from a shared latent)"; }
 
   Linear q_proj{nullptr};                                   // without q_lora_rank
   Linear q_a_proj{nullptr}, q_b_proj{nullptr};              // with q_lora_rank

@@ -3,7 +3,7 @@
 // module names, a composite passing a prefixed name to the parts it knows by type, so that FP8
 // is installed without walking the module tree and casting. What stays in high precision is
 // left out where it is built: the output head, the router and the shared experts' gate (as
-// torchao and DeepSeek-V3 keep them).
+// torchao and DeepSeek-V3 keep them). LoRA adapts layers of the same listing (model/layers/lora.h).
 #pragma once
 #include <string>
 #include <utility>

@@ -12,14 +12,14 @@
 
 namespace xtrain::model {
 
-int64_t add_lora_adapters(torch::nn::Module& model, const LoraConfig& lora) {
-  // Collected first: adding the adapters adds modules to the tree being walked.
+int64_t add_lora_adapters(Float8User& model, const LoraConfig& lora) {
+  // The family's own listing of its linear layers: collected first, as adding the adapters adds
+  // modules to the model.
+  Float8Layers layers;
+  model.float8_layers("", layers);
   std::vector<LinearImpl*> adapted;
   std::set<std::string> matched;
-  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
-    auto* linear = dynamic_cast<LinearImpl*>(item.value().get());
-    if (!linear) continue;
-    const std::string& name = item.key();
+  for (const auto& [name, linear] : layers.linears) {
     const auto dot = name.rfind('.');
     const std::string last = dot == std::string::npos ? name : name.substr(dot + 1);
     if (std::find(lora.targets.begin(), lora.targets.end(), last) == lora.targets.end()) continue;
