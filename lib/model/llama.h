@@ -82,8 +82,7 @@ class LlamaForCausalLM final : public CausalLM {
   // shared table too).
   ShardPlan shard_plan() override;
   std::vector<AttentionKernel*> attention_kernels() override;
-  // The decoder layers' (the prediction depths' are not the model's attention: QK-clip and the
-  // recipe rules leave them out).
+  // Every block's, the prediction depths' included (they are blocks: QK-clip clips them too).
   std::vector<std::pair<std::string, AttentionLayer*>> attention_layers() override;
   // Megatron's split: attention by heads, the MLP by its intermediate dimension, the embedding
   // and the output projection by vocabulary rows; norms replicated. MoE layers: the experts by
