@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -114,9 +115,9 @@ const GrpoStepBatch& GrpoRollouts::step_batch(int64_t step, parallel::ParallelMo
   const int64_t cycle = per_rollout * recipe_.grpo.iterations;
   const int64_t rollout = (step - 1) / cycle;
   if (rollout != rollout_) {
-    if ((step - 1) % cycle != 0 && layout.data_rank == 0)
-      fmt::print("notice: step {} is inside rollout {}'s {} steps: its completions are sampled again from the "
-                 "checkpoint's weights, not from the weights at step {}\n",
+    if ((step - 1) % cycle != 0 && !(kept_ && kept_->rollout == rollout) && layout.data_rank == 0)
+      fmt::print("notice: step {} is inside rollout {}'s {} steps and the checkpoint kept no rollout: its completions "
+                 "are sampled again from the checkpoint's weights, not from the weights at step {}\n",
                  step, rollout, cycle, rollout * cycle + 1);
     sample(rollout, policy, sums, layout);
   }
@@ -124,19 +125,66 @@ const GrpoStepBatch& GrpoRollouts::step_batch(int64_t step, parallel::ParallelMo
   return steps_[static_cast<size_t>(((step - 1) % cycle) % per_rollout)];
 }
 
-// The policy without gradients and in eval mode, its head gathered throughout (FSDP).
+// The policy without gradients and in eval mode, its head gathered throughout (FSDP). A rollout
+// the resumed checkpoint kept is built from its rows instead.
 void GrpoRollouts::sample(int64_t rollout, parallel::ParallelModel& policy, RankSums& sums, const GrpoLayout& layout) {
   torch::NoGradGuard no_grad;
   auto& model = policy.model();
   const bool was_training = model.is_training();
   policy.begin_inference();
   model.eval();
-  const auto sampled = sample_rows(rollout, model, sums, layout);
-  const auto totals = score(rollout, sampled, sums);
-  build_steps(rollout, sampled, totals, advantages(totals), model, layout);
+  const bool kept = kept_ && kept_->rollout == rollout;
+  if (!kept) kept_.reset();  // build_steps reads the log-probabilities of a kept rollout
+  sampled_ = std::make_unique<Sampled>(kept ? kept_rows(*kept_, layout) : sample_rows(rollout, model, sums, layout));
+  totals_ = kept ? kept_->totals : score(rollout, *sampled_, sums);
+  build_steps(rollout, *sampled_, totals_, advantages(totals_), model, layout);
+  kept_.reset();
   model.train(was_training);
   policy.end_inference();
   rollout_ = rollout;
+  layout_ = layout;
+}
+
+std::optional<KeptRollout> GrpoRollouts::rollout_to_keep(int64_t step, RankSums& sums) const {
+  const int64_t cycle = recipe_.grpo.steps_per_rollout * recipe_.grpo.iterations;
+  if (step % cycle == 0 || rollout_ != (step - 1) / cycle) return std::nullopt;
+  // This rank's rows lie in build_steps' micro batches, in order: slice, then micro batch, then row.
+  const int64_t share = recipe_.train.global_batch_size / layout_.data_ranks, micro = layout_.micro_batch_size;
+  std::vector<std::vector<float>> logps;
+  for (size_t i = 0; i < sampled_->rows.size(); ++i) {
+    const auto local = static_cast<int64_t>(i);
+    const auto& item = steps_[static_cast<size_t>(local / share)].micro[static_cast<size_t>(local % share / micro)];
+    const auto from = static_cast<int64_t>(sampled_->prompts[i].size()) - 1;
+    const auto n = static_cast<int64_t>(sampled_->completions[i].size());
+    const auto values = item.old_logps[local % micro].slice(0, from, from + n).to(torch::kCPU).contiguous();
+    logps.emplace_back(values.data_ptr<float>(), values.data_ptr<float>() + n);
+  }
+  return gather_kept_rollout(rollout_, recipe_.train.global_batch_size * recipe_.grpo.steps_per_rollout, totals_,
+                             sampled_->rows, sampled_->completions, logps, sums);
+}
+
+void GrpoRollouts::restore_rollout(const std::string& dir) {
+  const auto path = dir + "/" + kKeptRolloutFile;
+  if (!std::filesystem::exists(path)) return;
+  const int64_t rows = recipe_.train.global_batch_size * recipe_.grpo.steps_per_rollout;
+  kept_ = std::make_unique<KeptRollout>(
+      read_kept_rollout(path, rows, rows * (3 + static_cast<int64_t>(recipe_.grpo.rewards.size())) + 2));
+}
+
+// This rank's rows of a kept rollout, as sample_rows gives them.
+GrpoRollouts::Sampled GrpoRollouts::kept_rows(const KeptRollout& kept, const GrpoLayout& layout) const {
+  const auto& g = recipe_.grpo;
+  const int64_t batch = recipe_.train.global_batch_size, share = batch / layout.data_ranks;
+  const int64_t rows = batch * g.steps_per_rollout, prompts_per_rollout = rows / g.num_generations;
+  Sampled sampled;
+  for (int64_t slice = 0; slice < g.steps_per_rollout; ++slice)
+    for (int64_t c = slice * batch + layout.data_rank * share; c < slice * batch + (layout.data_rank + 1) * share; ++c) {
+      sampled.rows.push_back(c);
+      sampled.prompts.push_back(prompts_->at(kept.rollout * prompts_per_rollout + c / g.num_generations).prompt);
+      sampled.completions.push_back(kept.completions[static_cast<size_t>(c)]);
+      sampled.stopped.push_back(kept.totals[static_cast<size_t>(2 * rows + c)] == 0.0);
+    }
+  return sampled;
 }
 
 GrpoRollouts::Sampled GrpoRollouts::sample_rows(int64_t rollout, model::CausalLM& policy, RankSums& sums,
@@ -252,7 +300,7 @@ void GrpoRollouts::build_steps(int64_t rollout, const Sampled& sampled, const st
       GrpoMicroBatch item;
       item.batch = completion_batch(sampled.prompts, sampled.completions, local, ids, tokenizer_.eos_id());
       item.advantages = advantages.index_select(0, torch::tensor(global, torch::kInt64));
-      if (old_needed) item.old_logps = logps_of(policy, item.batch);
+      if (old_needed) item.old_logps = kept_ ? kept_logps(item.batch, global) : logps_of(policy, item.batch);
       if (reference_) item.ref_logps = logps_of(*reference_, item.batch);
       step.micro.push_back(std::move(item));
     }
@@ -266,6 +314,21 @@ torch::Tensor GrpoRollouts::logps_of(model::CausalLM& model, const data::MicroBa
   const auto input = model_batch(batch, device_);
   const auto hidden = model.forward(input).hidden;
   return target_token_log_probs(model, hidden, input.labels, recipe_.grpo.temperature);
+}
+
+// A kept rollout's log-probabilities where logps_of would put them (0 where nothing is scored).
+torch::Tensor GrpoRollouts::kept_logps(const data::MicroBatch& batch, const std::vector<int64_t>& rows) const {
+  auto logps = torch::zeros(batch.targets.sizes(), torch::kFloat32);
+  const auto targets = batch.targets.accessor<int64_t, 2>();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const auto& values = kept_->old_logps[static_cast<size_t>(rows[r])];
+    if (values.empty()) continue;
+    int64_t t = 0;
+    while (targets[static_cast<int64_t>(r)][t] == data::kIgnoreIndex) ++t;  // the prompt
+    logps[static_cast<int64_t>(r)].slice(0, t, t + static_cast<int64_t>(values.size()))
+        .copy_(torch::tensor(values, torch::kFloat32));
+  }
+  return logps.to(device_);
 }
 
 }  // namespace xtrain::train

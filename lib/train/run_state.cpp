@@ -151,12 +151,17 @@ void RunState::check_finite_weights(int64_t at_step, const ckpt::CheckpointStore
 
 void RunState::save(int64_t at_step, CheckpointWriter& writer, const ckpt::CheckpointStore& store,
                     const nlohmann::json& model_config, const std::string& recipe_yaml,
-                    const std::optional<Fault>& fault) {
+                    const std::optional<Fault>& fault, std::vector<CheckpointAttachment> attachments) {
   check_finite_weights(at_step, store);
   const auto state = trainer_state(at_step);
   const auto snapshot_started = std::chrono::steady_clock::now();
   auto write = model_.whole() ? write_whole(writer, model_config, state, recipe_yaml, fault, at_step)
                               : write_shard(writer, model_config, state, recipe_yaml, fault, at_step);
+  if (mesh_.world().rank == 0 && !attachments.empty())
+    write = [write = std::move(write), attachments = std::move(attachments)](const std::string& folder) {
+      write(folder);
+      for (const auto& a : attachments) ckpt::save_safetensors(folder + "/" + a.file, a.tensors, a.metadata);
+    };
   const double snapshot_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - snapshot_started).count();
   writer.save(at_step, std::move(write), snapshot_s);

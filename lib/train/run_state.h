@@ -57,6 +57,14 @@ struct RunIdentity {
   nlohmann::json data_schedule;  // {global_batch_size, balance_window, pack}
 };
 
+// A file that another part of the run adds to a checkpoint (GRPO's kept rollout): whole, the same
+// on every rank, written by rank 0.
+struct CheckpointAttachment {
+  std::string file;
+  ckpt::TensorMap tensors;
+  ckpt::Metadata metadata;
+};
+
 // After a rollback: the checkpoint and the samples skipped, [skipped_from, skipped_to).
 struct Rollback {
   std::string dir;
@@ -83,9 +91,11 @@ class RunState {
   const nlohmann::json& data_schedule() const { return identity_.data_schedule; }
 
   nlohmann::json trainer_state(int64_t at_step) const;
-  // Hands the writer this rank's files for the checkpoint of `at_step`; the weights must be finite.
+  // Hands the writer this rank's files for the checkpoint of `at_step`, and the attachments; the
+  // weights must be finite.
   void save(int64_t at_step, CheckpointWriter& writer, const ckpt::CheckpointStore& store,
-            const nlohmann::json& model_config, const std::string& recipe_yaml, const std::optional<Fault>& fault);
+            const nlohmann::json& model_config, const std::string& recipe_yaml, const std::optional<Fault>& fault,
+            std::vector<CheckpointAttachment> attachments = {});
   // Back to the newest intact checkpoint, keeping the data position (the samples since that
   // checkpoint are skipped); std::nullopt when there is none.
   std::optional<Rollback> roll_back(const ckpt::CheckpointStore& store, CheckpointWriter& writer);

@@ -174,6 +174,7 @@ bool TrainingRun::roll_back(const Spike& spike) {
   const int64_t spike_step = state_->step;
   const auto rollback = state_->roll_back(*store_, *checkpoints_);
   if (!rollback) return false;
+  if (grpo_) grpo_->restore_rollout(rollback->dir);
   training_step_->forget_spikes();
   start_loader(state_->step + 1, state_->samples_consumed);
   if (chief_) {
@@ -251,7 +252,10 @@ void TrainingRun::save(int64_t at_step) {
   auto model_config = ckpt::hf_config(model_->config(), tokenizer_->eos_id(), imported_hf_config_);
   // The adapters' settings, for eval, generate and export (which turns them into PEFT's).
   if (recipe_.model.lora.enabled()) model_config[model::kLoraConfigKey] = model::lora_to_json(recipe_.model.lora);
-  state_->save(at_step, *checkpoints_, *store_, model_config, recipe_yaml_, fault_);
+  std::vector<CheckpointAttachment> attachments;
+  if (const auto kept = grpo_ ? grpo_->rollout_to_keep(at_step, *sums_) : std::nullopt)
+    attachments.push_back({kKeptRolloutFile, kept->tensors(), kept->metadata()});
+  state_->save(at_step, *checkpoints_, *store_, model_config, recipe_yaml_, fault_, std::move(attachments));
 }
 
 void TrainingRun::run_eval(int64_t at_step) {

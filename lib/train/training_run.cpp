@@ -377,6 +377,7 @@ void TrainingRun::resume() {
   check_model_unchanged(recipe_, checkpoint.recipe_yaml, dir);
   imported_hf_config_ = checkpoint.model_config;
   state_->load(checkpoint, dir);
+  if (grpo_) grpo_->restore_rollout(dir);
   check_resumed_schedule(dir);
   // After the balance checks, whose messages say more about their case.
   resume_notices_ = check_resume_changes(recipe_, checkpoint.recipe_yaml, dir,

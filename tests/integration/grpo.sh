@@ -6,11 +6,14 @@
 # Checks: the rollout and loss metrics are there and finite, the KL is 0 on the first step (the
 # policy is the reference) and not after; FSDP 2 trains as one process does (the same completions,
 # so the same rewards; losses and gradient norms within 1e-5 relative, weights within 1e-5); a run
-# stopped after step 2 and resumed gives the uninterrupted run's losses and weights bit for bit.
+# stopped after step 2 and resumed gives the uninterrupted run's losses and weights bit for bit, and
+# so does one stopped after step 1, inside the cycle (its checkpoint keeps the rollout), where FSDP 2
+# resumed from it trains as one process does.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
 source "$srcdir/tests/integration/lib/distributed.sh"
+source "$srcdir/tests/integration/lib/expect.sh"
 python=${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -92,4 +95,33 @@ losses = [{r["step"]: r["loss"] for r in map(json.loads, open(path)) if "loss" i
 assert losses[0] == losses[1], losses
 PY
 cmp "$work/single/checkpoints/step-4/model.safetensors" "$work/resumed/checkpoints/step-4/model.safetensors"
-echo "grpo: fsdp 2 = one process, resumed = uninterrupted"
+
+# Stopped after step 1, inside the cycle of two steps on one rollout: the checkpoint keeps the
+# rollout (step 2's has none to keep), and the resumed run trains step 2 on it, bit for bit; the
+# same checkpoint resumed under FSDP 2 trains as the one process did (within 1e-5).
+train midcycle 1 --stop-at-step 1 --set checkpoint.every=1
+[[ -f $work/midcycle/checkpoints/step-1/grpo_rollout.safetensors ]] || fail "step 1's checkpoint kept no rollout"
+cp -r "$work/midcycle" "$work/midcycle-fsdp"
+train midcycle 1 --set checkpoint.every=1
+[[ ! -e $work/midcycle/checkpoints/step-2/grpo_rollout.safetensors ]] || fail "step 2 ends its cycle, yet kept a rollout"
+[[ -f $work/midcycle/checkpoints/step-3/grpo_rollout.safetensors ]] || fail "step 3's checkpoint kept no rollout"
+! grep -n "sampled again" "$work/midcycle.log" || fail "the resumed run sampled step 2's rollout again"
+"$python" - "$work/single/metrics.jsonl" "$work/midcycle/metrics.jsonl" <<'PY'
+import json, sys
+losses = [{r["step"]: (r["loss"], r["grad_norm"], r["kl"]) for r in map(json.loads, open(path)) if "loss" in r}
+          for path in sys.argv[1:]]
+assert losses[0] == losses[1], losses
+PY
+cmp "$work/single/checkpoints/step-4/model.safetensors" "$work/midcycle/checkpoints/step-4/model.safetensors"
+# FSDP 2 stopped inside the next cycle (after step 3): its ranks' rows join in one kept rollout,
+# which FSDP 2 and one process each resume from.
+train midcycle-fsdp 2 --set parallel.fsdp=2 --set checkpoint.every=1 --stop-at-step 3
+cp -r "$work/midcycle-fsdp" "$work/fsdp-to-one"
+train midcycle-fsdp 2 --set parallel.fsdp=2 --set checkpoint.every=1
+compare_runs "$work/single" "$work/midcycle-fsdp" 2
+train fsdp-to-one 1 --set checkpoint.every=1
+compare_runs "$work/single" "$work/fsdp-to-one" 4
+for log in midcycle-fsdp fsdp-to-one; do
+  ! grep -n "sampled again" "$work/$log.log" || fail "$log sampled its rollout again"
+done
+echo "grpo: fsdp 2 = one process, resumed = uninterrupted (at a cycle's end and inside one, on one process and FSDP 2)"
