@@ -4,7 +4,8 @@
 # xtrain over four preference pairs, in two micro batches, gives TRL's loss, gradients and
 # rewards metrics within 1e-6 (fp32; relative to the larger of 1 and the figure's scale), for the sigmoid and the ipo loss. FSDP 2 then trains
 # 3 steps as one process does (losses, gradient norms and weights within 1e-5), and a run
-# stopped and resumed ends with the same weights bit for bit. Bad preference
+# stopped and resumed ends with the same weights bit for bit; a mixture of experts under expert
+# parallelism 2 trains as one process does. Bad preference
 # data: hostile/case_preference_rows_bad.sh.
 set -euo pipefail
 xtrain=$1
@@ -69,3 +70,44 @@ train resumed 1 "${parity[@]}" --stop-at-step 2 --set checkpoint.every=1
 train resumed 1 "${parity[@]}" --set checkpoint.every=1
 cmp "$work/single/checkpoints/step-3/model.safetensors" "$work/resumed/checkpoints/step-3/model.safetensors"
 
+# A mixture of experts (a random Qwen3-MoE, its reference the initial weights) with its experts
+# split over expert parallelism 2 trains as one process does.
+cat > "$work/recipe.yaml" <<YAML
+name: dpo-moe-check
+run:
+  seed: 3
+model:
+  family: qwen3_moe
+  hidden_size: 64
+  num_layers: 2
+  num_heads: 4
+  num_kv_heads: 2
+  num_experts: 4
+  num_experts_per_tok: 2
+  moe_intermediate_size: 48
+  first_k_dense: 1
+  router_aux_loss_coef: 0.01
+data:
+  train: $work/prefs.jsonl
+  tokenizer: byte
+  objective: dpo
+  seq_len: 48
+  shuffle: false
+dpo:
+  beta: 0.1
+train:
+  steps: 3
+  global_batch_size: 4
+  micro_batch_size: 2
+  log_every: 1
+  threads: 1
+optim:
+  lr: 1.0e-3
+  warmup_steps: 0
+checkpoint:
+  every: 3
+YAML
+train moe_single 1
+train moe_ep2 2 --set parallel.ep=2
+grep -q "experts split over ep 2" "$work/moe_ep2.log" || fail "moe_ep2 did not split its experts"
+compare_runs "$work/moe_single" "$work/moe_ep2"

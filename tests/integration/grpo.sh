@@ -8,7 +8,8 @@
 # so the same rewards; losses and gradient norms within 1e-5 relative, weights within 1e-5); a run
 # stopped after step 2 and resumed gives the uninterrupted run's losses and weights bit for bit, and
 # so does one stopped after step 1, inside the cycle (its checkpoint keeps the rollout), where FSDP 2
-# resumed from it trains as one process does.
+# resumed from it trains as one process does; a mixture of experts under expert parallelism 2 trains
+# as one process does.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -124,4 +125,13 @@ compare_runs "$work/single" "$work/fsdp-to-one" 4
 for log in midcycle-fsdp fsdp-to-one; do
   ! grep -n "sampled again" "$work/$log.log" || fail "$log sampled its rollout again"
 done
-echo "grpo: fsdp 2 = one process, resumed = uninterrupted (at a cycle's end and inside one, on one process and FSDP 2)"
+# A mixture of experts (Qwen3-MoE: 4 experts, 2 a token, the first layer dense) with its experts
+# split over expert parallelism 2: the rollouts' sampling forwards dispatch tokens between the
+# ranks, and the run trains as one process does.
+moe=(--set model.family=qwen3_moe --set model.num_experts=4 --set model.num_experts_per_tok=2
+     --set model.moe_intermediate_size=48 --set model.first_k_dense=1 --set model.router_aux_loss_coef=0.01)
+train moe_single 1 "${moe[@]}"
+train moe_ep2 2 "${moe[@]}" --set parallel.ep=2
+grep -q "experts split over ep 2" "$work/moe_ep2.log" || fail "moe_ep2 did not split its experts"
+compare_runs "$work/moe_single" "$work/moe_ep2" 2 1e-5
+echo "grpo: fsdp 2 = one process, resumed = uninterrupted (at a cycle's end and inside one, on one process and FSDP 2), ep 2 = one process"

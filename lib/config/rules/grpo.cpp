@@ -1,7 +1,7 @@
 // GRPO samples grpo.num_generations completions of each prompt and scores them with grpo.rewards
 // (docs/post-training.md): the rewards' own settings must be there for the rewards listed (and
 // only for them), a rollout batch must hold whole groups, and a prompt must leave room for its
-// completion. Like dpo, it runs on data and fully sharded data parallelism only.
+// completion. Like dpo, it runs on data, fully sharded and expert parallelism only.
 #include <algorithm>
 #include <stdexcept>
 
@@ -35,11 +35,10 @@ void layout_rules(const RuleContext& c) {
     c.refuse("data.balance_window", "data.objective grpo keeps each prompt's group together: set data.balance_window 0");
   const std::pair<const char*, int64_t> layouts[] = {{"parallel.tp", r.parallel.tp},
                                                      {"parallel.pp", r.parallel.pp},
-                                                     {"parallel.cp", r.parallel.cp},
-                                                     {"parallel.ep", r.parallel.ep}};
+                                                     {"parallel.cp", r.parallel.cp}};
   for (const auto& [key, degree] : layouts)
     if (degree != 1)
-      c.refuse(key, fmt::format("data.objective grpo runs on data and fully sharded data parallelism only: set {} 1",
+      c.refuse(key, fmt::format("data.objective grpo runs on data, fully sharded and expert parallelism only: set {} 1",
                                 key));
   if (r.model.mtp_layers > 0) c.refuse("model.mtp_layers", "data.objective grpo has no multi-token prediction: set 0");
   if (r.model.vision.enabled())

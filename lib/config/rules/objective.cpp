@@ -12,7 +12,7 @@ namespace {
 
 void preference_rules(const RuleContext& c) {
   const auto& r = c.recipe;
-  const char* fix = "data.objective dpo runs on data and fully sharded data parallelism only";
+  const char* fix = "data.objective dpo runs on data, fully sharded and expert parallelism only";
   if (r.train.micro_batch_size % 2 != 0)
     c.refuse("train.micro_batch_size",
              fmt::format("data.objective dpo reads preference pairs as two rows each (chosen, rejected): set an even "
@@ -27,8 +27,7 @@ void preference_rules(const RuleContext& c) {
     c.refuse("data.balance_window", "data.objective dpo keeps each pair's rows together: set data.balance_window 0");
   const std::pair<const char*, int64_t> layouts[] = {{"parallel.tp", r.parallel.tp},
                                                      {"parallel.pp", r.parallel.pp},
-                                                     {"parallel.cp", r.parallel.cp},
-                                                     {"parallel.ep", r.parallel.ep}};
+                                                     {"parallel.cp", r.parallel.cp}};
   for (const auto& [key, degree] : layouts)
     if (degree != 1) c.refuse(key, fmt::format("{}: set {} 1", fix, key));
   if (r.model.mtp_layers > 0) c.refuse("model.mtp_layers", "data.objective dpo has no multi-token prediction: set 0");

@@ -93,8 +93,8 @@ TEST_CASE("grpo: data and layouts it does not run on are refused", "[grpo_rules]
               "\"answer\"} records (docs/post-training.md)",
               "--set data.pack=true: data.pack: data.objective grpo pads each completion to its own row: set data.pack "
               "false",
-              "--set parallel.tp=2: parallel.tp: data.objective grpo runs on data and fully sharded data parallelism "
-              "only: set parallel.tp 1"});
+              "--set parallel.tp=2: parallel.tp: data.objective grpo runs on data, fully sharded and expert "
+              "parallelism only: set parallel.tp 1"});
   CHECK(grpo_problems(kGrpoRecipe, {"model.family=bert"}).front() ==
         "--set model.family=bert: model.family: bert is an encoder trained on masked tokens: set data.objective mlm");
 }
