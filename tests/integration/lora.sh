@@ -9,7 +9,8 @@
 # one process does (losses, gradient norms, merged weights within 1e-5); a run stopped and
 # resumed ends with the same losses and adapters bit for bit. Bad input: a target that names no
 # module, rank 0, dropout, an unsupported family or layout: exit 2 naming the key. A qwen2 (biases
-# on q, k and v beside the adapters) against PEFT as well.
+# on q, k and v beside the adapters), and two mixtures of experts (qwen3_moe, mixtral: adapters on
+# attention, FSDP 2 as one process) against PEFT as well.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -21,7 +22,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export TMPDIR=$work
 "$python" "$srcdir/tools/reference/lora_peft.py" make --data-dir "$work" --model "llama:$work/base" \
-  --model "qwen2:$work/qwen2-base" > /dev/null 2>&1
+  --model "qwen2:$work/qwen2-base" --model "qwen3_moe:$work/qwen3_moe-base" --model "mixtral:$work/mixtral-base" \
+  > /dev/null 2>&1
 
 targets="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 cat > "$work/recipe.yaml" <<YAML
@@ -64,7 +66,7 @@ expect_refusal 2 "$work/bad.log" "model.lora.alpha: must be > 0" \
   "$xtrain" validate "$work/recipe.yaml" --set model.lora.alpha=0
 expect_refusal 2 "$work/bad.log" "parallel.tp: 2: LoRA adapters train under parallel.fsdp" \
   "$xtrain" validate "$work/recipe.yaml" --set parallel.tp=2
-expect_refusal 2 "$work/bad.log" "model.family bert takes no LoRA adapters yet; the families that do are llama, qwen2, qwen3" \
+expect_refusal 2 "$work/bad.log" "model.family bert takes no LoRA adapters yet; the families that do are llama, qwen2, qwen3, qwen3_moe, mixtral" \
   "$xtrain" validate "$work/recipe.yaml" --set model.init_from= --set model.family=bert --set data.objective=mlm \
   --set model.hidden_size=64 --set model.num_layers=2 --set model.num_heads=4
 
@@ -101,19 +103,36 @@ train qwen2 1 --set model.init_from=hf:$work/qwen2-base
 expect_text "$work/qwen2.log" "lora: rank 4, alpha 8 on q_proj"
 "$xtrain" export "$work/qwen2/checkpoints/latest" "$work/qwen2-adapter" --adapter > /dev/null 2>&1
 "$xtrain" export "$work/qwen2/checkpoints/latest" "$work/qwen2-merged" > /dev/null 2>&1
+# The mixtures (qwen3_moe: a dense first layer, then 4 experts; mixtral: 4 experts in every layer):
+# adapters on attention's projections (their experts are 3-D tensors), and an MLP target refused.
+attention=q_proj,k_proj,v_proj,o_proj
+for family in qwen3_moe mixtral; do
+  train "$family" 1 --set model.init_from=hf:$work/$family-base --set "model.lora.targets=[$attention]"
+  expect_text "$work/$family.log" "lora: rank 4, alpha 8 on q_proj, k_proj, v_proj, o_proj (8 layers)"
+  "$xtrain" export "$work/$family/checkpoints/latest" "$work/$family-adapter" --adapter > /dev/null 2>&1
+  "$xtrain" export "$work/$family/checkpoints/latest" "$work/$family-merged" > /dev/null 2>&1
+done
+expect_refusal 2 "$work/bad.log" \
+  "model.lora.targets: 'gate_proj' names no module of model.family qwen3_moe; its modules are q_proj, k_proj, v_proj, o_proj" \
+  "$xtrain" validate "$work/recipe.yaml" --set model.init_from=hf:$work/qwen3_moe-base
 final_loss() { grep -o '"eval_loss":[^,]*' "$1/metrics.jsonl" | tail -1 | cut -d: -f2; }
 "$python" "$srcdir/tools/reference/lora_peft.py" check --data "$work/eval.jsonl" --seq-len 32 --rank 4 --alpha 8 \
   --targets "$targets" --case "llama:$work/base:$work/adapter:$work/merged:$(final_loss "$work/one")" \
   --case "qwen2:$work/qwen2-base:$work/qwen2-adapter:$work/qwen2-merged:$(final_loss "$work/qwen2")" \
+  --case "qwen3_moe:$work/qwen3_moe-base:$work/qwen3_moe-adapter:$work/qwen3_moe-merged:$(final_loss "$work/qwen3_moe"):$attention" \
+  --case "mixtral:$work/mixtral-base:$work/mixtral-adapter:$work/mixtral-merged:$(final_loss "$work/mixtral"):$attention" \
   2> "$work/peft.log" || { cat "$work/peft.log"; exit 1; }
 # eval and generate read the adapters from the checkpoint as from the merged export.
 from_checkpoint=$("$xtrain" generate "$work/one/checkpoints/latest" --prompt "the cat" --max-new-tokens 8 --temperature 0)
 from_export=$("$xtrain" generate "$work/merged" --prompt "the cat" --max-new-tokens 8 --temperature 0)
 [[ -n $from_checkpoint && $from_export == "$from_checkpoint" ]] || { echo "'$from_export' vs '$from_checkpoint'"; exit 1; }
 
-# FSDP 2 against one process.
+# FSDP 2 against one process, the dense model and a mixture.
 train fsdp2 2 --set parallel.fsdp=2
 compare_runs "$work/one" "$work/fsdp2"
+train qwen3_moe-fsdp2 2 --set parallel.fsdp=2 --set model.init_from=hf:$work/qwen3_moe-base \
+  --set "model.lora.targets=[$attention]"
+compare_runs "$work/qwen3_moe" "$work/qwen3_moe-fsdp2"
 
 # Stopped after step 2 and resumed: the same losses and adapters, bit for bit.
 train resumed 1 --stop-at-step 2

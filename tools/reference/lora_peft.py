@@ -2,17 +2,18 @@
 """LoRA against PEFT, for tests/integration/lora.sh.
 
     lora_peft.py make --data-dir DIR --model FAMILY:OUT [--model FAMILY:OUT ...]
-        For each FAMILY (llama, qwen2 or qwen3) a small random model (vocabulary of xtrain's byte
-        tokenizer, 257 ids, EOS 256; qwen2's q, k and v biases and qwen3's q and k norms given
-        values) written with save_pretrained into OUT, and train.jsonl / eval.jsonl of short
+        For each FAMILY (llama, qwen2, qwen3, qwen3_moe or mixtral) a small random model
+        (vocabulary of xtrain's byte tokenizer, 257 ids, EOS 256; qwen2's q, k and v biases and
+        qwen3's q and k norms given values) written with save_pretrained into OUT, and train.jsonl / eval.jsonl of short
         English records in DIR.
     lora_peft.py check --data EVAL.jsonl --seq-len N --rank R --alpha A --targets a,b
-                       --case NAME:BASE:ADAPTER:MERGED:LOSS [--case ...]
+                       --case NAME:BASE:ADAPTER:MERGED:LOSS[:TARGETS] [--case ...]
         For each case loads ADAPTER with peft.PeftModel.from_pretrained onto the transformers
         model BASE and prints its eval loss over EVAL.jsonl cut as xtrain cuts it (each
         record's UTF-8 bytes and EOS, windows of N + 1 tokens, the last partial one dropped),
         against xtrain's LOSS, and the largest difference between PEFT's logits and those of
-        the merged export MERGED loaded by transformers. Fails beyond 1e-5, when an adapter's B
+        the merged export MERGED loaded by transformers (TARGETS: the case's own a,b instead of
+        --targets). Fails beyond 1e-5, when an adapter's B
         is still zero, or when adapter_config.json does not say what the run trained.
 """
 import argparse
@@ -41,6 +42,13 @@ def make_model(family, out):
         model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**shape))
     elif family == "qwen3":
         model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(head_dim=16, **shape))
+    elif family == "qwen3_moe":  # the first layer dense, the second 4 experts of width 48
+        model = transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(
+            head_dim=16, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48, mlp_only_layers=[0],
+            **shape))
+    elif family == "mixtral":  # every layer 4 experts
+        model = transformers.MixtralForCausalLM(transformers.MixtralConfig(
+            num_local_experts=4, num_experts_per_tok=2, **{**shape, "intermediate_size": 48}))
     else:
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**shape))
     model = model.float()
@@ -76,17 +84,17 @@ def eval_windows(path, seq_len):
 
 def check(args):
     for case in args.case:
-        name, base, adapter, merged, loss = case.split(":")
-        check_case(args, name, base, adapter, merged, float(loss))
+        name, base, adapter, merged, loss, *targets = case.split(":")
+        check_case(args, name, base, adapter, merged, float(loss), targets[0] if targets else args.targets)
 
 
-def check_case(args, name, base_dir, adapter, merged_dir, xtrain_loss):
+def check_case(args, name, base_dir, adapter, merged_dir, xtrain_loss, targets):
     import peft
     import transformers
     from safetensors.torch import load_file
     config = json.load(open(os.path.join(adapter, "adapter_config.json")))
     want = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": args.rank, "lora_alpha": args.alpha,
-            "lora_dropout": 0.0, "target_modules": args.targets.split(",")}
+            "lora_dropout": 0.0, "target_modules": targets.split(",")}
     wrong = {k: (config.get(k), v) for k, v in want.items() if config.get(k) != v}
     assert not wrong, f"adapter_config.json: {wrong}"
     tensors = load_file(os.path.join(adapter, "adapter_model.safetensors"))

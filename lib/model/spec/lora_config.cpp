@@ -8,12 +8,7 @@
 
 namespace xtrain::model {
 
-std::vector<std::string> lora_target_modules(const ModelSpec& spec) {
-  // The experts of the mixtures are 3-D tensors, and DeepSeek's and GPT-OSS's attention is
-  // their own: only the plain decoder's projections are wrapped, as PEFT names them.
-  if (spec.architecture != Architecture::llama_decoder || spec.capabilities.experts) return {};
-  return {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-}
+std::vector<std::string> lora_target_modules(const ModelSpec& spec) { return spec.lora_targets; }
 
 bool is_lora_parameter(const std::string& name) {
   return name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos;

@@ -30,8 +30,8 @@ struct LoraConfig {
 // The config.json key under which a checkpoint keeps its adapters' settings.
 inline constexpr const char* kLoraConfigKey = "xtrain_lora";
 
-// The linear layers of a family that adapters can wrap, by module name; none for the families
-// that take no adapters (all but the dense llama-style decoders: llama, qwen2, qwen3).
+// The linear layers of a family that adapters can wrap, by module name (ModelSpec::lora_targets);
+// none for the families that take no adapters.
 std::vector<std::string> lora_target_modules(const ModelSpec& spec);
 
 // Whether a parameter name is an adapter's (".lora_A." or ".lora_B.").

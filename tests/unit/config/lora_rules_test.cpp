@@ -42,10 +42,20 @@ TEST_CASE("model.lora refuses what it cannot train, naming the key", "[lora_rule
   const auto muon = problems(kRecipe, {"optim.name=muon"});
   REQUIRE(muon.size() == 1);
   CHECK_THAT(muon[0], Catch::Contains("optim.name: muon: LoRA adapters train with adamw"));
-  const auto moe = problems(kRecipe, {"model.family=qwen3_moe", "model.num_experts=4", "model.num_experts_per_tok=2"});
-  REQUIRE_FALSE(moe.empty());
-  CHECK_THAT(moe.back(), Catch::Contains("model.family qwen3_moe takes no LoRA adapters yet; the families that do "
-                                         "are llama, qwen2, qwen3"));
+  // A mixture's experts are 3-D tensors: its adapters stay on attention.
+  const std::vector<std::string> mixture{"model.family=qwen3_moe", "model.num_experts=4", "model.num_experts_per_tok=2",
+                                         "model.moe_intermediate_size=48"};
+  CHECK(problems(kRecipe, mixture).empty());  // q_proj, v_proj
+  auto mlp = mixture;
+  mlp.push_back("model.lora.targets=[q_proj,down_proj]");
+  const auto moe = problems(kRecipe, mlp);
+  REQUIRE(moe.size() == 1);
+  CHECK_THAT(moe[0], Catch::Contains("model.lora.targets: 'down_proj' names no module of model.family qwen3_moe; "
+                                     "its modules are q_proj, k_proj, v_proj, o_proj"));
+  const auto gpt_oss = problems(kRecipe, {"model.family=gpt_oss", "model.num_experts=4", "model.num_experts_per_tok=2"});
+  REQUIRE_FALSE(gpt_oss.empty());
+  CHECK_THAT(gpt_oss.back(), Catch::Contains("model.family gpt_oss takes no LoRA adapters yet; the families that do "
+                                             "are llama, qwen2, qwen3, qwen3_moe, mixtral"));
   // Without targets the other keys are inert (a resolved recipe lists them all).
   CHECK(problems(kRecipe, {"model.lora.targets=[]", "model.lora.rank=2"}).empty());
 }
