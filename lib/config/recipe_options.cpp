@@ -202,7 +202,7 @@ void add_model_options(OptionRegistry& r) {
   r.add<int64_t>("model.lora.rank", FIELD(model.lora.rank), 8, "LoRA: the rank r of each adapter (A is [r, in], B is [out, r]); with model.lora.targets.", at_least<int64_t>(1));
   r.add<double>("model.lora.alpha", FIELD(model.lora.alpha), 16.0, "LoRA: the adapters' output is scaled by alpha / rank (PEFT's lora_alpha).", positive());
   r.add<double>("model.lora.dropout", FIELD(model.lora.dropout), 0.0, "LoRA: dropout on the adapters' input; only 0 for now (xtrain computes no dropout, see model.dropout).");
-  r.add<std::vector<std::string>>("model.lora.targets", FIELD(model.lora.targets), {}, "LoRA: the linear layers that get adapters, by module name (llama, qwen2, qwen3: any of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; qwen3_moe, mixtral: the attention's q_proj, k_proj, v_proj, o_proj). Empty: no adapters. With any, every base weight is frozen and only the adapters train and hold optimizer state; see docs/post-training.md.");
+  r.add<std::vector<std::string>>("model.lora.targets", FIELD(model.lora.targets), {}, "LoRA: the linear layers that get adapters, by module name (llama, qwen2, qwen3: any of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; qwen3_moe, mixtral, gpt_oss: the attention's q_proj, k_proj, v_proj, o_proj). Empty: no adapters. With any, every base weight is frozen and only the adapters train and hold optimizer state; see docs/post-training.md.");
 }
 
 void add_data_options(OptionRegistry& r) {

@@ -9,8 +9,8 @@
 # one process does (losses, gradient norms, merged weights within 1e-5); a run stopped and
 # resumed ends with the same losses and adapters bit for bit. Bad input: a target that names no
 # module, rank 0, dropout, an unsupported family or layout: exit 2 naming the key. A qwen2 (biases
-# on q, k and v beside the adapters), and two mixtures of experts (qwen3_moe, mixtral: adapters on
-# attention, FSDP 2 as one process) against PEFT as well.
+# on q, k and v beside the adapters), and three mixtures of experts (qwen3_moe, mixtral, gpt_oss:
+# adapters on attention; qwen3_moe under FSDP 2 as one process) against PEFT as well.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -23,6 +23,7 @@ trap 'rm -rf "$work"' EXIT
 export TMPDIR=$work
 "$python" "$srcdir/tools/reference/lora_peft.py" make --data-dir "$work" --model "llama:$work/base" \
   --model "qwen2:$work/qwen2-base" --model "qwen3_moe:$work/qwen3_moe-base" --model "mixtral:$work/mixtral-base" \
+  --model "gpt_oss:$work/gpt_oss-base" \
   > /dev/null 2>&1
 
 targets="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
@@ -66,7 +67,7 @@ expect_refusal 2 "$work/bad.log" "model.lora.alpha: must be > 0" \
   "$xtrain" validate "$work/recipe.yaml" --set model.lora.alpha=0
 expect_refusal 2 "$work/bad.log" "parallel.tp: 2: LoRA adapters train under parallel.fsdp" \
   "$xtrain" validate "$work/recipe.yaml" --set parallel.tp=2
-expect_refusal 2 "$work/bad.log" "model.family bert takes no LoRA adapters yet; the families that do are llama, qwen2, qwen3, qwen3_moe, mixtral" \
+expect_refusal 2 "$work/bad.log" "model.family bert takes no LoRA adapters yet; the families that do are llama, qwen2, qwen3, qwen3_moe, mixtral, gpt_oss" \
   "$xtrain" validate "$work/recipe.yaml" --set model.init_from= --set model.family=bert --set data.objective=mlm \
   --set model.hidden_size=64 --set model.num_layers=2 --set model.num_heads=4
 
@@ -103,10 +104,11 @@ train qwen2 1 --set model.init_from=hf:$work/qwen2-base
 expect_text "$work/qwen2.log" "lora: rank 4, alpha 8 on q_proj"
 "$xtrain" export "$work/qwen2/checkpoints/latest" "$work/qwen2-adapter" --adapter > /dev/null 2>&1
 "$xtrain" export "$work/qwen2/checkpoints/latest" "$work/qwen2-merged" > /dev/null 2>&1
-# The mixtures (qwen3_moe: a dense first layer, then 4 experts; mixtral: 4 experts in every layer):
-# adapters on attention's projections (their experts are 3-D tensors), and an MLP target refused.
+# The mixtures (qwen3_moe: a dense first layer, then 4 experts; mixtral: 4 experts in every layer;
+# gpt_oss: sinks, biased projections, a sliding window, 4 biased experts): adapters on attention's
+# projections (their experts are 3-D tensors), and an MLP target refused.
 attention=q_proj,k_proj,v_proj,o_proj
-for family in qwen3_moe mixtral; do
+for family in qwen3_moe mixtral gpt_oss; do
   train "$family" 1 --set model.init_from=hf:$work/$family-base --set "model.lora.targets=[$attention]"
   expect_text "$work/$family.log" "lora: rank 4, alpha 8 on q_proj, k_proj, v_proj, o_proj (8 layers)"
   "$xtrain" export "$work/$family/checkpoints/latest" "$work/$family-adapter" --adapter > /dev/null 2>&1
@@ -121,6 +123,7 @@ final_loss() { grep -o '"eval_loss":[^,]*' "$1/metrics.jsonl" | tail -1 | cut -d
   --case "qwen2:$work/qwen2-base:$work/qwen2-adapter:$work/qwen2-merged:$(final_loss "$work/qwen2")" \
   --case "qwen3_moe:$work/qwen3_moe-base:$work/qwen3_moe-adapter:$work/qwen3_moe-merged:$(final_loss "$work/qwen3_moe"):$attention" \
   --case "mixtral:$work/mixtral-base:$work/mixtral-adapter:$work/mixtral-merged:$(final_loss "$work/mixtral"):$attention" \
+  --case "gpt_oss:$work/gpt_oss-base:$work/gpt_oss-adapter:$work/gpt_oss-merged:$(final_loss "$work/gpt_oss"):$attention" \
   2> "$work/peft.log" || { cat "$work/peft.log"; exit 1; }
 # eval and generate read the adapters from the checkpoint as from the merged export.
 from_checkpoint=$("$xtrain" generate "$work/one/checkpoints/latest" --prompt "the cat" --max-new-tokens 8 --temperature 0)

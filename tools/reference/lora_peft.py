@@ -2,7 +2,7 @@
 """LoRA against PEFT, for tests/integration/lora.sh.
 
     lora_peft.py make --data-dir DIR --model FAMILY:OUT [--model FAMILY:OUT ...]
-        For each FAMILY (llama, qwen2, qwen3, qwen3_moe or mixtral) a small random model
+        For each FAMILY (llama, qwen2, qwen3, qwen3_moe, mixtral or gpt_oss) a small random model
         (vocabulary of xtrain's byte tokenizer, 257 ids, EOS 256; qwen2's q, k and v biases and
         qwen3's q and k norms given values) written with save_pretrained into OUT, and train.jsonl / eval.jsonl of short
         English records in DIR.
@@ -46,6 +46,14 @@ def make_model(family, out):
         model = transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(
             head_dim=16, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48, mlp_only_layers=[0],
             **shape))
+    elif family == "gpt_oss":  # sinks, a sliding window of 8 then full attention; 4 biased experts a layer
+        model = transformers.GptOssForCausalLM(transformers.GptOssConfig(
+            head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=8, swiglu_limit=1.0,
+            layer_types=["sliding_attention", "full_attention"], **{**shape, "intermediate_size": 48}))
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith("sinks") or name.endswith("router.weight") or name.endswith("_bias"):
+                    p.copy_(torch.randn_like(p) * (1.0 if name.endswith("sinks") else 0.05))
     elif family == "mixtral":  # every layer 4 experts
         model = transformers.MixtralForCausalLM(transformers.MixtralConfig(
             num_local_experts=4, num_experts_per_tok=2, **{**shape, "intermediate_size": 48}))
