@@ -29,7 +29,8 @@ model::Placement within(const model::Placement& tp, const model::Placement& ep, 
 }  // namespace
 
 model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh& mesh, model::ShardPlan plan,
-                                       int64_t micro_batches) {
+                                       int64_t micro_batches,
+                                       std::vector<std::shared_ptr<const ExpertDispatcher>>* installed) {
   std::map<std::string, model::Placement> placements;
   for (const auto& [name, block] : model.moe_blocks()) {
     const int64_t experts = block->gate_up_proj.size(0);
@@ -43,6 +44,7 @@ model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh&
       placements[name + "." + weight_name] = {weight.sizes().vec(), offsets};
     }
     shard_experts(*block, dispatcher);
+    if (installed) installed->push_back(dispatcher);
   }
   for (auto& block : plan.blocks) {
     model::ShardPlan::Unit dense = block.front(), experts{block.front().name + ".experts", {}, Dim::edp, Dim::self, {}};

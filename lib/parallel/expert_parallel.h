@@ -11,9 +11,13 @@
 // reduction over edp adds those of the other groups, so that each expert's gradient is the
 // sum over all data ranks, as every other parameter's is.
 #pragma once
+#include <memory>
+#include <vector>
+
 #include "model/causal_lm.h"
 #include "model/shard_plan.h"
 #include "parallel/device_mesh.h"
+#include "parallel/expert_dispatch.h"
 
 namespace xtrain::parallel {
 
@@ -23,7 +27,9 @@ namespace xtrain::parallel {
 // ep; under tensor parallelism those are the tp rank's experts (model/layers/moe.h), which ep splits
 // further: each rank of a (tp, ep) pair holds E / (tp x ep) of them.
 // micro_batches: parallel.intra_layer_micro_batch (Domino-EP, model::TokenDispatcher).
+// installed: where given, receives the dispatchers (one a block), whose clocks the caller reads.
 model::ShardPlan apply_expert_parallel(model::CausalLM& model, const DeviceMesh& mesh, model::ShardPlan plan,
-                                       int64_t micro_batches = 1);
+                                       int64_t micro_batches = 1,
+                                       std::vector<std::shared_ptr<const ExpertDispatcher>>* installed = nullptr);
 
 }  // namespace xtrain::parallel

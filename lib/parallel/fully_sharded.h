@@ -52,7 +52,8 @@ class FullyShardedModel final : public ParallelModel {
   bool fresh_head_gradients() const override { return head_->sharded(); }
 
   // Every unit's replica all-reduce on or off (ShardUnit::set_replica_reduction).
-  void set_replica_reduction(bool on);
+  bool switches_replica_reduction() const override { return true; }
+  void set_replica_reduction(bool on) override;
 
   void zero_grad() override;
   double clip_grad_norm(double max_norm) override;

@@ -46,12 +46,11 @@ CommSeconds ParallelModel::comm_seconds() const {
     seconds.tensor_parallel = tensor_parallel_->blocked_seconds();
     seconds.tensor_parallel_waits = tensor_parallel_->blocked_waits();
   }
-  for (const auto& [name, block] : model_->moe_blocks())
-    if (const auto* dispatcher = dynamic_cast<const ExpertDispatcher*>(block->dispatcher().get())) {
-      seconds.expert_forward += dispatcher->forward_blocked_seconds();
-      seconds.expert_backward += dispatcher->backward_blocked_seconds();
-      seconds.expert_waits += dispatcher->blocked_waits();
-    }
+  for (const auto& dispatcher : expert_dispatchers_) {
+    seconds.expert_forward += dispatcher->forward_blocked_seconds();
+    seconds.expert_backward += dispatcher->backward_blocked_seconds();
+    seconds.expert_waits += dispatcher->blocked_waits();
+  }
   if (ring_times_) {
     seconds.ring_attention = ring_times_->attention_seconds();
     seconds.ring_blocked = ring_times_->blocked_seconds();

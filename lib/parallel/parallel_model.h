@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "model/causal_lm.h"
+#include "parallel/expert_dispatch.h"
 #include "parallel/ring_attention.h"
 #include "parallel/shard_unit.h"
 
@@ -66,6 +67,10 @@ class ParallelModel {
   virtual int64_t checkpoint_shards() const { return 0; }
   // The pipeline stage, when the layout is one (its schedule runs the stage's chunks).
   virtual PipelineStage* pipeline_stage() { return nullptr; }
+  // 1-bit Adam (optim/onebit_adam.h) exchanges compressed momenta in place of the replicas'
+  // gradient all-reduce: whether this layout can switch that reduction off, and the switch.
+  virtual bool switches_replica_reduction() const { return false; }
+  virtual void set_replica_reduction(bool /*on*/) {}
 
   void begin_micro_batch(bool last);
   void end_micro_batch() { end_units(); }
@@ -92,6 +97,11 @@ class ParallelModel {
   void set_offloader(std::shared_ptr<memory::ActivationOffloader> offloader) { offloader_ = std::move(offloader); }
   // Ring attention's clock (parallel/ring_attention.h), read by comm_seconds().
   void set_ring_times(std::shared_ptr<const RingTimes> times) { ring_times_ = std::move(times); }
+  // The expert dispatchers expert parallelism installed (parallel/expert_parallel.h), whose
+  // blocked time comm_seconds() reports.
+  void set_expert_dispatchers(std::vector<std::shared_ptr<const ExpertDispatcher>> dispatchers) {
+    expert_dispatchers_ = std::move(dispatchers);
+  }
 
  protected:
   virtual void begin_units(bool /*last*/) {}
@@ -102,6 +112,7 @@ class ParallelModel {
  private:
   std::shared_ptr<memory::ActivationOffloader> offloader_;
   std::shared_ptr<const RingTimes> ring_times_;
+  std::vector<std::shared_ptr<const ExpertDispatcher>> expert_dispatchers_;
   std::vector<std::shared_ptr<Comm>> groups_;  // each of the mesh's groups once
   std::shared_ptr<Comm> tensor_parallel_;
 };

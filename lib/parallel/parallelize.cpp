@@ -51,7 +51,9 @@ std::unique_ptr<ParallelModel> parallelize(std::shared_ptr<model::CausalLM> mode
 
   model::ShardPlan plan = model->shard_plan();
   if (mesh.size(Dim::tp) > 1) plan = apply_tensor_parallel(*model, mesh, std::move(plan), options.sequence_parallel);
-  if (mesh.size(Dim::ep) > 1) plan = apply_expert_parallel(*model, mesh, std::move(plan), options.expert_micro_batches);
+  std::vector<std::shared_ptr<const ExpertDispatcher>> dispatchers;
+  if (mesh.size(Dim::ep) > 1)
+    plan = apply_expert_parallel(*model, mesh, std::move(plan), options.expert_micro_batches, &dispatchers);
   if (options.float8_all_gather) plan.float8_gathered = float8_weights;
 
   if (mesh.size(Dim::pp) > 1)
@@ -64,6 +66,7 @@ std::unique_ptr<ParallelModel> parallelize(std::shared_ptr<model::CausalLM> mode
                                                    std::move(plan));
   laid_out->set_offloader(std::move(offloader));
   laid_out->set_ring_times(ring_times);
+  laid_out->set_expert_dispatchers(std::move(dispatchers));
   return laid_out;
 }
 

@@ -22,7 +22,6 @@
 #include "optim/onebit_adam.h"
 #include "parallel/compressed_allreduce.h"
 #include "parallel/exact_momentum_average.h"
-#include "parallel/fully_sharded.h"
 #include "parallel/parallelize.h"
 #include "train/dpo_loss.h"
 #include "parallel/placement.h"
@@ -243,7 +242,7 @@ void TrainingRun::make_optimizer() {
     make_muon(options);
     return;
   }
-  auto* sharded = dynamic_cast<parallel::FullyShardedModel*>(parallel_.get());
+  const bool sharded = parallel_->switches_replica_reduction();
   if (!sharded || mesh_->size(parallel::Dim::dp) < 2)
     throw InputError(fmt::format("optim.name: onebit_adam compresses the momentum exchanged between data-parallel "
                                  "replicas, and this layout has {} (world size {}): set parallel.dp above 1",
@@ -261,7 +260,7 @@ void TrainingRun::make_optimizer() {
         return std::make_unique<parallel::CompressedAllReduce>(replicas, sizes,
                                                                torch::TensorOptions().dtype(torch::kFloat32).device(device));
       },
-      [sharded](bool compressing) { sharded->set_replica_reduction(!compressing); });
+      [model = parallel_.get()](bool compressing) { model->set_replica_reduction(!compressing); });
 }
 
 // Muon for the hidden matrices (optim/muon.h's rule), AdamW for the rest. A matrix is assembled

@@ -33,6 +33,9 @@ train ep2_hsdp 4 "${moe[@]}" --set parallel.ep=2 --set parallel.dp=2 --set paral
 grep -q "parallel: 4 ranks (torchrun), FSDP 4, experts split over ep 2 and sharded over 2" "$work/ep2_fsdp2.log"
 grep -q '"aux_loss.load_balancing":' "$work/ep2/metrics.jsonl"
 grep -q '"aux_loss.router_z":' "$work/ep2/metrics.jsonl"
+# The dispatchers expert parallelism installed report the time blocked on their all-to-alls.
+grep -o '"moe.all_to_all_wait_s":[0-9.e+-]*' "$work/ep2/metrics.jsonl" | cut -d: -f2 |
+  awk '$1 > 0 { found = 1 } END { exit !found }' || { echo "ep2: no step blocked on an expert all-to-all"; exit 1; }
 # The per-step losses and gradient norms hold to 1e-5 as for every layout; the weights to 1e-4:
 # the embedding rows of rare tokens, whose router-loss gradients nearly cancel, take AdamW
 # updates that last-bit differences of the reduction order tip (5.8e-5 measured, one element of
