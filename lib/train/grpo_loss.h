@@ -56,7 +56,8 @@ struct GrpoTerms {
   // TRL's names, detached, over this micro batch: kl (with beta only: the token mean of the KL
   // term, times the ratio where kl_times_ratio), clip_ratio/low_mean, clip_ratio/high_mean,
   // clip_ratio/region_mean (token means of the clipped tokens), clip_ratio/low_min and
-  // clip_ratio/high_max (the least and most of the completions' clipped fractions).
+  // clip_ratio/high_max (the least and most of the completions' clipped fractions: the trainer
+  // joins them over the ranks as TRL does, train/grpo_clip_extrema.h).
   std::vector<std::pair<std::string, torch::Tensor>> metrics;
 };
 

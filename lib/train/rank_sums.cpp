@@ -23,6 +23,23 @@ std::vector<double> RankSums::sum(std::vector<double> values) {
   return {v, v + values.size()};
 }
 
+std::vector<std::vector<double>> RankSums::gather(const std::vector<double>& mine) {
+  const int64_t size = world_->size(), figures = static_cast<int64_t>(mine.size());
+  if (size == 1 || figures == 0) return std::vector<std::vector<double>>(static_cast<size_t>(size), mine);
+  // Each rank writes its own row and zeros elsewhere: the sum is every rank's row.
+  auto host = torch::zeros({size, figures}, torch::kFloat64);
+  host[world_->rank()].copy_(torch::tensor(mine, torch::kFloat64));
+  auto values = host.to(device_);
+  world_->all_reduce_sum(values).wait();
+  values = values.to(torch::kCPU).contiguous();
+  std::vector<std::vector<double>> rows;
+  for (int64_t r = 0; r < size; ++r) {
+    const auto* row = values[r].data_ptr<double>();
+    rows.emplace_back(row, row + figures);
+  }
+  return rows;
+}
+
 std::pair<double, RankSpread> RankSums::sum_and_spread(double summed, double per_rank) {
   auto [sum, spreads] = sum_and_spreads(summed, {per_rank});
   return {sum, spreads.front()};

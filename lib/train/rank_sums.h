@@ -31,6 +31,10 @@ class RankSums {
   // The sum of `summed`, and the spread of each figure of `per_rank`, in one all-reduce.
   std::pair<double, std::vector<RankSpread>> sum_and_spreads(double summed, const std::vector<double>& per_rank);
 
+  // Every rank's `mine` ([rank][figure]; each rank as many figures), in one all-reduce; a NaN
+  // stays in its own place.
+  std::vector<std::vector<double>> gather(const std::vector<double>& mine);
+
   int64_t ranks() const { return world_->size(); }
 
  private:

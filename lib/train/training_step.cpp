@@ -11,6 +11,7 @@
 
 #include "train/health_check.h"
 
+#include "device/device.h"
 #include "memory/chunked_loss.h"
 #include "train/dropout_key.h"
 #include "train/micro_batch_weight.h"
@@ -82,6 +83,8 @@ StepOutcome TrainingStep::run(const StepInput& input) {
   StepOutcome outcome;
   outcome.lr = input.lr;
   const auto& micro_batches = *input.micro_batches;
+  clip_low_min_.clear();
+  clip_high_max_.clear();
   step_targets_ = sums_.sum(local_target_count(micro_batches, data_share_));
   step_divisor_ = injected_divisor(step_targets_);
   outcome.context_cost_spread = context_cost_spread(micro_batches);
@@ -124,6 +127,16 @@ void TrainingStep::sum_losses(const MicroBatchLosses& losses, StepOutcome& outco
                            (grpo_ && is_grpo_loss_metric(name));
     auto& figures = objective ? outcome.objective_metrics : outcome.aux_losses;
     figures[name] = step_targets_ > 0 ? sums_.sum(value.item<double>() * aux_share_) / step_targets_ : 0.0;
+  }
+  if (grpo_) {
+    auto host = [](const std::vector<torch::Tensor>& values) {
+      std::vector<double> figures;
+      for (const auto& value : values) figures.push_back(value.item<double>());
+      return figures;
+    };
+    const auto extrema = clip_extrema_over_ranks(host(clip_low_min_), host(clip_high_max_), sums_);
+    outcome.objective_metrics[kClipLowMin] = extrema.low_min;
+    outcome.objective_metrics[kClipHighMax] = extrema.high_max;
   }
   // The cp ranks route different tokens of the same rows: their loads add up too.
   if (experts_.active() && losses.expert_load.defined())
@@ -171,8 +184,14 @@ MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, i
   auto loss = output.loss;
   if (input_.loss_factor != 1.0) loss = loss * input_.loss_factor;
   MicroBatchLosses losses{loss.detach().to(torch::kFloat64) * targets, {}, output.expert_load, output.dropped, {}};
-  for (const auto& [name, aux] : output.aux_losses)
+  for (const auto& [name, aux] : output.aux_losses) {
+    // GRPO's least and most clipped fractions join the ranks' at each micro batch (sum_losses).
+    if (grpo_ && (name == kClipLowMin || name == kClipHighMax)) {
+      (name == kClipLowMin ? clip_low_min_ : clip_high_max_).push_back(aux.detach());
+      continue;
+    }
     losses.aux_losses[name] = aux.detach().to(torch::kFloat64) * targets;
+  }
   const int64_t whole = depth_targets(batch);
   for (const auto& [name, depth] : output.depth_losses)
     losses.aux_losses[name] = depth.detach().to(torch::kFloat64) * static_cast<double>(whole);

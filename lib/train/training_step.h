@@ -27,6 +27,7 @@
 #include "train/evaluate.h"
 #include "train/expert_balance.h"
 #include "train/fault_injection.h"
+#include "train/grpo_clip_extrema.h"
 #include "train/grpo_objective.h"
 #include "train/non_finite_guard.h"
 #include "train/rank_sums.h"
@@ -150,6 +151,7 @@ class TrainingStep final : private MicroBatchWork {
 
   std::unique_ptr<DpoObjective> dpo_;
   std::unique_ptr<GrpoObjective> grpo_;
+  std::vector<torch::Tensor> clip_low_min_, clip_high_max_;  // grpo: each micro batch's, this step
   uint64_t dropout_seed_ = 0;
   NonFiniteGuard non_finite_;
   SpikeDetector spikes_;
