@@ -72,42 +72,11 @@ cmp "$work/single/checkpoints/step-3/model.safetensors" "$work/resumed/checkpoin
 
 # A mixture of experts (a random Qwen3-MoE, its reference the initial weights) with its experts
 # split over expert parallelism 2 trains as one process does.
-cat > "$work/recipe.yaml" <<YAML
-name: dpo-moe-check
-run:
-  seed: 3
-model:
-  family: qwen3_moe
-  hidden_size: 64
-  num_layers: 2
-  num_heads: 4
-  num_kv_heads: 2
-  num_experts: 4
-  num_experts_per_tok: 2
-  moe_intermediate_size: 48
-  first_k_dense: 1
-  router_aux_loss_coef: 0.01
-data:
-  train: $work/prefs.jsonl
-  tokenizer: byte
-  objective: dpo
-  seq_len: 48
-  shuffle: false
-dpo:
-  beta: 0.1
-train:
-  steps: 3
-  global_batch_size: 4
-  micro_batch_size: 2
-  log_every: 1
-  threads: 1
-optim:
-  lr: 1.0e-3
-  warmup_steps: 0
-checkpoint:
-  every: 3
-YAML
-train moe_single 1
-train moe_ep2 2 --set parallel.ep=2
+moe=("${parity[@]}" --set model.init_from= --set dpo.reference= --set run.seed=3 --set model.family=qwen3_moe
+     --set model.hidden_size=64 --set model.num_layers=2 --set model.num_heads=4 --set model.num_kv_heads=2
+     --set model.num_experts=4 --set model.num_experts_per_tok=2 --set model.moe_intermediate_size=48
+     --set model.first_k_dense=1 --set model.router_aux_loss_coef=0.01)
+train moe_single 1 "${moe[@]}"
+train moe_ep2 2 "${moe[@]}" --set parallel.ep=2
 grep -q "experts split over ep 2" "$work/moe_ep2.log" || fail "moe_ep2 did not split its experts"
 compare_runs "$work/moe_single" "$work/moe_ep2"
