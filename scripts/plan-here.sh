@@ -189,6 +189,20 @@ runtime_gib: {links['baseline_mib'] / 1024:.4f}
 PY
 }
 
+# routing_args NAME: --expert-load-ratio R for a mixture's plan, R the mean over the timed steps
+# and the MoE layers of NAME's moe.load_ratio (the busiest expert's tokens over the mean): how
+# the router spreads this recipe's tokens is the workload's, as the matmul rate is the machine's,
+# and every layout of the recipe routes the same tokens alike (the parity tests hold each to one
+# process's losses); what the planner makes of it is what the table judges.
+routing_args() {
+  "$python" - "$out/$1/metrics.jsonl" <<'PY'
+import json, statistics, sys
+records = [json.loads(l) for l in open(sys.argv[1]) if '"step_s"' in l][2:]
+ratios = [r for record in records for r in record.get("moe.load_ratio", [])]
+if ratios: print(f"--expert-load-ratio {statistics.mean(ratios):.4f}")
+PY
+}
+
 # replan: each run of a finished table planned again (its overrides from runs.txt).
 replan_runs() {
   local name ranks sets recipe
@@ -198,7 +212,8 @@ replan_runs() {
     sed -i "s#^based_on: .*#based_on: $base#" "$out/$name.yaml"
     set_args=(--set train.steps="$steps")
     for s in $sets; do set_args+=(--set "$s"); done
-    "$xtrain" plan "$recipe" "${set_args[@]}" --nodes 1 --gpus-per-node "$ranks" \
+    # shellcheck disable=SC2046
+    "$xtrain" plan "$recipe" "${set_args[@]}" --nodes 1 --gpus-per-node "$ranks" $(routing_args "$name") \
       --hardware "$out/$name.yaml" > "$out/$name.plan" 2>&1 || { cat "$out/$name.plan" >&2; exit 1; }
   done < "$out/runs.txt"
 }
@@ -220,7 +235,8 @@ echo "$configurations" | while IFS='|' read -r name recipe ranks sets; do
   launch "$ranks" "$out/$name.log" train "$recipe" --set run.dir="$out/$name" "${set_args[@]}"
   measure_rate "$out/$name.rate-after"
   write_profile "$name" "$ranks"
-  "$xtrain" plan "$recipe" "${set_args[@]}" --nodes 1 --gpus-per-node "$ranks" \
+  # shellcheck disable=SC2046
+  "$xtrain" plan "$recipe" "${set_args[@]}" --nodes 1 --gpus-per-node "$ranks" $(routing_args "$name") \
     --hardware "$out/$name.yaml" > "$out/$name.plan" 2>&1 || { cat "$out/$name.plan" >&2; exit 1; }
   echo "$name|$ranks|$sets" >> "$out/runs.txt"
   echo "ran $name" >&2

@@ -193,7 +193,7 @@ Command add_plan(CLI::App& app) {
     RecipeArgs recipe;
     plan::PlanRequest request;
     std::string published, run_name, holdout_source;
-    double max_error_percent = 15;
+    double max_error_percent = 15, expert_load_ratio = 1;
     bool fit = false;
   };
   auto args = storage<PlanArgs>();
@@ -207,6 +207,10 @@ Command add_plan(CLI::App& app) {
   command->add_option("--hardware", args->request.hardware,
                       "A profile of data/hardware (h100-sxm, h100-sxm-500w, h200, h800, a100, b200, gb200, cpu-here) or a YAML file");
   command->add_flag("--search", args->request.search, "Also rank the layouts that fit, fastest first");
+  command->add_option("--expert-load-ratio", args->expert_load_ratio,
+                      "The busiest expert's routed tokens over the mean, as a run's metrics report it "
+                      "(moe.load_ratio); under expert parallelism the step waits for its rank (default 1: balanced)")
+      ->check(CLI::Range(1.0, 1e6));
   command->add_option("--top", args->request.top, "Layouts --search prints")->check(CLI::Range(1, 50));
   command->get_option("recipe")->required(false);
   command->add_option("--validate", args->published,
@@ -226,7 +230,9 @@ Command add_plan(CLI::App& app) {
                                           args->holdout_source, args->fit);
             if (args->recipe.path.empty()) throw InputError("plan: give a RECIPE (or --validate FILE)");
             const auto recipe = args->recipe.load();
-            return plan::print_plan(train::model_census(recipe), recipe, args->request) ? 0 : 3;
+            auto census = train::model_census(recipe);
+            census.expert_load_ratio = args->expert_load_ratio;
+            return plan::print_plan(census, recipe, args->request) ? 0 : 3;
           }};
 }
 

@@ -43,6 +43,10 @@ struct ModelCensus {
   int64_t experts = 0, top_k = 0, shared_experts = 0;
   int64_t vocab = 0;
   int64_t heads = 0;
+  // How the router spreads the tokens: the busiest expert's routed tokens over the mean (what a
+  // run reports as moe.load_ratio). The model does not say; 1 (balanced routing, which the
+  // balancing losses aim at) unless the plan is told (`xtrain plan --expert-load-ratio`).
+  double expert_load_ratio = 1;
 
   int64_t total() const {
     int64_t sum = embedding + head + other;

@@ -207,6 +207,14 @@ void add_communication(StepTimeEstimate& e, const ModelCensus& c, const config::
     e.terms.push_back({"expert all-to-all", domino ? exposed(ep_s, step.expert_s, hw) : ep_s,
                        calls_note(ep_calls, hw) +
                            (domino ? overlap_note(hw, "behind the experts (Domino-EP)") : "exposed")});
+  // The ranks that hold quieter experts wait in the all-to-all for the busiest; no overlap hides
+  // it, as it is compute on the step's longest path.
+  const double busiest = expert_rank_load(c.expert_load_ratio, c.experts, layout.ep);
+  if (busiest > 1)
+    e.terms.push_back({"expert load imbalance", (busiest - 1) * step.expert_s,
+                       fmt::format("the busiest expert {:.2f}x the mean, its rank's {:.0f} experts {:.2f}x a rank's "
+                                   "mean tokens",
+                                   c.expert_load_ratio, static_cast<double>(c.experts / layout.ep), busiest)});
 }
 
 void add_pipeline(StepTimeEstimate& e, const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout,
@@ -313,6 +321,14 @@ AttentionTime attention_seconds(const ModelCensus& c, const config::Recipe& reci
 
 }  // namespace
 
+double expert_rank_load(double load_ratio, int64_t experts, int64_t ep) {
+  if (ep <= 1 || experts <= 1 || load_ratio <= 1) return 1;
+  const double e = static_cast<double>(experts), a_rank = e / static_cast<double>(ep);
+  const double busiest = std::min(load_ratio, e);  // it cannot take more than every token's choice
+  const double others = (e - busiest) / (e - 1);   // each other expert, in units of the mean
+  return (busiest + (a_rank - 1) * others) / a_rank;
+}
+
 // The bandwidth (bytes/s) one rank of a group of `ranks`, `stride` apart in rank order, reaches
 // in a ring: NVLink inside a node; across nodes, the group's ranks in one node each drive their own
 // NIC (one a device, rail-aligned), so a ring with k ranks a node moves k NICs' worth between
@@ -322,7 +338,6 @@ double ring_bandwidth(int64_t ranks, int64_t stride, const ClusterLayout& layout
   const int64_t per_node = std::clamp<int64_t>(layout.gpus_per_node / std::max<int64_t>(1, stride), 1, ranks);
   return std::min(hw.intra_node_gbs, static_cast<double>(per_node) * hw.inter_node_gbs) * hw.link_efficiency * 1e9;
 }
-
 
 double StepTimeEstimate::seconds() const {
   double sum = 0;

@@ -22,6 +22,8 @@
 //                   backward), tensor parallelism (exposed), ring attention (behind attention),
 //                   the experts' all-to-all (behind their GEMMs with Domino-EP), pipeline sends;
 //                   CommunicationOverlap states where another engine overlaps more;
+//   expert load    under expert parallelism the step waits for the rank that holds the busiest
+//                   expert (expert_rank_load), its share of the experts' GEMMs beyond the mean;
 //   pipeline bubble (pp - 1) / (micro batches x virtual stages) of the compute.
 // A group that spans nodes with k of its ranks in each node drives k NICs at once (one NIC a
 // device, rail-aligned), so its ring runs at min(NVLink, k x NIC).
@@ -79,6 +81,12 @@ struct StepTimeEstimate {
 // The bandwidth (bytes/s) one rank of a ring over `ranks` ranks, `stride` apart in rank order,
 // reaches: NVLink inside a node; across nodes min(NVLink, k x NIC) with k of its ranks a node.
 double ring_bandwidth(int64_t ranks, int64_t stride, const ClusterLayout& layout, const HardwareProfile& hardware);
+
+// The busiest expert-parallel rank's routed tokens over the mean rank's, where the busiest of
+// `experts` experts takes `load_ratio` x the mean expert's tokens and the others share the rest
+// evenly, `experts / ep` experts a rank: 1 without expert parallelism, `load_ratio` with one
+// expert a rank.
+double expert_rank_load(double load_ratio, int64_t experts, int64_t ep);
 
 StepTimeEstimate estimate_step_time(const ModelCensus& census, const config::Recipe& recipe,
                                     const ClusterLayout& layout, const HardwareProfile& hardware,

@@ -253,6 +253,34 @@ TEST_CASE("a MoE layer's backward holds two fp32 gradients of its stacked expert
   CHECK(sums->bytes == Approx(2 * 4 * 8000 / 2.0));  // ep 2 holds half of each layer's experts
 }
 
+TEST_CASE("under expert parallelism the step waits for the rank of the busiest expert", "[plan]") {
+  // 8 experts, the busiest 3.5x the mean, the other 7 sharing the rest evenly (0.643x each).
+  CHECK(plan::expert_rank_load(3.5, 8, 1) == 1);
+  CHECK(plan::expert_rank_load(3.5, 8, 2) == Approx((3.5 + 3 * 4.5 / 7) / 4));  // 1.357
+  CHECK(plan::expert_rank_load(3.5, 8, 8) == Approx(3.5));
+  CHECK(plan::expert_rank_load(1, 8, 4) == 1);
+
+  auto c = four_layers();
+  for (auto& layer : c.layers) layer.experts = 8000, layer.active_experts = 2000, layer.dense = 0;
+  c.experts = 8, c.top_k = 2, c.moe_intermediate = 16;
+  const auto recipe = recipe_for(8, 2, 32);
+  plan::ClusterLayout layout;
+  layout.fsdp = 2, layout.ep = 2, layout.nodes = 1, layout.gpus_per_node = 2;
+  auto term = [](const plan::StepTimeEstimate& e, const std::string& name) {
+    const auto found = std::find_if(e.terms.begin(), e.terms.end(), [&](const plan::TimeTerm& t) { return t.name == name; });
+    return found == e.terms.end() ? -1.0 : found->seconds;
+  };
+  const auto balanced = plan::estimate_step_time(c, recipe, layout, device());
+  CHECK(term(balanced, "expert load imbalance") == -1);
+  c.expert_load_ratio = 3.5;
+  const auto skewed = plan::estimate_step_time(c, recipe, layout, device());
+  CHECK(term(skewed, "expert load imbalance") ==
+        Approx((plan::expert_rank_load(3.5, 8, 2) - 1) * term(skewed, "GEMMs (experts)")));
+  CHECK(skewed.seconds() > balanced.seconds());
+  layout.fsdp = 2, layout.ep = 1;  // every rank runs every expert on its own tokens
+  CHECK(term(plan::estimate_step_time(c, recipe, layout, device()), "expert load imbalance") == -1);
+}
+
 TEST_CASE("collectives take the link their group lies on, and the bubble follows the schedule", "[plan]") {
   const auto c = four_layers();
   const auto recipe = recipe_for(8, 1, 32);
