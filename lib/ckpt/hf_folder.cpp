@@ -66,7 +66,7 @@ std::shared_ptr<model::CausalLM> load_hf_folder(const std::string& dir) {
   auto model = model::declare_model(config);
   // A LoRA run's checkpoint holds the adapters beside the base (an export merges them).
   if (const auto lora = model::lora_from_config(read_hf_config(dir), dir + "/config.json"))
-    model::add_lora_adapters(*model, *lora);
+    model::add_lora_adapters(*model, *lora, model->adapter_dropout_key());
   load_hf_weights(*model, dir);  // whole, on the CPU
   return model;
 }

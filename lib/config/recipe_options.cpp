@@ -76,7 +76,7 @@ Check<std::string> chunk_spec() {
   };
 }
 
-// Dropout would need masks that every layout and every resume draws alike; xtrain has none yet.
+// A probability of dropping an element: 1 would drop everything (and scale by 1 / 0).
 Check<double> dropout_probability() {
   return [](const double& value) -> std::optional<std::string> {
     if (value >= 0 && value < 1) return std::nullopt;
@@ -201,7 +201,7 @@ void add_model_options(OptionRegistry& r) {
   r.add<std::vector<std::string>>("model.freeze", FIELD(model.freeze), {}, "Parts of the model that do not train: they get no gradients and no optimizer state, and stay bit-identical (llava: any of vision_tower, projector, language_model). Freezing all but the projector is llava's alignment stage.");
   r.add<int64_t>("model.lora.rank", FIELD(model.lora.rank), 8, "LoRA: the rank r of each adapter (A is [r, in], B is [out, r]); with model.lora.targets.", at_least<int64_t>(1));
   r.add<double>("model.lora.alpha", FIELD(model.lora.alpha), 16.0, "LoRA: the adapters' output is scaled by alpha / rank (PEFT's lora_alpha).", positive());
-  r.add<double>("model.lora.dropout", FIELD(model.lora.dropout), 0.0, "LoRA: dropout on the adapters' input; only 0 for now (xtrain computes no dropout, see model.dropout).");
+  r.add<double>("model.lora.dropout", FIELD(model.lora.dropout), 0.0, "LoRA: dropout probability on each adapter's input in training (PEFT's lora_dropout): dropout(x) A^T B^T. The masks are keyed like model.dropout's (run.seed, the step, the layer, the module and each element's global sample, token and feature), so every layout draws the masks one process draws and a resume is exact; eval and generate compute none. Not with data.objective dpo or grpo.", dropout_probability());
   r.add<std::vector<std::string>>("model.lora.targets", FIELD(model.lora.targets), {}, "LoRA: the linear layers that get adapters, by module name (llama, qwen2, qwen3: any of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; qwen3_moe, mixtral, gpt_oss: the attention's q_proj, k_proj, v_proj, o_proj). Empty: no adapters. With any, every base weight is frozen and only the adapters train and hold optimizer state; see docs/post-training.md.");
 }
 

@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -116,11 +117,17 @@ class CausalLM : public torch::nn::Module, public FusedKernelUser, public Lookup
   // sums the gradients of this rank's rows over the ranks (open_clip's gather_with_grad): a
   // contrastive loss's negatives from the global batch. Empty: this rank's rows alone.
   std::function<torch::Tensor(const torch::Tensor&)> gather_over_data_ranks;
+  // The dropout key of the forward that runs last, which LoRA adapters with dropout read
+  // (model/layers/lora.h): a family that takes adapters sets it from Batch::dropout as its
+  // forward starts (undefined in evaluation and generation) and leaves it for the backward, whose
+  // recomputed blocks must draw the forward's masks.
+  std::shared_ptr<DropoutKey> adapter_dropout_key() const { return adapter_dropout_key_; }
 
  protected:
   explicit CausalLM(ModelConfig config) : config_(std::move(config)) {}
 
   std::shared_ptr<TensorParallelOps> tensor_parallel_;
+  std::shared_ptr<DropoutKey> adapter_dropout_key_ = std::make_shared<DropoutKey>();
 
  private:
   ModelConfig config_;

@@ -84,6 +84,7 @@ bool LlamaForCausalLM::reads_kv_cache() const {
 }
 
 ModelOutput LlamaForCausalLM::forward(const Batch& batch) {
+  *adapter_dropout_key_ = batch.dropout;
   if (batch.kv_cache) return cached_forward(batch);
   const auto& c = config();
   const auto coefficients = balance_deferred(c, static_cast<bool>(sum_over_context_ranks))

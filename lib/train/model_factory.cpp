@@ -14,7 +14,7 @@ namespace xtrain::train {
 
 std::shared_ptr<model::CausalLM> build_model(const config::Recipe& recipe) {
   auto model = model::declare_model(recipe.model);
-  if (recipe.model.lora.enabled()) model::add_lora_adapters(*model, recipe.model.lora);
+  if (recipe.model.lora.enabled()) model::add_lora_adapters(*model, recipe.model.lora, model->adapter_dropout_key());
   return model;
 }
 

@@ -205,7 +205,7 @@ void TrainingRun::parallelize_model() {
   if (recipe_.data.objective == config::Objective::dpo) training_step_->use_dpo(make_dpo_objective(recipe_, device_));
   if (grpo_)
     training_step_->use_grpo(std::make_unique<GrpoObjective>(grpo_settings(recipe_), recipe_.grpo.temperature));
-  training_step_->key_dropout(static_cast<uint64_t>(recipe_.run.seed));
+  training_step_->key_dropout(static_cast<uint64_t>(recipe_.run.seed), recipe_.model.lora.dropout > 0);
   RunIdentity identity{recipe_.data.seq_len, degrees_, recipe_.parallel.sequence_parallel,
                        {{"global_batch_size", t_.global_batch_size},
                         {"balance_window", recipe_.data.balance_window},

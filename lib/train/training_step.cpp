@@ -173,7 +173,7 @@ MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, i
     // Auxiliary losses weigh as the loss does, so that their gradient does not depend on the
     // layout; the model applies it inside its blocks' backward (model/layers/aux_loss.h).
     model_input.loss_weight = loss_weight;
-    if (model_.model().config().dropout > 0)
+    if (draws_dropout())
       model_input.dropout = dropout_key(batch, dropout_seed_, input_.step, settings_.device);
     output = dpo_    ? dpo_->loss(model_.model(), model_input)
              : grpo_ ? grpo_->loss(model_.model(), model_input, *input_.grpo, index)
@@ -235,7 +235,7 @@ ChunkOutput TrainingStep::run_chunk_layers(const parallel::PipelineChunk& part, 
   auto model_input = model_batch(batch, settings_.device);
   model_input.loss_weight = weights.loss;
   auto& model = model_.model();
-  if (training && model.config().dropout > 0)
+  if (training && draws_dropout())
     model_input.dropout = dropout_key(batch, dropout_seed_, input_.step, settings_.device);
   auto out = model.forward_chunk(model_input, input, part.first_layer, part.last_layer, part.embedding, part.head);
   const auto targets = static_cast<double>(batch.target_count);

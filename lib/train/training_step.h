@@ -101,8 +101,9 @@ class TrainingStep final : private MicroBatchWork {
   void use_dpo(std::unique_ptr<DpoObjective> objective) { dpo_ = std::move(objective); }
   // data.objective grpo: every micro batch's loss is `objective`'s on StepInput::grpo's terms.
   void use_grpo(std::unique_ptr<GrpoObjective> objective) { grpo_ = std::move(objective); }
-  // run.seed, which keys the dropout masks of a model with model.dropout (train/dropout_key.h).
-  void key_dropout(uint64_t seed) { dropout_seed_ = seed; }
+  // run.seed, which keys the dropout masks (train/dropout_key.h) of a model with model.dropout
+  // or, with `adapters`, of its LoRA adapters (model.lora.dropout).
+  void key_dropout(uint64_t seed, bool adapters) { dropout_seed_ = seed, adapters_drop_ = adapters; }
 
   const NonFiniteGuard& non_finite() const { return non_finite_; }
   int64_t spikes_in_a_row() const { return spikes_in_a_row_; }
@@ -153,6 +154,8 @@ class TrainingStep final : private MicroBatchWork {
   std::unique_ptr<GrpoObjective> grpo_;
   std::vector<torch::Tensor> clip_low_min_, clip_high_max_;  // grpo: each micro batch's, this step
   uint64_t dropout_seed_ = 0;
+  bool adapters_drop_ = false;
+  bool draws_dropout() { return model_.model().config().dropout > 0 || adapters_drop_; }
   NonFiniteGuard non_finite_;
   SpikeDetector spikes_;
   int64_t spikes_in_a_row_ = 0;

@@ -8,7 +8,9 @@
 # 1e-5, and whose logits the merged export (W + alpha/r B A) gives within 1e-5. FSDP 2 trains as
 # one process does (losses, gradient norms, merged weights within 1e-5); a run stopped and
 # resumed ends with the same losses and adapters bit for bit. Bad input: a target that names no
-# module, rank 0, dropout, an unsupported family or layout: exit 2 naming the key. A qwen2 (biases
+# module, rank 0, a dropout of 1, an unsupported family or layout: exit 2 naming the key. LoRA
+# dropout 0.1 (keyed masks): step 3's loss and adapter gradient norm equal PEFT's given the same
+# masks (1e-5), and FSDP 2 and full recompute draw the masks one process draws. A qwen2 (biases
 # on q, k and v beside the adapters), and three mixtures of experts (qwen3_moe, mixtral, gpt_oss:
 # adapters on attention; qwen3_moe under FSDP 2 as one process) against PEFT as well.
 set -euo pipefail
@@ -61,8 +63,10 @@ expect_refusal 2 "$work/bad.log" \
   "$xtrain" validate "$work/recipe.yaml" --set "model.lora.targets=[q_proj,qproj]"
 expect_refusal 2 "$work/bad.log" "model.lora.rank: must be >= 1, got 0" \
   "$xtrain" validate "$work/recipe.yaml" --set model.lora.rank=0
-expect_refusal 2 "$work/bad.log" "model.lora.dropout: 0.1: LoRA dropout is not computed yet" \
-  "$xtrain" validate "$work/recipe.yaml" --set model.lora.dropout=0.1
+expect_refusal 2 "$work/bad.log" "model.lora.dropout: a dropout probability is in [0, 1), got 1" \
+  "$xtrain" validate "$work/recipe.yaml" --set model.lora.dropout=1
+expect_refusal 2 "$work/bad.log" "model.lora.dropout: 0.1: data.objective grpo compares the log-probabilities of forwards that dropout would make disagree (TRL's trainers turn it off); set 0" \
+  "$xtrain" validate "$work/recipe.yaml" --set model.lora.dropout=0.1 --set data.objective=grpo
 expect_refusal 2 "$work/bad.log" "model.lora.alpha: must be > 0" \
   "$xtrain" validate "$work/recipe.yaml" --set model.lora.alpha=0
 expect_refusal 2 "$work/bad.log" "parallel.tp: 2: LoRA adapters train under parallel.fsdp" \
@@ -145,3 +149,19 @@ expect_match "$work/resumed.log" "resumed from .*step-2 at step 2"
 "$xtrain" export "$work/resumed/checkpoints/latest" "$work/resumed-adapter" --adapter > /dev/null 2>&1
 cmp "$work/adapter/adapter_model.safetensors" "$work/resumed-adapter/adapter_model.safetensors"
 echo "lora: resumed after step 2: $(losses "$work/resumed" | wc -l) losses and the adapters bit-identical to the uninterrupted run"
+
+# Dropout 0.1 on the adapters' input: PEFT, its dropout given xtrain's keyed masks, on the
+# step-2 adapters and step 3's batch (the data is 8 windows, one global batch read in order: every
+# step trains on all of it) against xtrain's step 3; FSDP 2 against one process.
+dropout=(--set data.train="$work/dropout.jsonl" --set data.shuffle=false --set data.eval= --set model.lora.dropout=0.1 --set train.steps=3
+         --set checkpoint.every=1 --set run.seed=11)
+train dropout 1 "${dropout[@]}"
+"$xtrain" export "$work/dropout/checkpoints/step-2" "$work/dropout-adapter" --adapter > /dev/null 2>&1
+"$python" "$srcdir/tools/reference/lora_peft.py" dropout-check --base "$work/base" --adapter "$work/dropout-adapter" \
+  --data "$work/dropout.jsonl" --seq-len 32 --metrics "$work/dropout/metrics.jsonl" --step 3 --seed 11 \
+  2> "$work/peft.log" || { cat "$work/peft.log"; exit 1; }
+train dropout-fsdp2 2 "${dropout[@]}" --set parallel.fsdp=2
+compare_runs "$work/dropout" "$work/dropout-fsdp2"
+# Full recompute reruns each block's forward in backward: with the forward's masks.
+train dropout-recompute 1 "${dropout[@]}" --set memory.recompute=full
+compare_runs "$work/dropout" "$work/dropout-recompute"

@@ -15,9 +15,20 @@
         the merged export MERGED loaded by transformers (TARGETS: the case's own a,b instead of
         --targets). Fails beyond 1e-5, when an adapter's B
         is still zero, or when adapter_config.json does not say what the run trained.
+    lora_peft.py dropout-check --base BASE --adapter ADAPTER --data TRAIN.jsonl --seq-len N
+                               --metrics METRICS.jsonl --step K --seed S
+        LoRA dropout: loads ADAPTER (the export of a run's checkpoint at step K - 1, trained with
+        model.lora.dropout p, which adapter_config.json names) onto BASE in training mode, gives
+        each adapter's dropout the masks xtrain keys (model/layers/keyed_dropout.h, written here
+        again: run.seed S, step K, the decoder layer, the module's name, each token's sample and
+        position and each feature) and computes step K's loss over TRAIN.jsonl's windows (all of
+        them: the data is one global batch, read in order, data.shuffle false, so that step K
+        reads window w as the global sample (K - 1) x windows + w) and the adapters' gradient
+        norm, against METRICS' step K. Fails beyond 1e-5 (relative), and when the masks drop nothing.
 """
 import argparse
 import json
+import math
 import os
 
 import torch
@@ -30,6 +41,7 @@ def make(args):
         family, out = model.split(":", 1)
         make_model(family, out)
     write_data(args.data_dir)
+    write_dropout_data(args.data_dir)
 
 
 def make_model(family, out):
@@ -67,6 +79,18 @@ def make_model(family, out):
             elif name.endswith(".bias"):
                 p.copy_(0.1 * torch.randn_like(p))
     model.save_pretrained(out)
+
+
+def write_dropout_data(data_dir, seq_len=32, windows=8):
+    """Exactly `windows` training windows of seq_len + 1 tokens: one record of seq_len bytes each."""
+    words = "a bird sang in the old tree near the river while the cat sat on a mat".split()
+    g = torch.Generator().manual_seed(5)
+    with open(os.path.join(data_dir, "dropout.jsonl"), "w") as f:
+        for _ in range(windows):
+            text = ""
+            while len(text) < seq_len:
+                text += words[torch.randint(len(words), (1,), generator=g).item()] + " "
+            f.write(json.dumps({"text": text[:seq_len]}) + "\n")
 
 
 def write_data(data_dir):
@@ -131,6 +155,97 @@ def check_case(args, name, base_dir, adapter, merged_dir, xtrain_loss, targets):
     assert logit_difference <= 1e-5, logit_difference
 
 
+MASK32, MASK64 = 0xFFFFFFFF, (1 << 64) - 1
+
+
+def splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
+
+
+def mix(x):  # int64 tensor of values below 2^32, two rounds of xorshift-multiply
+    for _ in range(2):
+        x = x ^ (x >> 16)
+        x = (x * 0x7FEB352D) & MASK32
+        x = x ^ (x >> 15)
+        x = (x * 0x1B873593) & MASK32
+        x = x ^ (x >> 16)
+    return x
+
+
+def adapter_site(module):  # 2^32 + FNV-1a of the module's name
+    h = 2166136261
+    for byte in module.encode():
+        h = ((h ^ byte) * 16777619) & MASK32
+    return (1 << 32) + h
+
+
+def keep_mask(tokens, seed, step, layer, site, features, p):
+    """xtrain's hidden_keep_mask: bool [B, T, features] for int64 token identities [B, T]."""
+    h = splitmix64(seed)
+    for part in (step, layer, site):
+        h = splitmix64(h ^ (part & MASK64))
+    key = h & MASK32
+    low, high = tokens & MASK32, (tokens >> 32) & MASK32
+    token = mix(mix(low ^ key) ^ high).unsqueeze(-1)
+    return mix(token ^ torch.arange(features)) >= math.floor(p * 4294967296.0 + 0.5)
+
+
+class KeyedDropout(torch.nn.Module):
+    """Dropout with the masks xtrain draws for one adapter, for the rows of `tokens`."""
+
+    def __init__(self, p, seed, step, layer, module, tokens):
+        super().__init__()
+        self.p, self.seed, self.step, self.layer, self.site, self.tokens = p, seed, step, layer, adapter_site(module), tokens
+        self.dropped = 0
+
+    def forward(self, x):
+        if not self.training:
+            return x
+        keep = keep_mask(self.tokens, self.seed, self.step, self.layer, self.site, x.size(-1), self.p)
+        self.dropped += int((~keep).sum())
+        return x * keep.to(x.dtype) * (1.0 / (1.0 - self.p))
+
+
+def dropout_check(args):
+    import peft
+    import transformers
+    from peft.tuners.lora import LoraLayer
+    config = json.load(open(os.path.join(args.adapter, "adapter_config.json")))
+    p = config["lora_dropout"]
+    assert p > 0, f"adapter_config.json: lora_dropout {p}"
+    record = next(r for r in map(json.loads, open(args.metrics)) if r.get("step") == args.step and "loss" in r)
+    base = transformers.AutoModelForCausalLM.from_pretrained(args.base, dtype=torch.float32)
+    model = peft.PeftModel.from_pretrained(base, args.adapter, is_trainable=True).train()
+    windows = eval_windows(args.data, args.seq_len)
+    inputs, labels = windows[:, :-1], windows[:, 1:]
+    samples = (args.step - 1) * windows.size(0) + torch.arange(windows.size(0))
+    tokens = samples.view(-1, 1) * args.seq_len + torch.arange(args.seq_len)
+    droppers = []
+    for name, module in model.named_modules():
+        if isinstance(module, LoraLayer):
+            layer = int(name.split("layers.")[1].split(".")[0])
+            dropper = KeyedDropout(p, args.seed, args.step, layer, name.rsplit(".", 1)[1], tokens)
+            module.lora_dropout["default"] = dropper
+            droppers.append(dropper)
+    logits = model(input_ids=inputs).logits
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))
+    loss.backward()
+    grads = [q.grad for q in model.parameters() if q.requires_grad]
+    grad_norm = torch.sqrt(sum((g.double() ** 2).sum() for g in grads)).item()
+    dropped = sum(d.dropped for d in droppers)
+    loss_error = abs(loss.item() - record["loss"]) / abs(record["loss"])
+    norm_error = abs(grad_norm - record["grad_norm"]) / record["grad_norm"]
+    print(f"lora dropout {p}: {len(droppers)} adapters, {dropped} input elements dropped at step {args.step} by "
+          f"PEFT {peft.__version__} given xtrain's keyed masks; loss {loss.item():.8f} vs xtrain {record['loss']:.8f} "
+          f"(relative difference {loss_error:.2e}), adapter gradient norm {grad_norm:.8f} vs {record['grad_norm']:.8f} "
+          f"({norm_error:.2e})")
+    assert dropped > 0
+    assert loss_error <= 1e-5 and norm_error <= 1e-5
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="command", required=True)
@@ -144,11 +259,16 @@ def main():
     c.add_argument("--seq-len", type=int, required=True)
     c.add_argument("--rank", type=int, required=True)
     c.add_argument("--alpha", type=float, required=True)
+    d = sub.add_parser("dropout-check")
+    for name in ("--base", "--adapter", "--data", "--metrics"):
+        d.add_argument(name, required=True)
+    for name in ("--seq-len", "--step", "--seed"):
+        d.add_argument(name, type=int, required=True)
     args = p.parse_args()
     torch.set_num_threads(1)
     import transformers
     transformers.utils.logging.disable_progress_bar()
-    {"make": make, "check": check}[args.command](args)
+    {"make": make, "check": check, "dropout-check": dropout_check}[args.command](args)
 
 
 if __name__ == "__main__":

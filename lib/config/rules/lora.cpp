@@ -37,10 +37,11 @@ void lora(const RuleContext& c) {
     if (std::find(modules.begin(), modules.end(), target) == modules.end())
       c.refuse("model.lora.targets", fmt::format("'{}' names no module of model.family {}; its modules are {}", target,
                                                  spec->family, fmt::join(modules, ", ")));
-  if (lora.dropout != 0)
-    c.refuse("model.lora.dropout", fmt::format("{}: LoRA dropout is not computed yet (xtrain computes no dropout, as "
-                                               "model.dropout says); set 0",
-                                               lora.dropout));
+  const auto objective = c.recipe.data.objective;
+  if (lora.dropout != 0 && (objective == Objective::dpo || objective == Objective::grpo))
+    c.refuse("model.lora.dropout", fmt::format("{}: data.objective {} compares the log-probabilities of forwards that "
+                                               "dropout would make disagree (TRL's trainers turn it off); set 0",
+                                               lora.dropout, to_string(objective)));
   const auto& p = c.recipe.parallel;
   for (const auto& [key, degree] :
        {std::tuple<const char*, int64_t>{"parallel.tp", p.tp}, {"parallel.pp", p.pp}, {"parallel.ep", p.ep}})

@@ -55,6 +55,12 @@ at::Tensor apply(const at::Tensor& x, const at::Tensor& keep_mask, double p) {
 
 }  // namespace
 
+DropoutSite adapter_site(std::string_view module) {
+  uint32_t hash = 2166136261u;
+  for (const char c : module) hash = (hash ^ static_cast<uint8_t>(c)) * 16777619u;
+  return static_cast<DropoutSite>((int64_t{1} << 32) + hash);
+}
+
 DropoutKey DropoutKey::rows_of(int64_t positions) const {
   if (!defined()) return *this;
   const auto rows = tokens.narrow(1, 0, 1);

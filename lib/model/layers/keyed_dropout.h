@@ -11,6 +11,7 @@
 // CPU and CUDA compute the same bits. An element is kept when its hash >= p * 2^32.
 #pragma once
 #include <cstdint>
+#include <string_view>
 
 #include <torch/types.h>
 
@@ -30,6 +31,10 @@ struct DropoutKey {
 
 // Where in a layer the mask applies; a mask differs by site.
 enum class DropoutSite : int64_t { embeddings = 0, attention_probs = 1, attention_output = 2, mlp_output = 3 };
+
+// The site of the input of a LoRA adapter on the layer's linear layer named `module` (q_proj, ...):
+// 2^32 + the 32-bit FNV-1a hash of the name, apart from the sites above and from each other.
+DropoutSite adapter_site(std::string_view module);
 
 // The keep mask (bool [B, T, features]) of hidden states whose feature f is global feature
 // feature_offset + f (a tensor-parallel rank's slice).

@@ -20,7 +20,13 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) { return project_with(
 torch::Tensor LinearImpl::project_with(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
   auto y = base_product(x, w, b);
   if (!lora_A) return y;
-  return y + lora_B->forward(lora_A->forward(x)) * lora_scale;
+  return y + lora_B->forward(lora_A->forward(lora_dropout.apply(x))) * lora_scale;
+}
+
+torch::Tensor AdapterDropout::apply(const torch::Tensor& x) const {
+  if (p <= 0 || !key || !key->defined()) return x;
+  TORCH_CHECK(x.dim() == 3, "a LoRA adapter's dropout takes [batch, tokens, features], not ", x.sizes());
+  return hidden_dropout(x, p, *key, layer, site);
 }
 
 torch::Tensor LinearImpl::base_product(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
@@ -38,10 +44,11 @@ void LinearImpl::describe_init(const std::string& name, double std, InitPlan& pl
   plan[name + ".lora_B.weight"] = {ParameterInit::Kind::zeros, 0.0};
 }
 
-void LinearImpl::add_adapter(int64_t rank, double scale) {
+void LinearImpl::add_adapter(int64_t rank, double scale, AdapterDropout dropout) {
   lora_A = register_module("lora_A", std::make_shared<LinearImpl>(weight.size(1), rank, false));
   lora_B = register_module("lora_B", std::make_shared<LinearImpl>(rank, weight.size(0), false));
   lora_scale = scale;
+  lora_dropout = std::move(dropout);
 }
 
 namespace {

@@ -2,19 +2,32 @@
 // until the model is materialised. Under an Fp16EmulationScope the input, weight and output
 // round through fp16 (model/kernels/fp16_emulation.h); with a Float8Recipe set (model::apply_float8) the
 // product runs in FP8 (model/layers/float8_linear.h). With a LoRA adapter (add_adapter,
-// model/layers/lora.h) the product adds scale x (x A^T) B^T, PEFT's order of operations.
+// model/layers/lora.h) the product adds scale x (dropout(x) A^T) B^T, PEFT's order of operations.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
 #include "model/layers/float8_linear.h"
+#include "model/layers/keyed_dropout.h"
 #include "model/layers/parameter_init.h"
 #include "model/layers/tensor_parallel_ops.h"
 
 namespace xtrain::model {
+
+// A LoRA adapter's dropout on its input: keyed masks (model/layers/keyed_dropout.h) of the
+// forward that runs, whose key the model sets (CausalLM::adapter_dropout_key) and keeps until its
+// next forward, so that a block recomputed in backward draws its forward's masks again.
+struct AdapterDropout {
+  double p = 0;
+  int64_t layer = 0;
+  DropoutSite site{};
+  std::shared_ptr<const DropoutKey> key;
+  torch::Tensor apply(const torch::Tensor& x) const;
+};
 
 class LinearImpl : public torch::nn::Module {
  public:
@@ -27,14 +40,16 @@ class LinearImpl : public torch::nn::Module {
   // With an adapter, also lora_A ~ N(0, 1 / (3 in)) (the variance of PEFT's kaiming-uniform
   // A) and lora_B 0.
   void describe_init(const std::string& name, double std, InitPlan& plan) const;
-  // Adds the submodules lora_A ([rank, in]) and lora_B ([out, rank]), declared without storage.
-  void add_adapter(int64_t rank, double scale);
+  // Adds the submodules lora_A ([rank, in]) and lora_B ([out, rank]), declared without storage,
+  // their input dropped as `dropout` says.
+  void add_adapter(int64_t rank, double scale, AdapterDropout dropout = {});
 
   torch::Tensor weight;  // [out, in]
   torch::Tensor bias;    // [out], or undefined
   std::shared_ptr<const Float8Recipe> float8;  // null: high precision
   std::shared_ptr<LinearImpl> lora_A, lora_B;  // null: no adapter
   double lora_scale = 0;                       // alpha / rank
+  AdapterDropout lora_dropout;
 
  private:
   torch::Tensor base_product(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const;

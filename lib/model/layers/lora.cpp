@@ -12,7 +12,18 @@
 
 namespace xtrain::model {
 
-int64_t add_lora_adapters(Float8User& model, const LoraConfig& lora) {
+namespace {
+
+// The decoder layer of a module named "...layers.N.<...>": N.
+int64_t decoder_layer_of(const std::string& name) {
+  const auto at = name.rfind("layers.");
+  if (at == std::string::npos) throw std::invalid_argument(fmt::format("'{}' is in no decoder layer", name));
+  return std::stoll(name.substr(at + 7));
+}
+
+}  // namespace
+
+int64_t add_lora_adapters(Float8User& model, const LoraConfig& lora, std::shared_ptr<const DropoutKey> key) {
   // The family's own listing of its linear layers: collected first, as adding the adapters adds
   // modules to the model.
   Float8Layers layers;
@@ -29,7 +40,13 @@ int64_t add_lora_adapters(Float8User& model, const LoraConfig& lora) {
   for (const auto& target : lora.targets)
     if (matched.count(target) == 0)
       throw std::invalid_argument(fmt::format("model.lora.targets: '{}' names no linear layer of the model", target));
-  for (auto* linear : adapted) linear->add_adapter(lora.rank, lora.scale());
+  for (const auto& [name, linear] : layers.linears) {
+    if (std::find(adapted.begin(), adapted.end(), linear) == adapted.end()) continue;
+    AdapterDropout dropout;
+    if (lora.dropout > 0)
+      dropout = {lora.dropout, decoder_layer_of(name), adapter_site(name.substr(name.rfind('.') + 1)), key};
+    linear->add_adapter(lora.rank, lora.scale(), std::move(dropout));
+  }
   return static_cast<int64_t>(adapted.size());
 }
 

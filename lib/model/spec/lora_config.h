@@ -1,5 +1,5 @@
 // LoRA (Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language Models"), as PEFT computes
-// it: a linear layer named by targets computes y = x W^T + b + (alpha / rank) (x A^T) B^T, A of
+// it: a linear layer named by targets computes y = x W^T + b + (alpha / rank) (dropout(x) A^T) B^T, A of
 // [rank, in] and B of [out, rank]; W and b, like every other base weight, stay frozen and only
 // A and B train. B starts at zero, so an adapted model starts as its base.
 //
@@ -21,7 +21,7 @@ struct ModelSpec;
 struct LoraConfig {
   int64_t rank = 8;
   double alpha = 16;
-  double dropout = 0;                // only 0 is computed (the recipe refuses more)
+  double dropout = 0;                // on each adapter's input, in training (keyed masks)
   std::vector<std::string> targets;  // module names (q_proj, ...); none: no adapters
   bool enabled() const { return !targets.empty(); }
   double scale() const { return alpha / static_cast<double>(rank); }

@@ -33,9 +33,10 @@ TEST_CASE("model.lora refuses what it cannot train, naming the key", "[lora_rule
                                  "gate_proj, up_proj, down_proj"});
   CHECK(problems(kRecipe, {"model.lora.rank=0"}) ==
         std::vector<std::string>{"--set model.lora.rank=0: model.lora.rank: must be >= 1, got 0"});
-  const auto dropout = problems(kRecipe, {"model.lora.dropout=0.05"});
-  REQUIRE(dropout.size() == 1);
-  CHECK_THAT(dropout[0], Catch::Contains("model.lora.dropout: 0.05: LoRA dropout is not computed yet"));
+  CHECK(problems(kRecipe, {"model.lora.dropout=0.05"}).empty());
+  CHECK(problems(kRecipe, {"model.lora.dropout=1"}) ==
+        std::vector<std::string>{"--set model.lora.dropout=1: model.lora.dropout: a dropout probability is in [0, 1), "
+                                 "got 1"});
   const auto tp = problems(kRecipe, {"parallel.tp=2"});
   REQUIRE(tp.size() == 1);
   CHECK_THAT(tp[0], Catch::Contains("parallel.tp: 2: LoRA adapters train under parallel.fsdp"));

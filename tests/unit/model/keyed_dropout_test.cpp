@@ -105,3 +105,16 @@ TEST_CASE("keyed dropout: a cross-attention mask is hashed over queries x keys, 
   CHECK(torch::equal(attention_keep_mask(queries, keys, 5, 2, 2, 0.3), cross.narrow(1, 2, 2)));
   CHECK(torch::equal(attention_keep_mask(queries, queries, 5, 4, 0, 0.3), attention_keep_mask(queries, 5, 4, 0, 0.3)));
 }
+
+TEST_CASE("a LoRA adapter's input has a site of its own, 2^32 + the FNV-1a hash of its module's name", "[dropout]") {
+  // FNV-1a 32's published test vectors: "" -> 0x811c9dc5, "a" -> 0xe40c292c, "foobar" -> 0xbf9cf968.
+  CHECK(static_cast<int64_t>(xtrain::model::adapter_site("")) == (int64_t{1} << 32) + 0x811c9dc5LL);
+  CHECK(static_cast<int64_t>(xtrain::model::adapter_site("a")) == (int64_t{1} << 32) + 0xe40c292cLL);
+  CHECK(static_cast<int64_t>(xtrain::model::adapter_site("foobar")) == (int64_t{1} << 32) + 0xbf9cf968LL);
+  const auto key = key_of(0, 2, 16);
+  const auto q = hidden_keep_mask(key, 0, xtrain::model::adapter_site("q_proj"), 64, 0, 0.5);
+  const auto k = hidden_keep_mask(key, 0, xtrain::model::adapter_site("k_proj"), 64, 0, 0.5);
+  const auto output = hidden_keep_mask(key, 0, DropoutSite::attention_output, 64, 0, 0.5);
+  CHECK_FALSE(torch::equal(q, k));
+  CHECK_FALSE(torch::equal(q, output));
+}

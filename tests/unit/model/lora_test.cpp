@@ -45,7 +45,7 @@ TEST_CASE("adapters take PEFT's names, start at B = 0 and leave the model's outp
   auto base = xtrain::model::build_model(config, 5);
   auto adapted = xtrain::model::declare_model(config);
   const LoraConfig lora{4, 8.0, 0.0, {"q_proj", "down_proj"}};
-  CHECK(xtrain::model::add_lora_adapters(*adapted, lora) == 2 * shape.layers);
+  CHECK(xtrain::model::add_lora_adapters(*adapted, lora, adapted->adapter_dropout_key()) == 2 * shape.layers);
   const auto plan = adapted->init_plan();
   REQUIRE(plan.count("model.layers.1.self_attn.q_proj.lora_A.weight") == 1);
   CHECK(plan.at("model.layers.1.mlp.down_proj.lora_B.weight").kind == xtrain::model::ParameterInit::Kind::zeros);
@@ -65,6 +65,32 @@ TEST_CASE("adapters take PEFT's names, start at B = 0 and leave the model's outp
 
 TEST_CASE("a target that names no linear layer is refused", "[lora]") {
   auto model = xtrain::model::declare_model(xtrain::testing::SmallLlama{}.config());
-  CHECK_THROWS_WITH(xtrain::model::add_lora_adapters(*model, LoraConfig{4, 8.0, 0.0, {"q_proj", "qkv_proj"}}),
+  CHECK_THROWS_WITH(xtrain::model::add_lora_adapters(*model, LoraConfig{4, 8.0, 0.0, {"q_proj", "qkv_proj"}}, model->adapter_dropout_key()),
                     "model.lora.targets: 'qkv_proj' names no linear layer of the model");
+}
+
+TEST_CASE("an adapter drops its input with the forward's keyed masks, and none without a key", "[lora]") {
+  xtrain::testing::SmallLlama shape;
+  const auto config = shape.config();
+  auto dropping = xtrain::model::declare_model(config);
+  auto plain = xtrain::model::declare_model(config);
+  xtrain::model::add_lora_adapters(*dropping, LoraConfig{4, 8.0, 0.5, {"q_proj", "down_proj"}},
+                                   dropping->adapter_dropout_key());
+  xtrain::model::add_lora_adapters(*plain, LoraConfig{4, 8.0, 0.0, {"q_proj", "down_proj"}},
+                                   plain->adapter_dropout_key());
+  // Every weight drawn by name (B too, so that the adapters add something): the same in both.
+  xtrain::model::materialize(*dropping, seeded);
+  xtrain::model::materialize(*plain, seeded);
+  xtrain::model::Batch batch;
+  batch.input_ids = torch::randint(shape.vocab, {2, 8});
+  torch::NoGradGuard no_grad;
+  const auto undropped = plain->logits(batch);
+  CHECK(torch::equal(dropping->logits(batch), undropped));  // eval and generate: no key
+  batch.dropout = {3, 7, torch::arange(16, torch::kLong).view({2, 8})};
+  const auto dropped = dropping->logits(batch);
+  CHECK_FALSE(torch::allclose(dropped, undropped, 1e-4, 1e-4));
+  CHECK(torch::equal(dropping->logits(batch), dropped));  // a recompute draws the same masks
+  CHECK(torch::equal(plain->logits(batch), undropped));   // p 0: nothing to drop
+  batch.dropout.step = 8;
+  CHECK_FALSE(torch::equal(dropping->logits(batch), dropped));
 }
