@@ -85,6 +85,8 @@ StepOutcome TrainingStep::run(const StepInput& input) {
   const auto& micro_batches = *input.micro_batches;
   clip_low_min_.clear();
   clip_high_max_.clear();
+  token_means_.clear();
+  completion_tokens_.clear();
   step_targets_ = sums_.sum(local_target_count(micro_batches, data_share_));
   step_divisor_ = injected_divisor(step_targets_);
   outcome.context_cost_spread = context_cost_spread(micro_batches);
@@ -137,6 +139,8 @@ void TrainingStep::sum_losses(const MicroBatchLosses& losses, StepOutcome& outco
     const auto extrema = clip_extrema_over_ranks(host(clip_low_min_), host(clip_high_max_), sums_);
     outcome.objective_metrics[kClipLowMin] = extrema.low_min;
     outcome.objective_metrics[kClipHighMax] = extrema.high_max;
+    for (const auto& [name, mean] : token_means_over_ranks(token_means_, completion_tokens_, aux_share_, sums_))
+      outcome.objective_metrics[name] = mean;
   }
   // The cp ranks route different tokens of the same rows: their loads add up too.
   if (experts_.active() && losses.expert_load.defined())
@@ -175,6 +179,7 @@ MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, i
     model_input.loss_weight = loss_weight;
     if (draws_dropout())
       model_input.dropout = dropout_key(batch, dropout_seed_, input_.step, settings_.device);
+    if (grpo_) completion_tokens_.push_back(model_input.labels.ne(data::kIgnoreIndex).sum().item<double>());
     output = dpo_    ? dpo_->loss(model_.model(), model_input)
              : grpo_ ? grpo_->loss(model_.model(), model_input, *input_.grpo, index)
                      : training_loss(model_.model(), model_input, settings_.loss_chunk,
@@ -188,6 +193,11 @@ MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, i
     // GRPO's least and most clipped fractions join the ranks' at each micro batch (sum_losses).
     if (grpo_ && (name == kClipLowMin || name == kClipHighMax)) {
       (name == kClipLowMin ? clip_low_min_ : clip_high_max_).push_back(aux.detach());
+      continue;
+    }
+    // Its token means join the ranks' tokens at each micro batch (sum_losses).
+    if (grpo_ && is_grpo_token_mean(name)) {
+      token_means_[name].push_back(aux.detach().item<double>());
       continue;
     }
     losses.aux_losses[name] = aux.detach().to(torch::kFloat64) * targets;
