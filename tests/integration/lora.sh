@@ -11,8 +11,9 @@
 # module, rank 0, a dropout of 1, an unsupported family or layout: exit 2 naming the key. LoRA
 # dropout 0.1 (keyed masks): step 3's loss and adapter gradient norm equal PEFT's given the same
 # masks (1e-5), and FSDP 2 and full recompute draw the masks one process draws. A qwen2 (biases
-# on q, k and v beside the adapters), and three mixtures of experts (qwen3_moe, mixtral, gpt_oss:
-# adapters on attention; qwen3_moe under FSDP 2 as one process) against PEFT as well.
+# on q, k and v beside the adapters), three mixtures of experts (qwen3_moe, mixtral, gpt_oss:
+# adapters on attention; qwen3_moe under FSDP 2 as one process) and a DeepSeek-V3 (latent
+# attention's five projections) against PEFT as well.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -25,7 +26,7 @@ trap 'rm -rf "$work"' EXIT
 export TMPDIR=$work
 "$python" "$srcdir/tools/reference/lora_peft.py" make --data-dir "$work" --model "llama:$work/base" \
   --model "qwen2:$work/qwen2-base" --model "qwen3_moe:$work/qwen3_moe-base" --model "mixtral:$work/mixtral-base" \
-  --model "gpt_oss:$work/gpt_oss-base" \
+  --model "gpt_oss:$work/gpt_oss-base" --model "deepseek_v3:$work/deepseek_v3-base" \
   > /dev/null 2>&1
 
 targets="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
@@ -71,7 +72,7 @@ expect_refusal 2 "$work/bad.log" "model.lora.alpha: must be > 0" \
   "$xtrain" validate "$work/recipe.yaml" --set model.lora.alpha=0
 expect_refusal 2 "$work/bad.log" "parallel.tp: 2: LoRA adapters train under parallel.fsdp" \
   "$xtrain" validate "$work/recipe.yaml" --set parallel.tp=2
-expect_refusal 2 "$work/bad.log" "model.family bert takes no LoRA adapters yet; the families that do are llama, qwen2, qwen3, qwen3_moe, mixtral, gpt_oss" \
+expect_refusal 2 "$work/bad.log" "model.family bert takes no LoRA adapters yet; the families that do are llama, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3, gpt_oss" \
   "$xtrain" validate "$work/recipe.yaml" --set model.init_from= --set model.family=bert --set data.objective=mlm \
   --set model.hidden_size=64 --set model.num_layers=2 --set model.num_heads=4
 
@@ -121,6 +122,21 @@ done
 expect_refusal 2 "$work/bad.log" \
   "model.lora.targets: 'gate_proj' names no module of model.family qwen3_moe; its modules are q_proj, k_proj, v_proj, o_proj" \
   "$xtrain" validate "$work/recipe.yaml" --set model.init_from=hf:$work/qwen3_moe-base
+# DeepSeek-V3: latent attention's projections, its queries through the q_lora_rank bottleneck;
+# the expert bias is the base's, frozen.
+latent=q_a_proj,q_b_proj,kv_a_proj_with_mqa,kv_b_proj,o_proj
+deepseek=(--set model.init_from=hf:$work/deepseek_v3-base --set "model.lora.targets=[$latent]")
+expect_refusal 2 "$work/bad.log" \
+  "model.lora.targets: 'q_proj' names no module of model.family deepseek_v3; its modules are q_a_proj, q_b_proj, kv_a_proj_with_mqa, kv_b_proj, o_proj" \
+  "$xtrain" validate "$work/recipe.yaml" "${deepseek[@]}" --set model.router_bias_update_rate=0 \
+  --set "model.lora.targets=[q_proj,kv_b_proj]"
+expect_refusal 2 "$work/bad.log" \
+  "model.router_bias_update_rate: 0.001: the expert bias is part of the base, which model.lora freezes, and an adapter file does not carry it (PEFT loads the base's); set 0" \
+  "$xtrain" validate "$work/recipe.yaml" "${deepseek[@]}"
+train deepseek_v3 1 "${deepseek[@]}" --set model.router_bias_update_rate=0
+expect_text "$work/deepseek_v3.log" "lora: rank 4, alpha 8 on q_a_proj, q_b_proj, kv_a_proj_with_mqa, kv_b_proj, o_proj (10 layers)"
+"$xtrain" export "$work/deepseek_v3/checkpoints/latest" "$work/deepseek_v3-adapter" --adapter > /dev/null 2>&1
+"$xtrain" export "$work/deepseek_v3/checkpoints/latest" "$work/deepseek_v3-merged" > /dev/null 2>&1
 final_loss() { grep -o '"eval_loss":[^,]*' "$1/metrics.jsonl" | tail -1 | cut -d: -f2; }
 "$python" "$srcdir/tools/reference/lora_peft.py" check --data "$work/eval.jsonl" --seq-len 32 --rank 4 --alpha 8 \
   --targets "$targets" --case "llama:$work/base:$work/adapter:$work/merged:$(final_loss "$work/one")" \
@@ -128,6 +144,7 @@ final_loss() { grep -o '"eval_loss":[^,]*' "$1/metrics.jsonl" | tail -1 | cut -d
   --case "qwen3_moe:$work/qwen3_moe-base:$work/qwen3_moe-adapter:$work/qwen3_moe-merged:$(final_loss "$work/qwen3_moe"):$attention" \
   --case "mixtral:$work/mixtral-base:$work/mixtral-adapter:$work/mixtral-merged:$(final_loss "$work/mixtral"):$attention" \
   --case "gpt_oss:$work/gpt_oss-base:$work/gpt_oss-adapter:$work/gpt_oss-merged:$(final_loss "$work/gpt_oss"):$attention" \
+  --case "deepseek_v3:$work/deepseek_v3-base:$work/deepseek_v3-adapter:$work/deepseek_v3-merged:$(final_loss "$work/deepseek_v3"):$latent" \
   2> "$work/peft.log" || { cat "$work/peft.log"; exit 1; }
 # eval and generate read the adapters from the checkpoint as from the merged export.
 from_checkpoint=$("$xtrain" generate "$work/one/checkpoints/latest" --prompt "the cat" --max-new-tokens 8 --temperature 0)

@@ -2,7 +2,7 @@
 """LoRA against PEFT, for tests/integration/lora.sh.
 
     lora_peft.py make --data-dir DIR --model FAMILY:OUT [--model FAMILY:OUT ...]
-        For each FAMILY (llama, qwen2, qwen3, qwen3_moe, mixtral or gpt_oss) a small random model
+        For each FAMILY (llama, qwen2, qwen3, qwen3_moe, mixtral, gpt_oss or deepseek_v3) a small random model
         (vocabulary of xtrain's byte tokenizer, 257 ids, EOS 256; qwen2's q, k and v biases and
         qwen3's q and k norms given values) written with save_pretrained into OUT, and train.jsonl / eval.jsonl of short
         English records in DIR.
@@ -66,6 +66,15 @@ def make_model(family, out):
             for name, p in model.named_parameters():
                 if name.endswith("sinks") or name.endswith("router.weight") or name.endswith("_bias"):
                     p.copy_(torch.randn_like(p) * (1.0 if name.endswith("sinks") else 0.05))
+    elif family == "deepseek_v3":  # latent attention with a query bottleneck; layer 0 dense, layer 1 of 4 experts
+        model = transformers.DeepseekV3ForCausalLM(transformers.DeepseekV3Config(
+            q_lora_rank=24, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12,
+            n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=48, n_shared_experts=1, n_group=2,
+            topk_group=1, routed_scaling_factor=2.5, first_k_dense_replace=1, **{**shape, "num_key_value_heads": 4}))
+        with torch.no_grad():  # the router weight starts at 0
+            for name, p in model.named_parameters():
+                if name.endswith("mlp.gate.weight"):
+                    p.copy_(torch.randn_like(p) * 0.02)
     elif family == "mixtral":  # every layer 4 experts
         model = transformers.MixtralForCausalLM(transformers.MixtralConfig(
             num_local_experts=4, num_experts_per_tok=2, **{**shape, "intermediate_size": 48}))
@@ -130,7 +139,7 @@ def check_case(args, name, base_dir, adapter, merged_dir, xtrain_loss, targets):
     wrong = {k: (config.get(k), v) for k, v in want.items() if config.get(k) != v}
     assert not wrong, f"adapter_config.json: {wrong}"
     tensors = load_file(os.path.join(adapter, "adapter_model.safetensors"))
-    example = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"
+    example = f"base_model.model.model.layers.0.self_attn.{targets.split(',')[0]}.lora_A.weight"
     assert example in tensors, sorted(tensors)[:4]
     zero_b = [n for n, t in tensors.items() if "lora_B" in n and not t.abs().max() > 0]
     assert not zero_b, f"adapters whose B is still zero: {zero_b}"

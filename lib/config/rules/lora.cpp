@@ -15,7 +15,7 @@ namespace {
 std::vector<std::string> lora_families() {
   std::vector<std::string> families;
   for (const auto& spec : model::model_specs())
-    if (!model::lora_target_modules(spec).empty()) families.push_back(spec.family);
+    if (spec.lora_targets) families.push_back(spec.family);
   return families;
 }
 }  // namespace
@@ -26,7 +26,7 @@ void lora(const RuleContext& c) {
   if (!lora.enabled()) return;
   const auto* spec = model::find_model_spec(c.recipe.model.family);
   if (!spec) return;  // the family's own check names it
-  const auto modules = model::lora_target_modules(*spec);
+  const auto modules = model::lora_target_modules(*spec, c.recipe.model);
   if (modules.empty()) {
     c.refuse("model.lora.targets", fmt::format("model.family {} takes no LoRA adapters yet; the families that do are "
                                                "{}",
@@ -56,6 +56,15 @@ void lora(const RuleContext& c) {
     c.refuse("optim.name", fmt::format("{}: LoRA adapters train with adamw (their optimizer state is theirs alone); "
                                        "set optim.name adamw",
                                        to_string(c.recipe.optim.name)));
+  const auto& m = c.recipe.model;
+  if (m.router == model::Router::sigmoid_bias && m.num_experts > 0 && m.router_bias_update_rate > 0)
+    c.refuse("model.router_bias_update_rate",
+             fmt::format("{}: the expert bias is part of the base, which model.lora freezes, and an adapter file "
+                         "does not carry it (PEFT loads the base's); set 0",
+                         m.router_bias_update_rate));
+  if (m.mtp_layers > 0)
+    c.refuse("model.mtp_layers", "LoRA adapts the layers that transformers' model has, and its prediction depths are "
+                                 "not among them (PEFT could not load their adapters); set 0");
   if (!c.recipe.model.freeze.empty())
     c.refuse("model.freeze", "with model.lora every base weight is frozen already; leave model.freeze empty");
 }

@@ -197,6 +197,14 @@ ModelSpec deepseek_v3_spec() {
   };
   spec.decays = [](const std::string& /*name*/, int64_t dims) { return dims >= 2; };
   spec.check = deepseek_problems;
+  // Latent attention's projections: the queries' bottleneck where q_lora_rank has one. (Its MLPs'
+  // gate_proj, up_proj and down_proj would name the experts too: PEFT reads them so.)
+  spec.lora_targets = [](const ModelConfig& c) {
+    std::vector<std::string> queries{"q_proj"};
+    if (c.latent.q_lora_rank > 0) queries = {"q_a_proj", "q_b_proj"};
+    queries.insert(queries.end(), {"kv_a_proj_with_mqa", "kv_b_proj", "o_proj"});
+    return queries;
+  };
   return spec;
 }
 

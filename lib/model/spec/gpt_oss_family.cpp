@@ -156,7 +156,7 @@ ModelSpec gpt_oss_spec() {
   spec.architecture = Architecture::llama_decoder;
   spec.attention.qkv_bias = spec.attention.o_bias = spec.attention.sinks = spec.attention.gpt_oss_experts = true;
   // Attention's biased projections (the sinks stay frozen); the experts are 3-D tensors.
-  spec.lora_targets = {"q_proj", "k_proj", "v_proj", "o_proj"};
+  spec.lora_targets = [](const ModelConfig&) { return std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj"}; };
   const ModelSpec names = spec;
   spec.to_hf_config = [names](const ModelConfig& config, int64_t eos) { return gpt_oss_hf_config(names, config, eos); };
   spec.from_hf_config = [names](const nlohmann::json& json, const std::string& source) {

@@ -409,8 +409,9 @@ ModelSpec decoder_spec(const char* family, const char* architecture, const char*
   // Attention's projections, and the MLP's in a dense family. A mixture's experts are 3-D tensors,
   // and PEFT reads gate_proj, up_proj and down_proj there as the experts' parameters (its
   // target_parameters), not the dense layers' MLPs: its adapters stay on attention here.
-  spec.lora_targets = {"q_proj", "k_proj", "v_proj", "o_proj"};
-  if (experts == Experts::none) spec.lora_targets.insert(spec.lora_targets.end(), {"gate_proj", "up_proj", "down_proj"});
+  std::vector<std::string> targets{"q_proj", "k_proj", "v_proj", "o_proj"};
+  if (experts == Experts::none) targets.insert(targets.end(), {"gate_proj", "up_proj", "down_proj"});
+  spec.lora_targets = [targets](const ModelConfig&) { return targets; };
   // The spec is captured by value: the lambdas outlive this function's copy.
   const ModelSpec names = spec;
   spec.to_hf_config = [names, features, experts](const ModelConfig& config, int64_t eos) {

@@ -8,7 +8,9 @@
 
 namespace xtrain::model {
 
-std::vector<std::string> lora_target_modules(const ModelSpec& spec) { return spec.lora_targets; }
+std::vector<std::string> lora_target_modules(const ModelSpec& spec, const ModelConfig& config) {
+  return spec.lora_targets ? spec.lora_targets(config) : std::vector<std::string>{};
+}
 
 bool is_lora_parameter(const std::string& name) {
   return name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos;

@@ -16,6 +16,7 @@
 
 namespace xtrain::model {
 
+struct ModelConfig;
 struct ModelSpec;
 
 struct LoraConfig {
@@ -30,9 +31,9 @@ struct LoraConfig {
 // The config.json key under which a checkpoint keeps its adapters' settings.
 inline constexpr const char* kLoraConfigKey = "xtrain_lora";
 
-// The linear layers of a family that adapters can wrap, by module name (ModelSpec::lora_targets);
-// none for the families that take no adapters.
-std::vector<std::string> lora_target_modules(const ModelSpec& spec);
+// The linear layers of a model of `config`'s family and shape that adapters can wrap, by module
+// name (ModelSpec::lora_targets); none for the families that take no adapters.
+std::vector<std::string> lora_target_modules(const ModelSpec& spec, const ModelConfig& config);
 
 // Whether a parameter name is an adapter's (".lora_A." or ".lora_B.").
 bool is_lora_parameter(const std::string& name);

@@ -77,9 +77,10 @@ struct ModelSpec {
   std::string hf_model_type;    // config.json "model_type"
   std::string description;      // one line, for the recipe reference
   Capabilities capabilities;
-  // The module names LoRA adapters can wrap (model.lora.targets), as PEFT's target_modules name
-  // them: the family's Linear layers in transformers and in xtrain alike. None: no adapters.
-  std::vector<std::string> lora_targets;
+  // The module names LoRA adapters can wrap (model.lora.targets) in a model of this shape, as
+  // PEFT's target_modules name them: the family's Linear layers in transformers and in xtrain
+  // alike. Empty (no function): the family takes no adapters.
+  std::function<std::vector<std::string>(const ModelConfig&)> lora_targets;
 
   Architecture architecture = Architecture::llama_decoder;
   AttentionFeatures attention;  // what a llama decoder's attention adds (qwen2's biases, qwen3's norms)

@@ -56,7 +56,7 @@ TEST_CASE("model.lora refuses what it cannot train, naming the key", "[lora_rule
   const auto bert = problems(kRecipe, {"model.family=bert", "data.objective=mlm"});
   REQUIRE_FALSE(bert.empty());
   CHECK_THAT(bert.back(), Catch::Contains("model.family bert takes no LoRA adapters yet; the families that do are "
-                                          "llama, qwen2, qwen3, qwen3_moe, mixtral, gpt_oss"));
+                                          "llama, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3, gpt_oss"));
   // Without targets the other keys are inert (a resolved recipe lists them all).
   CHECK(problems(kRecipe, {"model.lora.targets=[]", "model.lora.rank=2"}).empty());
 }
