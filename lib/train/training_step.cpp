@@ -139,7 +139,9 @@ void TrainingStep::sum_losses(const MicroBatchLosses& losses, StepOutcome& outco
     const auto extrema = clip_extrema_over_ranks(host(clip_low_min_), host(clip_high_max_), sums_);
     outcome.objective_metrics[kClipLowMin] = extrema.low_min;
     outcome.objective_metrics[kClipHighMax] = extrema.high_max;
-    for (const auto& [name, mean] : token_means_over_ranks(token_means_, completion_tokens_, aux_share_, sums_))
+    std::map<std::string, std::vector<double>> means;
+    for (const auto& [name, values] : token_means_) means[name] = host(values);
+    for (const auto& [name, mean] : token_means_over_ranks(means, host(completion_tokens_), aux_share_, sums_))
       outcome.objective_metrics[name] = mean;
   }
   // The cp ranks route different tokens of the same rows: their loads add up too.
@@ -179,7 +181,7 @@ MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, i
     model_input.loss_weight = loss_weight;
     if (draws_dropout())
       model_input.dropout = dropout_key(batch, dropout_seed_, input_.step, settings_.device);
-    if (grpo_) completion_tokens_.push_back(model_input.labels.ne(data::kIgnoreIndex).sum().item<double>());
+    if (grpo_) completion_tokens_.push_back(model_input.labels.ne(data::kIgnoreIndex).sum());
     output = dpo_    ? dpo_->loss(model_.model(), model_input)
              : grpo_ ? grpo_->loss(model_.model(), model_input, *input_.grpo, index)
                      : training_loss(model_.model(), model_input, settings_.loss_chunk,
@@ -197,7 +199,7 @@ MicroBatchLosses TrainingStep::forward_backward(const data::MicroBatch& batch, i
     }
     // Its token means join the ranks' tokens at each micro batch (sum_losses).
     if (grpo_ && is_grpo_token_mean(name)) {
-      token_means_[name].push_back(aux.detach().item<double>());
+      token_means_[name].push_back(aux.detach());
       continue;
     }
     losses.aux_losses[name] = aux.detach().to(torch::kFloat64) * targets;

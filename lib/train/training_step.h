@@ -154,8 +154,8 @@ class TrainingStep final : private MicroBatchWork {
   std::unique_ptr<DpoObjective> dpo_;
   std::unique_ptr<GrpoObjective> grpo_;
   std::vector<torch::Tensor> clip_low_min_, clip_high_max_;  // grpo: each micro batch's, this step
-  std::map<std::string, std::vector<double>> token_means_;   // grpo: each micro batch's (grpo_token_means.h)
-  std::vector<double> completion_tokens_;                    // grpo: each micro batch's
+  std::map<std::string, std::vector<torch::Tensor>> token_means_;  // grpo: each micro batch's (grpo_token_means.h)
+  std::vector<torch::Tensor> completion_tokens_;                    // grpo: each micro batch's
   uint64_t dropout_seed_ = 0;
   bool adapters_drop_ = false;
   bool draws_dropout() { return model_.model().config().dropout > 0 || adapters_drop_; }

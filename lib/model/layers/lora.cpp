@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -28,23 +29,21 @@ int64_t add_lora_adapters(Float8User& model, const LoraConfig& lora, std::shared
   // modules to the model.
   Float8Layers layers;
   model.float8_layers("", layers);
-  std::vector<LinearImpl*> adapted;
+  std::vector<std::tuple<std::string, std::string, LinearImpl*>> adapted;  // name, module, layer
   std::set<std::string> matched;
   for (const auto& [name, linear] : layers.linears) {
     const auto dot = name.rfind('.');
     const std::string last = dot == std::string::npos ? name : name.substr(dot + 1);
     if (std::find(lora.targets.begin(), lora.targets.end(), last) == lora.targets.end()) continue;
-    adapted.push_back(linear);
+    adapted.emplace_back(name, last, linear);
     matched.insert(last);
   }
   for (const auto& target : lora.targets)
     if (matched.count(target) == 0)
       throw std::invalid_argument(fmt::format("model.lora.targets: '{}' names no linear layer of the model", target));
-  for (const auto& [name, linear] : layers.linears) {
-    if (std::find(adapted.begin(), adapted.end(), linear) == adapted.end()) continue;
+  for (const auto& [name, module, linear] : adapted) {
     AdapterDropout dropout;
-    if (lora.dropout > 0)
-      dropout = {lora.dropout, decoder_layer_of(name), adapter_site(name.substr(name.rfind('.') + 1)), key};
+    if (lora.dropout > 0) dropout = {lora.dropout, decoder_layer_of(name), adapter_site(module), key};
     linear->add_adapter(lora.rank, lora.scale(), std::move(dropout));
   }
   return static_cast<int64_t>(adapted.size());
