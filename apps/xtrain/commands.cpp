@@ -550,8 +550,10 @@ int run_env() {
                                                   : "not compiled");
   fmt::print("threads: {}\n", torch::get_num_threads());
   fmt::print("blas: {} (LibTorch build configuration)\n", util::blas_library());
-  fmt::print("fp32 matmul 1024^3: {:.1f} GFLOP/s\n", util::measure_matmul_gflops(1024, 5, torch::kFloat32));
-  fmt::print("bf16 matmul 1024^3: {:.1f} GFLOP/s\n", util::measure_matmul_gflops(1024, 5, torch::kBFloat16));
+  for (const auto& [name, dtype] : {std::pair{"fp32", torch::kFloat32}, std::pair{"bf16", torch::kBFloat16}}) {
+    const auto rate = util::measure_matmul_rate(dtype);
+    fmt::print("{} matmul {}^3: {:.1f} GFLOP/s\n", name, rate.n, rate.gflops);
+  }
   return 0;
 }
 

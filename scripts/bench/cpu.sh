@@ -92,16 +92,17 @@ for dtype in dtypes:
         compiled.append(json.load(open(f"{work}/compile-{tag}.json")))
     matmul = median(r["matmul_gflops"] for r in eager + compiled)
     size = eager[0]["matmul_size"]
-    env_rates = []
+    env_rates, env_size = [], None
     for tag in tags:
-        m = re.search(rf"^{dtype} matmul 1024\^3: ([0-9.]+)", open(f"{work}/env-{tag}.txt").read(), re.M)
+        m = re.search(rf"^{dtype} matmul ([0-9]+)\^3: ([0-9.]+)", open(f"{work}/env-{tag}.txt").read(), re.M)
         if m:
-            env_rates.append(float(m.group(1)))
+            env_size = m.group(1)
+            env_rates.append(float(m.group(2)))
     mfu = lambda tps: tps * flops_per_token / (matmul * 1e9)
     print()
     print(f"{dtype}{' (autocast)' if dtype == 'bf16' else ''}: matmul rate {size}^3 (torch, same threads, "
           f"same invocation) {matmul:.1f} GFLOP/s"
-          + (f"; xtrain env 1024^3 {median(env_rates):.1f} GFLOP/s" if env_rates else ""))
+          + (f"; xtrain env {env_size}^3 {median(env_rates):.1f} GFLOP/s" if env_rates else ""))
     print(f"{'engine':<16}{'tokens/s':>10}{'MFU':>8}   per round")
     rows = (("xtrain", xtrain), ("pytorch-eager", [r["tokens_per_s"] for r in eager]),
             ("torch.compile", [r["tokens_per_s"] for r in compiled]))
