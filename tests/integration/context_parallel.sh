@@ -15,6 +15,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export TMPDIR=$work
 write_recipe "$work/recipe.yaml" 20
+# Micro batches of 4: every cp group still accumulates two a step, at half the ring hand-offs.
+sed -i 's/micro_batch_size: 2/micro_batch_size: 4/' "$work/recipe.yaml"
 ring2=(--set parallel.cp=2)
 ulysses2=(--set parallel.cp=2 --set parallel.cp_kind=ulysses)
 h8=(--set model.num_heads=8 --set model.num_kv_heads=4)

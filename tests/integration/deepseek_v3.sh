@@ -37,8 +37,10 @@ reference single "${deepseek[@]}"
 train fsdp2 2 "${deepseek[@]}"
 train ep2 2 "${deepseek[@]}" --set parallel.ep=2
 train ep2_domino2 2 "${deepseek[@]}" --set parallel.ep=2 --set parallel.intra_layer_micro_batch=2
-train tp2_sp 2 "${deepseek[@]}" --set parallel.tp=2 --set parallel.sequence_parallel=true
-train cp2 2 "${deepseek[@]}" --set parallel.cp=2
+# Micro batches of 4 under TP and CP (two a step, as the data-parallel layouts run): half their
+# collectives.
+train tp2_sp 2 "${deepseek[@]}" --set parallel.tp=2 --set parallel.sequence_parallel=true --set train.micro_batch_size=4
+train cp2 2 "${deepseek[@]}" --set parallel.cp=2 --set train.micro_batch_size=4
 pp2=(--set parallel.pp=2 --set parallel.fsdp=1)
 train pp2 2 "${deepseek[@]}" "${pp2[@]}"
 train pp2_interleaved 2 "${deepseek[@]}" "${pp2[@]}" --set parallel.pp_schedule=interleaved_1f1b \

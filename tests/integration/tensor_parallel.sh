@@ -5,8 +5,8 @@
 # replicated over 4 ranks) give one process's per-step losses and gradient norms within 1e-5 and
 # its weights; so do qwen3 (per-head q/k norms, tied embeddings) under TP 2 + SP and qwen2
 # (q/k/v biases) under TP 4. Then resharding: TP 2 x FSDP 2's step-10 checkpoint resumes as one
-# process, as FSDP 4 and as TP 4, and an FSDP 2 checkpoint as TP 2 + SP, each continuing with
-# the losses of the run that wrote it.
+# process, as FSDP 4 (micro batches of 2, its ranks' share of 8) and as TP 4, and an FSDP 2
+# checkpoint as TP 2 + SP, each continuing with the losses of the run that wrote it.
 set -euo pipefail
 xtrain=$1
 srcdir=$2
@@ -15,6 +15,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export TMPDIR=$work
 write_recipe "$work/recipe.yaml" 20
+# Micro batches of 4: every tp group still accumulates two a step, at half the collectives.
+sed -i 's/micro_batch_size: 2/micro_batch_size: 4/' "$work/recipe.yaml"
 sp=(--set parallel.tp=2 --set parallel.sequence_parallel=true)
 
 reference single
@@ -53,7 +55,7 @@ train qwen2_tp4 4 --set model.family=qwen2 --set parallel.tp=4
 compare_runs "$work/qwen2_single" "$work/qwen2_tp4"
 
 step10=$work/tp2_fsdp2/checkpoints/step-10
-for layout in "single 1" "fsdp4 4 --set parallel.fsdp=4" "tp4 4 --set parallel.tp=4"; do
+for layout in "single 1" "fsdp4 4 --set parallel.fsdp=4 --set train.micro_batch_size=2" "tp4 4 --set parallel.tp=4"; do
   read -r name nproc flags <<< "$layout"
   # shellcheck disable=SC2086
   train "tp2_fsdp2_as_$name" "$nproc" --set checkpoint.resume="$step10" $flags

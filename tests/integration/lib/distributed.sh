@@ -45,7 +45,7 @@ train() {
 # once per build: a one-process run is the reference of many layouts, often the same recipe in
 # several tests. The run folder and log are kept in the build folder (next to xtrain) under a key
 # of xtrain's bytes, LibTorch's files (path, size, time), the CPU (its model, flags and count: MKL
-# picks its kernels by them), the recipe, the arguments, the XTRAIN_, OMP_, MKL_ and TORCH_
+# picks its kernels by them), the recipe, the arguments, the XTRAIN_, OMP_, MKL_, TORCH_ and ATEN_
 # environment and the bytes of every file they name; a new binary is a new folder of keys, and
 # the other binaries' folders are removed. A run that names a folder, a
 # relative path or anything under $work (another run's checkpoint) is not kept. Tests side by
@@ -99,7 +99,7 @@ reference() {
 # arguments (see reference); fails for a run not to be kept.
 reference_key() {
   local text token files=()
-  text=$(cat "$work/recipe.yaml"; printf '\n%s' "$@"; env | grep -E '^(XTRAIN_|OMP_|MKL_|TORCH_|RANK=)' | sort)
+  text=$(cat "$work/recipe.yaml"; printf '\n%s' "$@"; env | grep -E '^(XTRAIN_|OMP_|MKL_|TORCH_|ATEN_|RANK=)' | sort)
   [[ $text != *"$work"* ]] || return 1
   while read -r token; do
     [[ $token == /* && -f $token ]] || return 1
