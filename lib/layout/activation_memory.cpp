@@ -1,5 +1,7 @@
 #include "layout/activation_memory.h"
 
+#include <algorithm>
+
 namespace xtrain::layout {
 namespace {
 
@@ -49,8 +51,14 @@ int64_t fp32_logits_bytes(int64_t rows, int64_t vocab, int64_t tp) { return rows
 
 double loss_bytes(double tokens, double chunk_tokens, int64_t vocab, int64_t hidden, int64_t tp, double element) {
   const double vocab_here = static_cast<double>(vocab) / static_cast<double>(tp);
-  if (chunk_tokens <= 0) return tokens * vocab_here * (element + 8);
-  return chunk_tokens * vocab_here * 4 + tokens * static_cast<double>(hidden) * element;
+  // Unchunked, the peak is the log-softmax's backward: its saved output, its incoming gradient and
+  // its input's gradient, three fp32 logits (the forward holds at most the logits in `element`
+  // beside their fp32 copy and the log-softmax, no more for element <= 4).
+  if (chunk_tokens <= 0) return tokens * vocab_here * std::max(12.0, element + 8);
+  // Chunked: the chunk's fp32 logits, which become their gradient in place, and that gradient in
+  // the matmul dtype for the two gradient GEMMs (the same buffer in fp32).
+  const double chunk_element = 4 + (element < 4 ? element : 0);
+  return chunk_tokens * vocab_here * chunk_element + tokens * static_cast<double>(hidden) * element;
 }
 
 }  // namespace xtrain::layout

@@ -49,8 +49,10 @@ int64_t fp32_logits_bytes(int64_t rows, int64_t vocab, int64_t tp);
 
 // The loss's memory beside the head's gradient for `tokens` tokens on a rank, vocabulary split by
 // tp. Chunked (chunk_tokens > 0): one fp32 [chunk, vocab / tp] buffer, the logits that become their
-// gradient in place, and the gradient of the loss's input. Unchunked (0): the logits, their
-// log-softmax and its gradient.
+// gradient in place, its copy in the compute dtype (bf16, fp16) for the gradient GEMMs, and the
+// gradient of the loss's input. Unchunked (0): the log-softmax's
+// backward, which holds three fp32 copies of the logits (its output, the gradient it takes and the
+// one it gives).
 double loss_bytes(double tokens, double chunk_tokens, int64_t vocab, int64_t hidden, int64_t tp, double element);
 
 }  // namespace xtrain::layout

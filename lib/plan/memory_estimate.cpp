@@ -122,9 +122,14 @@ struct Moment {
 // cuts it (layout::loss_chunk_tokens), at most this rank's tokens. Tensor parallelism always
 // chunks (one chunk when the recipe says off).
 double loss_bytes(const ModelCensus& c, const config::Recipe& recipe, const ClusterLayout& layout, double tokens,
-                  double element) {
+                  double element, const CommunicationOverlap& engine) {
   const auto& spec = recipe.memory.chunked_loss;
   if (spec == "off" && layout.tp == 1) return layout::loss_bytes(tokens, 0, c.vocab, c.hidden, layout.tp, element);
+  // torch's loss_parallel backward, (zeros + exp(log_probs)) * grad: the saved log-probabilities,
+  // the zeros, the exponential and their sum, each fp32 [tokens, vocab / tp] (the product comes
+  // once the exponential is freed).
+  if (spec == "off" && engine.torch_loss_parallel)
+    return 16 * tokens * static_cast<double>(c.vocab) / static_cast<double>(layout.tp);
   const int64_t micro_batch_tokens = recipe.train.micro_batch_size * recipe.data.seq_len;
   const int64_t engine_chunk = layout::loss_chunk_tokens(spec, c.vocab, micro_batch_tokens);
   double chunk = engine_chunk == 0 ? tokens : static_cast<double>(engine_chunk);
@@ -171,7 +176,7 @@ MemoryEstimate rank_memory(const ModelCensus& c, const config::Recipe& recipe, c
   const auto& m = recipe.memory;
   const auto held = held_activations(c, recipe, layout, share, element, tokens, micro_batches, engine);
   const bool chunked = m.chunked_loss != "off" || layout.tp > 1;
-  const double logits = loss_bytes(c, recipe, layout, tokens, element);
+  const double logits = loss_bytes(c, recipe, layout, tokens, element, engine);
 
   Moment at_loss, in_block;
   at_loss.gathered = 8 * head_unit + 4 * largest_unit;
@@ -205,11 +210,15 @@ MemoryEstimate rank_memory(const ModelCensus& c, const config::Recipe& recipe, c
                    "parallel.sequence_parallel with tp, or parallel.cp",
                    m.recompute == memory::Recompute::full ? " (on) with memory.offload_activations" : "",
                    t.micro_batch_size)});
+  const bool torch_loss_parallel = engine.torch_loss_parallel && m.chunked_loss == "off" && layout.tp > 1;
   e.terms.push_back({"logits and loss", peak.logits,
-                     !loss_peaks ? "not live at the peak, a block's backward"
-                     : chunked   ? "one fp32 chunk of logits (at most 128 MiB), the gradients of the head's input"
-                                   " and (where not sharded) weight"
-                                 : "the whole micro batch's logits, their log-softmax and its gradient",
+                     !loss_peaks          ? "not live at the peak, a block's backward"
+                     : torch_loss_parallel ? "the rank's vocabulary of the whole micro batch's logits, four fp32 copies "
+                                             "in torch loss_parallel's backward"
+                     : chunked             ? "one fp32 chunk of logits (at most 128 MiB) and its copy in the compute "
+                                             "dtype, the gradients of the head's input and (where not sharded) weight"
+                                           : "the whole micro batch's logits, three fp32 copies in the log-softmax's "
+                                             "backward",
                      "memory.chunked_loss auto"});
   // A MoE layer's experts are one stacked weight, taken apart by one unbind: its backward holds
   // every expert's gradient (a stack's worth in all) and stacks them into a second.

@@ -90,6 +90,13 @@ PublishedRuns load_published_runs(const std::string& file) {
                                      "selective recompute)", where, policy));
       run.overlap.selective_every_second_matmul = true;
     }
+    if (row["loss_kernel"]) {
+      const auto kernel = field<std::string>(row, where, "loss_kernel");
+      if (kernel != "torch_loss_parallel")
+        throw InputError(fmt::format("{}: loss_kernel '{}' is not torch_loss_parallel (DTensor's vocabulary-parallel "
+                                     "cross-entropy)", where, kernel));
+      run.overlap.torch_loss_parallel = true;
+    }
     if (row["pipeline_split"]) {
       const auto split = field<std::string>(row, where, "pipeline_split");
       if (split != "ends_as_layers" && split != "even_layers")

@@ -59,6 +59,10 @@ struct CommunicationOverlap {
   // recomputes the rest (wk, wo and w3 of a llama block, in the order its forward runs them),
   // where xtrain's selective recompute reruns attention alone.
   bool selective_every_second_matmul = false;
+  // And how it takes an unchunked loss over a vocabulary split by tp: torch's loss_parallel
+  // (DTensor, torchtitan's) runs its log-softmax and NLL backward as one expression that holds four
+  // fp32 copies of the rank's logits, where xtrain's vocabulary-parallel loss holds one chunk.
+  bool torch_loss_parallel = false;
 };
 
 struct TimeTerm {

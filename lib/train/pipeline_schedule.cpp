@@ -8,6 +8,8 @@
 
 #include <torch/torch.h>
 
+#include "util/thread_cpu_clock.h"
+
 namespace xtrain::train {
 namespace {
 
@@ -130,9 +132,11 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
   idle_seconds_ = 0;
   peak_in_flight_ = 0;
   passes_ = {};
-  auto timed = [](double& seconds, auto&& pass) {
+  auto timed = [](double& seconds, double& cpu_seconds, auto&& pass) {
     const auto started = std::chrono::steady_clock::now();
+    const double cpu_started = util::thread_cpu_seconds();
     pass();
+    cpu_seconds += util::thread_cpu_seconds() - cpu_started;
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   };
   struct Saved {
@@ -151,7 +155,7 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
       torch::Tensor input;
       if (chunk > 0) input = take_input(chunk, m, device_options).requires_grad_(true);
       ChunkOutput out;
-      timed(passes_.forward, [&] {
+      timed(passes_.forward, passes_.forward_cpu, [&] {
         std::optional<model::WeightGradStore::Scope> split;
         if (splits) split.emplace(weight_grads_);
         out = run_chunk(action.chunk, input, [&](const parallel::PipelineChunk& part, const torch::Tensor& x) {
@@ -168,7 +172,7 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
       auto records = deferred.extract({action.chunk, m});
       TORCH_CHECK(!records.empty(), "pipeline: weight gradients of chunk ", chunk, " micro batch ", m,
                   " before its input gradient");
-      timed(passes_.weight, [&] {
+      timed(passes_.weight, passes_.weight_cpu, [&] {
         for (const auto& record : records.mapped()) record.run();
       });
       continue;
@@ -178,13 +182,13 @@ MicroBatchLosses PipelineSchedule::run(const std::vector<data::MicroBatch>& micr
     auto& [input, output] = node.mapped();
     torch::Tensor gradient;
     if (chunk != last_chunk) gradient = take_gradient(chunk, m, output.options());
-    timed(passes_.backward, [&] { gradient.defined() ? output.backward(gradient) : output.backward(); });
+    timed(passes_.backward, passes_.backward_cpu, [&] { gradient.defined() ? output.backward(gradient) : output.backward(); });
     if (chunk > 0) give_input_gradient(chunk, m, input.grad());
     if (action.part == PipelineAction::Part::input) {
       deferred[{action.chunk, m}] = weight_grads_.take();
     } else if (splits) {
       // dualpipev's whole backwards: the forward deferred the weight gradients, which are due now.
-      timed(passes_.weight, [&] {
+      timed(passes_.weight, passes_.weight_cpu, [&] {
         for (const auto& record : weight_grads_.take()) record.run();
       });
     }

@@ -71,8 +71,11 @@ class Schedule {
   virtual int64_t last_peak_in_flight() const { return 1; }
   // Seconds of the last run in forwards, backwards (whole, or the input gradient of a split one)
   // and deferred weight gradients (zb_h1's W), as the host saw them: the pipeline's passes.
+  // Each kind of pass's seconds in the step, by the wall clock and by the rank's CPU time
+  // (util/thread_cpu_clock.h; on a GPU, the time spent launching).
   struct PassSeconds {
     double forward = 0, backward = 0, weight = 0;
+    double forward_cpu = 0, backward_cpu = 0, weight_cpu = 0;
   };
   virtual PassSeconds last_pass_seconds() const { return {}; }
 };

@@ -124,6 +124,10 @@ void StepReport::write_metrics(int64_t step, int64_t samples_consumed, const Ste
     record["pp.forward_s_by_stage"] = outcome.stage_forward;
     record["pp.backward_s_by_stage"] = outcome.stage_backward;
     record["pp.weight_grad_s_by_stage"] = outcome.stage_weight;
+    record["pp.forward_cpu_s_by_stage"] = outcome.stage_forward_cpu;
+    record["pp.backward_cpu_s_by_stage"] = outcome.stage_backward_cpu;
+    record["pp.weight_grad_cpu_s_by_stage"] = outcome.stage_weight_cpu;
+    record["pp.peak_tensor_mib_by_stage"] = outcome.stage_tensor_mib;
   }
   if (const auto& experts = outcome.experts) {
     record["moe.load_ratio"] = experts->load_ratio;

@@ -302,17 +302,22 @@ void TrainingStep::update(StepOutcome& outcome) {
   }
 }
 
-// Each pipeline stage's idle time, most micro batches in flight, peak resident memory and seconds
-// in each kind of pass (of its first tp and data rank), for the step's metrics: one all-reduce.
+// Each pipeline stage's idle time, most micro batches in flight, peak resident and tensor memory
+// and seconds in each kind of pass, by the wall clock and its CPU time (of its first tp and data
+// rank), for the step's metrics: one all-reduce.
 void TrainingStep::report_stages(StepOutcome& outcome) {
   const auto stages = static_cast<size_t>(mesh_.size(parallel::Dim::pp));
-  std::vector<double> values(6 * stages, 0.0);
+  constexpr size_t kFigures = 10;
+  std::vector<double> values(kFigures * stages, 0.0);
   if (mesh_.coordinate(parallel::Dim::tp) == 0 && mesh_.data_rank() == 0) {
     const auto stage = static_cast<size_t>(mesh_.coordinate(parallel::Dim::pp));
     const auto& passes = outcome.pipeline_passes;
-    const double mine[] = {outcome.pipeline_idle, outcome.pipeline_in_flight, util::peak_rss_mib(),
-                           passes.forward,        passes.backward,            passes.weight};
-    for (size_t figure = 0; figure < 6; ++figure) values[figure * stages + stage] = mine[figure];
+    const double tensor_mib = static_cast<double>(util::peak_device_memory_bytes(settings_.device)) / (1 << 20);
+    const double mine[kFigures] = {outcome.pipeline_idle, outcome.pipeline_in_flight, util::peak_rss_mib(),
+                                   passes.forward,        passes.backward,            passes.weight,
+                                   passes.forward_cpu,    passes.backward_cpu,        passes.weight_cpu,
+                                   tensor_mib};
+    for (size_t figure = 0; figure < kFigures; ++figure) values[figure * stages + stage] = mine[figure];
   }
   values = sums_.sum(std::move(values));
   auto figure = [&](size_t index) {
@@ -325,6 +330,10 @@ void TrainingStep::report_stages(StepOutcome& outcome) {
   outcome.stage_forward = figure(3);
   outcome.stage_backward = figure(4);
   outcome.stage_weight = figure(5);
+  outcome.stage_forward_cpu = figure(6);
+  outcome.stage_backward_cpu = figure(7);
+  outcome.stage_weight_cpu = figure(8);
+  outcome.stage_tensor_mib = figure(9);
 }
 
 // Every rank evaluates the same batches (a sharded model's gathers need all of them); the figures

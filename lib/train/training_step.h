@@ -85,6 +85,8 @@ struct StepOutcome {
   std::vector<double> stage_idle, stage_in_flight, stage_rss;  // by pipeline stage (pp > 1)
   Schedule::PassSeconds pipeline_passes;      // this rank's (pp > 1)
   std::vector<double> stage_forward, stage_backward, stage_weight;  // its seconds, by stage
+  std::vector<double> stage_forward_cpu, stage_backward_cpu, stage_weight_cpu;  // their CPU time
+  std::vector<double> stage_tensor_mib;  // the stage's peak tensor memory (device/device.h), by stage
 };
 
 class TrainingStep final : private MicroBatchWork {

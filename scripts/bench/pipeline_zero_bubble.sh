@@ -99,28 +99,31 @@ def replay(name, seconds):
     return [(step - b) / step for b in busy]
 
 
-print("| schedule | measured idle s / step, by stage | measured idle / step, by stage | mean | replayed bubble, by stage | mean | theory | step s | micro batches held, by stage | peak resident MiB, by stage |")
+print("| schedule | measured idle / step, by stage | mean | replayed on wall-clock passes, mean "
+      "| replayed on CPU-time passes, by stage | mean | theory | step s | micro batches held, by stage "
+      "| peak tensor MiB, by stage |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 passes = {}
 for name in theory:
     rows = [json.loads(l) for l in open(f"{work}/{name}/metrics.jsonl") if '"loss"' in l][2:]
     mean = lambda key, s: sum(r[key][s] for r in rows) / len(rows)
-    idle = [mean("pp.idle_s_by_stage", s) for s in range(p)]
     step = sum(r["step_s"] for r in rows) / len(rows)
     fraction = [sum(r["pp.idle_s_by_stage"][s] / r["step_s"] for r in rows) / len(rows) for s in range(p)]
     v = 2 if name.startswith("interleaved") or name in ("zbv", "dualpipev") else 1
-    per_pass = [{"F": mean("pp.forward_s_by_stage", s) / (m * v),
-                 "B": (mean("pp.backward_s_by_stage", s) + mean("pp.weight_grad_s_by_stage", s)) / (m * v),
-                 "I": mean("pp.backward_s_by_stage", s) / (m * v),
-                 "W": mean("pp.weight_grad_s_by_stage", s) / (m * v)} for s in range(p)]
-    replayed = replay(name, per_pass)
+
+    def per_pass(clock):
+        return [{"F": mean(f"pp.forward{clock}_s_by_stage", s) / (m * v),
+                 "B": (mean(f"pp.backward{clock}_s_by_stage", s) + mean(f"pp.weight_grad{clock}_s_by_stage", s)) / (m * v),
+                 "I": mean(f"pp.backward{clock}_s_by_stage", s) / (m * v),
+                 "W": mean(f"pp.weight_grad{clock}_s_by_stage", s) / (m * v)} for s in range(p)]
+    wall, cpu = replay(name, per_pass("")), replay(name, per_pass("_cpu"))
     held = " / ".join(str(int(x)) for x in rows[-1]["pp.in_flight_by_stage"])
-    rss = " / ".join(f"{x:.0f}" for x in rows[-1]["pp.peak_rss_mib_by_stage"])
+    tensors = " / ".join(f"{x:.1f}" for x in rows[-1]["pp.peak_tensor_mib_by_stage"])
     join = lambda xs, f: " / ".join(f.format(x) for x in xs)
-    print(f"| {name} | {join(idle, '{:.3f}')} | {join(fraction, '{:.2f}')} | {sum(fraction) / p:.2f} "
-          f"| {join(replayed, '{:.2f}')} | {sum(replayed) / p:.2f} | {theory[name]:.2f} | {step:.3f} | {held} | {rss} |")
-    passes[name] = "; ".join(f"{x['F']*1e3:.1f} / {x['I']*1e3:.1f} / {x['W']*1e3:.1f}" for x in per_pass)
+    print(f"| {name} | {join(fraction, '{:.2f}')} | {sum(fraction) / p:.2f} | {sum(wall) / p:.2f} "
+          f"| {join(cpu, '{:.2f}')} | {sum(cpu) / p:.2f} | {theory[name]:.2f} | {step:.3f} | {held} | {tensors} |")
+    passes[name] = "; ".join(f"{x['F']*1e3:.1f} / {x['I']*1e3:.1f} / {x['W']*1e3:.1f}" for x in per_pass("_cpu"))
 print()
 for name, line in passes.items():
-    print(f"{name}: ms per pass, F / B or I / W by stage: {line}")
+    print(f"{name}: CPU ms per pass, F / B or I / W by stage: {line}")
 PY

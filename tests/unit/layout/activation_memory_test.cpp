@@ -60,10 +60,12 @@ TEST_CASE("the block inputs are what every recompute setting keeps, split by cp 
 TEST_CASE("the loss holds its fp32 logits, or one chunk of them and its input's gradient", "[layout]") {
   CHECK(layout::fp32_logits_bytes(256, 1000, 1) == 256 * 1000 * 4);
   CHECK(layout::fp32_logits_bytes(256 / 4, 1000, 2) == 128000);
-  // Unchunked: logits (2 bytes), their fp32 log-softmax and its gradient.
-  CHECK(layout::loss_bytes(1024, 0, 1000, 64, 1, 2) == 1024 * 1000 * 10);
-  // A chunk of 256 over half the vocabulary, and the [1024, 64] gradient of the loss's input.
-  CHECK(layout::loss_bytes(1024, 256, 1000, 64, 2, 2) == 256 * 500 * 4 + 1024 * 64 * 2);
+  // Unchunked: the log-softmax backward's three fp32 copies of the logits.
+  CHECK(layout::loss_bytes(1024, 0, 1000, 64, 1, 2) == 1024 * 1000 * 12);
+  // A chunk of 256 over half the vocabulary (fp32, and its bf16 copy), and the [1024, 64] gradient
+  // of the loss's input; in fp32 the copy is the chunk itself.
+  CHECK(layout::loss_bytes(1024, 256, 1000, 64, 2, 2) == 256 * 500 * 6 + 1024 * 64 * 2);
+  CHECK(layout::loss_bytes(1024, 256, 1000, 64, 2, 4) == 256 * 500 * 4 + 1024 * 64 * 4);
 }
 
 TEST_CASE("the auto loss chunk fits two fp32 rows of logits a token in the budget, within [1, tokens]",

@@ -1,8 +1,12 @@
 #include <torch/torch.h>
 
 #include "config/recipe_loader.h"
+#include "device/host_tensor_memory.h"
+#include "layout/activation_memory.h"
+#include "train/precision.h"
 #include "memory/memory_policy.h"
 #include "model/causal_lm.h"
+#include "model/kernels/widened_gemm.h"
 #include "model/small_llama.h"
 #include "train/training_loss.h"
 
@@ -119,4 +123,40 @@ TEST_CASE("memory.chunked_loss resolves to tokens per chunk", "[train][memory]")
   CHECK_THROWS_WITH(config::load_recipe_text("name: x\n", "r.yaml", bad),
                     "--set memory.chunked_loss=lots: memory.chunked_loss: expected auto, off or a positive number of "
                     "tokens per chunk, got 'lots'");
+}
+
+// What the planner counts for the loss (layout::loss_bytes) is what the engine's loss holds at its
+// peak, measured by the counting allocator over forward and backward, in fp32 and under bf16
+// autocast as the trainer runs them (train::PrecisionScope). Unchunked, the log-softmax's backward
+// holds its saved output, its incoming gradient and its input's gradient, three fp32 copies of the
+// logits; chunked, one fp32 chunk, its bf16 copy under autocast and the gradient of the loss's
+// input. Beside it the planner counts the unsharded head's fp32 gradient (4 B a parameter); what
+// is left are head-sized buffers of the chunked path under autocast (the head's bf16 copy, each
+// chunk's bf16 weight-gradient product, the .grad the sum lands in: 2% of this loss), hence 5%. The bf16 GEMMs run as ATen runs them (a GPU's way): widened on a CPU without bf16
+// kernels (model/kernels/widened_gemm.h), they would hold fp32 copies of their operands too.
+TEST_CASE("the loss's peak memory is the planner's count of it, chunked or not", "[train][memory][layout]") {
+  util::track_host_tensor_memory();
+  constexpr int64_t kVocab = 4096, kHidden = 8, kTokens = 2048;
+  for (const auto dtype : {config::Dtype::fp32, config::Dtype::bf16}) {
+    for (const int64_t chunk : {int64_t{0}, int64_t{512}}) {
+      INFO((dtype == config::Dtype::fp32 ? "fp32" : "bf16") << ", chunk " << chunk);
+      torch::manual_seed(3);
+      auto llama = testing::SmallLlama{kVocab, kHidden, 1, 2, 1, 16, kTokens}.build(5);
+      const auto hidden = torch::randn({1, kTokens, kHidden}).requires_grad_();
+      const auto labels = torch::randint(0, kVocab, {1, kTokens});
+      const double element = static_cast<double>(c10::elementSize(train::compute_type(dtype)));
+      const int64_t before = util::host_tensor_bytes();
+      util::reset_peak_host_tensor_bytes();
+      {
+        const model::Bf16GemmWideningScope aten_gemms(false);
+        const train::PrecisionScope precision(dtype);
+        train::next_token_loss_of_hidden(*llama, hidden, labels, chunk).backward();
+      }
+      const double held = static_cast<double>(util::peak_host_tensor_bytes() - before);
+      const double head_gradient = 4.0 * kVocab * kHidden;
+      const double counted = layout::loss_bytes(kTokens, static_cast<double>(chunk), kVocab, kHidden, 1, element);
+      INFO("held " << held << " B, the head's gradient " << head_gradient << " B, counted " << counted << " B");
+      CHECK(std::abs(held - head_gradient - counted) / counted < 0.05);
+    }
+  }
 }
