@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
-# The pipeline bubble of each schedule on 4 stages x 8 micro batches, on this machine: an 8-layer
-# model (hidden 256, 256 tokens per micro batch of 1 sequence), 8 steps per schedule, steps 3-8
-# averaged. Per stage:
+# The pipeline bubble of each schedule on 4 stages x 8 micro batches, on this machine: a 14-layer
+# model of hidden 512 whose head (a vocabulary of 6144, its loss unchunked so that its backward
+# runs in the backward) weighs about a layer, so that the 16 slots of the cut (the embedding, 14
+# layers, the head) give stages 1-3 four layers' work and stage 0 three; micro batches of one
+# 128-token sequence, 8 steps per schedule, steps 3-8 averaged. Per stage:
 #   measured: its time blocked on its neighbours' activations and gradients (pp.idle_s_by_stage)
-#             per step and as a fraction of the step;
+#             as a fraction of the step;
 #   replayed: the schedule's order (xtrain validate --print-schedule) run on each stage's own
-#             measured pass times (pp.forward_s_by_stage, backward, weight_grad: per pass, the
-#             step's sum over its passes) with free transfers, the step's length less the
-#             stage's work as a fraction of the step: the bubble the order leaves where every
-#             stage has a core of its own;
+#             pass times with free transfers, the step's length less the stage's work as a
+#             fraction of the step: the bubble the order leaves where every stage has a core of
+#             its own. On the wall-clock pass times (pp.forward_s_by_stage, backward,
+#             weight_grad), and on their CPU time (pp.forward_cpu_s_by_stage, ...), which leaves
+#             out the time a rank waited for one of this machine's cores;
 #   theory:   with F = B = W (1f1b's backward B + W), (p-1)/(m+p-1) for 1f1b, (p-1)/(vm+p-1)
 #             interleaved, (p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W)) for ZB-H1, 0 for ZBV (its
 #             (p-1)(F+B-2W) on half-size chunks), and DualPipeV's (p-1)(F&B+B-3W) on half-size
 #             chunks with the overlapped pair F&B = F+B+W (one stream runs it in turn):
 #             (p-1)/(6m+p-1);
 # and the most micro batches each stage holds at once (pp.in_flight_by_stage: forward done, its
-# weight gradients not yet; chunk-micro-batches for the V schedules) with its peak resident memory.
-# dualpipev's overlapped pairs, "(0F7;7B3)OVERLAP_F_B" in the order, replay as their forward then
-# their backward; its whole backwards (B) take a stage's I and W pass times together.
+# weight gradients not yet; chunk-micro-batches for the V schedules) with its peak tensor memory
+# (pp.peak_tensor_mib_by_stage). dualpipev's overlapped pairs, "(0F7;7B3)OVERLAP_F_B" in the
+# order, replay as their forward then their backward; its whole backwards (B) take a stage's I
+# and W pass times together.
 #   scripts/bench/pipeline_zero_bubble.sh        (XTRAIN=path/to/xtrain, default build/xtrain)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,7 +33,8 @@ port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 
 
 cat > "$work/recipe.yaml" <<YAML
 name: bench-zero-bubble
-model: {hidden_size: 256, num_layers: 14, num_heads: 4}
+model: {hidden_size: 512, num_layers: 14, num_heads: 8, vocab_size: 6144}
+memory: {chunked_loss: "off"}
 data: {seq_len: 128}
 train: {steps: 8, global_batch_size: 8, micro_batch_size: 1, log_every: 1, threads: 1, eval_every: 0}
 optim: {warmup_steps: 1}
