@@ -129,9 +129,10 @@ TEST_CASE("the transient memory is that of the loss or of a block's backward, wh
   const double unit = 4010, head = 2000;
   const double per_token = 4 * 16 + 16 + 2 * 8 + 16 + 3 * 64, mlp = 3 * 64;
   const double held = per_token * 2.0 * 64 * 4;
-  // The chunked loss: one fp32 chunk of logits (the whole micro batch here) and the bf16
-  // gradient of the head's input; FSDP sums the head's gradient into its fresh full buffer.
-  const double loss = 64 * 1000 * 4 + 64 * 16 * 2;
+  // The chunked loss: one fp32 chunk of logits (the whole micro batch here) and its bf16 copy for
+  // the gradient GEMMs, and the bf16 gradient of the head's input; FSDP sums the head's gradient
+  // into its fresh full buffer.
+  const double loss = 64 * 1000 * (4 + 2) + 64 * 16 * 2;
   // At the loss: the head's weight and gradient and the last block's weight.
   const auto at_loss = plan::estimate_memory(c, recipe, layout, device());
   CHECK(term(at_loss, "gathered units") == Approx(8 * head + 4 * unit));
@@ -154,7 +155,7 @@ TEST_CASE("the transient memory is that of the loss or of a block's backward, wh
   layout.fsdp = 1;
   const auto whole = plan::estimate_memory(c, recipe, layout, device());
   CHECK(term(whole, "gathered units") == -1);
-  CHECK(term(whole, "logits and loss") == Approx(64 * 125 * 4 + 64 * 16 * 2 + 4 * head));
+  CHECK(term(whole, "logits and loss") == Approx(64 * 125 * (4 + 2) + 64 * 16 * 2 + 4 * head));
 }
 
 TEST_CASE("the memory is the fullest pipeline rank's, its chunks cut and run as the engine does", "[plan]") {
