@@ -41,6 +41,16 @@ CommunicationOverlap overlap_of(const YAML::Node& row, const std::string& where)
   return overlap;
 }
 
+// A row's key that names one framework's way of doing something (the only one the planner knows
+// for that key): whether the row gives it.
+bool names_behaviour(const YAML::Node& row, const std::string& where, const char* key, const std::string& value,
+                     const char* meaning) {
+  if (!row[key]) return false;
+  const auto given = field<std::string>(row, where, key);
+  if (given != value) throw InputError(fmt::format("{}: {} '{}' is not {} ({})", where, key, given, value, meaning));
+  return true;
+}
+
 PublishedUnit unit_of(const std::string& unit, const std::string& where) {
   if (unit == "tflops_per_device") return PublishedUnit::tflops_per_device;
   if (unit == "tokens_per_second_per_device") return PublishedUnit::tokens_per_second_per_device;
@@ -83,20 +93,10 @@ PublishedRuns load_published_runs(const std::string& file) {
     run.gpus_per_node = field<int64_t>(row, where, "gpus_per_node");
     run.hardware = field<std::string>(row, where, "hardware");
     run.overlap = overlap_of(row, where);
-    if (row["recompute_policy"]) {
-      const auto policy = field<std::string>(row, where, "recompute_policy");
-      if (policy != "every_second_matmul")
-        throw InputError(fmt::format("{}: recompute_policy '{}' is not every_second_matmul (torchtitan's per-op "
-                                     "selective recompute)", where, policy));
-      run.overlap.selective_every_second_matmul = true;
-    }
-    if (row["loss_kernel"]) {
-      const auto kernel = field<std::string>(row, where, "loss_kernel");
-      if (kernel != "torch_loss_parallel")
-        throw InputError(fmt::format("{}: loss_kernel '{}' is not torch_loss_parallel (DTensor's vocabulary-parallel "
-                                     "cross-entropy)", where, kernel));
-      run.overlap.torch_loss_parallel = true;
-    }
+    run.overlap.selective_every_second_matmul = names_behaviour(
+        row, where, "recompute_policy", "every_second_matmul", "torchtitan's per-op selective recompute");
+    run.overlap.torch_loss_parallel = names_behaviour(row, where, "loss_kernel", "torch_loss_parallel",
+                                                      "DTensor's vocabulary-parallel cross-entropy");
     if (row["pipeline_split"]) {
       const auto split = field<std::string>(row, where, "pipeline_split");
       if (split != "ends_as_layers" && split != "even_layers")
