@@ -45,6 +45,11 @@ struct ShardPlan {
   std::optional<Unit> embedding;  // none when tied: the one table then lives in the head's unit
   std::vector<std::vector<Unit>> blocks;  // each block's units
   Unit head;
+  // Under pipeline parallelism, whether chunks other than the last read the head unit (an
+  // encoder's embeddings beside the head tied to them; an encoder-decoder's shared table,
+  // position tables and final norms): every stage then keeps it, the first stage's copy primary,
+  // and the copies' gradients are summed over the pipeline. Requires no embedding unit.
+  bool head_read_by_every_stage = false;
   // Weights the units gather in FP8, by full name, with the blocks their scales cover
   // (parallel/float8_gather.h); empty unless precision.fp8_all_gather applies.
   std::map<std::string, ScaleBlock> float8_gathered;

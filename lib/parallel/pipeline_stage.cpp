@@ -50,13 +50,28 @@ PipelineStage::PipelineStage(std::shared_ptr<model::CausalLM> model, model::Shar
                                                  plan.float8_gathered));
     return units_.back().get();
   };
-  auto table = shared_table(plan, mesh);
+  auto mark_copy = [this] {
+    table_copy_ = true;
+    for (auto& piece : table_->parameters()) piece.primary = false;
+  };
+  std::optional<model::ShardPlan::Unit> table;
+  if (plan.head_read_by_every_stage) {
+    // One unit for all of this rank's chunks; the first stage's is the one checkpoints hold.
+    TORCH_CHECK(!plan.embedding, "a plan whose head every stage reads has no embedding unit");
+    table_ = keep(plan.head);
+    if (rank_ != 0) mark_copy();
+    pipeline_ = mesh.group(Dim::pp);
+  } else {
+    table = shared_table(plan, mesh);
+  }
   for (int64_t v = 0; v < placement_.virtual_stages; ++v) {
     const auto& chunk = all[static_cast<size_t>(placement_.global_chunk(rank_, v))];
     chunks_.push_back(chunk);
     auto units = std::make_unique<ChunkUnits>();
     units->first_layer = chunk.first_layer;
-    if (chunk.embedding) {
+    const bool every_stage = plan.head_read_by_every_stage;
+    if (every_stage) units->ends.push_back(table_);
+    if (chunk.embedding && !every_stage) {
       auto* embedding = plan.embedding ? keep(*plan.embedding) : keep(*table);
       if (table) table_ = embedding;
       units->ends.push_back(embedding);
@@ -65,17 +80,18 @@ PipelineStage::PipelineStage(std::shared_ptr<model::CausalLM> model, model::Shar
       units->blocks.emplace_back();
       for (auto& unit : plan.blocks[static_cast<size_t>(layer)]) units->blocks.back().push_back(keep(unit));
     }
-    if (chunk.head && table && table_) {
-      units->ends.push_back(table_);  // the V (zbv, dualpipev): this rank holds the lookup too, one table for both
-    } else if (chunk.head && table) {
-      // The last stage's copy of the table: the first stage's is the one checkpoints hold and
-      // the gradient norm counts.
-      table_ = keep(*table);
-      table_copy_ = true;
-      for (auto& piece : table_->parameters()) piece.primary = false;
-      units->ends.push_back(table_);
+    if (chunk.head && !every_stage) {
+      if (table && table_) {
+        units->ends.push_back(table_);  // the V (zbv, dualpipev): this rank holds the lookup too, one table for both
+      } else if (table) {
+        // The last stage's copy of the table: the first stage's is the one checkpoints hold and
+        // the gradient norm counts.
+        table_ = keep(*table);
+        mark_copy();
+        units->ends.push_back(table_);
+      }
+      units->ends.push_back(keep(plan.head));
     }
-    if (chunk.head) units->ends.push_back(keep(plan.head));
     chunk_units_.push_back(std::move(units));
   }
   if (!fully_sharded_) return;

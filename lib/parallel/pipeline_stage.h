@@ -10,6 +10,9 @@
 // read at both ends when the embeddings are tied (the head projects with it) or multi-token
 // prediction's depths run beside the head (they look up the tokens ahead): the last stage then
 // holds a copy, kept equal to the first stage's by summing their gradients over the pipeline.
+// A model whose every chunk reads its head unit (ShardPlan::head_read_by_every_stage: BERT's
+// embeddings beside their tied head, T5's shared table, position tables and norms) has that unit
+// on every stage, kept equal the same way.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -67,9 +70,9 @@ class PipelineStage final : public ParallelModel {
   std::vector<PipelineChunk> chunks_;
   std::vector<std::unique_ptr<ShardUnit>> units_;
   std::vector<std::unique_ptr<ChunkUnits>> chunk_units_;  // by virtual index
-  // A table read at both ends (tied embeddings, prediction depths): the pipeline group, this
-  // rank's copy of the table (null on the stages between), whether it is the last stage's, and
-  // its shard's size.
+  // A table read at both ends (tied embeddings, prediction depths), or the head unit every stage
+  // reads: the pipeline group, this rank's copy (null on the stages between), whether it is a
+  // copy (not the first stage's), and its shard's size.
   std::shared_ptr<Comm> pipeline_;
   ShardUnit* table_ = nullptr;
   bool table_copy_ = false;

@@ -106,7 +106,7 @@ torch::Tensor encoder_attention_mask(const Batch& batch) {
   return mask;
 }
 
-torch::Tensor BertForMaskedLM::embed(const Batch& batch) {
+torch::Tensor BertForMaskedLM::look_up(const Batch& batch) {
   const auto& ids = batch.input_ids;
   TORCH_CHECK((batch.layout.packed() ? batch.layout.longest : ids.size(1)) <= config().max_seq_len, "sequence of ",
               ids.size(1), " tokens exceeds model.max_seq_len ", config().max_seq_len);
@@ -122,17 +122,22 @@ torch::Tensor BertForMaskedLM::embed(const Batch& batch) {
 }
 
 ModelOutput BertForMaskedLM::forward(const Batch& batch) {
-  auto x = embed(batch);
+  return forward_chunk(batch, {}, 0, static_cast<int64_t>(blocks.size()), /*embed=*/true, /*head=*/true);
+}
+
+ModelOutput BertForMaskedLM::forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer,
+                                           int64_t last_layer, bool embed, bool head) {
+  auto x = embed ? look_up(batch) : hidden;
   const auto mask = encoder_attention_mask(batch);
-  for (size_t i = 0; i < layers->size(); ++i) {
-    auto* layer = blocks[i].get();
+  for (int64_t i = first_layer; i < last_layer; ++i) {
+    auto* layer = blocks[static_cast<size_t>(i)].get();
     auto block = [layer, mask, key = batch.dropout](const torch::Tensor& input) {
       return layer->forward(input, mask, key);
     };
-    x = block_runner ? block_runner(static_cast<int64_t>(i), x, block) : block(x);
+    x = block_runner ? block_runner(i, x, block) : block(x);
   }
   ModelOutput output;
-  output.hidden = transform_norm(torch::gelu(transform(x)));
+  output.hidden = head ? transform_norm(torch::gelu(transform(x))) : x;
   return output;
 }
 
@@ -171,6 +176,7 @@ ShardPlan BertForMaskedLM::shard_plan() {
   plan.head = {"root", {}, parallel::Dim::fsdp, parallel::Dim::dp, {}};
   for (const auto& item : named_parameters())
     if (item.key().rfind("bert.encoder.", 0) != 0) plan.head.parameters.emplace_back(item.key(), item.value());
+  plan.head_read_by_every_stage = true;  // the first stage looks the tokens up, the last projects with the table
   return plan;
 }
 

@@ -15,8 +15,10 @@
 // eager path, which materialises them, instead of SDPA) and on each sublayer's output before its
 // residual add; its masks are keyed (model/layers/keyed_dropout.h).
 //
-// Init as BERT's: every weight ~ N(0, init_std^2), biases 0, LayerNorm gains 1. Not split by
-// tensor or pipeline parallelism (the recipe refuses both).
+// Init as BERT's: every weight ~ N(0, init_std^2), biases 0, LayerNorm gains 1. Split into
+// pipeline stages by layer (forward_chunk): every stage holds the embeddings and the head, one
+// unit, the first stage reading the embeddings and the last the head. Not split by tensor
+// parallelism (the recipe refuses it).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -61,6 +63,8 @@ class BertForMaskedLM final : public CausalLM {
   explicit BertForMaskedLM(const ModelConfig& config);
 
   ModelOutput forward(const Batch& batch) override;
+  ModelOutput forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer, int64_t last_layer,
+                            bool embed, bool head) override;
   torch::Tensor output_weight() const override;
   torch::Tensor output_bias() const override { return prediction_bias; }
   InitPlan init_plan() const override;
@@ -82,7 +86,7 @@ class BertForMaskedLM final : public CausalLM {
   LayerNorm transform_norm{nullptr};
 
  private:
-  torch::Tensor embed(const Batch& batch);
+  torch::Tensor look_up(const Batch& batch);  // the embeddings' sum, normed (and dropped)
 };
 
 // The encoder's attention mask for a batch: bool [B, 1, T, T].

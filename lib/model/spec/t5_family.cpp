@@ -97,9 +97,10 @@ ModelSpec t5_spec() {
   spec.description = "encoder-decoder: pre-norm RMS layers, relative position buckets, cross-attention; v1.0 "
                      "(ReLU, tied) or v1.1 (gated GELU, untied); trained on span corruption "
                      "(data.objective span_corruption)";
-  // Split by tensor parallelism (without sequence parallelism), not by pipeline or context
-  // parallelism, no experts (FSDP shards it); it does not generate through the decoder-only path.
-  spec.capabilities.tensor_parallel = true;
+  // Split by tensor parallelism (without sequence parallelism) and into pipeline stages, not by
+  // context parallelism, no experts (FSDP shards it); it does not generate through the
+  // decoder-only path.
+  spec.capabilities.tensor_parallel = spec.capabilities.pipeline = true;
   spec.capabilities.causal = false;
   spec.capabilities.pad_token = true;
   spec.capabilities.encoder_decoder = true;

@@ -264,23 +264,50 @@ torch::Tensor T5ForConditionalGeneration::position_bias(T5Block first, int64_t q
   return table->forward(buckets).permute({2, 0, 1}).unsqueeze(0);  // [1, heads, queries, keys]
 }
 
+T5ForConditionalGeneration::StepInputs T5ForConditionalGeneration::step_inputs(const Batch& batch) const {
+  TORCH_CHECK(batch.decoder_input_ids.defined(), "t5 reads the decoder's input ids (Batch::decoder_input_ids)");
+  TORCH_CHECK(!batch.layout.packed(), "t5 takes one sequence a row, not packed rows");
+  StepInputs in;
+  const int64_t b = batch.input_ids.size(0);
+  in.s = batch.input_ids.size(1);
+  in.t = batch.decoder_input_ids.size(1);
+  // Keys at padding are masked in the encoder's attention and in cross-attention.
+  if (const auto mask = batch.extra_input("attention_mask"); mask.defined())
+    in.memory_keep = mask.ne(0).view({b, 1, 1, in.s});
+  const auto options = torch::TensorOptions().dtype(torch::kBool).device(batch.input_ids.device());
+  in.causal = torch::ones({in.t, in.t}, options).tril().view({1, 1, in.t, in.t});
+  if (const auto mask = batch.extra_input("decoder_attention_mask"); mask.defined())
+    in.causal = in.causal.logical_and(mask.ne(0).view({b, 1, 1, in.t}));
+  // The training step keys the rows as the data holds them, [encoder input | decoder input]:
+  // each stack takes its own columns.
+  in.key = in.decoder_key = batch.dropout;
+  if (batch.dropout.defined()) {
+    TORCH_CHECK(batch.dropout.tokens.size(1) == in.s + in.t, "t5's dropout key has ", batch.dropout.tokens.size(1),
+                " tokens a row, not the encoder's ", in.s, " and the decoder's ", in.t);
+    in.key.tokens = batch.dropout.tokens.narrow(1, 0, in.s);
+    in.decoder_key.tokens = batch.dropout.tokens.narrow(1, in.s, in.t);
+  }
+  return in;
+}
+
 // A block sees one tensor (block_runner's contract: FSDP and recompute run each block on a
 // detached copy of it, and differentiate through that copy only). So nothing with a gradient
 // is captured: each block looks its stack's position bias up from the table (a parameter),
 // and a decoder block takes the encoder's output beside its states, [B, T + S, H], and passes
-// it on unchanged, so that its gradient flows back block by block to the encoder.
-torch::Tensor T5ForConditionalGeneration::run_stack(std::vector<T5Block>& blocks, int64_t first_index,
-                                                    torch::Tensor x, const torch::Tensor& keep,
-                                                    const torch::Tensor& memory, const torch::Tensor& memory_keep,
-                                                    const DropoutKey& dropout, const DropoutKey& memory_dropout) {
-  const int64_t t = x.size(1);
-  const bool decoder = memory.defined();
+// it on unchanged, so that its gradient flows back block by block to the encoder (and, between
+// pipeline stages, travels with the states).
+torch::Tensor T5ForConditionalGeneration::run_blocks(bool decoder, int64_t begin, int64_t end, torch::Tensor x,
+                                                     const StepInputs& in) {
+  auto& blocks = decoder ? decoder_blocks : encoder_blocks;
+  const int64_t first_index = decoder ? static_cast<int64_t>(encoder_blocks.size()) : 0;
+  const int64_t t = decoder ? in.t : in.s;
+  const auto keep = decoder ? in.causal : in.memory_keep;
+  const auto dropout = decoder ? in.decoder_key : in.key;
   auto first = blocks.front();
-  if (decoder) x = torch::cat({x, memory}, 1);
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    auto* layer = blocks[i].get();
-    const int64_t index = first_index + static_cast<int64_t>(i);
-    auto block = [this, layer, first, t, decoder, keep, memory_keep, dropout, memory_dropout,
+  for (int64_t i = begin; i < end; ++i) {
+    auto* layer = blocks[static_cast<size_t>(i)].get();
+    const int64_t index = first_index + i;
+    auto block = [this, layer, first, t, decoder, keep, memory_keep = in.memory_keep, dropout, memory_dropout = in.key,
                   index](const torch::Tensor& input) mutable {
       const auto bias = position_bias(first, t, t, !decoder);
       if (!decoder) return layer->forward(input, bias, keep, {}, {}, dropout, {}, index);
@@ -290,46 +317,47 @@ torch::Tensor T5ForConditionalGeneration::run_stack(std::vector<T5Block>& blocks
     };
     x = block_runner ? block_runner(index, x, block) : block(x);
   }
-  return decoder ? x.narrow(1, 0, t) : x;
+  return x;
 }
 
 ModelOutput T5ForConditionalGeneration::forward(const Batch& batch) {
-  TORCH_CHECK(batch.decoder_input_ids.defined(), "t5 reads the decoder's input ids (Batch::decoder_input_ids)");
-  TORCH_CHECK(!batch.layout.packed(), "t5 takes one sequence a row, not packed rows");
-  const auto& ids = batch.input_ids;
-  const auto& decoder_ids = batch.decoder_input_ids;
-  const int64_t b = ids.size(0), s = ids.size(1), t = decoder_ids.size(1);
-  auto lookup = [this](const torch::Tensor& input) { return shared(input); };
-  auto embed = [&](const torch::Tensor& input) { return embed_runner ? embed_runner(input, lookup) : lookup(input); };
-  // Keys at padding are masked in the encoder's attention and in cross-attention.
-  torch::Tensor memory_keep;
-  if (const auto mask = batch.extra_input("attention_mask"); mask.defined()) memory_keep = mask.ne(0).view({b, 1, 1, s});
-  // The training step keys the rows as the data holds them, [encoder input | decoder input]:
-  // each stack takes its own columns.
+  const auto blocks = static_cast<int64_t>(encoder_blocks.size() + decoder_blocks.size());
+  return forward_chunk(batch, {}, 0, blocks, /*embed=*/true, /*head=*/true);
+}
+
+// Blocks [first_layer, last_layer) of the encoder's then the decoder's. Between the stacks, the
+// chunk that runs the decoder's first block normalises the encoder's output and sets the
+// decoder's embedded input beside it: from there the chunks hand on [B, T + S, H].
+ModelOutput T5ForConditionalGeneration::forward_chunk(const Batch& batch, const torch::Tensor& hidden,
+                                                      int64_t first_layer, int64_t last_layer, bool embed, bool head) {
+  const auto in = step_inputs(batch);
   const double p = config().dropout;
-  DropoutKey key = batch.dropout, decoder_key = batch.dropout;
-  if (batch.dropout.defined()) {
-    TORCH_CHECK(batch.dropout.tokens.size(1) == s + t, "t5's dropout key has ", batch.dropout.tokens.size(1),
-                " tokens a row, not the encoder's ", s, " and the decoder's ", t);
-    key.tokens = batch.dropout.tokens.narrow(1, 0, s);
-    decoder_key.tokens = batch.dropout.tokens.narrow(1, s, t);
+  const auto encoder_depth = static_cast<int64_t>(encoder_blocks.size());
+  auto lookup = [this](const torch::Tensor& input) { return shared(input); };
+  auto embedded = [&](const torch::Tensor& ids, const DropoutKey& key, int64_t layer) {
+    return hidden_dropout(embed_runner ? embed_runner(ids, lookup) : lookup(ids), p, key, layer,
+                          DropoutSite::embeddings);
+  };
+  auto x = embed ? embedded(batch.input_ids, in.key, 0) : hidden;
+  if (first_layer < encoder_depth)
+    x = run_blocks(/*decoder=*/false, first_layer, std::min(last_layer, encoder_depth), x, in);
+  if (first_layer <= encoder_depth && encoder_depth < last_layer) {
+    const auto memory = hidden_dropout(encoder_norm(x), p, in.key, 0, kFinalNorm);
+    x = torch::cat({embedded(batch.decoder_input_ids, in.decoder_key, encoder_depth), memory}, 1);
   }
-  const auto decoder_first = static_cast<int64_t>(encoder_blocks.size());
-  auto encoded = run_stack(encoder_blocks, 0, hidden_dropout(embed(ids), p, key, 0, DropoutSite::embeddings),
-                           memory_keep, {}, {}, key, {});
-  const auto memory = hidden_dropout(encoder_norm(encoded), p, key, 0, kFinalNorm);
-  auto causal = torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(ids.device())).tril().view({1, 1, t, t});
-  if (const auto mask = batch.extra_input("decoder_attention_mask"); mask.defined())
-    causal = causal.logical_and(mask.ne(0).view({b, 1, 1, t}));
-  auto x = run_stack(decoder_blocks, decoder_first,
-                     hidden_dropout(embed(decoder_ids), p, decoder_key, decoder_first, DropoutSite::embeddings), causal,
-                     memory, memory_keep, decoder_key, key);
-  x = hidden_dropout(decoder_norm(x), p, decoder_key, decoder_first, kFinalNorm);
+  if (last_layer > encoder_depth)
+    x = run_blocks(/*decoder=*/true, std::max(first_layer, encoder_depth) - encoder_depth, last_layer - encoder_depth,
+                   x, in);
+  ModelOutput output;
+  if (!head) {
+    output.hidden = x;
+    return output;
+  }
+  x = hidden_dropout(decoder_norm(x.narrow(1, 0, in.t)), p, in.decoder_key, encoder_depth, kFinalNorm);
   // v1.0 rescales the states before the tied projection (the embedding's scale is ~1).
   if (config().tie_embeddings) x = x * std::pow(static_cast<double>(config().hidden_size), -0.5);
   // The vocabulary-parallel head takes the whole states on every rank.
   if (tensor_parallel_) x = tensor_parallel_->enter(x);
-  ModelOutput output;
   output.hidden = x;
   return output;
 }
@@ -373,6 +401,9 @@ ShardPlan T5ForConditionalGeneration::shard_plan() {
     const bool in_block = (key.rfind("encoder.block.", 0) == 0 || key.rfind("decoder.block.", 0) == 0) && !is_table(key);
     if (!in_block) plan.head.parameters.emplace_back(key, item.value());
   }
+  // Pipeline stages: the encoder's chunks look tokens up and read its position table; the
+  // decoder's read the table, the encoder's final norm and their own position table.
+  plan.head_read_by_every_stage = true;
   return plan;
 }
 

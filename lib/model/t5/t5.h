@@ -37,7 +37,15 @@
 // its heads' bias), the feed-forward layer's wi (wi_0, wi_1) by columns and wo by rows, the
 // shared embedding and lm_head by vocabulary rows (a vocabulary-parallel lookup and loss); the
 // norms are replicated. A rank's dropout masks are its heads' and features' of one process's.
-// No pipeline or context parallelism, experts or packed rows (the recipe refuses them).
+// Pipeline parallelism cuts the blocks, numbered encoder first, into chunks as it cuts a
+// decoder's (config/pipeline_layout.h; the embedding and the head one slot each): the encoder's
+// chunks hand on its states [B, S, H]; the chunk that runs the decoder's first block applies the
+// encoder's final norm and sets the decoder's embedded input beside it, and from there the
+// chunks hand on [B, T + S, H], as between blocks. Every stage holds the root unit (the shared
+// table, both position tables, the final norms, lm_head), its copies' gradients summed over the
+// pipeline (ShardPlan::head_read_by_every_stage). Megatron instead gives the encoder and the
+// decoder stages of their own (pipeline_model_parallel_split_rank); one cut rule serves here.
+// No context parallelism, experts or packed rows (the recipe refuses them).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -136,6 +144,9 @@ class T5ForConditionalGeneration final : public CausalLM {
   explicit T5ForConditionalGeneration(const ModelConfig& config);
 
   ModelOutput forward(const Batch& batch) override;
+  // Blocks are numbered encoder first (block_runner's indices); see the header's comment on pipelines.
+  ModelOutput forward_chunk(const Batch& batch, const torch::Tensor& hidden, int64_t first_layer, int64_t last_layer,
+                            bool embed, bool head) override;
   torch::Tensor output_weight() const override;
   InitPlan init_plan() const override;
   ShardPlan shard_plan() override;
@@ -153,11 +164,19 @@ class T5ForConditionalGeneration final : public CausalLM {
   Linear lm_head{nullptr};  // untied only
 
  private:
+  // What every chunk of a step derives alike from the batch: the lengths (encoder S, decoder T),
+  // the cross-attention's and encoder's key mask, the decoder's causal mask and each stack's
+  // dropout key.
+  struct StepInputs {
+    int64_t s = 0, t = 0;
+    torch::Tensor memory_keep, causal;
+    DropoutKey key, decoder_key;
+  };
+  StepInputs step_inputs(const Batch& batch) const;
   // The stack's relative-position bias [1, heads, queries, keys] from its first block's table.
   torch::Tensor position_bias(T5Block first, int64_t queries, int64_t keys, bool bidirectional);
-  torch::Tensor run_stack(std::vector<T5Block>& blocks, int64_t first_index, torch::Tensor x, const torch::Tensor& keep,
-                          const torch::Tensor& memory, const torch::Tensor& memory_keep, const DropoutKey& dropout,
-                          const DropoutKey& memory_dropout);
+  // The stack's blocks [begin, end) on x (a decoder's: its states and the encoder's output side by side).
+  torch::Tensor run_blocks(bool decoder, int64_t begin, int64_t end, torch::Tensor x, const StepInputs& in);
 };
 
 }  // namespace xtrain::model
