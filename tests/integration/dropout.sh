@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Keyed dropout (model/layers/keyed_dropout.h) on BERT, model.dropout 0.1: 20 steps as one
-# process, as FSDP 2, as DP 2, as PP 2 (a layer a stage) and with gradient accumulation (micro
-# batches of 2) give the same per-step losses, gradient norms and weights (1e-5): the masks are
-# keyed by the sample, token and layer, not drawn from a generator each rank advances. (BERT does
-# not split by tensor parallelism: the recipe refuses it.) Dropout changes the loss against model.dropout
+# process, as FSDP 2, as DP 2, as PP 2 (a layer a stage), as TP 2 (a rank's attention masks its
+# heads' of one process's) and with gradient accumulation (micro batches of 2) give the same
+# per-step losses, gradient norms and weights (1e-5): the masks are keyed by the sample, token,
+# layer, head and feature, not drawn from a generator each rank advances. Dropout changes the loss against model.dropout
 # 0 and evaluation draws none; a run stopped at step 10 and resumed ends bit-identical to the
 # straight one. A family that computes no dropout, and a probability outside [0, 1), exit 2
 # naming the key.
@@ -56,6 +56,9 @@ compare_runs "$work/single" "$work/accumulated"
 train pp2 2 --set parallel.pp=2
 grep -q "parallel: 2 ranks (torchrun), DDP 1, 2 pipeline stages" "$work/pp2.log"
 compare_runs "$work/single" "$work/pp2"
+train tp2 2 --set parallel.tp=2
+grep -q "parallel: 2 ranks (torchrun), DDP 1, tensor-parallel over tp 2" "$work/tp2.log"
+compare_runs "$work/single" "$work/tp2"
 
 # Dropout is computed: step 1's loss differs from model.dropout 0's on the same weights and batch.
 train nodrop 1 --set model.dropout=0 --stop-at-step 1

@@ -43,8 +43,9 @@ void tensor_parallel(const RuleContext& c) {
     c.refuse("parallel.tp", fmt::format("{}: model.family {} is not split by tensor parallelism: leave it at 1 (use "
                                         "FSDP)",
                                         tp, m.family));
-  // t5's decoder blocks carry the encoder's output whole beside their states (model/t5/t5.h).
-  if (p.sequence_parallel && spec && spec->capabilities.encoder_decoder)
+  // The encoders split their layers only (bert; t5, whose decoder blocks carry the encoder's
+  // output whole beside their states: model/t5/t5.h).
+  if (p.sequence_parallel && spec && !spec->capabilities.causal)
     c.refuse("parallel.sequence_parallel", fmt::format("true: model.family {} splits over parallel.tp without "
                                                        "sequence parallelism; set it false",
                                                        m.family));

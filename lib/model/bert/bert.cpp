@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "model/spec/bert_family.h"
@@ -34,19 +35,49 @@ torch::Tensor BertLayerImpl::attention(const torch::Tensor& q, const torch::Tens
   auto scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim_)));
   scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
   auto probs = at::softmax(scores, -1, at::kFloat).to(v.scalar_type());
-  return at::matmul(attention_dropout(probs, dropout_, dropout, index_), v);
+  return at::matmul(attention_dropout(probs, dropout_, dropout, index_, first_head()), v);
 }
 
+// Under tensor parallelism the input enters the column-parallel projections (its gradient summed
+// over the ranks); a row-parallel projection's partial products are summed, then its bias added
+// once, so that the residual, the norms and the hidden dropout see whole states on every rank.
 torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask, const DropoutKey& dropout) {
   const int64_t b = x.size(0), t = x.size(1);
-  auto heads = [&](Linear& projection) { return projection(x).view({b, t, -1, head_dim_}).transpose(1, 2); };
+  auto enter = [this](const torch::Tensor& y) { return tensor_parallel ? tensor_parallel->enter(y) : y; };
+  auto rows = [this](Linear& projection, const torch::Tensor& y) {
+    if (!tensor_parallel) return projection(y);
+    return tensor_parallel->leave(projection->project_with(y, projection->weight, torch::Tensor())) + projection->bias;
+  };
+  const auto input = enter(x);
+  auto heads = [&](Linear& projection) { return projection(input).view({b, t, -1, head_dim_}).transpose(1, 2); };
   auto context = attention(heads(query), heads(key), heads(value), mask, dropout);
   context = context.transpose(1, 2).reshape({b, t, -1});
   auto drop = [&](const torch::Tensor& y, DropoutSite site) {
     return hidden_dropout(y, dropout_, dropout, index_, site);
   };
-  const auto h = attention_norm(drop(attention_dense(context), DropoutSite::attention_output) + x);
-  return output_norm(drop(output_dense(torch::gelu(intermediate(h))), DropoutSite::mlp_output) + h);
+  const auto h = attention_norm(drop(rows(attention_dense, context), DropoutSite::attention_output) + x);
+  return output_norm(drop(rows(output_dense, torch::gelu(intermediate(enter(h)))), DropoutSite::mlp_output) + h);
+}
+
+// Megatron's split: query, key and value by heads and the intermediate layer by width (columns,
+// their biases with them), the attention's and the output's dense layers by rows (their biases
+// whole); the norms stay whole.
+void BertLayerImpl::tensor_parallel_plan(const std::string& name, int64_t rank, int64_t ranks,
+                                         TensorParallelPlan& plan) const {
+  const auto heads = split_share(num_heads_, rank, ranks);
+  const TensorSlice columns{0, {heads.first * head_dim_, heads.count * head_dim_}};
+  for (const char* projection : {".attention.self.query.", ".attention.self.key.", ".attention.self.value."}) {
+    plan[name + projection + "weight"] = columns;
+    plan[name + projection + "bias"] = columns;
+  }
+  plan[name + ".attention.output.dense.weight"] = {1, columns.share};
+  const TensorSlice width{0, split_share(intermediate->weight.size(0), rank, ranks)};
+  plan[name + ".intermediate.dense.weight"] = plan[name + ".intermediate.dense.bias"] = width;
+  plan[name + ".output.dense.weight"] = {1, width.share};
+}
+
+int64_t BertLayerImpl::first_head() const {
+  return tensor_parallel ? split_share(num_heads_, tensor_parallel->rank(), tensor_parallel->size()).first : 0;
 }
 
 void BertLayerImpl::describe_init(const std::string& name, double std, InitPlan& plan) const {
@@ -138,6 +169,8 @@ ModelOutput BertForMaskedLM::forward_chunk(const Batch& batch, const torch::Tens
   }
   ModelOutput output;
   output.hidden = head ? transform_norm(torch::gelu(transform(x))) : x;
+  // The vocabulary-parallel head takes the whole states on every rank.
+  if (head && tensor_parallel_) output.hidden = tensor_parallel_->enter(output.hidden);
   return output;
 }
 
@@ -148,6 +181,33 @@ void BertForMaskedLM::float8_layers(const std::string& name, Float8Layers& layer
 }
 
 torch::Tensor BertForMaskedLM::output_weight() const { return word_embeddings->weight; }
+
+// The word embeddings (the lookup and the output projection) and the prediction bias by
+// vocabulary rows, as llama's; the position and token-type tables, the embeddings' norm and the
+// head's transform stay whole.
+TensorParallelPlan BertForMaskedLM::tensor_parallel_plan(int64_t rank, int64_t ranks) const {
+  const auto& c = config();
+  for (const auto& [size, key] : {std::pair{c.num_heads, "model.num_heads"},
+                                  std::pair{c.intermediate_size, "model.intermediate_size"}})
+    if (size % ranks != 0)
+      throw std::invalid_argument(
+          fmt::format("{} {} does not split over {} tensor-parallel ranks (parallel.tp)", key, size, ranks));
+  TensorParallelPlan plan;
+  const TensorSlice vocab{0, split_share(c.vocab_size, rank, ranks)};
+  plan["bert.embeddings.word_embeddings.weight"] = plan["cls.predictions.bias"] = vocab;
+  for (size_t i = 0; i < blocks.size(); ++i)
+    blocks[i]->tensor_parallel_plan("bert.encoder.layer." + std::to_string(i), rank, ranks, plan);
+  return plan;
+}
+
+void BertForMaskedLM::use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) {
+  TORCH_CHECK(!ops->sequence_parallel(), "bert splits over parallel.tp without sequence parallelism (the recipe check "
+              "refuses parallel.sequence_parallel)");
+  word_embeddings->tensor_parallel = ops;
+  word_embeddings->first_row = split_share(config().vocab_size, ops->rank(), ops->size()).first;
+  for (auto& block : blocks) block->tensor_parallel = ops;
+  tensor_parallel_ = std::move(ops);
+}
 
 InitPlan BertForMaskedLM::init_plan() const {
   const double std = config().init_std;

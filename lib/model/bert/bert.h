@@ -17,10 +17,15 @@
 //
 // Init as BERT's: every weight ~ N(0, init_std^2), biases 0, LayerNorm gains 1. Split into
 // pipeline stages by layer (forward_chunk): every stage holds the embeddings and the head, one
-// unit, the first stage reading the embeddings and the last the head. Not split by tensor
-// parallelism (the recipe refuses it).
+// unit, the first stage reading the embeddings and the last the head. Tensor parallelism
+// (parallel.tp, without sequence parallelism), Megatron's split: query, key and value by heads,
+// the intermediate layer by width, the two dense layers after them by rows (their biases added
+// once after the ranks' sums), the word embeddings and the prediction bias by vocabulary rows (a
+// vocabulary-parallel lookup and loss); the rest whole. A rank's attention dropout masks are its
+// heads' of one process's; the hidden dropout falls on whole states.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +36,7 @@
 #include "model/layers/keyed_dropout.h"
 #include "model/layers/layer_norm.h"
 #include "model/layers/linear.h"
+#include "model/layers/tensor_parallel_ops.h"
 
 namespace xtrain::model {
 
@@ -43,7 +49,11 @@ class BertLayerImpl : public torch::nn::Module, public Float8User {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask, const DropoutKey& dropout = {});
   void describe_init(const std::string& name, double std, InitPlan& plan) const;
   void float8_layers(const std::string& name, Float8Layers& layers) override;  // attention and MLP projections
+  // This rank's slices under tensor parallelism, by name under `name`, and its first global head.
+  void tensor_parallel_plan(const std::string& name, int64_t rank, int64_t ranks, TensorParallelPlan& plan) const;
+  int64_t first_head() const;
 
+  std::shared_ptr<TensorParallelOps> tensor_parallel;  // null: every head and the whole width
   Linear query{nullptr}, key{nullptr}, value{nullptr}, attention_dense{nullptr};
   LayerNorm attention_norm{nullptr};
   Linear intermediate{nullptr}, output_dense{nullptr};
@@ -76,6 +86,8 @@ class BertForMaskedLM final : public CausalLM {
   }
   // Each encoder layer's and the head's transform (the tied output projection stays in high precision).
   void float8_layers(const std::string& name, Float8Layers& layers) override;
+  TensorParallelPlan tensor_parallel_plan(int64_t rank, int64_t ranks) const override;
+  void use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) override;
 
   Embedding word_embeddings{nullptr}, position_embeddings{nullptr}, token_type_embeddings{nullptr};
   LayerNorm embeddings_norm{nullptr};

@@ -106,7 +106,9 @@ torch::Tensor EmbeddingImpl::forward(const torch::Tensor& ids) {
   if (!tensor_parallel) return lookup(ids, padding_idx);
   const auto local = ids - first_row;
   const auto mine = local.ge(0).logical_and(local.lt(weight.size(0)));
-  const auto rows = lookup(local.masked_fill(mine.logical_not(), 0), -1);
+  // The padding row, where this rank holds it, takes no gradient from its lookups here either.
+  const bool holds_padding = padding_idx >= first_row && padding_idx < first_row + weight.size(0);
+  const auto rows = lookup(local.masked_fill(mine.logical_not(), 0), holds_padding ? padding_idx - first_row : -1);
   return tensor_parallel->leave(rows * mine.unsqueeze(-1).to(rows.scalar_type()));
 }
 

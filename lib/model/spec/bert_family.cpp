@@ -87,9 +87,9 @@ ModelSpec bert_spec() {
   spec.hf_architecture = "BertForMaskedLM";
   spec.hf_model_type = "bert";
   spec.description = "encoder: post-LN layers, bidirectional attention, GELU; trained on masked tokens (data.objective mlm)";
-  // Split by pipeline parallelism, not by tensor parallelism; model.pad_token_id is its word
-  // embeddings' padding row.
-  spec.capabilities.pipeline = true;
+  // Split by tensor parallelism (without sequence parallelism) and into pipeline stages;
+  // model.pad_token_id is its word embeddings' padding row.
+  spec.capabilities.tensor_parallel = spec.capabilities.pipeline = true;
   spec.capabilities.causal = false;
   spec.capabilities.pad_token = true;
   spec.capabilities.dropout = true;  // model/bert/bert.h

@@ -254,10 +254,14 @@ TEST_CASE("a layout or objective the family does not support names the family, t
     CHECK(std::find(lines.begin(), lines.end(), line) != lines.end());
   };
   const std::string bert = "name: x\nmodel:\n  family: bert\n  tie_embeddings: true\ndata:\n  objective: mlm\n";
-  has(problems(bert + "parallel:\n  tp: 2\n"),
-      "r.yaml:8:3: parallel.tp: 2: model.family bert is not split by tensor parallelism: leave it at 1 (use FSDP)");
-  has(problems("name: x\nmodel:\n  family: vit\n  hidden_size: 64\ndata:\n  seq_len: 64\nparallel:\n  pp: 2\n"),
+  const std::string vit = "name: x\nmodel:\n  family: vit\n  hidden_size: 64\ndata:\n  seq_len: 64\n";
+  has(problems(vit + "parallel:\n  tp: 2\n"),
+      "r.yaml:8:3: parallel.tp: 2: model.family vit is not split by tensor parallelism: leave it at 1 (use FSDP)");
+  has(problems(vit + "parallel:\n  pp: 2\n"),
       "r.yaml:8:3: parallel.pp: 2: model.family vit is not split into pipeline stages: leave it at 1 (use FSDP)");
+  has(problems(bert + "parallel:\n  tp: 2\n  sequence_parallel: true\n"),
+      "r.yaml:9:3: parallel.sequence_parallel: true: model.family bert splits over parallel.tp without sequence "
+      "parallelism; set it false");
   has(problems("name: x\nmodel:\n  family: bert\n  tie_embeddings: true\n"),
       "r.yaml:3:3: model.family: bert is an encoder trained on masked tokens: set data.objective mlm");
   has(problems("name: x\ndata:\n  objective: mlm\n"),
