@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # CLIP (model.family clip) from a tiny random CLIPModel that transformers writes, on generated
 # (image, caption) pairs (tools/reference/clip_pairs.py: coloured shapes, "a red circle"): 20
-# steps as FSDP 2 equal one process over the global batch (losses and weights within 1e-5, gradient
-# norms 3e-5), because each rank's embeddings are gathered with their gradient so that the
+# steps as FSDP 2 equal one process over the global batch (losses, gradient norms and weights
+# within 1e-5), because each rank's embeddings are gathered with their gradient so that the
 # negatives are the global batch's; XTRAIN_NUMERIC_FAULT=local_negatives (each rank scores its own
 # pairs only) fails that check, and the figure is shown. Bad records exit 2 naming the file and
 # line; the layouts clip does not split by (tp, pp, cp, ep), gradient accumulation, data.eval and a
@@ -35,7 +35,7 @@ train:
   log_every: 5
   threads: 1
 optim:
-  lr: 2.0e-3
+  lr: 5.0e-4
   warmup_steps: 5
 checkpoint:
   every: 20
@@ -45,9 +45,11 @@ YAML
 train single 1
 train fsdp2 2 --set parallel.fsdp=2 --set train.micro_batch_size=4
 grep -q "parallel: 2 ranks (torchrun), FSDP 2" "$work/fsdp2.log"
-# Losses and weights within 1e-5; the gradient norm within 3e-5 (1.8e-5 measured: every rank
-# differentiates the whole global loss, weighted by its share, and the halves are summed).
-compare_runs "$work/single" "$work/fsdp2" 1 1e-5 3e-5
+# At 5e-4 lr the loss falls steadily (2.99 to 1.07); at 2e-3 it oscillated from step 8 on, and
+# there one process's gradient norm moved by 1.2e-5 from one set of ATen kernels to another
+# (ATEN_CPU_CAPABILITY=default against AVX2's), as much as FSDP 2's did (1.14e-5). At 5e-4:
+# FSDP 2 1.7e-6, the kernels' own 2.1e-6.
+compare_runs "$work/single" "$work/fsdp2"
 # Local negatives: each rank's loss over its 4 pairs only. The parity check must fail on it.
 XTRAIN_NUMERIC_FAULT=local_negatives train local 2 --set parallel.fsdp=2 --set train.micro_batch_size=4
 if (compare_runs "$work/single" "$work/local") > "$work/local-compare.log" 2>&1; then
