@@ -45,6 +45,10 @@ struct DataSection {
   int64_t balance_window = 0;
   int64_t prefetch = 0;
   bool skip_bad_images = false;
+  // Image classifiers' training augmentation (data/image_augment.h): torchvision's
+  // RandomResizedCrop area and aspect ranges (crop_scale empty: no crop) and the mirror probability.
+  std::vector<double> crop_scale, crop_ratio;
+  double hflip = 0;
   std::string cache_dir;  // "" : text sources are tokenized on every start
 };
 

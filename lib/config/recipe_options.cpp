@@ -66,6 +66,16 @@ Check<Floats> adam_betas() {
   };
 }
 
+// [min, max] with low <= min <= max <= high (a crop's share of the area, or its aspect ratio).
+Check<Floats> increasing_pair(double low, double high, const char* what) {
+  return [low, high, what](const Floats& pair) -> std::optional<std::string> {
+    if (pair.size() != 2) return fmt::format("expected two values [min, max] of {}, got {}", what, pair.size());
+    if (!(pair[0] > low && pair[0] <= pair[1] && pair[1] <= high))
+      return fmt::format("expected {} < min <= max <= {} ({}), got [{}, {}]", low, high, what, pair[0], pair[1]);
+    return std::nullopt;
+  };
+}
+
 Check<std::string> chunk_spec() {
   return [](const std::string& value) -> std::optional<std::string> {
     if (value == "auto" || value == "off") return std::nullopt;
@@ -220,6 +230,12 @@ void add_data_options(OptionRegistry& r) {
   r.add<int64_t>("data.balance_window", FIELD(data.balance_window), 0, "Balance attention cost across data-parallel ranks over windows of N steps (0: off); see docs/data.md.", at_least<int64_t>(0));
   r.add<int64_t>("data.prefetch", FIELD(data.prefetch), 2, "Steps of micro batches a background thread reads ahead of training.", at_least<int64_t>(1));
   r.add<bool>("data.skip_bad_images", FIELD(data.skip_bad_images), false, "Image chat (llava): leave out, and count, the records whose images are missing or do not decode; off, such a record stops the run before its first step, named with its file and line.");
+  r.add<Floats>("data.crop_scale", FIELD(data.crop_scale), Floats{}, "Image classifiers (vit), training images only: crop a random box of this share [min, max] of the image's area (torchvision's RandomResizedCrop scale; [0.08, 1.0] is its default) and aspect ratio in data.crop_ratio, then resize it to the model's size; empty: the whole image, resized. Drawn per sample from (run.seed, sample), the same on every layout and resume. See docs/models.md, Image classification.", [](const Floats& pair) -> std::optional<std::string> {
+    if (pair.empty()) return std::nullopt;
+    return increasing_pair(0.0, 1.0, "the image's area")(pair);
+  });
+  r.add<Floats>("data.crop_ratio", FIELD(data.crop_ratio), Floats{0.75, 4.0 / 3.0}, "With data.crop_scale: the range of the crop's width / height, drawn log-uniformly (torchvision's RandomResizedCrop ratio).", increasing_pair(0.0, 1e9, "width / height"));
+  r.add<double>("data.hflip", FIELD(data.hflip), 0.0, "Image classifiers (vit), training images only: the probability that an image is mirrored left to right (torchvision's RandomHorizontalFlip p; 0.5 is usual), after any crop.", in_range(0.0, 1.0));
   r.add<std::string>("data.cache_dir", FIELD(data.cache_dir), "", "Keep tokenized text sources in this folder as memory-mapped entries keyed by the sources' content, the tokenizer, the chat template, the objective and data.seq_len, so that later runs, restarts and the other ranks read them instead of tokenizing again; empty: tokenize on every start. See docs/data.md, The data cache.");
 }
 

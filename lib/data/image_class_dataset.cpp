@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "image/image_decode.h"
+#include "image/image_geometry.h"
 #include "image/pil_resize.h"
 #include "util/input_error.h"
 
@@ -74,18 +75,35 @@ torch::Tensor ImageClassDataset::targets(int64_t first_global_index, int64_t cou
   return batch(first_global_index, count).narrow(1, 1, 1).clone();
 }
 
-torch::Tensor ImageClassDataset::preprocess(const std::string& path, int64_t image_size) {
-  const auto resized =
-      image::pil_resize(image::decode_image_file(path), image_size, image_size, image::ResampleFilter::Bilinear);
-  auto pixels = torch::from_blob(const_cast<uint8_t*>(resized.rgb.data()), {image_size, image_size, 3}, torch::kUInt8)
+torch::Tensor ImageClassDataset::normalized(const image::Image& image) {
+  auto pixels = torch::from_blob(const_cast<uint8_t*>(image.rgb.data()), {image.height, image.width, 3}, torch::kUInt8)
                     .permute({2, 0, 1})
                     .to(torch::kFloat32);
   // ViTImageProcessor: rescale by 1/255, then (x - 0.5) / 0.5, in float32 as numpy computes it.
   return ((pixels * (1.0f / 255.0f)) - 0.5f) / 0.5f;
 }
 
+torch::Tensor ImageClassDataset::preprocess(const std::string& path, int64_t image_size) {
+  return normalized(
+      image::pil_resize(image::decode_image_file(path), image_size, image_size, image::ResampleFilter::Bilinear));
+}
+
 torch::Tensor ImageClassDataset::pixel_values(int64_t global_index) const {
-  return preprocess(record(global_index).image, options_.image_size).unsqueeze(0);
+  const auto& path = record(global_index).image;
+  const int64_t size = options_.image_size;
+  if (!options_.augment.any()) return preprocess(path, size).unsqueeze(0);
+  const auto decoded = image::decode_image_file(path);
+  const auto draw = draw_augment(options_.augment, options_.seed, global_index, decoded.height, decoded.width);
+  auto resized = image::pil_resize(image::crop(decoded, draw.box), size, size, image::ResampleFilter::Bilinear);
+  if (draw.flipped) resized = image::flip_left_right(resized);
+  return normalized(resized).unsqueeze(0);
+}
+
+torch::Tensor ImageClassDataset::augmentation(int64_t global_index) const {
+  if (!options_.augment.any()) return {};
+  const auto decoded = image::decode_image_file(record(global_index).image);
+  const auto draw = draw_augment(options_.augment, options_.seed, global_index, decoded.height, decoded.width);
+  return torch::tensor({draw.box.top, draw.box.left, draw.box.height, draw.box.width, int64_t{draw.flipped}});
 }
 
 std::string ImageClassDataset::notes() const {

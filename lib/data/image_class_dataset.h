@@ -5,7 +5,8 @@
 // (seq_len() is 1), and pixel_values(g) is the image as transformers' ViTImageProcessor gives
 // it: Pillow's bilinear resize to image_size x image_size, scaled to [0, 1], normalised with
 // mean 0.5 and std 0.5 per channel. Record order is shuffled per epoch, a pure function of
-// (seed, g), as for every dataset.
+// (seed, g), as for every dataset. With an augmentation (training images: data/image_augment.h),
+// the image is cropped, resized and mirrored as its draw for (seed, g) says before it is scaled.
 //
 // Every image is decoded when the dataset is built, so that a missing or undecodable file, a
 // label out of [0, num_labels) or a malformed record is an InputError naming the file, the line
@@ -17,7 +18,9 @@
 #include <vector>
 
 #include "data/epoch_order.h"
+#include "data/image_augment.h"
 #include "data/sample_dataset.h"
+#include "image/image.h"
 
 namespace xtrain::data {
 
@@ -26,6 +29,7 @@ struct ImageClassOptions {
   int64_t image_size = 0;  // square, a side
   uint64_t seed = 0;
   bool shuffle = true;
+  ImageAugment augment;  // none by default (evaluation, and training unless the recipe asks)
 };
 
 class ImageClassDataset final : public SampleDataset {
@@ -42,10 +46,15 @@ class ImageClassDataset final : public SampleDataset {
   // The entropy of the labels' frequencies: the loss of a classifier that ignores the image.
   double unigram_entropy() const override { return label_entropy_; }
   torch::Tensor pixel_values(int64_t global_index) const override;  // float32 [1, 3, size, size]
+  // int64 [5]: the crop's top, left, height and width in the decoded image, and 1 if mirrored;
+  // undefined without an augmentation.
+  torch::Tensor augmentation(int64_t global_index) const override;
   std::string notes() const override;
 
-  // The pixels of one image file as the dataset gives them: float32 [3, size, size].
+  // The pixels of one image file as the dataset gives them without augmentation: float32 [3, size, size].
   static torch::Tensor preprocess(const std::string& path, int64_t image_size);
+  // An image already at the model's size, scaled and normalised as ViTImageProcessor does.
+  static torch::Tensor normalized(const image::Image& image);
 
  private:
   struct Record {

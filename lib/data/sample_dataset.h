@@ -47,6 +47,9 @@ class SampleDataset {
   // preprocessed for the vision tower: float32 [images, channels, height, width], or undefined
   // when the sample has none (every text dataset).
   virtual torch::Tensor pixel_values(int64_t /*global_index*/) const { return {}; }
+  // The random transform sample g's pixels took, for a reference to repeat (an image
+  // classifier's crop and flip: data/image_class_dataset.h); undefined: none.
+  virtual torch::Tensor augmentation(int64_t /*global_index*/) const { return {}; }
   // The vision tower's attention cost proxy for sample g, in the units of micro_batch.h's
   // attention_cost: the sum over its images of their token counts squared.
   virtual double vision_cost(int64_t /*global_index*/) const { return 0; }

@@ -27,9 +27,19 @@ int dump_batch(const config::Recipe& recipe, const BatchDumpOptions& options) {
   std::vector<int64_t> samples(static_cast<size_t>(options.count));
   std::iota(samples.begin(), samples.end(), options.first);
   const auto batch = data::make_micro_batch(*dataset, samples, /*pack=*/false);
-  ckpt::save_safetensors(options.out, {{"input_ids", batch.inputs},
-                                       {"labels", batch.targets},
-                                       {"attention_mask", torch::ones_like(batch.inputs)}});
+  ckpt::TensorMap tensors{
+      {"input_ids", batch.inputs}, {"labels", batch.targets}, {"attention_mask", torch::ones_like(batch.inputs)}};
+  // An image classifier's pixels, and the crops and flips its training images took.
+  if (dataset->pixel_values(options.first).defined() && !dataset->preference_pairs()) {
+    std::vector<torch::Tensor> pixels, augmentations;
+    for (int64_t g : samples) {
+      pixels.push_back(dataset->pixel_values(g));
+      if (auto drawn = dataset->augmentation(g); drawn.defined()) augmentations.push_back(drawn);
+    }
+    if (pixels.front().size(0) == 1) tensors["pixel_values"] = torch::cat(pixels);
+    if (!augmentations.empty()) tensors["augmentation"] = torch::stack(augmentations);
+  }
+  ckpt::save_safetensors(options.out, tensors);
   fmt::print("wrote {} samples of {} tokens ({} targets) from {} to {}\n", options.count, dataset->seq_len(),
              batch.target_count, key, options.out);
   return 0;

@@ -105,7 +105,12 @@ std::unique_ptr<data::SampleDataset> load_recipe_dataset(const std::string& key,
       return load_image_text(source, tokenizer, recipe, shuffle);
     if (recipe.model.vision.enabled()) return load_image_chat(source, tokenizer, recipe, shuffle);
     if (model::model_spec(recipe.model.family).capabilities.image_classes) {
-      data::ImageClassOptions images{recipe.model.vocab_size, recipe.model.vision.image_size, options.seed, shuffle};
+      // Training images only are augmented.
+      const auto augment = key == "data.train"
+                               ? data::ImageAugment{recipe.data.crop_scale, recipe.data.crop_ratio, recipe.data.hflip}
+                               : data::ImageAugment{};
+      data::ImageClassOptions images{recipe.model.vocab_size, recipe.model.vision.image_size, options.seed, shuffle,
+                                     augment};
       return std::make_unique<data::ImageClassDataset>(source, images);
     }
     if (recipe.data.objective == config::Objective::dpo)

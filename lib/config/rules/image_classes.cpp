@@ -2,7 +2,8 @@
 // a Hugging Face folder (the image and patch sizes have no recipe keys), its target is each
 // image's label (the default objective, no masking or preference pairs), data.seq_len is the
 // tokens its encoder sees per image (the step report's token counts and the memory estimate
-// count them), and one image is one row (no packing). docs/models.md, Image classification.
+// count them), and one image is one row (no packing). Its augmentation keys (data.crop_scale,
+// data.hflip) are its alone. docs/models.md, Image classification.
 #include <fmt/format.h>
 
 #include "config/recipe_rule.h"
@@ -13,7 +14,14 @@ namespace xtrain::config::rules {
 void image_classes(const RuleContext& c) {
   const auto& r = c.recipe;
   const auto* spec = model::find_model_spec(r.model.family);
-  if (!spec || !spec->capabilities.image_classes) return;
+  if (!spec || !spec->capabilities.image_classes) {
+    const char* key = !r.data.crop_scale.empty() ? "data.crop_scale" : r.data.hflip > 0 ? "data.hflip" : nullptr;
+    if (key)
+      c.refuse(key, fmt::format("crops and mirrors the images of an image classifier (model.family vit), and "
+                                "model.family {} is not one: leave it out",
+                                r.model.family));
+    return;
+  }
   if (r.model.init_from.rfind("hf:", 0) != 0) {
     c.refuse("model.family",
              fmt::format("{} takes its image size, patch size and labels from a Hugging Face folder: set "
