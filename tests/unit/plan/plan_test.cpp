@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "config/pipeline_layout.h"
+#include "config/recipe_loader.h"
 #include "plan/hardware_profile.h"
 #include "plan/layout_search.h"
 #include "plan/memory_estimate.h"
@@ -578,4 +579,28 @@ TEST_CASE("the plan reproduces the published runs", "[plan]") {
     }
   }
   CHECK(calibration <= 3);
+}
+
+TEST_CASE("the census counts every family's layers as its shard plan's blocks", "[plan]") {
+  const std::string t5 =
+      "name: x\nmodel:\n  family: t5\n  hidden_size: 32\n  num_layers: 2\n  num_decoder_layers: 3\n  num_heads: 4\n"
+      "  head_dim: 8\n  intermediate_size: 64\n  vocab_size: 320\n  tie_embeddings: true\n"
+      "data:\n  objective: span_corruption\n  tokenizer: byte\n  seq_len: 32\n";
+  const auto c = train::model_census(config::load_recipe_text(t5, "t5.yaml"));
+  REQUIRE(c.layers.size() == 5);  // the encoder's 2 blocks, then the decoder's 3
+  for (size_t i = 0; i < 5; ++i) {
+    INFO("block " << i);
+    CHECK(c.layers[i].attention == (i < 2 ? 1 : 2) * 4 * 32 * 32);  // q, k, v, o; the decoder's cross-attention too
+    CHECK(c.layers[i].dense == 2 * 32 * 64);                         // wi, wo
+  }
+  CHECK(c.embedding == 320 * 32);
+  CHECK(c.head == 0);  // tied: the shared table projects
+  const std::string bert = "name: x\nmodel:\n  family: bert\n  hidden_size: 32\n  num_layers: 2\n  num_heads: 4\n"
+                           "  intermediate_size: 64\n  vocab_size: 320\n  tie_embeddings: true\n"
+                           "data:\n  objective: mlm\n  seq_len: 32\n";
+  const auto b = train::model_census(config::load_recipe_text(bert, "bert.yaml"));
+  REQUIRE(b.layers.size() == 2);
+  CHECK(b.layers[0].attention == 4 * 32 * 32);
+  CHECK(b.layers[0].dense == 2 * 32 * 64);
+  CHECK(b.embedding == 320 * 32);
 }
