@@ -20,6 +20,7 @@ const char* value_type_name(ValueType type) {
     case ValueType::Boolean: return "bool";
     case ValueType::String: return "string";
     case ValueType::FloatList: return "list of floats";
+    case ValueType::IntegerList: return "list of integers";
     case ValueType::StringList: return "list of strings";
     case ValueType::Sources: return "source or list";
   }
@@ -34,6 +35,7 @@ template <> constexpr ValueType value_type_of<double>() { return ValueType::Floa
 template <> constexpr ValueType value_type_of<bool>() { return ValueType::Boolean; }
 template <> constexpr ValueType value_type_of<std::string>() { return ValueType::String; }
 template <> constexpr ValueType value_type_of<std::vector<double>>() { return ValueType::FloatList; }
+template <> constexpr ValueType value_type_of<std::vector<int64_t>>() { return ValueType::IntegerList; }
 template <> constexpr ValueType value_type_of<std::vector<std::string>>() { return ValueType::StringList; }
 
 std::string describe(const YAML::Node& node) {
@@ -111,6 +113,23 @@ std::optional<std::string> parse_value(const YAML::Node& node, std::vector<doubl
 }
 
 template <>
+std::optional<std::string> parse_value(const YAML::Node& node, std::vector<int64_t>& out) {
+  if (node.IsNull()) {  // `--set parallel.pp_layers=`: none
+    out.clear();
+    return std::nullopt;
+  }
+  if (!node.IsSequence()) return "expected a list of integers like [3, 4, 4, 3], got " + describe(node);
+  std::vector<int64_t> values;
+  for (const auto& item : node) {
+    int64_t value;
+    if (parse_value(item, value)) return "expected a list of integers, got item " + describe(item);
+    values.push_back(value);
+  }
+  out = std::move(values);
+  return std::nullopt;
+}
+
+template <>
 std::optional<std::string> parse_value(const YAML::Node& node, std::vector<std::string>& out) {
   if (node.IsNull()) {  // `freeze:` or `--set model.freeze=`: none
     out.clear();
@@ -144,6 +163,11 @@ template <> std::string render_value(const std::vector<std::string>& value) {
   for (size_t i = 0; i < value.size(); ++i) text += (i ? ", " : "") + render_value(value[i]);
   return text + "]";
 }
+template <> std::string render_value(const std::vector<int64_t>& value) {
+  std::string text = "[";
+  for (size_t i = 0; i < value.size(); ++i) text += (i ? ", " : "") + render_value(value[i]);
+  return text + "]";
+}
 template <> std::string render_value(const std::vector<double>& value) {
   std::string text = "[";
   for (size_t i = 0; i < value.size(); ++i) text += (i ? ", " : "") + render_value(value[i]);
@@ -158,6 +182,7 @@ std::string plain_text(const T& value) {
 }
 template <> std::string plain_text(const std::vector<double>& value) { return render_value(value); }
 template <> std::string plain_text(const std::vector<std::string>& value) { return render_value(value); }
+template <> std::string plain_text(const std::vector<int64_t>& value) { return render_value(value); }
 
 }  // namespace
 
@@ -202,6 +227,9 @@ template void OptionRegistry::add<std::string>(std::string, std::function<std::s
 template void OptionRegistry::add<std::vector<std::string>>(
     std::string, std::function<std::vector<std::string>&(Recipe&)>, std::vector<std::string>, std::string,
     Check<std::vector<std::string>>);
+template void OptionRegistry::add<std::vector<int64_t>>(
+    std::string, std::function<std::vector<int64_t>&(Recipe&)>, std::vector<int64_t>, std::string,
+    Check<std::vector<int64_t>>);
 template void OptionRegistry::add<std::vector<double>>(
     std::string, std::function<std::vector<double>&(Recipe&)>, std::vector<double>, std::string,
     Check<std::vector<double>>);

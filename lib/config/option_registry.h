@@ -13,7 +13,7 @@
 
 namespace xtrain::config {
 
-enum class ValueType { Integer, Float, Boolean, String, FloatList, StringList, Sources };
+enum class ValueType { Integer, Float, Boolean, String, FloatList, IntegerList, StringList, Sources };
 const char* value_type_name(ValueType type);
 
 // A check returns nullopt when the value is fine, else what is wrong ("must be >= 1").

@@ -25,6 +25,54 @@ std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks, int64
   return all;
 }
 
+std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks, int64_t depths,
+                                           const std::vector<int64_t>& layers_per_chunk) {
+  if (layers_per_chunk.empty()) return pipeline_chunks(layers, chunks, depths);
+  auto fail = [&](const std::string& problem) {
+    std::string list;
+    for (int64_t n : layers_per_chunk) list += (list.empty() ? "" : ", ") + std::to_string(n);
+    throw std::invalid_argument("[" + list + "]: " + problem);
+  };
+  if (static_cast<int64_t>(layers_per_chunk.size()) != chunks)
+    fail("one count of layers a pipeline chunk, " + std::to_string(chunks) + " of them (parallel.pp x pp_virtual_stages)");
+  int64_t sum = 0;
+  for (size_t k = 0; k < layers_per_chunk.size(); ++k) {
+    const bool end = k == 0 || k + 1 == layers_per_chunk.size();
+    if (layers_per_chunk[k] < 0 || (layers_per_chunk[k] == 0 && !end))
+      fail("chunk " + std::to_string(k) + " holds " + std::to_string(layers_per_chunk[k]) +
+           " layers: a chunk between the first (the embedding's) and the last (the head's) holds at least one");
+    sum += layers_per_chunk[k];
+  }
+  if (sum != layers) fail("the counts add up to " + std::to_string(sum) + ", not the model's " + std::to_string(layers) + " layers");
+  std::vector<PipelineChunk> all;
+  int64_t first = 0;
+  for (int64_t k = 0; k < chunks; ++k) {
+    const int64_t last = first + layers_per_chunk[static_cast<size_t>(k)];
+    all.push_back({first, k + 1 == chunks ? last + depths : last, k == 0, k + 1 == chunks});
+    first = last;
+  }
+  return all;
+}
+
+std::string describe_pipeline_cut(const std::vector<PipelineChunk>& chunks, const PipelinePlacement& placement) {
+  std::string text;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const auto& chunk = chunks[c];
+    std::vector<std::string> parts;
+    if (chunk.embedding) parts.emplace_back("the embedding");
+    const int64_t count = chunk.last_layer - chunk.first_layer;
+    if (count == 1) parts.push_back("layer " + std::to_string(chunk.first_layer));
+    if (count > 1)
+      parts.push_back("layers " + std::to_string(chunk.first_layer) + "-" + std::to_string(chunk.last_layer - 1));
+    if (chunk.head) parts.emplace_back("the head");
+    std::string runs;
+    for (const auto& part : parts) runs += (runs.empty() ? "" : ", ") + part;
+    text += (c ? "; chunk " : "chunk ") + std::to_string(c) + " (rank " +
+            std::to_string(placement.rank_of(static_cast<int64_t>(c))) + "): " + runs;
+  }
+  return text;
+}
+
 int64_t PipelinePlacement::global_chunk(int64_t rank, int64_t local) const {
   if (v_shape) return local == 0 ? rank : 2 * stages - 1 - rank;
   return local * stages + rank;
@@ -35,8 +83,9 @@ int64_t PipelinePlacement::rank_of(int64_t global) const {
   return global % stages;
 }
 
-PipelinePlacement pipeline_placement(PpSchedule schedule, int64_t stages, int64_t virtual_stages) {
-  return {stages, virtual_stages, v_shaped(schedule)};
+PipelinePlacement pipeline_placement(PpSchedule schedule, int64_t stages, int64_t virtual_stages,
+                                     std::vector<int64_t> layers_per_chunk) {
+  return {stages, virtual_stages, v_shaped(schedule), std::move(layers_per_chunk)};
 }
 
 std::string min_micro_batches_problem(PpSchedule schedule, int64_t stages, int64_t micro_batches) {

@@ -1,7 +1,8 @@
 // The pipeline layout a recipe implies, without a tensor in sight, so that the engine and the
 // planner (plan/, which links no LibTorch) share one rule:
-//   - pipeline_chunks: which layers each of the pp x v chunks holds. The embedding and the head
-//     count as one layer each for balance: chunk k takes slots [k S / chunks, (k + 1) S / chunks)
+//   - pipeline_chunks: which layers each of the pp x v chunks holds, as parallel.pp_layers says
+//     or else balanced: the embedding and the head
+//     count as one layer each: chunk k takes slots [k S / chunks, (k + 1) S / chunks)
 //     of the S = layers + 2 slots embedding, layer 0, ..., layer L-1, head. Multi-token
 //     prediction's D depths (layers L .. L+D-1) follow the head as D more slots, all on the last
 //     chunk beside it (DeepSeek-V3's placement), which the other cuts make room for;
@@ -33,10 +34,18 @@ struct PipelineChunk {
 // `layers` decoder layers and `depths` prediction depths after them. Throws
 // std::invalid_argument when the layers and the two ends cannot fill `chunks` chunks.
 std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks, int64_t depths = 0);
+// The recipe's own cut (parallel.pp_layers): chunk k holds layers_per_chunk[k] consecutive
+// layers, the first chunk the embedding before them, the last the head and the depths after
+// them; empty, the balanced cut above. Throws std::invalid_argument (what is wrong, in the key's
+// words) when there is not one count a chunk, they do not add up to `layers`, or a chunk between
+// the two ends holds none.
+std::vector<PipelineChunk> pipeline_chunks(int64_t layers, int64_t chunks, int64_t depths,
+                                           const std::vector<int64_t>& layers_per_chunk);
 
 struct PipelinePlacement {
   int64_t stages = 1, virtual_stages = 1;
   bool v_shape = false;  // zbv's and dualpipev's V, else chunk c on rank c mod stages
+  std::vector<int64_t> layers_per_chunk;  // parallel.pp_layers, by global chunk; empty: the balanced cut
 
   int64_t chunks() const { return stages * virtual_stages; }
   // The global index of `rank`'s chunk `local` (its virtual index, in the order the rank holds them).
@@ -44,6 +53,10 @@ struct PipelinePlacement {
   int64_t rank_of(int64_t global) const;
   // The rank that holds the head, where the loss is computed.
   int64_t head_rank() const { return rank_of(chunks() - 1); }
+  // Every chunk's layers, in global order: the recipe's cut, or the balanced one.
+  std::vector<PipelineChunk> cut(int64_t layers, int64_t depths) const {
+    return pipeline_chunks(layers, chunks(), depths, layers_per_chunk);
+  }
 };
 
 // Whether the schedule splits backwards into B and a deferred W (zb_h1, zbv; dualpipev some of
@@ -66,7 +79,13 @@ constexpr int64_t min_micro_batches(PpSchedule schedule, int64_t stages) {
 // What to tell the recipe's author when a step has fewer: "{micro_batches}: dualpipev ...".
 std::string min_micro_batches_problem(PpSchedule schedule, int64_t stages, int64_t micro_batches);
 
-PipelinePlacement pipeline_placement(PpSchedule schedule, int64_t stages, int64_t virtual_stages);
+// What each chunk runs and where, for the run's log: "chunk 0 (rank 0): the embedding, layers
+// 0-2; chunk 1 (rank 1): layer 3, the head" (the depths, when the last chunk holds them, as layers
+// past the decoder's).
+std::string describe_pipeline_cut(const std::vector<PipelineChunk>& chunks, const PipelinePlacement& placement);
+
+PipelinePlacement pipeline_placement(PpSchedule schedule, int64_t stages, int64_t virtual_stages,
+                                     std::vector<int64_t> layers_per_chunk = {});
 
 struct PipelineAction {
   // A backward's part: whole (input and weight gradients at once), or, split, the input

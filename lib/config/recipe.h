@@ -117,6 +117,7 @@ struct ParallelSection {
   bool sequence_parallel = false;
   PpSchedule pp_schedule = PpSchedule::one_f_one_b;
   int64_t pp_virtual_stages = 1;
+  std::vector<int64_t> pp_layers;  // each chunk's layers (config/pipeline_layout.h); empty: balanced
   bool reshard_after_forward = true;
 };
 

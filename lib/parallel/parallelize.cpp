@@ -59,7 +59,8 @@ std::unique_ptr<ParallelModel> parallelize(std::shared_ptr<model::CausalLM> mode
   if (mesh.size(Dim::pp) > 1)
     laid_out = std::make_unique<PipelineStage>(
         std::move(model), std::move(plan), mesh,
-        config::PipelinePlacement{mesh.size(Dim::pp), options.virtual_stages, options.pipeline_v_shape},
+        config::PipelinePlacement{mesh.size(Dim::pp), options.virtual_stages, options.pipeline_v_shape,
+                                  options.pipeline_layers},
         options.reshard_after_forward, source);
   else
     laid_out = std::make_unique<FullyShardedModel>(std::move(model), mesh, options.reshard_after_forward, source,

@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "memory/memory_policy.h"
 #include "model/causal_lm.h"
@@ -29,6 +30,7 @@ struct ParallelizeOptions {
   int64_t expert_micro_batches = 1;        // parallel.intra_layer_micro_batch (Domino-EP)
   int64_t virtual_stages = 1;              // parallel.pp_virtual_stages
   bool pipeline_v_shape = false;           // parallel.pp_schedule zbv: rank r runs chunks r and 2 pp - 1 - r
+  std::vector<int64_t> pipeline_layers;    // parallel.pp_layers: each chunk's layers; empty: balanced
   bool reshard_after_forward = true;       // parallel.reshard_after_forward
   bool router_aux_loss_global_average = false;  // model.router_aux_loss_global_average
   ContextKind context_kind = ContextKind::ring;  // parallel.cp_kind (cp > 1)

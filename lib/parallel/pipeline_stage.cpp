@@ -43,7 +43,8 @@ PipelineStage::PipelineStage(std::shared_ptr<model::CausalLM> model, model::Shar
       reshard_after_forward_(reshard_after_forward) {
   TORCH_CHECK(placement_.stages == stages_, "a pipeline placement of ", placement_.stages, " stages on ", stages_);
   const int64_t depths = model_->config().mtp_layers;
-  const auto all = pipeline_chunks(static_cast<int64_t>(plan.blocks.size()) - depths, placement_.chunks(), depths);
+  cut_ = placement_.cut(static_cast<int64_t>(plan.blocks.size()) - depths, depths);
+  const auto& all = cut_;
   auto keep = [&](model::ShardPlan::Unit& unit) {
     units_.push_back(std::make_unique<ShardUnit>(unit.name, std::move(unit.parameters), mesh.shard_group(unit.shard_over),
                                                  mesh.group(unit.replicate_over), source, unit.placements,

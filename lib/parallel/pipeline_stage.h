@@ -44,6 +44,8 @@ class PipelineStage final : public ParallelModel {
   // This rank's chunks, by virtual index, and where every chunk runs.
   const std::vector<PipelineChunk>& chunks() const { return chunks_; }
   const config::PipelinePlacement& placement() const { return placement_; }
+  // Every chunk's layers and rank, for the log (config::describe_pipeline_cut).
+  std::string describe_cut() const { return config::describe_pipeline_cut(cut_, placement_); }
 
   // Runs chunk `virtual_index`'s computation (its layers, and the loss on the last chunk) on
   // the activation `input` (undefined for the first chunk), its parameters present throughout.
@@ -67,7 +69,7 @@ class PipelineStage final : public ParallelModel {
   int64_t stages_, rank_;
   config::PipelinePlacement placement_;
   bool fully_sharded_, reshard_after_forward_;
-  std::vector<PipelineChunk> chunks_;
+  std::vector<PipelineChunk> cut_, chunks_;  // every chunk; this rank's
   std::vector<std::unique_ptr<ShardUnit>> units_;
   std::vector<std::unique_ptr<ChunkUnits>> chunk_units_;  // by virtual index
   // A table read at both ends (tied embeddings, prediction depths), or the head unit every stage

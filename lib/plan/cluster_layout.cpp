@@ -37,6 +37,7 @@ ClusterLayout layout_of(const config::Recipe& recipe, int64_t nodes, int64_t gpu
   layout.pp = p.pp;
   layout.ep = p.ep;
   layout.virtual_stages = p.pp_virtual_stages;
+  layout.pipeline_layers = p.pp_layers;
   layout.sequence_parallel = p.sequence_parallel;
   layout.schedule = p.pp_schedule;
   const int64_t fixed = p.dp * p.cp * p.tp * p.pp;

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "config/recipe.h"
 
@@ -17,6 +18,7 @@ struct ClusterLayout {
   // How pipeline stages are cut: xtrain counts the embedding and the head as a layer each
   // (config/pipeline_layout.h); Megatron splits the layers evenly and puts the ends beside them.
   bool ends_as_layers = true;
+  std::vector<int64_t> pipeline_layers;  // parallel.pp_layers: the recipe's own cut, by chunk
   config::PpSchedule schedule = config::PpSchedule::one_f_one_b;
 
   int64_t world() const { return nodes * gpus_per_node; }

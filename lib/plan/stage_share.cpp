@@ -9,15 +9,17 @@ namespace xtrain::plan {
 
 // Pipeline rank `rank`'s share: its chunks, in its order (config/pipeline_layout.h's placement,
 // the embedding, the head and each prediction depth counting as a layer, the depths on the last
-// chunk, as xtrain cuts the model; or, where the layout says so, the layers split evenly with the
-// ends on the first and last stage beside them).
+// chunk, as xtrain cuts the model, or as the recipe's parallel.pp_layers cuts it; or, where the
+// layout says so, the layers split evenly with the ends on the first and last stage beside them).
 StageShare pipeline_rank_share(const ModelCensus& c, const ClusterLayout& layout, int64_t rank) {
   const auto tp = static_cast<double>(layout.tp), ep = static_cast<double>(layout.ep);
   const auto count = static_cast<int64_t>(c.layers.size());
   const int64_t v = std::max<int64_t>(1, layout.virtual_stages), chunks = layout.pp * v;
   const int64_t decoder_layers = count - c.prediction_depths;
   std::vector<config::PipelineChunk> all;
-  if (layout.ends_as_layers && decoder_layers + 2 >= chunks) {
+  if (!layout.pipeline_layers.empty()) {
+    all = config::pipeline_chunks(decoder_layers, chunks, c.prediction_depths, layout.pipeline_layers);
+  } else if (layout.ends_as_layers && decoder_layers + 2 >= chunks) {
     all = config::pipeline_chunks(decoder_layers, chunks, c.prediction_depths);
   } else {
     const int64_t per_chunk = (count + chunks - 1) / chunks;

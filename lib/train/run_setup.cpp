@@ -195,6 +195,7 @@ parallel::ParallelizeOptions parallelize_options(const config::Recipe& recipe, c
   options.pipeline_v_shape = config::pipeline_placement(recipe.parallel.pp_schedule, recipe.parallel.pp,
                                                         recipe.parallel.pp_virtual_stages)
                                  .v_shape;
+  options.pipeline_layers = recipe.parallel.pp_layers;
   options.reshard_after_forward = recipe.parallel.reshard_after_forward;
   options.router_aux_loss_global_average = recipe.model.router_aux_loss_global_average;
   options.context_kind = recipe.parallel.cp_kind;

@@ -23,6 +23,7 @@
 #include "parallel/compressed_allreduce.h"
 #include "parallel/exact_momentum_average.h"
 #include "parallel/parallelize.h"
+#include "parallel/pipeline_stage.h"
 #include "train/dpo_loss.h"
 #include "parallel/placement.h"
 #include "train/micro_batch_memory.h"
@@ -219,6 +220,7 @@ void TrainingRun::parallelize_model() {
   if (chief_ && !resume_from_)  // a resumed run says where it resumed from instead
     fmt::print("model: initial weights from {}, {} on each rank ({:.2f} s)\n", initial_weights_.description,
                parallel_->weights_per_rank(), seconds);
+  if (chief_ && parallel_->pipeline_stage()) fmt::print("pipeline: {}\n", parallel_->pipeline_stage()->describe_cut());
   // The state as the whole model would hold it (parameters, gradients, AdamW's two moments, fp32).
   const double whole_state_mib = static_cast<double>(total_parameters_) * 16 / (1 << 20);
   if (chief_)

@@ -2,8 +2,9 @@
 # Pipeline-parallel layouts train the same model as one process: 20 steps of PP 2 with 1f1b and
 # with gpipe, TP 2 x PP 2, PP 2 x DP 2, PP 2 x FSDP 2 and TP 2 (SP) x PP 2 x FSDP 2 on 8 ranks
 # (the 2-layer check model), PP 2
-# interleaved with 2 chunks per rank, alone and with FSDP 2 and full recompute, and PP 4 on
-# packed documents (a 4-layer model) give one process's per-step losses and gradient norms
+# interleaved with 2 chunks per rank, alone and with FSDP 2 and full recompute, PP 4 on
+# packed documents, and the recipe's own cuts (parallel.pp_layers [3, 1] on PP 2, [2, 1, 1, 0]
+# on PP 4; the 4-layer model) give one process's per-step losses and gradient norms
 # within 1e-5 and its weights, and evaluation through TP 2 x PP 2 its eval losses. Tied
 # embeddings (first and last stage) under PP 2 and PP 2 x FSDP 2 too. A TP 2 x PP 2 checkpoint
 # resumes as one process and as FSDP 4, a PP 2 x FSDP 2 one as TP 2, a tied PP 2 one as one
@@ -42,6 +43,21 @@ for run in four_pp2_interleaved four_pp2_interleaved_fsdp2; do compare_runs "$wo
 reference packed_single "${four[@]}" --set data.pack=true
 train packed_pp4 4 "${four[@]}" --set data.pack=true --set parallel.pp=4 --set parallel.fsdp=1
 compare_runs "$work/packed_single" "$work/packed_pp4"
+# The recipe's own cut (parallel.pp_layers): 3 layers and the embedding on the first stage, 1 and
+# the head on the second; on 4 stages the last runs the head alone. The log names each chunk.
+train four_pp2_cut31 2 "${four[@]}" "${pp2[@]}" --set parallel.pp_layers=[3,1]
+grep -q "pipeline: chunk 0 (rank 0): the embedding, layers 0-2; chunk 1 (rank 1): layer 3, the head" \
+  "$work/four_pp2_cut31.log"
+train four_pp4_cut2110 4 "${four[@]}" --set parallel.pp=4 --set parallel.fsdp=1 --set parallel.pp_layers=[2,1,1,0]
+for run in four_pp2_cut31 four_pp4_cut2110; do compare_runs "$work/four_single" "$work/$run"; done
+for bad in "[2,3]|the counts add up to 5, not the model's 4 layers" \
+  "[1,3,0]|one count of layers a pipeline chunk, 2 of them"; do
+  status=0
+  "$xtrain" validate "$work/recipe.yaml" "${four[@]}" "${pp2[@]}" --set parallel.pp_layers="${bad%%|*}" \
+    > "$work/cut.log" 2>&1 || status=$?
+  [[ $status == 2 ]] && grep -qF "parallel.pp_layers: " "$work/cut.log" && grep -qF "${bad#*|}" "$work/cut.log" ||
+    { cat "$work/cut.log"; echo "parallel.pp_layers=${bad%%|*}: exit $status"; exit 1; }
+done
 
 # Evaluation through the pipeline (forwards only, the loss on the last stage) gives one
 # process's eval losses.

@@ -1,4 +1,6 @@
 // The pipeline's stages and schedule fit the model and the batch.
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "config/pipeline_layout.h"
@@ -20,7 +22,11 @@ void pipeline(const RuleContext& c) {
     c.refuse("parallel.pp_virtual_stages",
              fmt::format("{} chunks per rank need parallel.pp_schedule interleaved_1f1b, zbv or dualpipev (it is {})",
                          v, to_string(p.pp_schedule)));
-  if (p.pp <= 1) return;
+  if (p.pp <= 1) {
+    if (!p.pp_layers.empty())
+      c.refuse("parallel.pp_layers", "cuts pipeline stages, and parallel.pp is 1: leave it out");
+    return;
+  }
   // Each stage runs its layers only: a balancing loss whose gradient in one layer needs every
   // layer's counts, or every data rank's, is not computed by any of them.
   if (m.num_experts > 0 && m.router_aux_loss_coef > 0 && m.router_aux_loss_scope == model::AuxLossScope::model)
@@ -33,7 +39,8 @@ void pipeline(const RuleContext& c) {
              fmt::format("true defers the balancing loss to the end of the forward, which no stage of parallel.pp {} "
                          "runs whole: set it false (each micro batch's counts)",
                          p.pp));
-  if (const auto* spec = model::find_model_spec(m.family); spec && !spec->capabilities.pipeline)
+  const auto* spec = model::find_model_spec(m.family);
+  if (spec && !spec->capabilities.pipeline)
     c.refuse("parallel.pp",
              fmt::format("{}: model.family {} is not split into pipeline stages: leave it at 1 (use FSDP)", p.pp,
                          m.family));
@@ -56,6 +63,16 @@ void pipeline(const RuleContext& c) {
       c.refuse("train.global_batch_size", min_micro_batches_problem(p.pp_schedule, p.pp, micro_batches));
   }
   const int64_t chunks = p.pp * v;
+  if (!p.pp_layers.empty()) {
+    const bool encoder_decoder = spec && spec->capabilities.encoder_decoder;
+    const int64_t layers = m.num_layers + (encoder_decoder ? m.encoder_decoder.decoder_depth(m.num_layers) : 0);
+    try {
+      pipeline_chunks(layers, chunks, 0, p.pp_layers);
+    } catch (const std::invalid_argument& e) {
+      c.refuse("parallel.pp_layers", e.what());
+    }
+    return;
+  }
   if (m.num_layers + 2 < chunks)
     c.refuse("parallel.pp", fmt::format("{} x {} chunks for {} layers and the embedding and head: each chunk needs "
                                         "one of them",

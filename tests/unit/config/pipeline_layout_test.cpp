@@ -184,3 +184,36 @@ TEST_CASE("pipeline_chunks: the ends count as a layer each, prediction depths af
   CHECK(describe(pipeline_chunks(6, 4, 2)) == "E0-1 1-4 4-6 6-8H ");
   CHECK_THROWS_AS(pipeline_chunks(2, 5, 2), std::invalid_argument);
 }
+
+TEST_CASE("pipeline_chunks: parallel.pp_layers cuts where it says, and says what is wrong with a bad list",
+          "[pipeline_layout]") {
+  using xtrain::config::pipeline_chunks;
+  CHECK(describe(pipeline_chunks(14, 4, 0, {4, 4, 3, 3})) == "E0-4 4-8 8-11 11-14H ");
+  // The first chunk may hold the embedding alone and the last the head (and depths) alone.
+  CHECK(describe(pipeline_chunks(4, 4, 2, {0, 2, 2, 0})) == "E0-0 0-2 2-4 4-6H ");
+  CHECK(describe(pipeline_chunks(6, 2, 0, {})) == describe(pipeline_chunks(6, 2)));
+  auto problem = [](int64_t layers, int64_t chunks, std::vector<int64_t> counts) {
+    try {
+      pipeline_chunks(layers, chunks, 0, counts);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(problem(4, 2, {2, 3}) == "[2, 3]: the counts add up to 5, not the model's 4 layers");
+  CHECK(problem(4, 2, {4}) == "[4]: one count of layers a pipeline chunk, 2 of them (parallel.pp x pp_virtual_stages)");
+  CHECK(problem(4, 4, {2, 0, 2, 0}) == "[2, 0, 2, 0]: chunk 1 holds 0 layers: a chunk between the first (the "
+                                       "embedding's) and the last (the head's) holds at least one");
+  CHECK(problem(4, 2, {5, -1}) == "[5, -1]: chunk 1 holds -1 layers: a chunk between the first (the embedding's) "
+                                  "and the last (the head's) holds at least one");
+}
+
+TEST_CASE("describe_pipeline_cut names each chunk's layers and rank", "[pipeline_layout]") {
+  using namespace xtrain::config;
+  CHECK(describe_pipeline_cut(pipeline_chunks(4, 2, 0, {3, 1}), pipeline_placement(PpSchedule::one_f_one_b, 2, 1)) ==
+        "chunk 0 (rank 0): the embedding, layers 0-2; chunk 1 (rank 1): layer 3, the head");
+  // The V: rank 0 holds the first and the last chunk.
+  CHECK(describe_pipeline_cut(pipeline_chunks(4, 4, 0, {0, 2, 2, 0}), pipeline_placement(PpSchedule::zbv, 2, 2)) ==
+        "chunk 0 (rank 0): the embedding; chunk 1 (rank 1): layers 0-1; chunk 2 (rank 1): layers 2-3; chunk 3 "
+        "(rank 0): the head");
+}

@@ -224,6 +224,20 @@ TEST_CASE("a pipeline plan puts multi-token prediction's depths on the last stag
   CHECK(last.head > 0);
 }
 
+TEST_CASE("a plan cuts the stages where parallel.pp_layers says, as the engine does", "[plan]") {
+  const auto c = four_layers();
+  plan::ClusterLayout layout;
+  layout.pp = 2;
+  layout.pipeline_layers = {3, 1};
+  const auto first = plan::pipeline_rank_share(c, layout, 0), last = plan::pipeline_rank_share(c, layout, 1);
+  CHECK(first.chunk_layers == std::vector<std::pair<int64_t, int64_t>>{{0, 3}});
+  CHECK(last.chunk_layers == std::vector<std::pair<int64_t, int64_t>>{{3, 4}});
+  CHECK(first.layers == 3);
+  CHECK(last.head > 0);
+  // The fullest stage is the first: three layers and the embedding.
+  CHECK(plan::stage_share(c, layout).pipeline_rank == 0);
+}
+
 TEST_CASE("the allocator's overhead grows with what a step allocates, not with the model state", "[plan]") {
   const auto c = four_layers();
   const auto recipe = recipe_for(8, 2, 32);
