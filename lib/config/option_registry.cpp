@@ -99,17 +99,28 @@ std::optional<std::string> parse_value(const YAML::Node& node, std::string& out)
   return std::nullopt;
 }
 
-template <>
-std::optional<std::string> parse_value(const YAML::Node& node, std::vector<double>& out) {
-  if (!node.IsSequence()) return "expected a list of numbers like [0.9, 0.95], got " + describe(node);
-  std::vector<double> values;
+namespace {
+
+// A YAML list of numbers, each read as parse_value reads one.
+template <class T>
+std::optional<std::string> parse_number_list(const YAML::Node& node, std::vector<T>& out, const std::string& kind,
+                                             const std::string& example) {
+  if (!node.IsSequence()) return "expected a list of " + kind + " like " + example + ", got " + describe(node);
+  std::vector<T> values;
   for (const auto& item : node) {
-    double value;
-    if (parse_value(item, value)) return "expected a list of numbers, got item " + describe(item);
+    T value;
+    if (parse_value(item, value)) return "expected a list of " + kind + ", got item " + describe(item);
     values.push_back(value);
   }
   out = std::move(values);
   return std::nullopt;
+}
+
+}  // namespace
+
+template <>
+std::optional<std::string> parse_value(const YAML::Node& node, std::vector<double>& out) {
+  return parse_number_list(node, out, "numbers", "[0.9, 0.95]");
 }
 
 template <>
@@ -118,15 +129,7 @@ std::optional<std::string> parse_value(const YAML::Node& node, std::vector<int64
     out.clear();
     return std::nullopt;
   }
-  if (!node.IsSequence()) return "expected a list of integers like [3, 4, 4, 3], got " + describe(node);
-  std::vector<int64_t> values;
-  for (const auto& item : node) {
-    int64_t value;
-    if (parse_value(item, value)) return "expected a list of integers, got item " + describe(item);
-    values.push_back(value);
-  }
-  out = std::move(values);
-  return std::nullopt;
+  return parse_number_list(node, out, "integers", "[3, 4, 4, 3]");
 }
 
 template <>
@@ -158,21 +161,17 @@ template <> std::string render_value(const std::string& value) {
   emitter << value;
   return emitter.c_str();
 }
-template <> std::string render_value(const std::vector<std::string>& value) {
+namespace {
+template <class T>
+std::string render_list(const std::vector<T>& value) {
   std::string text = "[";
   for (size_t i = 0; i < value.size(); ++i) text += (i ? ", " : "") + render_value(value[i]);
   return text + "]";
 }
-template <> std::string render_value(const std::vector<int64_t>& value) {
-  std::string text = "[";
-  for (size_t i = 0; i < value.size(); ++i) text += (i ? ", " : "") + render_value(value[i]);
-  return text + "]";
-}
-template <> std::string render_value(const std::vector<double>& value) {
-  std::string text = "[";
-  for (size_t i = 0; i < value.size(); ++i) text += (i ? ", " : "") + render_value(value[i]);
-  return text + "]";
-}
+}  // namespace
+template <> std::string render_value(const std::vector<std::string>& value) { return render_list(value); }
+template <> std::string render_value(const std::vector<int64_t>& value) { return render_list(value); }
+template <> std::string render_value(const std::vector<double>& value) { return render_list(value); }
 
 namespace {
 

@@ -207,9 +207,7 @@ TensorParallelPlan LlamaForCausalLM::tensor_parallel_plan(int64_t rank, int64_t 
 }
 
 void LlamaForCausalLM::use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) {
-  auto& embed = *model->embed_tokens;
-  embed.tensor_parallel = ops;
-  embed.first_row = split_share(config().vocab_size, ops->rank(), ops->size()).first;
+  model->embed_tokens->split_vocabulary(ops, config().vocab_size);
   // With sequence parallelism the norms see this rank's part of the sequence.
   const auto partial = ops->sequence_parallel() ? ops : nullptr;
   for (const auto& block : model->blocks) {

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The pipeline bubble of each schedule on 4 stages x 8 micro batches, on this machine: a 14-layer
+# The pipeline bubble of each schedule on 4 stages x 8 micro batches, on this machine: a 15-layer
 # model of hidden 512 whose head (a vocabulary of 6144, its loss unchunked so that its backward
-# runs in the backward) weighs about a layer, so that the 16 slots of the cut (the embedding, 14
-# layers, the head) give stages 1-3 four layers' work and stage 0 three; micro batches of one
-# 128-token sequence, 8 steps per schedule, steps 3-8 averaged. Per stage:
+# runs in the backward) weighs about a layer, cut by parallel.pp_layers [4, 4, 4, 3] (2 a chunk,
+# the last 1, for the schedules of two chunks a rank) so that every stage carries four layers'
+# work, the embedding's lookup on the first beside its four; micro batches of one 128-token
+# sequence, 8 steps per schedule, steps 3-8 averaged. Per stage:
 #   measured: its time blocked on its neighbours' activations and gradients (pp.idle_s_by_stage)
 #             as a fraction of the step;
 #   replayed: the schedule's order (xtrain validate --print-schedule) run on each stage's own
@@ -33,7 +34,7 @@ port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 
 
 cat > "$work/recipe.yaml" <<YAML
 name: bench-zero-bubble
-model: {hidden_size: 512, num_layers: 14, num_heads: 8, vocab_size: 6144}
+model: {hidden_size: 512, num_layers: 15, num_heads: 8, vocab_size: 6144}
 memory: {chunked_loss: "off"}
 data: {seq_len: 128}
 train: {steps: 8, global_batch_size: 8, micro_batch_size: 1, log_every: 1, threads: 1, eval_every: 0}
@@ -47,20 +48,21 @@ run() {  # NAME [--set ...]
   "$xtrain" launch --nproc-per-node 4 --master-port "$(port)" -- train "$work/recipe.yaml" \
     --set run.dir="$work/$name" "$@" > "$work/$name.log" 2>&1 || { cat "$work/$name.log" >&2; exit 1; }
 }
-run 1f1b --set parallel.pp_schedule=1f1b
-run interleaved_1f1b --set parallel.pp_schedule=interleaved_1f1b --set parallel.pp_virtual_stages=2
-run zb_h1 --set parallel.pp_schedule=zb_h1
-run zbv --set parallel.pp_schedule=zbv --set parallel.pp_virtual_stages=2
-run dualpipev --set parallel.pp_schedule=dualpipev --set parallel.pp_virtual_stages=2
+one=(--set parallel.pp_layers=[4,4,4,3])
+two=(--set parallel.pp_virtual_stages=2 --set parallel.pp_layers=[2,2,2,2,2,2,2,1])
+run 1f1b --set parallel.pp_schedule=1f1b "${one[@]}"
+run interleaved_1f1b --set parallel.pp_schedule=interleaved_1f1b "${two[@]}"
+run zb_h1 --set parallel.pp_schedule=zb_h1 "${one[@]}"
+run zbv --set parallel.pp_schedule=zbv "${two[@]}"
+run dualpipev --set parallel.pp_schedule=dualpipev "${two[@]}"
 
 for name in 1f1b zb_h1; do
-  "$xtrain" validate "$work/recipe.yaml" --set parallel.pp_schedule=$name --print-schedule 8 > "$work/$name.order"
+  "$xtrain" validate "$work/recipe.yaml" --set parallel.pp_schedule=$name "${one[@]}" --print-schedule 8 \
+    > "$work/$name.order"
 done
-"$xtrain" validate "$work/recipe.yaml" --set parallel.pp_schedule=interleaved_1f1b --set parallel.pp_virtual_stages=2 \
-  --print-schedule 8 > "$work/interleaved_1f1b.order"
-for name in zbv dualpipev; do
-  "$xtrain" validate "$work/recipe.yaml" --set parallel.pp_schedule=$name --set parallel.pp_virtual_stages=2 \
-    --print-schedule 8 > "$work/$name.order"
+for name in interleaved_1f1b zbv dualpipev; do
+  "$xtrain" validate "$work/recipe.yaml" --set parallel.pp_schedule=$name "${two[@]}" --print-schedule 8 \
+    > "$work/$name.order"
 done
 
 "$python" - "$work" <<'PY'

@@ -203,8 +203,7 @@ TensorParallelPlan BertForMaskedLM::tensor_parallel_plan(int64_t rank, int64_t r
 void BertForMaskedLM::use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) {
   TORCH_CHECK(!ops->sequence_parallel(), "bert splits over parallel.tp without sequence parallelism (the recipe check "
               "refuses parallel.sequence_parallel)");
-  word_embeddings->tensor_parallel = ops;
-  word_embeddings->first_row = split_share(config().vocab_size, ops->rank(), ops->size()).first;
+  word_embeddings->split_vocabulary(ops, config().vocab_size);
   for (auto& block : blocks) block->tensor_parallel = ops;
   tensor_parallel_ = std::move(ops);
 }

@@ -97,6 +97,11 @@ EmbeddingImpl::EmbeddingImpl(int64_t num_embeddings, int64_t dim) {
   weight = register_parameter("weight", unmaterialized({num_embeddings, dim}));
 }
 
+void EmbeddingImpl::split_vocabulary(std::shared_ptr<TensorParallelOps> ops, int64_t vocab_size) {
+  first_row = split_share(vocab_size, ops->rank(), ops->size()).first;
+  tensor_parallel = std::move(ops);
+}
+
 torch::Tensor EmbeddingImpl::forward(const torch::Tensor& ids) {
   auto lookup = [this](const torch::Tensor& table_ids, int64_t padding) {
     if (accumulate_grad_in_place && weight.requires_grad() && torch::GradMode::is_enabled())

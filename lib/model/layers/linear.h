@@ -76,6 +76,10 @@ class EmbeddingImpl : public torch::nn::Module, public LookupTableOwner {
   torch::Tensor forward(const torch::Tensor& ids);
   void describe_init(const std::string& name, double std, InitPlan& plan) const;  // ~ N(0, std^2)
 
+  // Makes the lookup vocabulary-parallel over `ops`: this rank holds its split_share of the
+  // `vocab_size` rows.
+  void split_vocabulary(std::shared_ptr<TensorParallelOps> ops, int64_t vocab_size);
+
   torch::Tensor weight;
   std::shared_ptr<TensorParallelOps> tensor_parallel;
   int64_t first_row = 0;

@@ -425,8 +425,7 @@ TensorParallelPlan T5ForConditionalGeneration::tensor_parallel_plan(int64_t rank
 void T5ForConditionalGeneration::use_tensor_parallel(std::shared_ptr<TensorParallelOps> ops) {
   TORCH_CHECK(!ops->sequence_parallel(), "t5 splits over parallel.tp without sequence parallelism (the recipe check "
               "refuses parallel.sequence_parallel)");
-  shared->tensor_parallel = ops;
-  shared->first_row = split_share(config().vocab_size, ops->rank(), ops->size()).first;
+  shared->split_vocabulary(ops, config().vocab_size);
   for (auto& block : encoder_blocks) block->use_tensor_parallel(ops);
   for (auto& block : decoder_blocks) block->use_tensor_parallel(ops);
   tensor_parallel_ = std::move(ops);
