@@ -30,15 +30,21 @@ YAML
 
 # train RUN_NAME NPROC [args...]: trains $work/recipe.yaml into $work/RUN_NAME, as one process or
 # as NPROC ranks under `xtrain launch`; the output goes to $work/RUN_NAME.log, shown on failure.
+# free_port's port is free when it answers, not when rank 0 binds it: a test beside this one may
+# take it between the two. A launch whose store found its port taken (EADDRINUSE, before any step)
+# is started again on another, up to three times.
 train() {
-  local name=$1 nproc=$2
+  local name=$1 nproc=$2 attempt
   shift 2
-  local command=("$xtrain" train)
-  [[ $nproc == 1 ]] || command=("$xtrain" launch --nproc-per-node "$nproc" --master-port "$(free_port)" -- train)
-  "${command[@]}" "$work/recipe.yaml" --set run.dir="$work/$name" "$@" > "$work/$name.log" 2>&1 || {
-    cat "$work/$name.log"
-    return 1
-  }
+  for attempt in 1 2 3; do
+    local command=("$xtrain" train)
+    [[ $nproc == 1 ]] || command=("$xtrain" launch --nproc-per-node "$nproc" --master-port "$(free_port)" -- train)
+    "${command[@]}" "$work/recipe.yaml" --set run.dir="$work/$name" "$@" > "$work/$name.log" 2>&1 && return 0
+    [[ $nproc != 1 && $attempt != 3 ]] && grep -q "EADDRINUSE" "$work/$name.log" || break
+    echo "train $name: the store's port was taken; launching again on another"
+  done
+  cat "$work/$name.log"
+  return 1
 }
 
 # reference RUN_NAME [args...]: `train RUN_NAME 1 args...` and its exported weights, computed
