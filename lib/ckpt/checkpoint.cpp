@@ -90,9 +90,11 @@ void CheckpointStore::abandon(int64_t step, const std::exception& error) const {
 
 std::string CheckpointStore::commit(int64_t step) const { return commit_folder(step, temp_folder(step)); }
 
+std::string CheckpointStore::step_folder(int64_t step) const { return fmt::format("{}/{}{}", dir_, kStepPrefix, step); }
+
 std::string CheckpointStore::commit_folder(int64_t step, const std::string& temp_dir) const {
-  const std::string name = fmt::format("{}{}", kStepPrefix, step);
-  const std::string final_dir = dir_ + "/" + name;
+  const std::string final_dir = step_folder(step);
+  const std::string name = fs::path(final_dir).filename().string();
   try {
     write_manifest(temp_dir);
     util::fsync_path(temp_dir);

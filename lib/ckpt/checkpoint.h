@@ -43,6 +43,8 @@ class CheckpointStore {
   std::string prepare_temp_folder(int64_t step) const;
   std::string temp_folder(int64_t step) const;
   std::string commit(int64_t step) const;
+  // Where step-<step> is once committed.
+  std::string step_folder(int64_t step) const;
   // A shard write failed: removes the temp folder and throws the runtime error that names it.
   [[noreturn]] void abandon(int64_t step, const std::exception& error) const;
   // The folder `latest` points at, if any.

@@ -149,6 +149,7 @@ struct CheckpointSection {
   Resume resume;
   bool async = false;
   bool at_start = false;
+  bool in_memory = false;  // also kept in the nodes' host memory (train/memory_checkpoints.h)
 };
 
 // data.objective dpo: the preference loss and its frozen reference model (train/dpo_loss.h).

@@ -371,6 +371,7 @@ void add_checkpoint_options(OptionRegistry& r) {
   add_resume(r, "auto (continue from checkpoints/latest, or from the newest checkpoint that verifies when latest is damaged), strict (the same, but a damaged latest stops the run with exit 2), never, or a checkpoint folder.");
   r.add<bool>("checkpoint.async", FIELD(checkpoint.async), false, "Write checkpoints in the background: the state is copied to host memory at the step boundary, then written, fsynced and committed while training goes on (one save at a time; a crash during the write leaves latest on the previous checkpoint).");
   r.add<bool>("checkpoint.at_start", FIELD(checkpoint.at_start), false, "Also save the initial weights as checkpoints/step-0 before the first step of a fresh run: the seed every layout starts from (they are bit-identical across layouts), or the imported weights as xtrain holds them.");
+  r.add<bool>("checkpoint.in_memory", FIELD(checkpoint.in_memory), false, "Also keep the newest checkpoint in host memory on every node (a tmpfs folder: $XTRAIN_NODE_MEMORY_DIR, else /dev/shm/xtrain-<hash of run.dir>), each rank's files with a copy on the next node; a restart then reads the checkpoint checkpoints/latest names from the nodes' memory, fetching a lost node's files from their copy, instead of from run.dir (falling back to run.dir when a copy does not verify).");
 }
 
 // The keys in documentation order: `xtrain options` and docs/recipes.md list them as declared here.

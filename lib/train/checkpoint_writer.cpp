@@ -15,8 +15,13 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 }  // namespace
 
 CheckpointWriter::CheckpointWriter(const ckpt::CheckpointStore& store, parallel::Comm& world, torch::Device device,
-                                   bool background, OnCommit on_commit)
-    : store_(store), world_(world), device_(device), background_(background), on_commit_(std::move(on_commit)) {}
+                                   bool background, OnCommit on_commit, CopyCommitted copy_committed)
+    : store_(store),
+      world_(world),
+      device_(device),
+      background_(background),
+      on_commit_(std::move(on_commit)),
+      copy_committed_(std::move(copy_committed)) {}
 
 CheckpointWriter::~CheckpointWriter() {
   // Unwinding from an error: the write in flight may finish, but it is not committed.
@@ -78,13 +83,18 @@ void CheckpointWriter::commit_when_written(bool wait) {
                                          "error. The checkpoints written before it are intact",
                                          step_));
   }
+  const std::string committed = world_.rank() == 0 ? store_.commit(step_) : store_.step_folder(step_);
+  double copy_s = 0;
+  if (copy_committed_) {
+    world_.barrier();  // the folder is in place for every rank
+    copy_s = copy_committed_(step_, committed);
+  }
   if (world_.rank() != 0) return;
-  const std::string committed = store_.commit(step_);
   // Synchronous: the whole save held the step up. In the background: the snapshot, and whatever
   // this wait for the write took.
   const double blocking_s =
-      background_ ? blocking_s_ + (wait ? seconds_since(started) : 0.0) : seconds_since(save_started_);
-  on_commit_(step_, committed, blocking_s, write_s_);
+      background_ ? blocking_s_ + (wait ? seconds_since(started) : copy_s) : seconds_since(save_started_);
+  on_commit_(step_, committed, blocking_s, write_s_, copy_s);
 }
 
 }  // namespace xtrain::train

@@ -7,7 +7,9 @@
 // in the background at the first step boundary that finds all writes done (an all-reduce of one
 // flag per rank while a save is in flight). A crash during a write therefore leaves `latest` on
 // the previous checkpoint, and a failed write on any rank ends the run with that rank's error.
-// One save at a time: a save, finish() or the destructor wait for the one in flight.
+// One save at a time: a save, finish() or the destructor wait for the one in flight. A second
+// copy (the nodes' host memory, train/memory_checkpoints.h) is made by every rank once the commit
+// is seen by all, at the same boundary.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -26,11 +28,15 @@ class CheckpointWriter {
   using WriteFiles = std::function<void(const std::string& folder)>;
   // Called on rank 0 when a checkpoint is committed: its folder, the seconds the steps were held
   // up by it (the snapshot, or the whole save when synchronous) and the seconds its write took.
-  using OnCommit = std::function<void(int64_t step, const std::string& folder, double blocking_s, double write_s)>;
+  // copy_s: what the second copy took (0 without one).
+  using OnCommit =
+      std::function<void(int64_t step, const std::string& folder, double blocking_s, double write_s, double copy_s)>;
+  // Collective, on every rank, given the committed folder: makes the second copy, returns its seconds.
+  using CopyCommitted = std::function<double(int64_t step, const std::string& folder)>;
 
   // device: where the world comm reduces (the parameters' device).
   CheckpointWriter(const ckpt::CheckpointStore& store, parallel::Comm& world, torch::Device device, bool background,
-                   OnCommit on_commit);
+                   OnCommit on_commit, CopyCommitted copy_committed = nullptr);
   ~CheckpointWriter();
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
@@ -51,6 +57,7 @@ class CheckpointWriter {
   torch::Device device_;
   bool background_;
   OnCommit on_commit_;
+  CopyCommitted copy_committed_;
   std::thread thread_;
   bool in_flight_ = false;
   int64_t step_ = 0;

@@ -24,7 +24,12 @@ namespace xtrain::train {
 struct ResumeFrom {
   std::string dir;
   std::string verification;  // "verified 3.2 MiB in 0.01 s"
+  std::string source = "disk";  // or "memory" (train/memory_checkpoints.h)
 };
+// checkpoint.resume auto or strict: the run continues from checkpoints/latest when there is one.
+bool resumes_from_latest(const config::Recipe& recipe);
+// N of a folder named step-<N>.
+std::optional<int64_t> checkpoint_step(const std::string& folder);
 std::optional<ResumeFrom> checkpoint_to_resume(const config::Recipe& recipe, const ckpt::CheckpointStore& store,
                                                bool chief);
 

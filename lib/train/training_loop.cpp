@@ -238,6 +238,7 @@ int TrainingRun::finish() {
   if (state_->step == t_.steps) run_eval(state_->step);
   report_->finish(state_->step, options_.stop_at_step > 0 && state_->step < t_.steps);
   mesh_->group(parallel::Dim::world)->barrier();
+  if (memory_ && state_->step == t_.steps) memory_->remove();  // a stopped run resumes from it
   return 0;
 }
 

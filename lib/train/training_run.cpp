@@ -91,10 +91,26 @@ TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& optio
     grpo_ = std::make_unique<GrpoRollouts>(recipe_, *tokenizer_, device_);
   const auto backend = comm_backend(recipe_.dist.backend, device_);
   store_ = std::make_unique<ckpt::CheckpointStore>(recipe_.run.dir, recipe_.checkpoint.keep);
-  resume_from_ = checkpoint_to_resume(recipe_, *store_, chief_);
+  // Choosing, verifying and reading the checkpoint, for metrics.jsonl's resume_read_s.
+  auto timed = [this](auto&& read) {
+    const auto started = std::chrono::steady_clock::now();
+    read();
+    resume_read_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
+  // With checkpoints in memory, the disk's copy is read (and verified) only if memory's fails.
+  const auto latest = store_->latest();
+  const bool memory_first = recipe_.checkpoint.in_memory && resumes_from_latest(recipe_) && latest;
+  if (memory_first)
+    resume_from_ = ResumeFrom{*latest, "not verified yet"};
+  else
+    timed([&] { resume_from_ = checkpoint_to_resume(recipe_, *store_, chief_); });
   build_model();
   check_micro_batch_memory();
   mesh_ = mesh_of_agreeing_ranks(recipe_, world_, degrees_, backend);
+  if (recipe_.checkpoint.in_memory)
+    memory_ = std::make_unique<MemoryCheckpoints>(node_memory_folder(recipe_.run.dir),
+                                                  *mesh_->group(parallel::Dim::world), world_.local_size, device_);
+  if (memory_first) timed([&] { resume_from_ = read_from_memory_or_disk(); });
   watchdog_ = std::make_unique<parallel::Watchdog>(mesh_->process_groups(), world_, recipe_.dist.watchdog_s);
   // Told to stop (the launcher's SIGTERM when another rank failed) and not yet stopped: a lost store
   // means rank 0 died, reported before the launcher's SIGKILL can end this rank silent.
@@ -103,7 +119,7 @@ TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& optio
   parallelize_model();
   report_ = std::make_unique<StepReport>(recipe_, degrees_, last_step_, train_data_ ? train_data_->num_samples() : 0,
                                          device_, world_.distributed(), chief_);
-  if (resume_from_) resume();
+  if (resume_from_) timed([&] { resume(); });
   if (!options_.setup_only) open_outputs();
   print_summary();
 }
@@ -372,6 +388,23 @@ void TrainingRun::print_lora_summary() const {
              state_values, static_cast<double>(state_values) * sizeof(float) / 1024);
 }
 
+// The step `latest` names, from the nodes' memory when every node's copy verifies there, else
+// from disk (verified, or the newest that verifies, as without memory).
+ResumeFrom TrainingRun::read_from_memory_or_disk() {
+  const auto step = checkpoint_step(resume_from_->dir);
+  if (step)
+    if (const auto assembled = memory_->assemble(*step))
+      return ResumeFrom{assembled->dir,
+                        fmt::format("from host memory: {} files ({:.1f} MiB) fetched from other nodes, assembled in "
+                                    "{:.2f} s; {}",
+                                    assembled->files_fetched, static_cast<double>(assembled->bytes_fetched) / (1 << 20),
+                                    assembled->seconds, assembled->verification),
+                        "memory"};
+  auto from_disk = checkpoint_to_resume(recipe_, *store_, chief_);
+  if (!from_disk) throw InputError(fmt::format("{}: names no checkpoint that can be read", resume_from_->dir));
+  return *from_disk;
+}
+
 void TrainingRun::resume() {
   const std::string& dir = resume_from_->dir;
   ckpt::CheckpointReader checkpoint(dir);
@@ -425,15 +458,26 @@ void TrainingRun::open_outputs() {
   report_->open_metrics(state_->step, recipe_yaml_);
   install_stop_signal_handlers(util::parse_signal_list(t_.stop_signals));
   const int64_t shards = parallel_->checkpoint_shards();
+  CheckpointWriter::CopyCommitted keep_in_memory;
+  if (memory_)
+    keep_in_memory = [this](int64_t at_step, const std::string& folder) { return memory_->keep(at_step, folder).seconds; };
   checkpoints_ = std::make_unique<CheckpointWriter>(
       *store_, *mesh_->group(parallel::Dim::world), device_, recipe_.checkpoint.async,
-      [this, shards](int64_t at_step, const std::string& folder, double blocking_s, double write_s) {
-        fmt::print("checkpoint: {}{} (written in {:.2f} s; the steps waited {:.2f} s)\n", folder,
-                   shards > 0 ? fmt::format(" ({} shards)", shards) : "", write_s, blocking_s);
+      [this, shards](int64_t at_step, const std::string& folder, double blocking_s, double write_s, double copy_s) {
+        fmt::print("checkpoint: {}{} (written in {:.2f} s{}; the steps waited {:.2f} s)\n", folder,
+                   shards > 0 ? fmt::format(" ({} shards)", shards) : "", write_s,
+                   memory_ ? fmt::format(", kept in host memory in {:.2f} s", copy_s) : "", blocking_s);
         nlohmann::ordered_json record = {{"step", at_step}, {"checkpoint", folder}, {"checkpoint_write_s", write_s},
                                          {"checkpoint_blocking_s", blocking_s}};
+        if (memory_) record["checkpoint_memory_s"] = copy_s;
         report_->record(record);
-      });
+      },
+      std::move(keep_in_memory));
+  if (chief_ && resume_from_) {
+    nlohmann::ordered_json record = {{"step", state_->step}, {"resumed_from", resume_from_->dir},
+                                     {"resume_source", resume_from_->source}, {"resume_read_s", resume_read_s_}};
+    report_->record(record);
+  }
 }
 
 void TrainingRun::print_summary() const {

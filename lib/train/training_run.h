@@ -30,6 +30,7 @@
 #include "train/expert_balance.h"
 #include "train/fault_injection.h"
 #include "train/grpo_rollout.h"
+#include "train/memory_checkpoints.h"
 #include "train/model_factory.h"
 #include "train/rank_sums.h"
 #include "train/run_setup.h"
@@ -63,6 +64,7 @@ class TrainingRun {
   void make_muon(const optim::AdamWOptions& adamw_options);
   void freeze_parts();
   void print_lora_summary() const;
+  ResumeFrom read_from_memory_or_disk();
   void resume();
   void check_resumed_schedule(const std::string& dir) const;
   void open_outputs();
@@ -108,6 +110,8 @@ class TrainingRun {
   torch::Device device_ = torch::kCPU;
   std::unique_ptr<ckpt::CheckpointStore> store_;
   std::optional<ResumeFrom> resume_from_;
+  double resume_read_s_ = 0;  // choosing, assembling, verifying and loading the checkpoint
+  std::unique_ptr<MemoryCheckpoints> memory_;  // checkpoint.in_memory
   std::shared_ptr<model::CausalLM> model_;
   InitialWeights initial_weights_;
   // The config.json the model came from (model.init_from's, or the resumed checkpoint's, which

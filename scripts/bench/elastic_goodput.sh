@@ -8,19 +8,23 @@
 #                        and the node started again waits as the next spare.
 #   --nodes 2:           --nnodes 1:2; the run goes on on node 0, and grows back to 2 nodes at
 #                        the first checkpoint after the node is back.
+#   --in-memory:         checkpoint.in_memory, each node's memory folder in /dev/shm; a killed
+#                        node's folder is removed with it, so a restart reads the lost node's
+#                        files from the copy another node kept.
 # At --minutes a STOP file ends the run (a checkpoint, exit 75); then `xtrain goodput` and the
 # wall-clock arithmetic: the time the kills cost, against the launch's whole wall time.
-#   scripts/bench/elastic_goodput.sh [--minutes 10] [--kill-every 2] [--nodes 3] [--checkpoint-every 20]
+#   scripts/bench/elastic_goodput.sh [--minutes 10] [--kill-every 2] [--nodes 3] [--checkpoint-every 20] [--in-memory]
 # Needs root and iproute2's `ip`; uses build/xtrain ($XTRAIN), built by scripts/build.sh if missing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-minutes=10 kill_every=2 nodes=3 checkpoint_every=20
+minutes=10 kill_every=2 nodes=3 checkpoint_every=20 in_memory=false
 while (($#)); do
   case $1 in
     --minutes) minutes=$2; shift 2 ;;
     --kill-every) kill_every=$2; shift 2 ;;
     --nodes) nodes=$2; shift 2 ;;
     --checkpoint-every) checkpoint_every=$2; shift 2 ;;
+    --in-memory) in_memory=true; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -31,8 +35,10 @@ python=${XTRAIN_PYTHON:-.venv/bin/python3}
 source tests/integration/lib/expect.sh
 source tests/integration/lib/bridged_nodes.sh
 work=$(mktemp -d)
+memory=/dev/shm/xtrain-goodput-$$
 cleanup() {
   remove_bridged_nodes
+  rm -rf "$memory"
   [[ -n ${KEEP:-} ]] || rm -rf "$work"
 }
 trap cleanup EXIT
@@ -44,9 +50,10 @@ run=$work/run
 
 # start_node NODE: the node's launcher in its namespace, its output appended to $work/nodeN.log.
 start_node() {
-  ip netns exec "${namespaces[$1]}" "$xtrain" launch "${elastic[@]}" --node-rank "$1" --nproc-per-node 1 \
+  ip netns exec "${namespaces[$1]}" env XTRAIN_NODE_MEMORY_DIR="$memory/node$1" "$xtrain" launch "${elastic[@]}" --node-rank "$1" --nproc-per-node 1 \
     --master-addr 192.0.2.1 --master-port 29800 --max-restarts 1000 --heartbeat 0.5 -- train recipes/demo.yaml \
     --set run.dir="$run" --set train.steps=1000000 --set train.micro_batch_size=8 --set train.threads=1 --set checkpoint.every="$checkpoint_every" \
+    --set checkpoint.in_memory="$in_memory" \
     >> "$work/node$1.log" 2>&1 &
   pids+=($!)
 }
@@ -73,6 +80,7 @@ while ((SECONDS < end)); do
   node=$(victim)
   [[ -n $node ]] || continue
   kill_node "$node" > /dev/null
+  rm -rf "$memory/node$node"  # the node's memory is lost with it
   kills=$((kills + 1))
   echo "$(date -u +%T) killed node $node (kill $kills)" >&2
   sleep 5
@@ -91,13 +99,13 @@ pids=()
 ended=$EPOCHREALTIME
 "$xtrain" goodput "$run" | tee "$work/goodput.txt" || true
 awk -v wall="$(awk -v a="$started" -v b="$ended" 'BEGIN { print b - a }')" -v kills="$kills" -v every="$kill_every" \
-  -v minutes="$minutes" -v nodes="$nodes" '
+  -v minutes="$minutes" -v nodes="$nodes" -v in_memory="$in_memory" '
   /^  wall time/ { recorded = $3 }
   /^  productive/ { productive = $2 }
   /^  interruption/ { lost += $3; count++ }
   END {
-    printf "settings: recipes/demo.yaml, %d namespace nodes (%s), %g min, a node killed every %g min: %d kills, %d interruptions\n",
-      nodes, nodes == 3 ? "2 working + 1 spare" : "1 to 2 working", minutes, every, kills, count
+    printf "settings: recipes/demo.yaml, %d namespace nodes (%s), %g min, a node killed every %g min: %d kills, %d interruptions%s\n",
+      nodes, nodes == 3 ? "2 working + 1 spare" : "1 to 2 working", minutes, every, kills, count, in_memory == "true" ? ", checkpoints in memory" : ""
     printf "launch wall time %.1f s (the records cover %.1f s of it; before: start-up, after: the last stop)\n", wall, recorded
     printf "productive %.1f s = %.1f %% of the launch; the interruptions %.1f s = %.1f %%", productive, 100 * productive / wall, lost, 100 * lost / wall
     # With --nodes 2 a kill costs two interruptions: the restart on node 0, and the regroup.

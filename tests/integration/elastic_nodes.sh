@@ -38,26 +38,6 @@ make_bridged_nodes "xe$$" 3
 write_recipe "$work/recipe.yaml" 24
 sed -i 's/log_every: 5/log_every: 1/' "$work/recipe.yaml"
 
-# start_node RUN NODE NNODES [launch options...]: the node's launcher in its namespace, each
-# output line stamped with the time it arrived ($EPOCHREALTIME), into $work/RUN.nodeN.log. The
-# ranks' stdout is line-buffered (stdbuf) so that their lines arrive when printed.
-start_node() {
-  local run=$1 node=$2 nnodes=$3
-  shift 3
-  ip netns exec "${namespaces[node]}" "$xtrain" launch --nnodes "$nnodes" --node-rank "$node" --nproc-per-node 1 \
-    --master-addr 192.0.2.1 --master-port "$port" --max-restarts 1 --heartbeat 0.5 "$@" --program stdbuf -- -oL \
-    "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/$run" 2>&1 |
-    while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done > "$work/$run.node$node.log" &
-  pids+=($!)
-}
-
-wait_all() {
-  local pid status=0
-  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-  pids=()
-  return $status
-}
-
 train reference 2
 
 # --- a hot spare takes the place of a lost node -------------------------------------------------

@@ -36,9 +36,9 @@ write_recipe "$work/recipe.yaml" 24
 sed -i 's/log_every: 5/log_every: 1/' "$work/recipe.yaml"
 train reference 2
 
-# start_node NODE: the node's torchrun in its namespace, each output line stamped with the time
+# start_torchrun NODE: the node's torchrun in its namespace, each output line stamped with the time
 # it arrived ($EPOCHREALTIME), into $work/node$NODE.log (xtrain flushes each step's line).
-start_node() {
+start_torchrun() {
   local node=$1 host=false
   ((node == 0)) && host=true
   ip netns exec "${namespaces[node]}" env PYTHONUNBUFFERED=1 "$torchrun" --nnodes 1:2 --nproc-per-node 1 \
@@ -50,8 +50,8 @@ start_node() {
   pids+=($!)
 }
 
-start_node 0
-start_node 1
+start_torchrun 0
+start_torchrun 1
 log0=$work/node0.log
 wait_for "$log0" "step +12/24" 40
 killed=$(kill_node 1)

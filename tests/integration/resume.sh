@@ -35,8 +35,11 @@ grep -q "resumed from .*step-20 at step 20" "$work/second.log"
 for file in model.safetensors optimizer.safetensors; do
   cmp "$work/straight/checkpoints/step-40/$file" "$work/resumed/checkpoints/step-40/$file"
 done
-# Per-step records without the timing fields must match exactly, all 40 of them.
-strip() { grep -v '"checkpoint":' "$1" | sed -E 's/,"tokens_per_s":[^,]*,"step_s":[^,]*//; s/,"peak_rss_mib":[^}]*//'; }
+# Per-step records without the timing fields must match exactly, all 40 of them; the resumed run
+# also says where it resumed from.
+grep -q '^{"step":20,"resumed_from":"[^"]*/resumed/checkpoints/step-20","resume_source":"disk","resume_read_s":' \
+  "$work/resumed/metrics.jsonl"
+strip() { grep -v '"checkpoint":\|"resumed_from":' "$1" | sed -E 's/,"tokens_per_s":[^,]*,"step_s":[^,]*//; s/,"peak_rss_mib":[^}]*//'; }
 diff <(strip "$work/straight/metrics.jsonl") <(strip "$work/resumed/metrics.jsonl")
 [[ $(grep -c '"loss"' "$work/resumed/metrics.jsonl") -eq 40 ]]
 # keep: 3 checkpoints at most (15, 30, 40; the resumed run also wrote 20).

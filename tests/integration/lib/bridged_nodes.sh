@@ -44,6 +44,31 @@ remove_bridged_nodes() {
   for ns in "${namespaces[@]}" $switch; do ip netns del "$ns" 2> /dev/null || true; done
 }
 
+# start_node RUN NODE NNODES [launch options...]: the node's launcher in its namespace, training
+# $work/recipe.yaml into $work/RUN (node 0's store on $port), each output line stamped with the
+# time it arrived ($EPOCHREALTIME), into $work/RUN.nodeN.log. The ranks' stdout is line-buffered
+# (stdbuf) so that their lines arrive when printed. With $node_memory set, the node keeps its
+# checkpoints in host memory under $node_memory/nodeN (checkpoint.in_memory).
+start_node() {
+  local run=$1 node=$2 nnodes=$3
+  shift 3
+  local environment=()
+  [[ -z ${node_memory:-} ]] || environment=(env "XTRAIN_NODE_MEMORY_DIR=$node_memory/node$node")
+  ip netns exec "${namespaces[node]}" "${environment[@]}" "$xtrain" launch --nnodes "$nnodes" --node-rank "$node" \
+    --nproc-per-node 1 --master-addr 192.0.2.1 --master-port "$port" --max-restarts 1 --heartbeat 0.5 "$@" \
+    --program stdbuf -- -oL "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/$run" 2>&1 |
+    while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done > "$work/$run.node$node.log" &
+  pids+=($!)
+}
+
+# wait_all: waits for every job in $pids; fails when any failed.
+wait_all() {
+  local pid status=0
+  for pid in "${pids[@]}"; do wait "$pid" 2> /dev/null || status=1; done
+  pids=()
+  return $status
+}
+
 # kill_node NODE: SIGKILL to every process of the node (launcher and ranks alike); prints the time.
 kill_node() {
   local when=$EPOCHREALTIME

@@ -259,7 +259,7 @@ TEST_CASE("RunState rolls back to its checkpoint on every rank, and the step aft
     Rank rank(testing::thread_mesh(threads, r, fsdp(2)), train::StepSettings{});
     auto& mine = seen[static_cast<size_t>(r)];
     train::CheckpointWriter writer(store, *rank.mesh.group(parallel::Dim::world), torch::kCPU, /*background=*/false,
-                                   [](int64_t, const std::string&, double, double) {});
+                                   [](int64_t, const std::string&, double, double, double) {});
     const std::vector<data::MicroBatch> batches{
         join({batch[static_cast<size_t>(2 * r)], batch[static_cast<size_t>(2 * r + 1)]})};
     rank.run(1, batches);

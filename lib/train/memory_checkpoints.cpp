@@ -1,0 +1,258 @@
+#include "train/memory_checkpoints.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/sharded_checkpoint.h"
+#include "train/run_state.h"
+#include "util/durable_file.h"
+#include "util/file_digest.h"
+
+namespace fs = std::filesystem;
+
+namespace xtrain::train {
+namespace {
+
+using Files = std::map<std::string, std::string>;  // name -> bytes
+
+double elapsed_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The files of a committed checkpoint folder that `rank` wrote: its shard and its optimizer
+// state; rank 0 also everything else (metadata, manifest, a one-process run's whole files).
+bool written_by(const std::string& file, int64_t rank) {
+  if (file.rfind("shard-", 0) == 0) return file == ckpt::shard_file_name(rank);
+  if (file.rfind("optimizer-rank-", 0) == 0) return file == rank_state_file(rank);
+  return rank == 0;
+}
+
+Files files_written_by(int64_t rank, const std::string& folder) {
+  Files files;
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && written_by(name, rank)) files[name] = util::read_file(entry.path().string());
+  }
+  return files;
+}
+
+// Into tmpfs: a file appears whole or not at all (written aside, then renamed).
+void write_into(const std::string& folder, const std::string& name, const std::string& bytes) {
+  fs::create_directories(folder);
+  const std::string path = folder + "/" + name;
+  {
+    std::ofstream out(path + ".part", std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) throw std::runtime_error(fmt::format("cannot write {}.part (host memory full?)", path));
+  }
+  fs::rename(path + ".part", path);
+}
+
+// [8 bytes: header length][header: JSON [[name, size], ...]][the files' bytes, in that order]
+std::string pack(const Files& files) {
+  nlohmann::json header = nlohmann::json::array();
+  for (const auto& [name, bytes] : files) header.push_back({name, bytes.size()});
+  const std::string text = header.dump();
+  const uint64_t length = text.size();
+  std::string blob(reinterpret_cast<const char*>(&length), sizeof(length));
+  blob += text;
+  for (const auto& [name, bytes] : files) blob += bytes;
+  return blob;
+}
+
+Files unpack(const std::string& blob) {
+  uint64_t length = 0;
+  std::memcpy(&length, blob.data(), sizeof(length));
+  size_t at = sizeof(length) + length;
+  Files files;
+  for (const auto& entry : nlohmann::json::parse(blob.substr(sizeof(length), length))) {
+    const auto size = entry[1].get<size_t>();
+    files[entry[0].get<std::string>()] = blob.substr(at, size);
+    at += size;
+  }
+  return files;
+}
+
+torch::Tensor bytes_tensor(const std::string& bytes, torch::Device device) {
+  auto tensor = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  std::memcpy(tensor.data_ptr(), bytes.data(), bytes.size());
+  return tensor.to(device);
+}
+
+std::string tensor_bytes(const torch::Tensor& tensor, int64_t count) {
+  const auto host = tensor.to(torch::kCPU).contiguous();
+  return std::string(reinterpret_cast<const char*>(host.data_ptr()), static_cast<size_t>(count));
+}
+
+// Every rank's text, in rank order.
+std::vector<std::string> all_gather_texts(parallel::Comm& world, const std::string& mine, torch::Device device) {
+  const int64_t size = world.size();
+  auto lengths = torch::zeros({size}, torch::kInt64).to(device);
+  world.all_gather(lengths, torch::tensor({static_cast<int64_t>(mine.size())}, torch::kInt64).to(device)).wait();
+  const auto host_lengths = lengths.to(torch::kCPU);
+  const int64_t longest = std::max<int64_t>(1, host_lengths.max().item<int64_t>());
+  std::string padded = mine;
+  padded.resize(static_cast<size_t>(longest), '\0');
+  auto gathered = torch::empty({size * longest}, torch::kUInt8).to(device);
+  world.all_gather(gathered, bytes_tensor(padded, device)).wait();
+  const std::string all = tensor_bytes(gathered, size * longest);
+  std::vector<std::string> texts;
+  for (int64_t r = 0; r < size; ++r)
+    texts.push_back(all.substr(static_cast<size_t>(r * longest), static_cast<size_t>(host_lengths[r].item<int64_t>())));
+  return texts;
+}
+
+// This rank's blob to `to`, the blob of `from` back (its length first, then the bytes).
+std::string exchange_blobs(parallel::Comm& world, const std::string& blob, int64_t to, int64_t from, torch::Device device) {
+  using Kind = parallel::PeerTransfer::Kind;
+  auto length_out = torch::tensor({static_cast<int64_t>(blob.size())}, torch::kInt64).to(device);
+  auto length_in = torch::zeros({1}, torch::kInt64).to(device);
+  world.send_recv({{Kind::send, length_out, to}, {Kind::recv, length_in, from}}).wait();
+  const int64_t length = length_in.to(torch::kCPU).item<int64_t>();
+  auto in = torch::empty({length}, torch::kUInt8).to(device);
+  world.send_recv({{Kind::send, bytes_tensor(blob, device), to}, {Kind::recv, in, from}}).wait();
+  return tensor_bytes(in, length);
+}
+
+// What a node's folder holds of a step: name -> size.
+std::map<std::string, int64_t> inventory(const std::string& folder) {
+  std::map<std::string, int64_t> files;
+  std::error_code error;
+  if (!fs::is_directory(folder, error)) return files;
+  for (const auto& entry : fs::directory_iterator(folder, error))
+    if (entry.is_regular_file() && entry.path().extension() != ".part")
+      files[entry.path().filename().string()] = static_cast<int64_t>(entry.file_size());
+  return files;
+}
+
+struct Fetch {
+  int64_t from_node, to_node;
+  std::string file;
+  int64_t size;
+};
+
+// For every node, each file some node holds and it lacks, from the first node holding it.
+std::vector<Fetch> fetches(const std::vector<std::map<std::string, int64_t>>& held) {
+  std::map<std::string, std::pair<int64_t, int64_t>> first_holder;  // file -> (node, size)
+  for (int64_t node = 0; node < static_cast<int64_t>(held.size()); ++node)
+    for (const auto& [file, size] : held[node]) first_holder.emplace(file, std::make_pair(node, size));
+  std::vector<Fetch> plan;
+  for (int64_t node = 0; node < static_cast<int64_t>(held.size()); ++node)
+    for (const auto& [file, holder] : first_holder)
+      if (!held[node].count(file)) plan.push_back({holder.first, node, file, holder.second});
+  return plan;
+}
+
+}  // namespace
+
+std::string node_memory_folder(const std::string& run_dir) {
+  if (const char* folder = std::getenv("XTRAIN_NODE_MEMORY_DIR"); folder && *folder) return folder;
+  const std::string path = fs::absolute(run_dir).lexically_normal().string();
+  return "/dev/shm/xtrain-" + util::xxh3_hex(path);
+}
+
+MemoryCheckpoints::MemoryCheckpoints(std::string root, parallel::Comm& world, int64_t ranks_per_node,
+                                     torch::Device device)
+    : root_(std::move(root)),
+      world_(world),
+      rank_(world.rank()),
+      size_(world.size()),
+      ranks_per_node_(ranks_per_node > 0 && world.size() % ranks_per_node == 0 ? ranks_per_node : world.size()),
+      nodes_(size_ / ranks_per_node_),
+      device_(device) {}
+
+std::string MemoryCheckpoints::step_folder(int64_t step) const { return fmt::format("{}/step-{}", root_, step); }
+
+MemoryCheckpoints::Kept MemoryCheckpoints::keep(int64_t step, const std::string& folder) {
+  const auto started = std::chrono::steady_clock::now();
+  const std::string into = step_folder(step);
+  const Files mine = files_written_by(rank_, folder);
+  Kept kept;
+  for (const auto& [name, bytes] : mine) {
+    write_into(into, name, bytes);
+    kept.bytes += static_cast<int64_t>(bytes.size());
+  }
+  if (nodes_ > 1) {
+    const int64_t next = (rank_ + ranks_per_node_) % size_, previous = (rank_ - ranks_per_node_ + size_) % size_;
+    for (const auto& [name, bytes] : unpack(exchange_blobs(world_, pack(mine), next, previous, device_)))
+      write_into(into, name, bytes);
+  }
+  world_.barrier();  // every node holds the step: the older ones can go
+  if (node_leader()) {
+    std::error_code ignored;
+    for (const auto& entry : fs::directory_iterator(root_, ignored))
+      if (entry.path().filename() != fs::path(into).filename()) fs::remove_all(entry.path(), ignored);
+  }
+  kept.seconds = elapsed_since(started);
+  return kept;
+}
+
+std::optional<MemoryCheckpoints::Assembled> MemoryCheckpoints::assemble(int64_t step) {
+  const auto started = std::chrono::steady_clock::now();
+  const std::string folder = step_folder(step);
+  const auto texts = all_gather_texts(world_, node_leader() ? nlohmann::json(inventory(folder)).dump() : "", device_);
+  std::vector<std::map<std::string, int64_t>> held;
+  for (int64_t node = 0; node < nodes_; ++node)
+    held.push_back(nlohmann::json::parse(texts[node * ranks_per_node_]).get<std::map<std::string, int64_t>>());
+  if (std::all_of(held.begin(), held.end(), [](const auto& files) { return files.empty(); })) return std::nullopt;
+
+  using Kind = parallel::PeerTransfer::Kind;
+  const int64_t node = rank_ / ranks_per_node_;
+  std::vector<parallel::PeerTransfer> transfers;
+  std::vector<std::pair<std::string, torch::Tensor>> received;
+  Assembled assembled;
+  for (const auto& fetch : fetches(held)) {
+    assembled.files_fetched += 1;
+    assembled.bytes_fetched += fetch.size;
+    if (!node_leader()) continue;
+    if (fetch.from_node == node)
+      transfers.push_back({Kind::send, bytes_tensor(util::read_file(folder + "/" + fetch.file), device_),
+                           fetch.to_node * ranks_per_node_});
+    if (fetch.to_node == node) {
+      received.emplace_back(fetch.file, torch::empty({fetch.size}, torch::kUInt8).to(device_));
+      transfers.push_back({Kind::recv, received.back().second, fetch.from_node * ranks_per_node_});
+    }
+  }
+  if (!transfers.empty()) world_.send_recv(transfers).wait();
+  std::string problem;
+  if (node_leader()) {
+    try {
+      for (const auto& [file, tensor] : received) write_into(folder, file, tensor_bytes(tensor, tensor.numel()));
+      const auto check = ckpt::check_resumable(folder);
+      assembled.verification = check.summary();
+      if (!check.usable()) problem = assembled.verification;
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+  }
+  if (!problem.empty())
+    fmt::print(stderr, "warning: the copy of step-{} in this node's host memory ({}) cannot be used: {}; reading "
+                       "the checkpoint from disk\n", step, folder, problem);
+  auto failed = torch::tensor({problem.empty() ? 0.0 : 1.0}, torch::kFloat64).to(device_);
+  world_.all_reduce_sum(failed).wait();
+  if (failed.to(torch::kCPU).item<double>() > 0) return std::nullopt;
+  assembled.dir = folder;
+  assembled.seconds = elapsed_since(started);
+  return assembled;
+}
+
+void MemoryCheckpoints::remove() {
+  world_.barrier();
+  std::error_code ignored;
+  if (node_leader()) fs::remove_all(root_, ignored);
+}
+
+}  // namespace xtrain::train
