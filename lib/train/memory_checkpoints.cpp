@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <utility>
@@ -18,15 +17,13 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/sharded_checkpoint.h"
 #include "train/run_state.h"
-#include "util/durable_file.h"
+#include "util/posix_file.h"
 #include "util/file_digest.h"
 
 namespace fs = std::filesystem;
 
 namespace xtrain::train {
 namespace {
-
-using Files = std::map<std::string, std::string>;  // name -> bytes
 
 double elapsed_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -40,59 +37,44 @@ bool written_by(const std::string& file, int64_t rank) {
   return rank == 0;
 }
 
+// A file's bytes, read straight into a host tensor: the one copy out of the page cache.
+torch::Tensor read_bytes(const std::string& path) {
+  util::InputFile input(path);
+  auto bytes = torch::empty({static_cast<int64_t>(input.size())}, torch::kUInt8);
+  if (input.read_at(bytes.data_ptr(), input.size(), 0) != input.size())
+    throw std::runtime_error(fmt::format("cannot read {}: it shrank while being read", path));
+  return bytes;
+}
+
+using Files = std::map<std::string, torch::Tensor>;  // name -> bytes (host, uint8)
+
 Files files_written_by(int64_t rank, const std::string& folder) {
   Files files;
   for (const auto& entry : fs::directory_iterator(folder)) {
     const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && written_by(name, rank)) files[name] = util::read_file(entry.path().string());
+    if (entry.is_regular_file() && written_by(name, rank)) files[name] = read_bytes(entry.path().string());
   }
   return files;
 }
 
 // Into tmpfs: a file appears whole or not at all (written aside, then renamed).
-void write_into(const std::string& folder, const std::string& name, const std::string& bytes) {
+void write_into(const std::string& folder, const std::string& name, const torch::Tensor& bytes) {
   fs::create_directories(folder);
   const std::string path = folder + "/" + name;
-  {
-    std::ofstream out(path + ".part", std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) throw std::runtime_error(fmt::format("cannot write {}.part (host memory full?)", path));
-  }
+  const auto host = bytes.to(torch::kCPU);
+  auto file = util::OutputFile::create(path + ".part");
+  file.write(host.data_ptr(), static_cast<size_t>(host.numel()));
+  file.close();
   fs::rename(path + ".part", path);
 }
 
-// [8 bytes: header length][header: JSON [[name, size], ...]][the files' bytes, in that order]
-std::string pack(const Files& files) {
-  nlohmann::json header = nlohmann::json::array();
-  for (const auto& [name, bytes] : files) header.push_back({name, bytes.size()});
-  const std::string text = header.dump();
-  const uint64_t length = text.size();
-  std::string blob(reinterpret_cast<const char*>(&length), sizeof(length));
-  blob += text;
-  for (const auto& [name, bytes] : files) blob += bytes;
-  return blob;
-}
-
-Files unpack(const std::string& blob) {
-  uint64_t length = 0;
-  std::memcpy(&length, blob.data(), sizeof(length));
-  size_t at = sizeof(length) + length;
-  Files files;
-  for (const auto& entry : nlohmann::json::parse(blob.substr(sizeof(length), length))) {
-    const auto size = entry[1].get<size_t>();
-    files[entry[0].get<std::string>()] = blob.substr(at, size);
-    at += size;
-  }
-  return files;
-}
-
-torch::Tensor bytes_tensor(const std::string& bytes, torch::Device device) {
-  auto tensor = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
-  std::memcpy(tensor.data_ptr(), bytes.data(), bytes.size());
+torch::Tensor bytes_tensor(const std::string& text, torch::Device device) {
+  auto tensor = torch::empty({static_cast<int64_t>(text.size())}, torch::kUInt8);
+  std::memcpy(tensor.data_ptr(), text.data(), text.size());
   return tensor.to(device);
 }
 
-std::string tensor_bytes(const torch::Tensor& tensor, int64_t count) {
+std::string tensor_text(const torch::Tensor& tensor, int64_t count) {
   const auto host = tensor.to(torch::kCPU).contiguous();
   return std::string(reinterpret_cast<const char*>(host.data_ptr()), static_cast<size_t>(count));
 }
@@ -108,23 +90,36 @@ std::vector<std::string> all_gather_texts(parallel::Comm& world, const std::stri
   padded.resize(static_cast<size_t>(longest), '\0');
   auto gathered = torch::empty({size * longest}, torch::kUInt8).to(device);
   world.all_gather(gathered, bytes_tensor(padded, device)).wait();
-  const std::string all = tensor_bytes(gathered, size * longest);
+  const std::string all = tensor_text(gathered, size * longest);
   std::vector<std::string> texts;
   for (int64_t r = 0; r < size; ++r)
     texts.push_back(all.substr(static_cast<size_t>(r * longest), static_cast<size_t>(host_lengths[r].item<int64_t>())));
   return texts;
 }
 
-// This rank's blob to `to`, the blob of `from` back (its length first, then the bytes).
-std::string exchange_blobs(parallel::Comm& world, const std::string& blob, int64_t to, int64_t from, torch::Device device) {
+// This rank's files to rank `to`, rank `from`'s back: the names and sizes first, then the bytes,
+// each file a tensor of its own.
+Files exchange_files(parallel::Comm& world, const Files& mine, int64_t to, int64_t from, torch::Device device) {
   using Kind = parallel::PeerTransfer::Kind;
-  auto length_out = torch::tensor({static_cast<int64_t>(blob.size())}, torch::kInt64).to(device);
+  nlohmann::json listing = nlohmann::json::array();
+  for (const auto& [name, bytes] : mine) listing.push_back({name, bytes.numel()});
+  const std::string text = listing.dump();
+  auto length_out = torch::tensor({static_cast<int64_t>(text.size())}, torch::kInt64).to(device);
   auto length_in = torch::zeros({1}, torch::kInt64).to(device);
   world.send_recv({{Kind::send, length_out, to}, {Kind::recv, length_in, from}}).wait();
   const int64_t length = length_in.to(torch::kCPU).item<int64_t>();
-  auto in = torch::empty({length}, torch::kUInt8).to(device);
-  world.send_recv({{Kind::send, bytes_tensor(blob, device), to}, {Kind::recv, in, from}}).wait();
-  return tensor_bytes(in, length);
+  auto listing_in = torch::empty({length}, torch::kUInt8).to(device);
+  world.send_recv({{Kind::send, bytes_tensor(text, device), to}, {Kind::recv, listing_in, from}}).wait();
+  Files theirs;
+  std::vector<parallel::PeerTransfer> transfers;
+  for (const auto& [name, bytes] : mine) transfers.push_back({Kind::send, bytes.to(device), to});
+  for (const auto& entry : nlohmann::json::parse(tensor_text(listing_in, length))) {
+    auto& bytes = theirs[entry[0].get<std::string>()];
+    bytes = torch::empty({entry[1].get<int64_t>()}, torch::kUInt8).to(device);
+    transfers.push_back({Kind::recv, bytes, from});
+  }
+  world.send_recv(transfers).wait();
+  return theirs;
 }
 
 // What a node's folder holds of a step: name -> size.
@@ -183,11 +178,11 @@ MemoryCheckpoints::Kept MemoryCheckpoints::keep(int64_t step, const std::string&
   Kept kept;
   for (const auto& [name, bytes] : mine) {
     write_into(into, name, bytes);
-    kept.bytes += static_cast<int64_t>(bytes.size());
+    kept.bytes += bytes.numel();
   }
   if (nodes_ > 1) {
     const int64_t next = (rank_ + ranks_per_node_) % size_, previous = (rank_ - ranks_per_node_ + size_) % size_;
-    for (const auto& [name, bytes] : unpack(exchange_blobs(world_, pack(mine), next, previous, device_)))
+    for (const auto& [name, bytes] : exchange_files(world_, mine, next, previous, device_))
       write_into(into, name, bytes);
   }
   world_.barrier();  // every node holds the step: the older ones can go
@@ -219,8 +214,7 @@ std::optional<MemoryCheckpoints::Assembled> MemoryCheckpoints::assemble(int64_t 
     assembled.bytes_fetched += fetch.size;
     if (!node_leader()) continue;
     if (fetch.from_node == node)
-      transfers.push_back({Kind::send, bytes_tensor(util::read_file(folder + "/" + fetch.file), device_),
-                           fetch.to_node * ranks_per_node_});
+      transfers.push_back({Kind::send, read_bytes(folder + "/" + fetch.file).to(device_), fetch.to_node * ranks_per_node_});
     if (fetch.to_node == node) {
       received.emplace_back(fetch.file, torch::empty({fetch.size}, torch::kUInt8).to(device_));
       transfers.push_back({Kind::recv, received.back().second, fetch.from_node * ranks_per_node_});
@@ -230,7 +224,7 @@ std::optional<MemoryCheckpoints::Assembled> MemoryCheckpoints::assemble(int64_t 
   std::string problem;
   if (node_leader()) {
     try {
-      for (const auto& [file, tensor] : received) write_into(folder, file, tensor_bytes(tensor, tensor.numel()));
+      for (const auto& [file, bytes] : received) write_into(folder, file, bytes);
       const auto check = ckpt::check_resumable(folder);
       assembled.verification = check.summary();
       if (!check.usable()) problem = assembled.verification;
