@@ -98,6 +98,15 @@ for pid in "${pids[@]}"; do wait "$pid" || true; done
 pids=()
 ended=$EPOCHREALTIME
 "$xtrain" goodput "$run" | tee "$work/goodput.txt" || true
+# Where each restart read its checkpoint (metrics.jsonl's resume records).
+"$python" - "$run/metrics.jsonl" <<'PY'
+import collections, json, sys
+resumes = [r for r in map(json.loads, open(sys.argv[1])) if "resume_source" in r]
+by_source = collections.defaultdict(list)
+for r in resumes:
+    by_source[r["resume_source"]].append(r["resume_read_s"])
+print("resumes: " + ", ".join(f"{len(t)} from {s} ({min(t):.3f} to {max(t):.3f} s to read)" for s, t in by_source.items()))
+PY
 awk -v wall="$(awk -v a="$started" -v b="$ended" 'BEGIN { print b - a }')" -v kills="$kills" -v every="$kill_every" \
   -v minutes="$minutes" -v nodes="$nodes" -v in_memory="$in_memory" '
   /^  wall time/ { recorded = $3 }

@@ -6,7 +6,9 @@
 # on its dead peer, node 0's agent restarts its group with the one node left, and xtrain resumes
 # from its checkpoint with the global batch kept by twice the accumulation: all 24 steps, losses
 # within 1e-5 relative of an uninterrupted 2-rank run. Prints the time from the kill to the next
-# new step. The rendezvous settings (--rdzv-conf) name a dead node after 2 s instead of 15 s and
+# new step. Checkpoints are also kept in the nodes' memory (checkpoint.in_memory, a folder per
+# node under /dev/shm, node 1's removed with it): node 0 held its own files and node 1's copy, so
+# the restart reads them there, resharded to one rank. The rendezvous settings (--rdzv-conf) name a dead node after 2 s instead of 15 s and
 # close a round 1 s after its last join instead of 30 s, and name node 0 the host of the
 # rendezvous store (torchrun guesses it from the machine's hostname, which names neither
 # namespace's address); everything else is torchrun's default.
@@ -22,8 +24,10 @@ source "$srcdir/tests/integration/lib/bridged_nodes.sh"
 # The venv's own torchrun (XTRAIN_PYTHON may be build/test-python, outside the venv).
 torchrun=$("$python" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/torchrun
 work=$(mktemp -d)
+node_memory=/dev/shm/xtrain-test-$$
 cleanup() {
   remove_bridged_nodes
+  rm -rf "$node_memory"
   [[ -n ${KEEP:-} ]] || rm -rf "$work"
 }
 trap cleanup EXIT
@@ -33,15 +37,15 @@ export TMPDIR=$work
 make_bridged_nodes "xt$$" 2
 
 write_recipe "$work/recipe.yaml" 24
-sed -i 's/log_every: 5/log_every: 1/' "$work/recipe.yaml"
-train reference 2
+sed -i 's/log_every: 5/log_every: 1/; s/^checkpoint:$/checkpoint:\n  in_memory: true/' "$work/recipe.yaml"
+train reference 2 --set checkpoint.in_memory=false
 
 # start_torchrun NODE: the node's torchrun in its namespace, each output line stamped with the time
 # it arrived ($EPOCHREALTIME), into $work/node$NODE.log (xtrain flushes each step's line).
 start_torchrun() {
   local node=$1 host=false
   ((node == 0)) && host=true
-  ip netns exec "${namespaces[node]}" env PYTHONUNBUFFERED=1 "$torchrun" --nnodes 1:2 --nproc-per-node 1 \
+  ip netns exec "${namespaces[node]}" env PYTHONUNBUFFERED=1 XTRAIN_NODE_MEMORY_DIR="$node_memory/node$node" "$torchrun" --nnodes 1:2 --nproc-per-node 1 \
     --rdzv-backend c10d --rdzv-endpoint 192.0.2.1:29700 --rdzv-id xtrain-elastic \
     --rdzv-conf keep_alive_interval=1,keep_alive_max_attempt=2,last_call_timeout=1,is_host=$host \
     --local-addr "192.0.2.$((node + 1))" --max-restarts 3 --monitor-interval 0.1 \
@@ -55,6 +59,7 @@ start_torchrun 1
 log0=$work/node0.log
 wait_for "$log0" "step +12/24" 40
 killed=$(kill_node 1)
+rm -rf "$node_memory/node1"
 wait "${pids[1]}" 2> /dev/null || true  # its end by SIGKILL is the point, not news
 status=0
 wait "${pids[0]}" || status=$?
@@ -63,7 +68,7 @@ expect_match "$log0" "parallel: 2 ranks (torchrun)"
 expect_match "$log0" "train: 24 steps x 8 sequences (4 per rank: 2 micro batches of 2)"
 expect_match "$log0" "failed (exitcode: 1) local_rank: 0"
 expect_match "$log0" "train: 24 steps x 8 sequences (8 per rank: 4 micro batches of 2)"
-expect_match "$log0" "resumed from .* at step "
+expect_match "$log0" "resumed from $node_memory/node0/step-[0-9]* at step [0-9]* (from host memory: 0 files (0.0 MiB) fetched"
 
 same_losses "$work/reference" "$work/run" 24 1e-5 "torchrun shrink (the last steps on 1 node of 1 rank)"
 

@@ -5,7 +5,9 @@
 #  2. 3 USR1 preemptions, each requeued by the script and resumed, end with the uninterrupted
 #     run's losses, and the job's log keeps every attempt (--open-mode=append);
 #  3. a stop where one rank exits 0.3 s after the other still requeues (no --kill-on-bad-exit);
-#  4. kill -9 of a task ends the job non-zero within 10 s, without a requeue;
+#  4. kill -9 of a task ends the job non-zero within 10 s, without a requeue; with
+#     XTRAIN_RESTARTS=1 the script runs the step again instead, which resumes from its checkpoint
+#     and ends with the uninterrupted run's losses;
 #  5. a bad recipe ends the job with exit 2.
 # Prints one line per case with its time.
 set -euo pipefail
@@ -139,6 +141,18 @@ done
 (($(date +%s) - killed_at <= 10)) || fail "job $job took $(($(date +%s) - killed_at)) s to end"
 [[ $(job_field "$job" Restarts) == 0 ]] || fail "a killed task was requeued"
 report "kill -9 of a task: FAILED in $(($(date +%s) - killed_at)) s, not requeued" "$start"
+
+start=$(date +%s)
+job=$(submit restarted --export=ALL,XTRAIN_RESTARTS=1 --)
+wait_steps "$work/restarted" 8  # past the step-5 checkpoint
+pkill -9 -f -n -- "run.dir=$work/restarted"
+wait_state "$job" COMPLETED 120
+grep -qE "batch script: the step failed \(exit [0-9]+\); running it again on the nodes up, from checkpoints/latest \(restart 1 of 1\)" \
+  "$work/restarted.out" || { cat "$work/restarted.out"; fail "the script did not run the step again"; }
+grep -qE "resumed from .*/restarted/checkpoints/step-[0-9]+ at step" "$work/restarted.out" || fail "the second step did not resume"
+[[ $(job_field "$job" Restarts) == 0 ]] || fail "the job was requeued; the script should have run the step again"
+same_losses "$work/restarted"
+report "kill -9 with XTRAIN_RESTARTS=1: the step ran again, resumed" "$start"
 
 start=$(date +%s)
 status=0
