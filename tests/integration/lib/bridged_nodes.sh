@@ -54,10 +54,9 @@ start_node() {
   shift 3
   local environment=()
   [[ -z ${node_memory:-} ]] || environment=(env "XTRAIN_NODE_MEMORY_DIR=$node_memory/node$node")
-  # In a subshell, which outlives a kill_node: bash reports no "Killed" job for it.
-  (ip netns exec "${namespaces[node]}" "${environment[@]}" "$xtrain" launch --nnodes "$nnodes" --node-rank "$node" \
+  ip netns exec "${namespaces[node]}" "${environment[@]}" "$xtrain" launch --nnodes "$nnodes" --node-rank "$node" \
     --nproc-per-node 1 --master-addr 192.0.2.1 --master-port "$port" --max-restarts 1 --heartbeat 0.5 "$@" \
-    --program stdbuf -- -oL "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/$run" || exit $?) 2>&1 |
+    --program stdbuf -- -oL "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/$run" 2>&1 |
     while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done > "$work/$run.node$node.log" &
   pids+=($!)
 }
