@@ -54,11 +54,16 @@ CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
   }
   std::sort(shard_files.begin(), shard_files.end());
   in_shards_ = !shard_files.empty();
+  auto numel_of = [](const SafetensorsEntry& entry) {
+    int64_t numel = 1;
+    for (int64_t size : entry.shape) numel *= size;
+    return numel;
+  };
   if (in_shards_) {
     for (const auto& file : shard_files) {
-      const std::string path = dir_ + "/" + file;
-      auto loaded = load_safetensors(path);
-      for (const auto& [key, value] : loaded.metadata) {
+      auto reader = std::make_shared<const SafetensorsReader>(dir_ + "/" + file);
+      const std::string& path = reader->path();
+      for (const auto& [key, value] : reader->metadata()) {
         if (key == "format") continue;
         if (key == "optimizer_step") {
           optimizer_step_ = std::stoll(value);
@@ -71,28 +76,28 @@ CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
           throw InputError(fmt::format("{}: metadata of '{}' is not JSON", path, key));
         }
         for (const char* kind : {"model", "exp_avg", "exp_avg_sq"}) {
-          auto it = loaded.tensors.find(std::string(kind) + "/" + key);
-          if (it == loaded.tensors.end())
+          const auto* entry = reader->find(std::string(kind) + "/" + key);
+          if (!entry)
             throw InputError(fmt::format("{}: no tensor {}/{} for the piece its metadata lists", path, kind, key));
-          auto values = it->second.to(torch::kFloat32).reshape(-1);
-          add_piece(kind, key, {piece_layout(layout, values.numel(), path, key), values}, path);
+          add_piece(kind, key, {piece_layout(layout, numel_of(*entry), path, key), reader, entry, {}}, path);
         }
       }
     }
   } else {
-    const std::string model_path = dir_ + "/model.safetensors", optimizer_path = dir_ + "/optimizer.safetensors";
-    for (auto& [name, tensor] : load_safetensors(model_path).tensors)
-      add_piece("model", name, {PieceLayout::whole(tensor.sizes().vec()), tensor.to(torch::kFloat32).reshape(-1)},
-                model_path);
-    for (auto& [key, tensor] : load_safetensors(optimizer_path).tensors) {
-      if (key == "step") {
-        optimizer_step_ = tensor.item<int64_t>();
+    auto model = std::make_shared<const SafetensorsReader>(dir_ + "/model.safetensors");
+    for (const auto& entry : model->entries())
+      add_piece("model", entry.name, {PieceLayout::whole(entry.shape), model, &entry, {}}, model->path());
+    auto optimizer = std::make_shared<const SafetensorsReader>(dir_ + "/optimizer.safetensors");
+    for (const auto& entry : optimizer->entries()) {
+      if (entry.name == "step") {
+        optimizer_step_ = optimizer->read(entry, 0, 1).to(torch::kInt64).item<int64_t>();
         continue;
       }
-      const auto dot = key.find('.');
-      if (dot == std::string::npos) throw InputError(fmt::format("{}: unexpected entry '{}'", optimizer_path, key));
-      add_piece(key.substr(0, dot), key.substr(dot + 1),
-                {PieceLayout::whole(tensor.sizes().vec()), tensor.to(torch::kFloat32).reshape(-1)}, optimizer_path);
+      const auto dot = entry.name.find('.');
+      if (dot == std::string::npos)
+        throw InputError(fmt::format("{}: unexpected entry '{}'", optimizer->path(), entry.name));
+      add_piece(entry.name.substr(0, dot), entry.name.substr(dot + 1),
+                {PieceLayout::whole(entry.shape), optimizer, &entry, {}}, optimizer->path());
     }
   }
   trainer_state = read_json(dir_ + "/trainer_state.json");
@@ -136,12 +141,20 @@ torch::Tensor CheckpointReader::read(const std::string& kind, const std::string&
                                             fmt::join(want.shape, ", "), problem));
   auto out = torch::empty({want.count}, torch::kFloat32);
   int64_t covered = 0;
-  for (const auto& piece : it->second) covered += copy_overlap(piece.layout, piece.values, want, out);
+  for (const auto& piece : it->second)
+    if (pieces_overlap(piece.layout, want)) covered += copy_overlap(piece.layout, values_of(piece), want, out);
   if (covered != want.count)
     throw InputError(fmt::format("{}: the pieces of {} '{}' cover {} of the {} elements [{}, {}) needed; a shard "
                                  "file is missing",
                                  dir_, kind, name, covered, want.count, want.begin, want.begin + want.count));
   return out;
+}
+
+const torch::Tensor& CheckpointReader::values_of(const Piece& piece) const {
+  std::lock_guard<std::mutex> lock(read_mutex_);
+  if (!piece.values.defined())
+    piece.values = piece.file->read(*piece.entry, 0, piece.layout.count).to(torch::kFloat32).reshape(-1);
+  return piece.values;
 }
 
 torch::Tensor CheckpointReader::read_full(const std::string& kind, const std::string& name) const {

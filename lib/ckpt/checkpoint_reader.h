@@ -7,9 +7,14 @@
 // Any piece of any parameter can be read, in any dimensions, whoever wrote it and however they
 // split it, which is what lets a run resume with a different world size or layout. Missing files, pieces that do not
 // cover a request, or shapes that disagree are InputErrors naming the checkpoint.
+// The files' headers are read up front; a piece's values only when a read overlaps it (then kept),
+// so that a rank resuming on the layout that wrote the checkpoint reads its own shard's pieces and
+// no other rank's.
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,6 +22,7 @@
 #include <torch/types.h>
 
 #include "ckpt/piece_layout.h"
+#include "ckpt/safetensors.h"
 
 namespace xtrain::ckpt {
 
@@ -44,8 +50,11 @@ class CheckpointReader {
  private:
   struct Piece {
     PieceLayout layout;
-    torch::Tensor values;  // 1-D
+    std::shared_ptr<const SafetensorsReader> file;
+    const SafetensorsEntry* entry = nullptr;  // in file
+    mutable torch::Tensor values;              // 1-D fp32, read on first use
   };
+  const torch::Tensor& values_of(const Piece& piece) const;
   void add_piece(const std::string& kind, const std::string& name, Piece piece, const std::string& file);
 
   std::string dir_;
@@ -53,6 +62,7 @@ class CheckpointReader {
   int64_t optimizer_step_ = 0;
   std::map<std::string, std::vector<int64_t>> shapes_;
   std::map<std::string, std::vector<Piece>> pieces_;  // by "<kind>/<name>"
+  mutable std::mutex read_mutex_;                     // guards the pieces' values
 };
 
 }  // namespace xtrain::ckpt

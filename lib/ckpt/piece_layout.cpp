@@ -78,6 +78,20 @@ std::vector<PieceRun> piece_runs(const PieceLayout& piece) {
   return runs;
 }
 
+bool pieces_overlap(const PieceLayout& a, const PieceLayout& b) {
+  const auto runs_a = piece_runs(a), runs_b = piece_runs(b);
+  for (size_t i = 0, j = 0; i < runs_a.size() && j < runs_b.size();) {
+    const auto& x = runs_a[i];
+    const auto& y = runs_b[j];
+    if (std::max(x.global, y.global) < std::min(x.global + x.length, y.global + y.length)) return true;
+    if (x.global + x.length <= y.global + y.length)
+      ++i;
+    else
+      ++j;
+  }
+  return false;
+}
+
 int64_t copy_overlap(const PieceLayout& from, const torch::Tensor& from_values, const PieceLayout& to,
                      torch::Tensor& to_values) {
   const auto source = piece_runs(from), target = piece_runs(to);

@@ -36,6 +36,9 @@ struct PieceRun {
 // The piece's elements as runs, ascending in `global`, adjacent ones merged.
 std::vector<PieceRun> piece_runs(const PieceLayout& piece);
 
+// Whether the two pieces of one tensor hold any element in common.
+bool pieces_overlap(const PieceLayout& a, const PieceLayout& b);
+
 // Copies into `to_values` (1-D, the piece `to`) every element that the piece `from` holds
 // (`from_values`, 1-D); returns how many it copied.
 int64_t copy_overlap(const PieceLayout& from, const torch::Tensor& from_values, const PieceLayout& to,

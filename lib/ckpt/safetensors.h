@@ -40,6 +40,7 @@ class SafetensorsReader {
 
   const std::string& path() const { return path_; }
   const std::vector<SafetensorsEntry>& entries() const { return header_.entries; }
+  const Metadata& metadata() const { return header_.metadata; }
   const SafetensorsEntry* find(const std::string& name) const;  // null when absent
   // Elements [begin, begin + count) of the tensor's row-major flattening, 1-D, in its dtype.
   torch::Tensor read(const SafetensorsEntry& entry, int64_t begin, int64_t count) const;

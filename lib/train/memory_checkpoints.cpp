@@ -1,10 +1,13 @@
 #include "train/memory_checkpoints.h"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <utility>
@@ -47,6 +50,19 @@ torch::Tensor read_bytes(const std::string& path) {
 }
 
 using Files = std::map<std::string, torch::Tensor>;  // name -> bytes (host, uint8)
+
+// Fails, naming the folder and the fix, when the tmpfs has no room for `bytes` more of `what`.
+void check_room(const std::string& folder, int64_t bytes, const std::string& what) {
+  fs::create_directories(folder);
+  struct statvfs space {};
+  if (::statvfs(folder.c_str(), &space) != 0) return;  // unknown: the writes will say
+  const double free = static_cast<double>(space.f_bavail) * static_cast<double>(space.f_frsize);
+  if (free >= static_cast<double>(bytes)) return;
+  throw std::runtime_error(fmt::format(
+      "{} has {:.1f} MiB free, and {} need about {:.1f} MiB: give the tmpfs more room (docker run --shm-size) or "
+      "set XTRAIN_NODE_MEMORY_DIR to a larger one",
+      folder, free / (1 << 20), what, static_cast<double>(bytes) / (1 << 20)));
+}
 
 Files files_written_by(int64_t rank, const std::string& folder) {
   Files files;
@@ -159,40 +175,80 @@ std::string node_memory_folder(const std::string& run_dir) {
   return "/dev/shm/xtrain-" + util::xxh3_hex(path);
 }
 
-MemoryCheckpoints::MemoryCheckpoints(std::string root, parallel::Comm& world, int64_t ranks_per_node,
+MemoryCheckpoints::MemoryCheckpoints(std::string root, std::shared_ptr<parallel::Comm> world, int64_t ranks_per_node,
                                      torch::Device device)
     : root_(std::move(root)),
-      world_(world),
-      rank_(world.rank()),
-      size_(world.size()),
-      ranks_per_node_(ranks_per_node > 0 && world.size() % ranks_per_node == 0 ? ranks_per_node : world.size()),
+      group_(std::move(world)),
+      world_(*group_),
+      rank_(world_.rank()),
+      size_(world_.size()),
+      ranks_per_node_(ranks_per_node > 0 && size_ % ranks_per_node == 0 ? ranks_per_node : size_),
       nodes_(size_ / ranks_per_node_),
       device_(device) {}
 
+MemoryCheckpoints::~MemoryCheckpoints() {
+  if (copying_.joinable()) copying_.join();
+}
+
+double MemoryCheckpoints::wait() {
+  if (copying_.joinable()) copying_.join();
+  return copy_seconds_;
+}
+
 std::string MemoryCheckpoints::step_folder(int64_t step) const { return fmt::format("{}/step-{}", root_, step); }
 
-MemoryCheckpoints::Kept MemoryCheckpoints::keep(int64_t step, const std::string& folder) {
+void MemoryCheckpoints::keep(int64_t step, const std::string& folder) {
+  wait();
+  copying_ = std::thread([this, step, folder] { copy(step, folder); });
+}
+
+// Every rank takes part in the exchange and the barrier whatever failed before them, so that a
+// failure on one rank never leaves another waiting.
+void MemoryCheckpoints::copy(int64_t step, const std::string& folder) {
   const auto started = std::chrono::steady_clock::now();
   const std::string into = step_folder(step);
-  const Files mine = files_written_by(rank_, folder);
-  Kept kept;
-  for (const auto& [name, bytes] : mine) {
-    write_into(into, name, bytes);
-    kept.bytes += bytes.numel();
+  std::string problem;
+  auto attempt = [&problem](const std::function<void()>& work) {
+    if (!problem.empty()) return;
+    try {
+      work();
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+  };
+  Files mine, theirs;
+  attempt([&] { mine = files_written_by(rank_, folder); });
+  attempt([&] {
+    int64_t bytes = 0;
+    for (const auto& [name, file] : mine) bytes += file.numel();
+    check_room(root_, (nodes_ > 1 ? 2 : 1) * bytes,
+               nodes_ > 1 ? "this rank's files and the copy it keeps for the previous node" : "this rank's files");
+  });
+  attempt([&] {
+    for (const auto& [name, bytes] : mine) write_into(into, name, bytes);
+  });
+  try {
+    if (nodes_ > 1) {
+      const int64_t next = (rank_ + ranks_per_node_) % size_, previous = (rank_ - ranks_per_node_ + size_) % size_;
+      theirs = exchange_files(world_, problem.empty() ? mine : Files{}, next, previous, device_);
+    }
+    attempt([&] {
+      for (const auto& [name, bytes] : theirs) write_into(into, name, bytes);
+    });
+    world_.barrier();  // every node holds the step: the older ones can go
+  } catch (const std::exception& e) {  // the group failed (a peer died): the restart reads disk
+    problem = e.what();
   }
-  if (nodes_ > 1) {
-    const int64_t next = (rank_ + ranks_per_node_) % size_, previous = (rank_ - ranks_per_node_ + size_) % size_;
-    for (const auto& [name, bytes] : exchange_files(world_, mine, next, previous, device_))
-      write_into(into, name, bytes);
-  }
-  world_.barrier();  // every node holds the step: the older ones can go
-  if (node_leader()) {
-    std::error_code ignored;
+  std::error_code ignored;
+  if (!problem.empty()) {
+    fs::remove_all(into, ignored);  // no partial copy left to fill the node's memory
+    fmt::print(stderr, "warning: step-{} was not copied to host memory ({}): {}; a restart reads it from disk\n",
+               step, into, problem);
+  } else if (node_leader()) {
     for (const auto& entry : fs::directory_iterator(root_, ignored))
       if (entry.path().filename() != fs::path(into).filename()) fs::remove_all(entry.path(), ignored);
   }
-  kept.seconds = elapsed_since(started);
-  return kept;
+  copy_seconds_ = elapsed_since(started);
 }
 
 std::optional<MemoryCheckpoints::Assembled> MemoryCheckpoints::assemble(int64_t step) {
@@ -244,6 +300,7 @@ std::optional<MemoryCheckpoints::Assembled> MemoryCheckpoints::assemble(int64_t 
 }
 
 void MemoryCheckpoints::remove() {
+  wait();
   world_.barrier();
   std::error_code ignored;
   if (node_leader()) fs::remove_all(root_, ignored);

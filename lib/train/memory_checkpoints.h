@@ -7,17 +7,22 @@
 // Once a checkpoint is committed to disk, every rank copies the files it wrote into its node's
 // folder (rank 0 also the metadata and the manifest) and sends them to the same local rank of the
 // next node, which keeps them too: after a node's loss every file still has a copy. Each folder
-// then drops the older steps. Ranks are placed on nodes as torchrun places them: rank r on node
-// r / ranks_per_node.
+// then drops the older steps. The copy runs in the background, over a group of its own, while
+// training goes on; the next save waits for it (wait()). Until it ends, the nodes' memory holds
+// the step before, and a restart then reads disk. Ranks are placed on nodes as torchrun places
+// them: rank r on node r / ranks_per_node.
 //
 // On a restart the ranks assemble one step: each node lists what it holds, a node that lacks a
 // file (a spare standing in for a lost node) receives it from a node that has it, and every node
 // checks its folder against the manifest (checksums, every value finite). Only when every node's
 // copy verifies do the ranks resume from memory; otherwise they read run.dir as before.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <optional>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include <torch/types.h>
 
@@ -30,18 +35,24 @@ std::string node_memory_folder(const std::string& run_dir);
 
 class MemoryCheckpoints {
  public:
-  // world: every rank of the job; device: where its collectives run (the parameters' device).
-  MemoryCheckpoints(std::string root, parallel::Comm& world, int64_t ranks_per_node, torch::Device device);
+  // world: every rank of the job, a group that only this object uses (the copies run beside the
+  // training's collectives); device: where its collectives run (the parameters' device).
+  MemoryCheckpoints(std::string root, std::shared_ptr<parallel::Comm> world, int64_t ranks_per_node,
+                    torch::Device device);
+  ~MemoryCheckpoints();
+  MemoryCheckpoints(const MemoryCheckpoints&) = delete;
+  MemoryCheckpoints& operator=(const MemoryCheckpoints&) = delete;
 
   const std::string& root() const { return root_; }
   int64_t nodes() const { return nodes_; }
 
-  struct Kept {
-    int64_t bytes = 0;       // this rank's files, kept on its node and sent to the next
-    double seconds = 0;
-  };
-  // Collective, once step-<step> is committed at `folder`.
-  Kept keep(int64_t step, const std::string& folder);
+  // Collective, once step-<step> is committed at `folder`: starts its copy in the background
+  // (after waiting for the one before). A failure to write a copy is a warning: disk has the step.
+  void keep(int64_t step, const std::string& folder);
+  // Waits for the copy in flight; its seconds, or those of the last one (0 before any).
+  double wait();
+  // The seconds of the last copy that ended (0 before any), without waiting.
+  double last_copy_seconds() const { return copy_seconds_; }
 
   struct Assembled {
     std::string dir;             // this node's folder holding the step
@@ -61,8 +72,13 @@ class MemoryCheckpoints {
   std::string step_folder(int64_t step) const;
   bool node_leader() const { return rank_ % ranks_per_node_ == 0; }
 
+  void copy(int64_t step, const std::string& folder);
+
   std::string root_;
+  std::shared_ptr<parallel::Comm> group_;
   parallel::Comm& world_;
+  std::thread copying_;
+  std::atomic<double> copy_seconds_{0};
   int64_t rank_, size_, ranks_per_node_, nodes_;
   torch::Device device_;
 };

@@ -250,6 +250,7 @@ int64_t TrainingRun::state_bytes(bool peak) const {
 }
 
 void TrainingRun::save(int64_t at_step) {
+  if (memory_) memory_->wait();  // the last copy to host memory reads a folder this save may prune
   auto model_config = ckpt::hf_config(model_->config(), tokenizer_->eos_id(), imported_hf_config_);
   // The adapters' settings, for eval, generate and export (which turns them into PEFT's).
   if (recipe_.model.lora.enabled()) model_config[model::kLoraConfigKey] = model::lora_to_json(recipe_.model.lora);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <cstdlib>
 #include <set>
 
@@ -107,9 +108,7 @@ TrainingRun::TrainingRun(const config::Recipe& recipe, const TrainOptions& optio
   build_model();
   check_micro_batch_memory();
   mesh_ = mesh_of_agreeing_ranks(recipe_, world_, degrees_, backend);
-  if (recipe_.checkpoint.in_memory)
-    memory_ = std::make_unique<MemoryCheckpoints>(node_memory_folder(recipe_.run.dir),
-                                                  *mesh_->group(parallel::Dim::world), world_.local_size, device_);
+  if (recipe_.checkpoint.in_memory) make_memory_checkpoints();
   if (memory_first) timed([&] { resume_from_ = read_from_memory_or_disk(); });
   watchdog_ = std::make_unique<parallel::Watchdog>(mesh_->process_groups(), world_, recipe_.dist.watchdog_s);
   // Told to stop (the launcher's SIGTERM when another rank failed) and not yet stopped: a lost store
@@ -388,6 +387,17 @@ void TrainingRun::print_lora_summary() const {
              state_values, static_cast<double>(state_values) * sizeof(float) / 1024);
 }
 
+// Its own group over every rank: the copies run in the background beside the training's
+// collectives.
+void TrainingRun::make_memory_checkpoints() {
+  std::vector<int64_t> everyone(static_cast<size_t>(world_.size));
+  std::iota(everyone.begin(), everyone.end(), int64_t{0});
+  auto group = mesh_->process_groups() ? mesh_->process_groups()->make_group("checkpoint_memory", everyone)
+                                       : parallel::make_single_process_comm("checkpoint_memory");
+  memory_ = std::make_unique<MemoryCheckpoints>(node_memory_folder(recipe_.run.dir), std::move(group),
+                                                world_.local_size, device_);
+}
+
 // The step `latest` names, from the nodes' memory when every node's copy verifies there, else
 // from disk (verified, or the newest that verifies, as without memory).
 ResumeFrom TrainingRun::read_from_memory_or_disk() {
@@ -460,16 +470,23 @@ void TrainingRun::open_outputs() {
   const int64_t shards = parallel_->checkpoint_shards();
   CheckpointWriter::CopyCommitted keep_in_memory;
   if (memory_)
-    keep_in_memory = [this](int64_t at_step, const std::string& folder) { return memory_->keep(at_step, folder).seconds; };
+    keep_in_memory = [this](int64_t at_step, const std::string& folder) {
+      const auto started = std::chrono::steady_clock::now();
+      memory_->keep(at_step, folder);
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    };
   checkpoints_ = std::make_unique<CheckpointWriter>(
       *store_, *mesh_->group(parallel::Dim::world), device_, recipe_.checkpoint.async,
       [this, shards](int64_t at_step, const std::string& folder, double blocking_s, double write_s, double copy_s) {
         fmt::print("checkpoint: {}{} (written in {:.2f} s{}; the steps waited {:.2f} s)\n", folder,
                    shards > 0 ? fmt::format(" ({} shards)", shards) : "", write_s,
-                   memory_ ? fmt::format(", kept in host memory in {:.2f} s", copy_s) : "", blocking_s);
+                   memory_ ? fmt::format(", its copy to host memory started (the last took {:.2f} s)",
+                                         memory_->last_copy_seconds())
+                           : "",
+                   blocking_s);
         nlohmann::ordered_json record = {{"step", at_step}, {"checkpoint", folder}, {"checkpoint_write_s", write_s},
                                          {"checkpoint_blocking_s", blocking_s}};
-        if (memory_) record["checkpoint_memory_s"] = copy_s;
+        if (memory_) record["checkpoint_memory_wait_s"] = copy_s;
         report_->record(record);
       },
       std::move(keep_in_memory));

@@ -64,6 +64,7 @@ class TrainingRun {
   void make_muon(const optim::AdamWOptions& adamw_options);
   void freeze_parts();
   void print_lora_summary() const;
+  void make_memory_checkpoints();
   ResumeFrom read_from_memory_or_disk();
   void resume();
   void check_resumed_schedule(const std::string& dir) const;

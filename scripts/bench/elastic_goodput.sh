@@ -34,23 +34,13 @@ xtrain=${XTRAIN:-$PWD/build/xtrain}
 python=${XTRAIN_PYTHON:-.venv/bin/python3}
 source tests/integration/lib/expect.sh
 source tests/integration/lib/bridged_nodes.sh
-work=$(mktemp -d)
-memory=/dev/shm/xtrain-goodput-$$
-cleanup() {
-  remove_bridged_nodes
-  rm -rf "$memory"
-  [[ -n ${KEEP:-} ]] || rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-export TMPDIR=$work
-make_bridged_nodes "xg$$" "$nodes"
+bridged_session "xg$$" "$nodes"
 if [[ $nodes == 3 ]]; then elastic=(--nnodes 2:3 --active-nodes 2); else elastic=(--nnodes 1:2); fi
 run=$work/run
 
 # start_node NODE: the node's launcher in its namespace, its output appended to $work/nodeN.log.
 start_node() {
-  ip netns exec "${namespaces[$1]}" env XTRAIN_NODE_MEMORY_DIR="$memory/node$1" "$xtrain" launch "${elastic[@]}" --node-rank "$1" --nproc-per-node 1 \
+  ip netns exec "${namespaces[$1]}" env XTRAIN_NODE_MEMORY_DIR="$node_memory/node$1" "$xtrain" launch "${elastic[@]}" --node-rank "$1" --nproc-per-node 1 \
     --master-addr 192.0.2.1 --master-port 29800 --max-restarts 1000 --heartbeat 0.5 -- train recipes/demo.yaml \
     --set run.dir="$run" --set train.steps=1000000 --set train.micro_batch_size=8 --set train.threads=1 --set checkpoint.every="$checkpoint_every" \
     --set checkpoint.in_memory="$in_memory" \
@@ -80,7 +70,7 @@ while ((SECONDS < end)); do
   node=$(victim)
   [[ -n $node ]] || continue
   kill_node "$node" > /dev/null
-  rm -rf "$memory/node$node"  # the node's memory is lost with it
+  rm -rf "$node_memory/node$node"  # the node's memory is lost with it
   kills=$((kills + 1))
   echo "$(date -u +%T) killed node $node (kill $kills)" >&2
   sleep 5

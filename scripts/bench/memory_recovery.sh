@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Recovery from the nodes' memory against recovery from disk, side by side: the same elastic run
 # (three network-namespace nodes, one rank a node, --nnodes 2:3 --active-nodes 2, so node 2 waits
-# as a hot spare) loses node 1 (SIGKILL to every process, its memory folder removed) after step 3
-# and resumes from step-2 on nodes 0 and 2, three times:
+# as a hot spare) loses node 1 (SIGKILL to every process, its memory folder removed) once step-6 is
+# on disk (and, with checkpoints in memory, its copy complete in node 0's memory: the copy runs in
+# the background) and resumes from step-6 on nodes 0 and 2, three times:
 #   disk (warm)   checkpoint.in_memory false; the checkpoint's pages still in the page cache, as
 #                 on a local disk just written;
 #   disk (cold)   the same after `echo 3 > /proc/sys/vm/drop_caches`, as a restarted job reads a
@@ -10,7 +11,8 @@
 #   memory        checkpoint.in_memory true: node 0 reads its own copy, the spare receives every
 #                 file from node 0 over the link.
 # For each: the seconds the restarted ranks spent choosing, fetching, verifying and reading the
-# checkpoint (metrics.jsonl's resume_read_s, rank 0) and the kill to the first step after it.
+# checkpoint (metrics.jsonl's resume_read_s, rank 0), the kill to the first step after the resume,
+# and what saving step-6 held the steps up (the copy to memory runs beside them).
 #   scripts/bench/memory_recovery.sh [--hidden 1024] [--layers 8]
 # The model's size sets the checkpoint's (weights and two AdamW moments, 12 bytes a parameter).
 # Needs root and iproute2's `ip`; uses build/xtrain ($XTRAIN), built by scripts/build.sh if missing.
@@ -29,17 +31,7 @@ xtrain=${XTRAIN:-$PWD/build/xtrain}
 python=${XTRAIN_PYTHON:-.venv/bin/python3}
 source tests/integration/lib/expect.sh
 source tests/integration/lib/bridged_nodes.sh
-work=$(mktemp -d)
-node_memory=/dev/shm/xtrain-recovery-$$
-cleanup() {
-  remove_bridged_nodes
-  rm -rf "$node_memory"
-  [[ -n ${KEEP:-} ]] || rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-export TMPDIR=$work
-make_bridged_nodes "xr$$" 3
+bridged_session "xr$$" 3
 
 cat > "$work/recipe.yaml" <<YAML
 name: memory-recovery
@@ -51,7 +43,7 @@ model:
 data:
   seq_len: 32
 train:
-  steps: 6
+  steps: 12
   global_batch_size: 2
   micro_batch_size: 1
   log_every: 1
@@ -59,11 +51,11 @@ train:
 optim:
   lr: 1.0e-4
 checkpoint:
-  every: 2
+  every: 6
   keep: 2
 YAML
 
-# recover NAME IN_MEMORY DROP_CACHES PORT: one run, node 1 killed after step 3.
+# recover NAME IN_MEMORY DROP_CACHES PORT: one run, node 1 killed once step-6 is kept.
 recover() {
   local run=$1 in_memory=$2 drop=$3
   port=$4
@@ -73,7 +65,14 @@ recover() {
   wait_for "$work/$run.node0.log" "attempt 0 runs on nodes 0,1" 60
   start_node "$run" 2 2:3 --active-nodes 2
   wait_for "$work/$run.node2.log" "this node waits as a spare" 60
-  wait_for "$work/$run.node0.log" "\[rank 0\]: step +3/" 600
+  wait_for "$work/$run.node0.log" "\[rank 0\]: step +7/" 600
+  if [[ $in_memory == true ]]; then
+    local deadline=$((SECONDS + 300))
+    until (($(ls "$node_memory/node0/step-6" 2> /dev/null | grep -vc '\.part$') == $(ls "$work/$run/checkpoints/step-6" | wc -l))); do
+      ((SECONDS < deadline)) || fail "$run: step-6 never reached node 0's memory"
+      sleep 0.1
+    done
+  fi
   local killed
   killed=$(kill_node 1)
   rm -rf "$node_memory/node1"
@@ -88,13 +87,15 @@ import json, sys
 folder, name, kill_to_step = sys.argv[1], sys.argv[2], float(sys.argv[3])
 records = [json.loads(line) for line in open(f"{folder}/metrics.jsonl")]
 resume = [r for r in records if "resume_source" in r][-1]
-print(f"| {name} | {resume['resume_source']} | {resume['step']} | {resume['resume_read_s']:.2f} | {kill_to_step:.2f} |")
+saved = [r for r in records if r.get("step") == 6 and "checkpoint_blocking_s" in r][0]
+print(f"| {name} | {resume['resume_source']} | {resume['step']} | {resume['resume_read_s']:.2f} | {kill_to_step:.2f} "
+      f"| {saved['checkpoint_blocking_s']:.2f} |")
 PY
 }
 
-echo "recipe: hidden $hidden, $layers layers; checkpoint.every 2, node 1 killed after step 3"
-echo "| run | read from | step | resume_read_s | kill to next step (s) |"
-echo "|---|---|---|---|---|"
+echo "recipe: hidden $hidden, $layers layers; checkpoint.every 6, node 1 killed once step-6 is kept"
+echo "| run | read from | step | resume_read_s | kill to next step (s) | step-6 save held the steps (s) |"
+echo "|---|---|---|---|---|---|"
 recover disk_warm false false 29500
 recover disk_cold false true 29600
 recover memory true false 29700

@@ -4,6 +4,8 @@
 # (/dev/shm/xtrain-test-<pid>/nodeN, XTRAIN_NODE_MEMORY_DIR).
 #   one process: stopped at step 10, resumed from its own memory (nothing to fetch); the 24
 #                steps equal an uninterrupted run's bit for bit; the folder is gone at the end.
+#                With a 1 MiB tmpfs as the memory folder each copy is refused with a warning that
+#                names the room and the fix, and the run resumes from disk.
 #   spare:       three network-namespace nodes as in elastic_nodes.sh, node 2 a hot spare; node 1
 #                is killed after step 12 and its memory folder removed (the node is gone, its
 #                memory with it). The spare holds nothing: it receives every file of the
@@ -21,17 +23,7 @@ source "$srcdir/tests/integration/lib/distributed.sh"
 source "$srcdir/tests/integration/lib/expect.sh"
 python=${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}
 source "$srcdir/tests/integration/lib/bridged_nodes.sh"
-work=$(mktemp -d)
-node_memory=/dev/shm/xtrain-test-$$
-cleanup() {
-  remove_bridged_nodes
-  rm -rf "$node_memory"
-  [[ -n ${KEEP:-} ]] || rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-export TMPDIR=$work
-make_bridged_nodes "xm$$" 3
+bridged_session "xm$$" 3
 
 write_recipe "$work/recipe.yaml" 24
 sed -i 's/log_every: 5/log_every: 1/; s/^checkpoint:$/checkpoint:\n  in_memory: true/' "$work/recipe.yaml"
@@ -58,6 +50,20 @@ expect_match "$work/solo.log" \
 same_losses "$work/reference1" "$work/solo" 24 0 "one process, resumed from its memory"
 [[ ! -e $node_memory/solo ]] || fail "the finished run left $node_memory/solo behind"
 echo "one process: resume $(resume_record solo) s"
+
+# A memory folder too small for the copy (a 1 MiB tmpfs, mounted in a mount namespace of its own):
+# each save warns, naming the room and the fix, and leaves no partial copy; the run resumes from disk.
+mkdir -p "$work/small-memory"
+unshare --mount bash -c 'mount -t tmpfs -o size=1m tmpfs "$1" && shift &&
+  XTRAIN_NODE_MEMORY_DIR=$1 "$2" train "$3" --set run.dir="$4" --stop-at-step 10 > "$4.first.log" 2>&1 &&
+  ls -A "$1" > "$4.left" && XTRAIN_NODE_MEMORY_DIR=$1 "$2" train "$3" --set run.dir="$4" > "$4.log" 2>&1' \
+  _ "$work/small-memory" "$work/small-memory" "$xtrain" "$work/recipe.yaml" "$work/small" ||
+  { cat "$work/small.first.log" "$work/small.log"; fail "the run with a 1 MiB memory folder failed"; }
+expect_match "$work/small.first.log" \
+  "warning: step-10 was not copied to host memory ($work/small-memory/step-10): $work/small-memory has 1.0 MiB free, and this rank's files need about 1.5 MiB: give the tmpfs more room"
+[[ ! -s $work/small.left ]] || fail "the failed copies left $(cat "$work/small.left") in the memory folder"
+expect_match "$work/small.log" "resumed from $work/small/checkpoints/step-10 at step 10 (verified"
+same_losses "$work/reference1" "$work/small" 24 0 "one process, memory folder too small: resumed from disk"
 
 # --- a spare takes a lost node's place, its files from the others' memory ----------------------
 train reference 2 --set checkpoint.in_memory=false

@@ -25,15 +25,7 @@ source "$srcdir/tests/integration/lib/distributed.sh"
 source "$srcdir/tests/integration/lib/expect.sh"
 python=${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}
 source "$srcdir/tests/integration/lib/bridged_nodes.sh"
-work=$(mktemp -d)
-cleanup() {
-  remove_bridged_nodes
-  [[ -n ${KEEP:-} ]] || rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-export TMPDIR=$work
-make_bridged_nodes "xe$$" 3
+bridged_session "xe$$" 3
 
 write_recipe "$work/recipe.yaml" 24
 sed -i 's/log_every: 5/log_every: 1/' "$work/recipe.yaml"

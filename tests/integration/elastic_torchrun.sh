@@ -23,18 +23,8 @@ python=${XTRAIN_PYTHON:-$srcdir/.venv/bin/python3}
 source "$srcdir/tests/integration/lib/bridged_nodes.sh"
 # The venv's own torchrun (XTRAIN_PYTHON may be build/test-python, outside the venv).
 torchrun=$("$python" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/torchrun
-work=$(mktemp -d)
-node_memory=/dev/shm/xtrain-test-$$
-cleanup() {
-  remove_bridged_nodes
-  rm -rf "$node_memory"
-  [[ -n ${KEEP:-} ]] || rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-export TMPDIR=$work
 [[ -x $torchrun ]] || fail "no torchrun at $torchrun (pip install torch into the venv of XTRAIN_PYTHON)"
-make_bridged_nodes "xt$$" 2
+bridged_session "xt$$" 2
 
 write_recipe "$work/recipe.yaml" 24
 sed -i 's/log_every: 5/log_every: 1/; s/^checkpoint:$/checkpoint:\n  in_memory: true/' "$work/recipe.yaml"

@@ -63,6 +63,6 @@ PY
 # Stopping at step 20 and resuming must continue with the same loss scale and losses.
 "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/resumed" --stop-at-step 20 > /dev/null
 "$xtrain" train "$work/recipe.yaml" --set run.dir="$work/resumed" > /dev/null
-strip() { grep -v '"checkpoint":' "$1" | sed -E 's/,"tokens_per_s":[^,]*,"step_s":[^,]*//; s/,"peak_rss_mib":[^,}]*//; s/,"peak_device_mib":[^,}]*//; s/,"data_wait_s":[^,}]*//; s/,"data_read_s":[^,}]*//'; }
+strip() { grep -v '"checkpoint":\|"resumed_from":' "$1" | sed -E 's/,"tokens_per_s":[^,]*,"step_s":[^,]*//; s/,"peak_rss_mib":[^,}]*//; s/,"peak_device_mib":[^,}]*//; s/,"data_wait_s":[^,}]*//; s/,"data_read_s":[^,}]*//'; }
 diff <(strip "$work/run/metrics.jsonl") <(strip "$work/resumed/metrics.jsonl")
 cmp "$work/run/checkpoints/step-40/model.safetensors" "$work/resumed/checkpoints/step-40/model.safetensors"

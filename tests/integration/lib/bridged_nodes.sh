@@ -10,6 +10,18 @@ namespaces=()  # the nodes' namespaces, node i in namespaces[i]
 switch=""      # the bridge's namespace
 pids=()        # background jobs started in the nodes (stopped by remove_bridged_nodes)
 
+# bridged_session TAG COUNT: a scratch folder $work (TMPDIR too; KEEP=1 keeps it) and a folder
+# for the nodes' host-memory checkpoints $node_memory (under /dev/shm), both removed on exit with
+# the nodes; then make_bridged_nodes TAG COUNT.
+bridged_session() {
+  work=$(mktemp -d)
+  node_memory=/dev/shm/xtrain-nodes-$$
+  trap 'remove_bridged_nodes; rm -rf "$node_memory"; [[ -n ${KEEP:-} ]] || rm -rf "$work"' EXIT
+  trap 'exit 130' INT TERM
+  export TMPDIR=$work
+  make_bridged_nodes "$1" "$2"
+}
+
 # make_bridged_nodes TAG COUNT: the namespaces "${TAG}n0" ... and "${TAG}sw". An interface name
 # holds at most 15 characters: keep TAG short and unique per run ("xe$$"). The caller removes them
 # with remove_bridged_nodes, from an EXIT trap.

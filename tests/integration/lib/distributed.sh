@@ -207,5 +207,6 @@ export_latest() {
 # losses RUN_DIR: the per-step losses, one per line, exactly as written.
 losses() { grep -o '"loss":[^,]*' "$1/metrics.jsonl"; }
 
-# without_timing METRICS_FILE: the step records without the fields that vary from run to run.
-without_timing() { grep -v '"checkpoint":' "$1" | sed -E 's/"(tokens_per_s|step_s|peak_rss_mib|peak_device_mib|comm_wait_s|data_wait_s|data_read_s|busy_s_mean|busy_s_max|slowest_rank|peak_rss_mib_max|peak_device_mib_max|peak_rss_rank|persistent_slow_rank|persistent_slow_ratio)":[^,}]*,?//g; s/,}/}/'; }
+# without_timing METRICS_FILE: the step records without the fields that vary from run to run (and without
+# the records of checkpoints and resumes, which a resumed run has and a straight one lacks).
+without_timing() { grep -v '"checkpoint":\|"resumed_from":' "$1" | sed -E 's/"(tokens_per_s|step_s|peak_rss_mib|peak_device_mib|comm_wait_s|data_wait_s|data_read_s|busy_s_mean|busy_s_max|slowest_rank|peak_rss_mib_max|peak_device_mib_max|peak_rss_rank|persistent_slow_rank|persistent_slow_ratio)":[^,}]*,?//g; s/,}/}/'; }

@@ -1,6 +1,9 @@
 // Checkpoint pieces in N dimensions: a piece of one layout (column or row shards, FSDP ranges of
 // them, plain FSDP ranges of the whole tensor) fills a piece of any other, through files too;
 // checkpoints whose pieces have no box (written before boxes) still load.
+#include <filesystem>
+#include <fstream>
+
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -66,7 +69,12 @@ TEST_CASE("a piece of any layout fills a piece of any other", "[ckpt][pieces]") 
       for (const auto& want : layouts[b]) {
         auto out = torch::full({want.count}, -1.0f);
         int64_t covered = 0;
-        for (const auto& have : layouts[a]) covered += ckpt::copy_overlap(have, values_of(whole, have), want, out);
+        for (const auto& have : layouts[a]) {
+          auto probe = torch::zeros({want.count});
+          const bool overlap = ckpt::copy_overlap(have, values_of(whole, have), want, probe) > 0;
+          CHECK(ckpt::pieces_overlap(have, want) == overlap);
+          covered += ckpt::copy_overlap(have, values_of(whole, have), want, out);
+        }
         CHECK(covered == want.count);
         CHECK(torch::equal(out, values_of(whole, want)));
       }
@@ -132,4 +140,32 @@ TEST_CASE("a sharded checkpoint of N-D pieces resumes as any layout; pieces with
   CHECK_THROWS_WITH(ckpt::CheckpointReader(dir),
                     dir + "/" + ckpt::shard_file_name(1) +
                         ": the piece of 'w': the box [5, 0, 0] + [2, 1, 2] leaves the shape [6, 4, 10]");
+}
+
+TEST_CASE("a reader reads a shard's values only when a read overlaps its pieces", "[ckpt][pieces]") {
+  testing::ScratchDir scratch;
+  const std::string dir = scratch.path().string();
+  const std::vector<int64_t> shape{8, 6};
+  const auto weight = torch::randn({8, 6});
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    const auto piece = ckpt::PieceLayout::range(shape, rank * 24, 24);  // FSDP 2
+    ckpt::write_checkpoint_shard(dir, rank, {{"w", piece, values_of(weight, piece), values_of(weight, piece),
+                                              values_of(weight, piece)}}, 3);
+  }
+  ckpt::write_metadata_files(dir, nlohmann::json::object(), nlohmann::json::object(), "name: x\n");
+  ckpt::CheckpointReader reader(dir);
+  // Shard 1's values overwritten after the reader opened it: rank 0's reads never see them.
+  const auto shard_1 = dir + "/" + ckpt::shard_file_name(1);
+  const auto size = std::filesystem::file_size(shard_1);
+  {
+    std::fstream file(shard_1, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(size - 3 * 24 * sizeof(float)));
+    const std::string garbage(3 * 24 * sizeof(float), '\x7f');
+    file.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  const auto rank_0 = ckpt::PieceLayout::range(shape, 0, 24);
+  for (const char* kind : {"model", "exp_avg", "exp_avg_sq"})
+    CHECK(torch::equal(reader.read(kind, "w", rank_0), values_of(weight, rank_0)));
+  // A read that overlaps shard 1 reads it then, and gets what the file holds now.
+  CHECK_FALSE(torch::equal(reader.read_full("model", "w"), weight));
 }

@@ -60,7 +60,7 @@ template <typename Between>
 Outcome keep_then_assemble(const fs::path& base, const std::string& folder, int64_t step, Between between) {
   auto comms = xtrain::parallel::make_thread_comms(kRanks, "world");
   auto errors = xtrain::testing::run_ranks(kRanks, [&](int64_t r) {
-    MemoryCheckpoints memory(node_root(base, r), *comms[r], kRanksPerNode, torch::kCPU);
+    MemoryCheckpoints memory(node_root(base, r), comms[r], kRanksPerNode, torch::kCPU);
     memory.keep(step, folder);
   });
   for (const auto& error : errors) REQUIRE(error.empty());
@@ -68,7 +68,7 @@ Outcome keep_then_assemble(const fs::path& base, const std::string& folder, int6
   Outcome outcome;
   comms = xtrain::parallel::make_thread_comms(kRanks, "world");
   errors = xtrain::testing::run_ranks(kRanks, [&](int64_t r) {
-    MemoryCheckpoints memory(node_root(base, r), *comms[r], kRanksPerNode, torch::kCPU);
+    MemoryCheckpoints memory(node_root(base, r), comms[r], kRanksPerNode, torch::kCPU);
     outcome.assembled[r] = memory.assemble(step);
   });
   for (const auto& error : errors) REQUIRE(error.empty());
