@@ -60,11 +60,7 @@ recover() {
   local run=$1 in_memory=$2 drop=$3
   port=$4
   sed -i "s/^  in_memory: .*//; s/^checkpoint:$/checkpoint:\n  in_memory: $in_memory/" "$work/recipe.yaml"
-  start_node "$run" 0 2:3 --active-nodes 2
-  start_node "$run" 1 2:3 --active-nodes 2
-  wait_for "$work/$run.node0.log" "attempt 0 runs on nodes 0,1" 60
-  start_node "$run" 2 2:3 --active-nodes 2
-  wait_for "$work/$run.node2.log" "this node waits as a spare" 60
+  start_with_spare "$run" 60
   wait_for "$work/$run.node0.log" "\[rank 0\]: step +7/" 600
   if [[ $in_memory == true ]]; then
     local deadline=$((SECONDS + 300))

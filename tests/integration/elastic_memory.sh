@@ -73,11 +73,7 @@ train reference 2 --set checkpoint.in_memory=false
 spare_run() {
   local run=$1 damage=$3
   port=$2
-  start_node "$run" 0 2:3 --active-nodes 2
-  start_node "$run" 1 2:3 --active-nodes 2
-  wait_for "$work/$run.node0.log" "attempt 0 runs on nodes 0,1" 30
-  start_node "$run" 2 2:3 --active-nodes 2
-  wait_for "$work/$run.node2.log" "this node waits as a spare" 20
+  start_with_spare "$run"
   wait_for "$work/$run.node0.log" "\[rank 0\]: step +12/" 40
   kill_node 1 > /dev/null
   rm -rf "$node_memory/node1"

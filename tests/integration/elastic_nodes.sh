@@ -34,11 +34,7 @@ train reference 2
 
 # --- a hot spare takes the place of a lost node -------------------------------------------------
 port=29500
-start_node spare 0 2:3 --active-nodes 2
-start_node spare 1 2:3 --active-nodes 2
-wait_for "$work/spare.node0.log" "attempt 0 runs on nodes 0,1" 30
-start_node spare 2 2:3 --active-nodes 2  # after the others: node 2 is the spare
-wait_for "$work/spare.node2.log" "this node waits as a spare" 20
+start_with_spare spare
 wait_for "$work/spare.node0.log" "\[rank 0\]: step +12/" 40
 killed=$(kill_node 1)
 wait_all || { tail -n 30 "$work"/spare.node*.log; fail "the job did not survive the loss of node 1"; }

@@ -73,6 +73,17 @@ start_node() {
   pids+=($!)
 }
 
+# start_with_spare RUN [SECONDS]: nodes 0 and 1 train RUN (--nnodes 2:3 --active-nodes 2), then
+# node 2 starts and waits as their hot spare; each wait at most SECONDS (default 30).
+start_with_spare() {
+  local run=$1 seconds=${2:-30}
+  start_node "$run" 0 2:3 --active-nodes 2
+  start_node "$run" 1 2:3 --active-nodes 2
+  wait_for "$work/$run.node0.log" "attempt 0 runs on nodes 0,1" "$seconds"
+  start_node "$run" 2 2:3 --active-nodes 2  # after the others: node 2 is the spare
+  wait_for "$work/$run.node2.log" "this node waits as a spare" "$seconds"
+}
+
 # wait_all: waits for every job in $pids; fails when any failed.
 wait_all() {
   local pid status=0
