@@ -22,13 +22,6 @@ namespace {
 constexpr const char* kStepPrefix = "step-";
 constexpr const char* kTempPrefix = ".tmp-step-";
 
-std::optional<int64_t> step_of(const std::string& folder_name) {
-  if (folder_name.rfind(kStepPrefix, 0) != 0) return std::nullopt;
-  const std::string digits = folder_name.substr(std::string(kStepPrefix).size());
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return std::nullopt;
-  return std::stoll(digits);
-}
-
 std::string free_space(const std::string& path) {
   struct statvfs disk {};
   for (fs::path at = path; !at.empty(); at = at.parent_path()) {
@@ -50,6 +43,13 @@ std::string free_space(const std::string& path) {
 }
 
 }  // namespace
+
+std::optional<int64_t> step_of(const std::string& folder_name) {
+  if (folder_name.rfind(kStepPrefix, 0) != 0) return std::nullopt;
+  const std::string digits = folder_name.substr(std::string(kStepPrefix).size());
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return std::nullopt;
+  return std::stoll(digits);
+}
 
 CheckpointStore::CheckpointStore(std::string run_dir, int64_t keep)
     : dir_(std::move(run_dir) + "/checkpoints"), keep_(keep) {}

@@ -71,6 +71,9 @@ class CheckpointStore {
   int64_t keep_;
 };
 
+// N of a checkpoint folder named step-<N> (a name, not a path); nullopt for any other name.
+std::optional<int64_t> step_of(const std::string& folder_name);
+
 struct LoadedCheckpoint {
   std::string dir;
   TensorMap model;

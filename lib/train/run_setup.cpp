@@ -44,14 +44,6 @@ bool resumes_from_latest(const config::Recipe& recipe) {
   return kind == config::ResumeKind::automatic || kind == config::ResumeKind::strict;
 }
 
-std::optional<int64_t> checkpoint_step(const std::string& folder) {
-  const std::string name = fs::path(folder).filename().string();
-  if (name.rfind("step-", 0) != 0 || name.size() == 5) return std::nullopt;
-  const std::string digits = name.substr(5);
-  if (!std::all_of(digits.begin(), digits.end(), ::isdigit)) return std::nullopt;
-  return std::stoll(digits);
-}
-
 // Out of memory, reported as what to change rather than as a trace.
 [[noreturn]] void out_of_memory(int64_t step, const std::string& what, double peak_rss, double peak_device,
                                 const config::Recipe& recipe) {

@@ -28,8 +28,7 @@ struct ResumeFrom {
 };
 // checkpoint.resume auto or strict: the run continues from checkpoints/latest when there is one.
 bool resumes_from_latest(const config::Recipe& recipe);
-// N of a folder named step-<N>.
-std::optional<int64_t> checkpoint_step(const std::string& folder);
+
 std::optional<ResumeFrom> checkpoint_to_resume(const config::Recipe& recipe, const ckpt::CheckpointStore& store,
                                                bool chief);
 

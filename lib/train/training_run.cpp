@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <numeric>
 #include <cstdlib>
 #include <set>
@@ -401,7 +402,7 @@ void TrainingRun::make_memory_checkpoints() {
 // The step `latest` names, from the nodes' memory when every node's copy verifies there, else
 // from disk (verified, or the newest that verifies, as without memory).
 ResumeFrom TrainingRun::read_from_memory_or_disk() {
-  const auto step = checkpoint_step(resume_from_->dir);
+  const auto step = ckpt::step_of(std::filesystem::path(resume_from_->dir).filename().string());
   if (step)
     if (const auto assembled = memory_->assemble(*step))
       return ResumeFrom{assembled->dir,
